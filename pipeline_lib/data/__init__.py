@@ -1,0 +1,213 @@
+"""Data sets of the benchmark: readers of the standard on-disk layouts behind one entry point.
+
+>>> data = load_dataset("cifar10", root="data")            # doctest: +SKIP
+>>> data.train_images.shape, data.class_names[0]           # doctest: +SKIP
+((50000, 32, 32, 3), 'airplane')
+
+Every reader returns an :class:`ImageDataset` of uint8 NHWC images with the protocol's
+preprocessing applied (PROTOCOL.md, "Datasets and splits") and int64 labels. Problems with
+the files raise :class:`DataError` (a ``ValueError``) naming the file or folder.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from pipeline_lib.data.base import DataError, ImageDataset, MissingDataError
+from pipeline_lib.data.cifar import (
+    CIFAR10_CLASSES,
+    CIFAR100_COARSE_CLASSES,
+    read_cifar10,
+    read_cifar100,
+)
+from pipeline_lib.data.digits import DIGITS_CLASSES, read_digits
+from pipeline_lib.data.download import (
+    download_cifar10,
+    download_cifar100,
+    download_fmnist,
+    download_mnist,
+)
+from pipeline_lib.data.image_folder import image_folder_class_names, read_image_folder
+from pipeline_lib.data.mnist import FMNIST_CLASSES, MNIST_CLASSES, read_fmnist, read_mnist
+
+__all__ = [
+    "DATASETS",
+    "DATA_ROOT_ENV",
+    "DataError",
+    "DatasetSpec",
+    "ImageDataset",
+    "MissingDataError",
+    "dataset_class_names",
+    "load_dataset",
+    "resolve_data_root",
+]
+
+DATA_ROOT_ENV = "DROC_DATA_ROOT"
+_DEFAULT_ROOT = "data"
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """How to read, name and fetch one data set.
+
+    Parameters
+    ----------
+    reader : callable
+        ``reader(root: Path, **options) -> ImageDataset``.
+    class_names : tuple of str or callable
+        The class names in label order, or ``class_names(root: Path, **options)`` for data
+        sets whose classes are only known from the files.
+    download : callable or None, default=None
+        ``download(root: Path) -> None`` fetching the files into ``root``; None when there is
+        nothing to download.
+    options : frozenset of str, default=frozenset()
+        Names of the keyword options the reader accepts.
+    """
+
+    reader: Callable[..., ImageDataset]
+    class_names: tuple[str, ...] | Callable[..., tuple[str, ...]]
+    download: Callable[[Path], None] | None = None
+    options: frozenset[str] = frozenset()
+
+
+DATASETS: Mapping[str, DatasetSpec] = MappingProxyType(
+    {
+        "cifar10": DatasetSpec(read_cifar10, CIFAR10_CLASSES, download_cifar10),
+        "cifar100": DatasetSpec(read_cifar100, CIFAR100_COARSE_CLASSES, download_cifar100),
+        "fmnist": DatasetSpec(read_fmnist, FMNIST_CLASSES, download_fmnist),
+        "mnist": DatasetSpec(read_mnist, MNIST_CLASSES, download_mnist),
+        "digits": DatasetSpec(read_digits, DIGITS_CLASSES),
+        "image_folder": DatasetSpec(
+            read_image_folder,
+            image_folder_class_names,
+            options=frozenset({"path", "image_size", "test_fraction"}),
+        ),
+    }
+)
+
+
+def _spec(name: str, options: Mapping[str, Any]) -> DatasetSpec:
+    if name not in DATASETS:
+        raise DataError(f"unknown dataset {name!r}; allowed: {', '.join(DATASETS)}")
+    spec = DATASETS[name]
+    unknown = sorted(set(options) - spec.options)
+    if unknown:
+        allowed = ", ".join(sorted(spec.options)) or "none"
+        raise DataError(f"dataset {name!r} got unknown option(s) {unknown}; allowed: {allowed}")
+    return spec
+
+
+def resolve_data_root(root: str | os.PathLike | None) -> Path:
+    """Pick the folder that holds the data sets.
+
+    Parameters
+    ----------
+    root : str, PathLike or None
+        The configured data root; None or ``""`` when not configured.
+
+    Returns
+    -------
+    Path
+        ``root`` if given, else the value of the environment variable ``DROC_DATA_ROOT``
+        if set and non-empty, else ``data`` (relative to the working directory).
+    """
+    if root is not None and str(root) != "":
+        return Path(root).expanduser()
+    env = os.environ.get(DATA_ROOT_ENV, "")
+    if env:
+        return Path(env).expanduser()
+    return Path(_DEFAULT_ROOT)
+
+
+def load_dataset(
+    name: str,
+    *,
+    root: str | os.PathLike | None = None,
+    download: bool = False,
+    **options: Any,
+) -> ImageDataset:
+    """Read a data set with the protocol's preprocessing.
+
+    Parameters
+    ----------
+    name : str
+        Dataset id, one of ``DATASETS`` (``cifar10``, ``cifar100``, ``fmnist``, ``mnist``,
+        ``digits``, ``image_folder``).
+    root : str, PathLike or None, default=None
+        Data root, see :func:`resolve_data_root`.
+    download : bool, default=False
+        When the files are missing, fetch them into the root with torchvision's downloaders
+        first (``cifar10``, ``cifar100``, ``fmnist``, ``mnist``; the others have nothing
+        to download and ignore it).
+    **options : Any
+        Reader options; only ``image_folder`` takes any (``path``, ``image_size``,
+        ``test_fraction``).
+
+    Returns
+    -------
+    ImageDataset
+        uint8 images of shape (N, H, W, 3) and int64 labels for the train and test splits.
+
+    Raises
+    ------
+    DataError
+        If ``name`` or an option is unknown, the files are missing (and not downloaded),
+        the download fails, or a file is truncated or corrupt. The message names the
+        file or the expected folder and layout.
+    """
+    spec = _spec(name, options)
+    data_root = resolve_data_root(root)
+    try:
+        return spec.reader(data_root, **options)
+    except MissingDataError as err:
+        if spec.download is None:
+            raise
+        if not download:
+            raise MissingDataError(
+                f"{err} Set `download: true` in the config to fetch it into {data_root}/, "
+                f"or put the files there (or set {DATA_ROOT_ENV} to the folder that holds them)."
+            ) from err
+        try:
+            spec.download(data_root)
+        except DataError as download_err:
+            raise DataError(
+                f"{download_err}, or set {DATA_ROOT_ENV} to the folder that holds them. {err}"
+            ) from download_err
+    return spec.reader(data_root, **options)
+
+
+def dataset_class_names(
+    name: str, *, root: str | os.PathLike | None = None, **options: Any
+) -> tuple[str, ...]:
+    """Class names of a data set in label order, without reading its images.
+
+    Parameters
+    ----------
+    name : str
+        Dataset id, one of ``DATASETS``.
+    root : str, PathLike or None, default=None
+        Data root, see :func:`resolve_data_root` (only image folders look at files).
+    **options : Any
+        Reader options, as for :func:`load_dataset`; ``image_folder`` needs ``path``.
+
+    Returns
+    -------
+    tuple of str
+        Wildcard-safe names; static for the public data sets, the sorted sub-folder names
+        for ``image_folder``.
+
+    Raises
+    ------
+    DataError
+        If ``name`` or an option is unknown, or an image folder is missing or has a class
+        name that is not wildcard-safe.
+    """
+    spec = _spec(name, options)
+    if isinstance(spec.class_names, tuple):
+        return spec.class_names
+    return spec.class_names(resolve_data_root(root), **options)
