@@ -1,0 +1,60 @@
+"""``DETECTORS`` and ``make_detector``."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline_lib.detectors import (
+    DETECTORS,
+    GaussianDensity,
+    KernelDensityScore,
+    KNNCosine,
+    LinearOneClassSVM,
+    RBFOneClassSVM,
+    make_detector,
+)
+
+
+def test_registry_ids_match_architecture() -> None:
+    assert DETECTORS == {
+        "ocsvm": RBFOneClassSVM,
+        "ocsvm_linear": LinearOneClassSVM,
+        "kde": KernelDensityScore,
+        "gde": GaussianDensity,
+        "knn": KNNCosine,
+    }
+
+
+def test_paper_defaults() -> None:
+    assert make_detector("ocsvm").get_params()["nu"] == 0.5
+    assert make_detector("ocsvm").normalize is True
+    assert make_detector("ocsvm").gamma_scale == 10.0
+    assert make_detector("ocsvm_linear").normalize is False
+    assert make_detector("kde").normalize is True
+    assert make_detector("gde").normalize is True
+    assert make_detector("knn").n_neighbors == 1
+
+
+def test_make_detector_passes_params() -> None:
+    detector = make_detector("kde", gamma_scale=2.0, chunk_size=64)
+    assert isinstance(detector, KernelDensityScore)
+    assert (detector.gamma_scale, detector.chunk_size) == (2.0, 64)
+
+
+def test_make_detector_unknown_name_lists_allowed() -> None:
+    with pytest.raises(ValueError, match=r"'svm'.*'gde', 'kde', 'knn', 'ocsvm', 'ocsvm_linear'"):
+        make_detector("svm")
+
+
+def test_make_detector_unknown_parameter_named() -> None:
+    with pytest.raises(TypeError, match=r"\['bandwidth'\].*accepted"):
+        make_detector("kde", bandwidth=0.1)
+    with pytest.raises(TypeError, match="gamma"):
+        make_detector("gde", gamma=1.0)
+
+
+def test_make_detector_bad_value_named() -> None:
+    with pytest.raises(ValueError, match="nu must be"):
+        make_detector("ocsvm", nu=2.0)
+    with pytest.raises(ValueError, match="n_neighbors"):
+        make_detector("knn", n_neighbors=-1)
