@@ -1,0 +1,296 @@
+"""Tests of the aggregation into the main and per-class tables, and of the table writers.
+
+The synthetic results have two toy data sets (3 and 2 classes) and 3 seeds, with AUCs chosen
+so that every number can be worked out by hand:
+
+toy_a (classes a0, a1, a2), seed s: AUCs 80 + s, 82 + s, 84 + s -> class mean 82 + s
+toy_b (classes b0, b1),     seed s: AUCs 60 + 2 s, 70         -> class mean 65 + s
+So over seeds 0, 1, 2: toy_a 83 and toy_b 66, both with population std sqrt(2/3); the
+class-weighted mean per seed is (3 (82 + s) + 2 (65 + s)) / 5 = 75.2 + s -> 76.2.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipeline_lib.aggregate import (
+    MAIN_COLUMNS,
+    PER_CLASS_COLUMNS,
+    format_main_table,
+    format_per_class_table,
+    main_table,
+    per_class_table,
+)
+from pipeline_lib.published import CLASS_NAMES, PAPER_DATASET_CLASSES, load_published
+from pipeline_lib.tables import TABLE_SUFFIXES, write_table
+
+STD3 = math.sqrt(2.0 / 3.0)  # population std of three consecutive integers
+
+
+def _row(dataset, inlier, seed, auroc, method="contrastive", detector="kde", **setting):
+    return {
+        "dataset": dataset,
+        "inlier": inlier,
+        "method": method,
+        "seed": seed,
+        "contamination": setting.get("contamination", 0.0),
+        "fitset": setting.get("fitset", "train"),
+        "detector": detector,
+        "auroc": auroc,
+    }
+
+
+@pytest.fixture
+def results() -> pd.DataFrame:
+    rows = []
+    for seed in range(3):
+        for k, inlier in enumerate(["a0", "a1", "a2"]):
+            rows.append(_row("toy_a", inlier, seed, 80.0 + 2 * k + seed))
+        rows.append(_row("toy_b", "b0", seed, 60.0 + 2 * seed))
+        rows.append(_row("toy_b", "b1", seed, 70.0))
+        # a second detector, 10 points lower everywhere
+        for k, inlier in enumerate(["a0", "a1", "a2"]):
+            rows.append(_row("toy_a", inlier, seed, 70.0 + 2 * k + seed, detector="ocsvm"))
+        rows.append(_row("toy_b", "b0", seed, 50.0 + 2 * seed, detector="ocsvm"))
+        rows.append(_row("toy_b", "b1", seed, 60.0, detector="ocsvm"))
+        # other settings, which must be ignored
+        rows.append(_row("toy_a", "a0", seed, 1.0, contamination=0.05))
+        rows.append(_row("toy_a", "a0", seed, 2.0, fitset="clean50"))
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture
+def published() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "dataset": ["toy_a", "toy_b", "toy_a", "toy_a"],
+            "inlier": ["", "", "a0", "mean"],
+            "method": ["contrastive"] * 4,
+            "detector": ["kde"] * 4,
+            "mean": [82.0, 66.5, 80.0, 82.5],
+            "std": [1.0, 0.5, 0.2, np.nan],
+        }
+    )
+
+
+def _cell(long: pd.DataFrame, dataset: str, detector: str = "kde") -> pd.Series:
+    rows = long[(long["dataset"] == dataset) & (long["detector"] == detector)]
+    assert len(rows) == 1
+    return rows.iloc[0]
+
+
+def test_main_table_means_stds_and_weighted_mean(results, published) -> None:
+    long = main_table(results, published)
+    assert tuple(long.columns) == MAIN_COLUMNS
+    assert len(long) == 2 * 3  # two detectors x (toy_a, toy_b, mean)
+    a, b, mean = (_cell(long, d) for d in ("toy_a", "toy_b", "mean"))
+    assert a["mean"] == pytest.approx(83.0) and a["std"] == pytest.approx(STD3)
+    assert b["mean"] == pytest.approx(66.0) and b["std"] == pytest.approx(STD3)
+    assert mean["mean"] == pytest.approx(76.2) and mean["std"] == pytest.approx(STD3)
+    assert (a["n_seeds"], a["n_classes"], a["expected_classes"], a["n_results"]) == (3, 3, 3, 9)
+    assert (mean["n_classes"], mean["expected_classes"], mean["n_results"]) == (5, 5, 15)
+    assert long["complete"].all()
+    ocsvm = _cell(long, "mean", "ocsvm")
+    assert ocsvm["mean"] == pytest.approx(66.2)
+    assert np.isnan(ocsvm["published_mean"]) and np.isnan(ocsvm["delta"])
+
+
+def test_main_table_deltas_against_published(results, published) -> None:
+    long = main_table(results, published)
+    a, b, mean = (_cell(long, d) for d in ("toy_a", "toy_b", "mean"))
+    assert (a["published_mean"], a["published_std"], a["delta"]) == pytest.approx((82, 1, 1))
+    assert (b["published_mean"], b["published_std"], b["delta"]) == pytest.approx((66.5, 0.5, -0.5))
+    # toy data sets are not the paper's five, so the mean is derived: (3*82 + 2*66.5) / 5
+    assert mean["published_mean"] == pytest.approx(75.8) and mean["published_derived"]
+    assert mean["delta"] == pytest.approx(0.4) and np.isnan(mean["published_std"])
+    assert not a["published_derived"]
+
+
+def test_main_table_sample_std_with_ddof_1(results) -> None:
+    long = main_table(results, ddof=1)
+    assert _cell(long, "toy_a")["std"] == pytest.approx(1.0)
+
+
+def test_missing_class_of_one_seed_is_flagged(results) -> None:
+    drop = (results["inlier"] == "a2") & (results["seed"] == 2) & (results["detector"] == "kde")
+    long = main_table(results[~drop])
+    a, b, mean = (_cell(long, d) for d in ("toy_a", "toy_b", "mean"))
+    # seed 2 averages a0, a1 only: (82 + 84) / 2 = 83, so seeds give 82, 83, 83
+    assert a["mean"] == pytest.approx(248 / 3)
+    assert (a["n_seeds"], a["n_classes"], a["n_results"], a["expected_results"]) == (3, 3, 8, 9)
+    assert not a["complete"] and b["complete"] and not mean["complete"]
+    assert _cell(long, "toy_a", "ocsvm")["complete"]
+    wide = format_main_table(long)
+    kde = wide[wide["Detector"] == "KDE"].iloc[0]
+    assert kde["toy_a"] == "82.7 ± 0.5 [8/9 runs, 3/3 seeds]"
+    assert kde["toy_b"] == "66.0 ± 0.8"
+
+
+def test_missing_seed_is_flagged(results) -> None:
+    drop = (results["dataset"] == "toy_b") & (results["seed"] == 2)
+    long = main_table(results[~drop])
+    b, mean = _cell(long, "toy_b"), _cell(long, "mean")
+    assert (b["n_seeds"], b["expected_seeds"], b["complete"]) == (2, 3, False)
+    assert b["mean"] == pytest.approx(65.5) and b["std"] == pytest.approx(0.5)
+    # seed 2 of the mean has toy_a only: seeds give 75.2, 76.2, 84
+    assert mean["mean"] == pytest.approx((75.2 + 76.2 + 84.0) / 3) and not mean["complete"]
+
+
+def test_missing_dataset_of_one_pair_is_flagged(results) -> None:
+    drop = (results["dataset"] == "toy_b") & (results["detector"] == "ocsvm")
+    long = main_table(results[~drop])
+    b, mean = _cell(long, "toy_b", "ocsvm"), _cell(long, "mean", "ocsvm")
+    assert np.isnan(b["mean"]) and (b["n_seeds"], b["n_results"], b["complete"]) == (0, 0, False)
+    assert mean["mean"] == pytest.approx(73.0) and not mean["complete"]  # toy_a only
+    assert _cell(long, "mean")["complete"]
+    ocsvm = format_main_table(long).set_index("Detector").loc["OC-SVM"]
+    assert ocsvm["toy_b"] == "— [0/6 runs, 0/3 seeds]"
+
+
+def test_expected_seeds_and_classes_can_be_given(results) -> None:
+    long = main_table(results, seeds=[0, 1, 2, 3], class_counts={"toy_a": 4})
+    a = _cell(long, "toy_a")
+    assert (a["expected_seeds"], a["expected_classes"], a["expected_results"]) == (4, 4, 16)
+    assert not long["complete"].any()
+    # the mean is weighted by the expected class counts: (4*(82+s) + 2*(65+s)) / 6
+    assert _cell(long, "mean")["mean"] == pytest.approx((4 * 83 + 2 * 66) / 6)
+
+
+def test_main_table_rejects_bad_input(results) -> None:
+    with pytest.raises(ValueError, match="auroc"):
+        main_table(results.drop(columns="auroc"))
+    with pytest.raises(ValueError, match="duplicate"):
+        main_table(pd.concat([results, results.iloc[[0]]]))
+    with pytest.raises(ValueError, match="fitset='clean500'"):
+        main_table(results, fitset="clean500")
+    bad = results.copy()
+    bad.loc[0, "auroc"] = 0.9 * 1000
+    with pytest.raises(ValueError, match="x100"):
+        main_table(bad)
+
+
+def test_main_table_uses_the_paper_mean_for_the_paper_datasets() -> None:
+    published = load_published()
+    full = published[published["table"] == "visual_results_full"]
+    row = full[(full["method"] == "contrastive_da") & (full["detector"] == "ocsvm")]
+    value = dict(zip(row["dataset"], row["mean"], strict=True))
+    rows = []
+    for dataset in PAPER_DATASET_CLASSES:
+        classes = CLASS_NAMES.get(dataset, ("no_eyeglasses",))
+        for seed in range(2):
+            for inlier in classes:
+                rows.append(_row(dataset, inlier, seed, value[dataset], "contrastive_da", "ocsvm"))
+    long = main_table(pd.DataFrame(rows), published)
+    assert long["complete"].all()
+    per_dataset = long[long["dataset"] != "mean"]
+    np.testing.assert_allclose(per_dataset["delta"], 0.0, atol=1e-9)
+    mean = _cell(long, "mean", "ocsvm")
+    assert not mean["published_derived"] and mean["published_mean"] == 89.9
+    assert abs(mean["delta"]) < 0.15
+
+
+def test_format_main_table_cells(results, published) -> None:
+    wide = format_main_table(main_table(results, published))
+    assert list(wide.columns) == [
+        "Representation",
+        "Detector",
+        "toy_a",
+        "toy_a paper",
+        "toy_b",
+        "toy_b paper",
+        "Mean",
+        "Mean paper",
+    ]
+    kde = wide[wide["Detector"] == "KDE"].iloc[0]
+    assert kde["Representation"] == "Contrastive"
+    assert kde["toy_a"] == "83.0 ± 0.8"
+    assert kde["toy_a paper"] == "82.0 ± 1.0, Δ +1.0"
+    assert kde["toy_b paper"] == "66.5 ± 0.5, Δ -0.5"
+    assert kde["Mean"] == "76.2 ± 0.8"
+    assert kde["Mean paper"] == "75.8 (derived), Δ +0.4"
+    assert wide[wide["Detector"] == "OC-SVM"].iloc[0]["toy_a paper"] == ""
+
+
+def test_per_class_table(results, published) -> None:
+    long = per_class_table(results, "toy_a", published)
+    assert tuple(long.columns) == PER_CLASS_COLUMNS
+    kde = long[long["detector"] == "kde"].set_index("inlier")
+    assert list(kde.index) == ["a0", "a1", "a2", "mean"]
+    np.testing.assert_allclose(kde["mean"], [81.0, 83.0, 85.0, 83.0])
+    np.testing.assert_allclose(kde["std"], STD3)
+    assert kde.loc["a0", "published_mean"] == 80.0 and kde.loc["a0", "delta"] == pytest.approx(1.0)
+    assert kde.loc["mean", "published_mean"] == 82.5  # the per-class table's own mean row
+    assert kde.loc["mean", "delta"] == pytest.approx(0.5)
+    assert np.isnan(kde.loc["a1", "published_mean"])
+    assert kde["complete"].all() and (kde["n_seeds"] == 3).all()
+    wide = format_per_class_table(long)
+    assert list(wide["Class"]) == ["a0", "a1", "a2", "mean"]
+    assert wide.loc[0, "Contrastive / KDE"] == "81.0 ± 0.8 (paper 80.0 ± 0.2, Δ +1.0)"
+    assert wide.loc[1, "Contrastive / KDE"] == "83.0 ± 0.8"
+
+
+def test_per_class_table_flags_missing_results(results) -> None:
+    drop = (results["inlier"] == "a1") & (results["detector"] == "ocsvm")
+    drop |= (results["inlier"] == "a2") & (results["seed"] == 0) & (results["detector"] == "kde")
+    long = per_class_table(results[~drop], "toy_a")
+    ocsvm = long[long["detector"] == "ocsvm"].set_index("inlier")
+    assert ocsvm.loc["a1", "n_seeds"] == 0 and np.isnan(ocsvm.loc["a1", "mean"])
+    assert not ocsvm.loc["a1", "complete"] and not ocsvm.loc["mean", "complete"]
+    assert ocsvm.loc["mean", "mean"] == pytest.approx(73.0)  # mean of a0 (71), a2 (75)
+    kde = long[long["detector"] == "kde"].set_index("inlier")
+    assert (kde.loc["a2", "n_seeds"], kde.loc["a2", "complete"]) == (2, False)
+    assert kde.loc["a2", "mean"] == pytest.approx(85.5)
+    assert kde.loc["a0", "complete"] and not kde.loc["mean", "complete"]
+    wide = format_per_class_table(long)
+    assert wide.loc[2, "Contrastive / KDE"] == "85.5 ± 0.5 [2/3 seeds]"
+    assert wide.loc[1, "Contrastive / OC-SVM"] == "— [0/3 seeds]"
+    assert wide.loc[3, "Contrastive / KDE"].endswith("[incomplete]")
+
+
+def test_per_class_table_orders_paper_classes() -> None:
+    names = CLASS_NAMES["fmnist"]
+    rows = [_row("fmnist", name, 0, 90.0) for name in reversed(names)]
+    long = per_class_table(pd.DataFrame(rows), "fmnist")
+    assert list(long["inlier"]) == [*names, "mean"]
+    with pytest.raises(ValueError, match="'cifar10'"):
+        per_class_table(pd.DataFrame(rows), "cifar10")
+
+
+def test_write_table_writes_four_files_with_the_numbers(results, published, tmp_path) -> None:
+    wide = format_main_table(main_table(results, published))
+    stem = tmp_path / "tables" / "main_toy"
+    paths = write_table(wide, stem, caption="Toy main table: AUC 100%")
+    assert [p.name for p in paths] == [f"main_toy{s}" for s in TABLE_SUFFIXES]
+    texts = {p.suffix: p.read_text(encoding="utf-8") for p in paths}
+    for suffix, text in texts.items():
+        assert "83.0" in text and "76.2" in text, suffix
+    assert "83.0 ± 0.8" in texts[".md"] and texts[".md"].startswith("Toy main table")
+    assert (
+        r"83.0 $\pm$ 0.8" in texts[".tex"]
+        and r"\caption{Toy main table: AUC 100\%}" in (texts[".tex"])
+    )
+    assert r"toy\_a paper" in texts[".tex"] and r"$\Delta$ +1.0" in texts[".tex"]
+    assert "<title>Toy main table: AUC 100%</title>" in texts[".html"]
+    assert texts[".html"].startswith("<!DOCTYPE html>") and "<td>83.0 ± 0.8</td>" in texts[".html"]
+    assert pd.read_csv(paths[0], keep_default_na=False).equals(wide)
+    assert sorted(p.name for p in stem.parent.iterdir()) == sorted(p.name for p in paths)
+
+
+def test_write_table_keeps_long_numeric_frames(results, tmp_path) -> None:
+    long = main_table(results)
+    paths = write_table(long, tmp_path / "long", caption="Long")
+    back = pd.read_csv(paths[0])
+    np.testing.assert_allclose(back["mean"], long["mean"])
+    assert "| contrastive" in paths[1].read_text(encoding="utf-8")
+
+
+def test_write_table_rejects_bad_arguments(tmp_path) -> None:
+    frame = pd.DataFrame({"x": [1.0]})
+    with pytest.raises(ValueError, match="main.csv"):
+        write_table(frame, tmp_path / "main.csv", caption="x")
+    with pytest.raises(ValueError, match="caption"):
+        write_table(frame, tmp_path / "main", caption=" ")
