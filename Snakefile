@@ -1,0 +1,31 @@
+"""droc-bench: deep one-class classification benchmark (Sohn et al., ICLR 2021).
+
+Run `snakemake --cores 2` for the embedded default (config/config.yaml), or pass
+`--configfile config/paper.yaml` for the paper's main table. See README.md.
+"""
+
+from pathlib import Path
+
+import yaml
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+# A --configfile replaces the embedded default instead of being merged into it, so a paper
+# run never inherits the demo's data sets.
+if not config:
+    with open(Path(workflow.basedir) / "config" / "config.yaml") as handle:
+        config.update(yaml.safe_load(handle))
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/embed.smk"
+include: "workflow/rules/detect.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        get_final_output(),

@@ -1,0 +1,110 @@
+"""Config validation: fail before any job starts, naming the key and the allowed values."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+
+class ConfigError(ValueError):
+    """A config value the pipeline cannot run with."""
+
+
+def _key_path(path: Any) -> str:
+    parts = ""
+    for item in path:
+        parts += f"[{item}]" if isinstance(item, int) else (f".{item}" if parts else str(item))
+    return parts or "<top level>"
+
+
+def _explain(error: jsonschema.ValidationError) -> str:
+    key = _key_path(error.absolute_path)
+    validator, expected = error.validator, error.validator_value
+    if validator == "enum":
+        allowed = ", ".join(map(str, expected))
+        return f"config key '{key}': {error.instance!r} is not allowed; allowed values: {allowed}"
+    if validator == "propertyNames":
+        allowed = ", ".join(map(str, expected.get("enum", [])))
+        bad = error.instance if not isinstance(error.instance, dict) else error.message
+        return f"config key '{key}': unknown name {bad!r}; allowed: {allowed}"
+    if validator == "additionalProperties":
+        allowed = ", ".join(sorted(error.schema.get("properties", {})))
+        return f"config key '{key}': {error.message}; allowed keys: {allowed}"
+    return f"config key '{key}': {error.message}"
+
+
+def _fill_defaults(instance: Any, schema: Mapping[str, Any]) -> None:
+    if not isinstance(instance, dict):
+        return
+    for name, sub in schema.get("properties", {}).items():
+        if name not in instance and "default" in sub:
+            instance[name] = copy.deepcopy(sub["default"])
+        if name in instance:
+            _fill_defaults(instance[name], sub)
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict):
+        for name, value in instance.items():
+            if name not in schema.get("properties", {}):
+                _fill_defaults(value, extra)
+
+
+def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -> dict[str, Any]:
+    """Validate ``config`` against the JSON schema and return a copy with defaults filled.
+
+    Raises
+    ------
+    ConfigError
+        For the first schema violation, naming the key and the allowed values.
+    """
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    if errors:
+        # The innermost error of a propertyNames failure carries the bad name.
+        error = errors[0]
+        if error.context:
+            error = min(error.context, key=lambda e: len(list(e.absolute_path)))
+        raise ConfigError(_explain(errors[0] if error.validator == "const" else error))
+    filled = copy.deepcopy(dict(config))
+    _fill_defaults(filled, schema)
+    for options in filled["detectors"].values() if "detectors" in filled else []:
+        if options is not None and not isinstance(options, dict):
+            raise ConfigError("detector parameters must be a mapping")
+    filled["detectors"] = {name: dict(opts or {}) for name, opts in filled["detectors"].items()}
+    return filled
+
+
+def resolve_classes(
+    dataset: str, requested: str | list[str], available: tuple[str, ...]
+) -> list[str]:
+    """Expand ``"all"`` and check requested class names against the data set's names.
+
+    Raises
+    ------
+    ConfigError
+        Naming the key ``datasets.<dataset>.classes``, the bad name and the allowed names.
+    """
+    if requested == "all":
+        return list(available)
+    unknown = [name for name in requested if name not in available]
+    if unknown:
+        raise ConfigError(
+            f"config key 'datasets.{dataset}.classes': unknown class {unknown[0]!r}; "
+            f"allowed: {', '.join(available)}"
+        )
+    return list(requested)
+
+
+def sweep_id(config: Mapping[str, Any]) -> str:
+    """A short stable hash of the science in ``config`` (not of paths or tracking settings)."""
+    science = {key: value for key, value in config.items() if key not in {"data", "tracking"}}
+    digest = hashlib.sha256(json.dumps(science, sort_keys=True, default=str).encode())
+    return digest.hexdigest()[:12]

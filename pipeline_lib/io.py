@@ -1,0 +1,101 @@
+"""File I/O with atomic writes: a failed job never leaves a file that looks complete."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it onto ``path`` only on success."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def save_npz(path: str | os.PathLike, arrays: Mapping[str, np.ndarray]) -> None:
+    """Write arrays to an uncompressed ``.npz`` atomically."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        np.savez(handle, **arrays)
+
+
+def load_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """Read every array of an ``.npz`` into memory (and close the file)."""
+    with np.load(path, allow_pickle=False) as data:
+        return {name: data[name] for name in data.files}
+
+
+def save_json(path: str | os.PathLike, payload: Mapping[str, Any]) -> None:
+    """Write JSON atomically, sorted and indented so diffs stay readable."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, default=_to_builtin) + "\n")
+
+
+def load_json(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a JSON object, naming the file when it is not valid JSON."""
+    try:
+        return json.loads(Path(path).read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not valid JSON ({error}); delete it and re-run") from error
+
+
+def _to_builtin(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"cannot serialise {type(value).__name__} to JSON")
+
+
+def save_image_dataset(path: str | os.PathLike, dataset: Any) -> None:
+    """Cache an :class:`~pipeline_lib.data.ImageDataset` as one ``.npz`` (fast to re-read)."""
+    save_npz(
+        path,
+        {
+            "name": np.array(dataset.name),
+            "class_names": np.array(dataset.class_names),
+            "train_images": dataset.train_images,
+            "train_labels": dataset.train_labels,
+            "test_images": dataset.test_images,
+            "test_labels": dataset.test_labels,
+        },
+    )
+
+
+def load_image_dataset(path: str | os.PathLike) -> Any:
+    """Read a dataset cache written by :func:`save_image_dataset`."""
+    from pipeline_lib.data import ImageDataset
+
+    with np.load(path, allow_pickle=False) as data:
+        return ImageDataset(
+            name=str(data["name"]),
+            train_images=data["train_images"],
+            train_labels=data["train_labels"],
+            test_images=data["test_images"],
+            test_labels=data["test_labels"],
+            class_names=tuple(str(name) for name in data["class_names"]),
+        )
+
+
+def load_dataset_labels(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    """Labels and class names of a dataset cache without reading its pixels (for splits)."""
+    with np.load(path, allow_pickle=False) as data:
+        names = tuple(str(name) for name in data["class_names"])
+        return data["train_labels"], data["test_labels"], names

@@ -1,0 +1,249 @@
+"""MLflow logging: the only module that imports mlflow.
+
+One writer (the ``log_to_mlflow`` rule) logs every job result as a child run and a parent
+summary run per sweep. Files under ``results/`` are the source of truth: a tracking server
+that does not answer costs a warning and a few seconds, never a failed pipeline. Runs carry
+a stable key, so logging the same results again creates no duplicates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: Tag names used to find runs again (MLflow tags allow dots in names).
+SWEEP_TAG = "droc.sweep"
+KEY_TAG = "droc.result_key"
+HASH_TAG = "droc.content_hash"
+KIND_TAG = "droc.kind"
+PARAM_COLUMNS = ("dataset", "inlier", "method", "seed", "contamination", "fitset", "detector")
+
+
+def default_tracking_uri(store_dir: str | os.PathLike) -> str:
+    """``$MLFLOW_TRACKING_URI`` when set, else a SQLite file in ``store_dir``."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        return uri
+    return f"sqlite:///{(Path(store_dir).resolve() / 'mlflow.db').as_posix()}"
+
+
+def server_reachable(uri: str, *, timeout_s: float) -> bool:
+    """For an HTTP tracking URI, ask ``/health`` with a short timeout; files are always local."""
+    if not uri.startswith(("http://", "https://")):
+        return True
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s) as response:
+            return 200 <= response.status < 300
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def code_version(directory: str | os.PathLike) -> str:
+    """The git commit of the workflow (with ``-dirty`` for local changes), or ``unknown``."""
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(directory), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(directory), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return commit + ("-dirty" if dirty else "")
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    # Two aggregations at once must not interleave their search-then-create steps.
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _client(uri: str, *, timeout_s: float) -> Any:
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(1, int(timeout_s))))
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def ensure_experiment(
+    uri: str, experiment: str, *, artifact_dir: str | os.PathLike | None, timeout_s: float = 5.0
+) -> dict[str, Any]:
+    """Create the store and experiment once, before any fan-out writes to it.
+
+    Returns
+    -------
+    dict
+        ``status`` ("ready" or "unreachable"), ``tracking_uri``, ``experiment_id``.
+    """
+    if not server_reachable(uri, timeout_s=timeout_s):
+        log.warning("MLflow tracking server %s does not answer: runs will not be logged", uri)
+        return {"status": "unreachable", "tracking_uri": uri, "experiment_id": None}
+    client = _client(uri, timeout_s=timeout_s)
+    found = client.get_experiment_by_name(experiment)
+    if found is not None:
+        experiment_id = found.experiment_id
+    else:
+        location = Path(artifact_dir).resolve().as_uri() if artifact_dir else None
+        experiment_id = client.create_experiment(experiment, artifact_location=location)
+    return {"status": "ready", "tracking_uri": uri, "experiment_id": experiment_id}
+
+
+def _content_hash(record: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _existing_runs(client: Any, experiment_id: str, sweep: str) -> dict[str, Any]:
+    runs: dict[str, Any] = {}
+    token = None
+    while True:
+        page = client.search_runs(
+            [experiment_id],
+            filter_string=f"tags.`{SWEEP_TAG}` = '{sweep}'",
+            max_results=5000,
+            page_token=token,
+        )
+        for run in page:
+            runs[run.data.tags.get(KEY_TAG, run.info.run_id)] = run
+        token = page.token
+        if not token:
+            return runs
+
+
+def log_sweep(
+    records: Sequence[Mapping[str, Any]],
+    *,
+    uri: str,
+    experiment: str,
+    sweep: str,
+    artifacts: Sequence[str | os.PathLike] = (),
+    artifact_dir: str | os.PathLike | None = None,
+    lock_path: str | os.PathLike,
+    tags: Mapping[str, str] | None = None,
+    timeout_s: float = 5.0,
+) -> dict[str, Any]:
+    """Log one child run per job record and a parent run with the sweep's tables and plots.
+
+    Each record needs a ``result_key`` (its stable identity, e.g. its result path), the
+    wildcard columns of :data:`PARAM_COLUMNS` and numeric metrics. A record already logged
+    with the same content is left alone; a changed one updates its run in place.
+
+    Returns
+    -------
+    dict
+        ``status`` and counts of created, updated and unchanged runs, or the warning when the
+        tracking store could not be reached.
+    """
+    from mlflow.entities import Metric, Param, RunTag
+
+    summary: dict[str, Any] = {"tracking_uri": uri, "sweep": sweep, "experiment": experiment}
+    try:
+        with _exclusive(Path(lock_path)):
+            store = ensure_experiment(
+                uri, experiment, artifact_dir=artifact_dir, timeout_s=timeout_s
+            )
+            if store["status"] != "ready":
+                return summary | store | {"warning": f"tracking server {uri} did not answer"}
+            client = _client(uri, timeout_s=timeout_s)
+            experiment_id = store["experiment_id"]
+            existing = _existing_runs(client, experiment_id, sweep)
+            common = {SWEEP_TAG: sweep, **(tags or {})}
+            parent_key = f"sweep:{sweep}"
+            parent = existing.get(parent_key)
+            parent_id = (
+                parent.info.run_id
+                if parent
+                else client.create_run(
+                    experiment_id,
+                    run_name=f"{experiment}-{sweep}",
+                    tags={**common, KEY_TAG: parent_key, KIND_TAG: "summary"},
+                ).info.run_id
+            )
+            counts = {"created": 0, "updated": 0, "unchanged": 0}
+            now = int(time.time() * 1000)
+            for record in records:
+                key = str(record["result_key"])
+                digest = _content_hash(record)
+                run = existing.get(key)
+                if run is not None and run.data.tags.get(HASH_TAG) == digest:
+                    counts["unchanged"] += 1
+                    continue
+                params = [
+                    Param(name, str(record[name])) for name in PARAM_COLUMNS if name in record
+                ]
+                metrics = [
+                    Metric(name, float(value), now, 0)
+                    for name, value in record.items()
+                    if name not in PARAM_COLUMNS
+                    and isinstance(value, (int, float))
+                    and not isinstance(value, bool)
+                ]
+                run_tags = [RunTag(HASH_TAG, digest)]
+                if run is None:
+                    run_id = client.create_run(
+                        experiment_id,
+                        run_name="/".join(str(record[n]) for n in PARAM_COLUMNS if n in record),
+                        tags={
+                            **common,
+                            KEY_TAG: key,
+                            KIND_TAG: "job",
+                            "mlflow.parentRunId": parent_id,
+                        },
+                    ).info.run_id
+                    client.log_batch(run_id, metrics=metrics, params=params, tags=run_tags)
+                    counts["created"] += 1
+                else:
+                    # Params are immutable in MLflow; identity params never change for a key.
+                    run_id = run.info.run_id
+                    client.log_batch(run_id, metrics=metrics, tags=run_tags)
+                    counts["updated"] += 1
+                client.set_terminated(run_id)
+            for path in artifacts:
+                path = Path(path)
+                client.log_artifact(parent_id, str(path), artifact_path=path.parent.name)
+            client.log_batch(
+                parent_id,
+                metrics=[Metric("n_results", float(len(records)), now, 0)],
+                tags=[RunTag(name, str(value)) for name, value in common.items()],
+            )
+            client.set_terminated(parent_id)
+            return summary | {
+                "status": "logged",
+                "experiment_id": experiment_id,
+                "parent_run_id": parent_id,
+                **counts,
+            }
+    except Exception as error:  # noqa: BLE001 - tracking must never fail the pipeline
+        log.warning(
+            "MLflow logging failed (%s: %s); results/ still holds every result",
+            type(error).__name__,
+            error,
+        )
+        return summary | {"status": "failed", "warning": f"{type(error).__name__}: {error}"}

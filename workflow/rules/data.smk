@@ -1,0 +1,37 @@
+"""Data: read a data set once into a compact cache, then one split per class and seed."""
+
+
+rule prepare_dataset:
+    output:
+        "results/{dataset}/dataset.npz",
+    log:
+        "results/logs/prepare_dataset/{dataset}.log",
+    benchmark:
+        "results/benchmarks/prepare_dataset/{dataset}.tsv"
+    params:
+        settings=get_dataset_settings,
+    threads: 1
+    resources:
+        mem_mb=8000,
+        runtime=30,
+    script:
+        "../scripts/prepare_dataset.py"
+
+
+rule prepare_split:
+    input:
+        dataset="results/{dataset}/dataset.npz",
+    output:
+        SPLIT + "/split.npz",
+    log:
+        "results/logs/prepare_split/{dataset}/{inlier}/contam{contamination}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/prepare_split/{dataset}/{inlier}/contam{contamination}/seed{seed}.tsv"
+    params:
+        clean_inliers=config["splits"]["clean_inliers"],
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../scripts/prepare_split.py"

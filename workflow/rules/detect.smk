@@ -1,0 +1,29 @@
+"""Detection: one small result per (data set, class, split, seed, method, fit set, detector).
+
+The detectors of one feature set run in one job: starting Python and importing torch and
+scikit-learn costs more than fitting a detector on a few thousand features. A detector added
+to the config re-runs only these light jobs; the cached features are reused.
+"""
+
+
+rule score_detectors:
+    input:
+        split=SPLIT + "/split.npz",
+        features=get_features,
+    output:
+        results=expand(RESULT + "/result.json", detector=DETECTORS, allow_missing=True),
+        scores=expand(RESULT + "/scores.npz", detector=DETECTORS, allow_missing=True),
+    log:
+        "results/logs/score_detectors/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}/{fitset}.log",
+    benchmark:
+        "results/benchmarks/score_detectors/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}/{fitset}.tsv"
+    params:
+        detectors=config["detectors"],
+        max_fit=config["detect"]["max_fit"],
+    threads: 1
+    resources:
+        mem_mb=8000,
+        runtime=60,
+        gpu=0,
+    script:
+        "../scripts/score_detectors.py"

@@ -1,0 +1,24 @@
+"""Embedding: cache f (and g(f)) so adding a detector never recomputes features."""
+
+
+rule embed_frozen_dataset:
+    input:
+        dataset="results/{dataset}/dataset.npz",
+    output:
+        "results/{dataset}/_frozen/{method}/seed{seed}/features.npz",
+    log:
+        "results/logs/embed_frozen_dataset/{dataset}/{method}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/embed_frozen_dataset/{dataset}/{method}/seed{seed}.tsv"
+    wildcard_constraints:
+        method=_one_of(FROZEN_METHODS),
+    params:
+        batch_size=config["embed"]["batch_size"],
+        width=config["embed"]["width"],
+    threads: 2
+    resources:
+        mem_mb=12000,
+        runtime=120,
+        gpu=0,
+    script:
+        "../scripts/embed_frozen_dataset.py"

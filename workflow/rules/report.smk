@@ -1,0 +1,144 @@
+"""Aggregation: tidy results, the paper's tables beside its numbers, plots, MLflow, report."""
+
+
+localrules:
+    init_tracking,
+
+
+rule collect_results:
+    input:
+        detection_results(),
+    output:
+        report(
+            "results/summary/results.csv",
+            caption="../report/results.rst",
+            category="Results",
+        ),
+    log:
+        "results/logs/collect_results/collect_results.log",
+    benchmark:
+        "results/benchmarks/collect_results/collect_results.tsv"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../scripts/collect_results.py"
+
+
+rule make_tables:
+    input:
+        "results/summary/results.csv",
+    output:
+        main=report(
+            multiext("results/summary/main_table", ".csv", ".md", ".tex", ".html"),
+            caption="../report/main_table.rst",
+            category="Tables",
+            subcategory="Main table",
+        ),
+        per_class=report(
+            expand(
+                "results/summary/per_class/{dataset}{ext}",
+                dataset=list(CLASSES),
+                ext=[".csv", ".md", ".tex", ".html"],
+            ),
+            caption="../report/per_class.rst",
+            category="Tables",
+            subcategory="Per class",
+        ),
+    log:
+        "results/logs/make_tables/make_tables.log",
+    benchmark:
+        "results/benchmarks/make_tables/make_tables.tsv"
+    params:
+        datasets=list(CLASSES),
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../scripts/make_tables.py"
+
+
+rule plot_per_class:
+    input:
+        "results/summary/results.csv",
+    output:
+        report(
+            "results/summary/plots/per_class_{dataset}.png",
+            caption="../report/per_class_plot.rst",
+            category="Plots",
+            subcategory="{dataset}",
+        ),
+    log:
+        "results/logs/plot_per_class/{dataset}.log",
+    benchmark:
+        "results/benchmarks/plot_per_class/{dataset}.tsv"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../scripts/plot_per_class.py"
+
+
+rule plot_roc_curves:
+    input:
+        lambda wildcards: roc_score_files(wildcards.dataset),
+    output:
+        report(
+            "results/summary/plots/roc_{dataset}.png",
+            caption="../report/roc.rst",
+            category="Plots",
+            subcategory="{dataset}",
+        ),
+    log:
+        "results/logs/plot_roc_curves/{dataset}.log",
+    benchmark:
+        "results/benchmarks/plot_roc_curves/{dataset}.tsv"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../scripts/plot_roc_curves.py"
+
+
+rule init_tracking:
+    output:
+        "results/mlflow/store.json",
+    log:
+        "results/logs/init_tracking/init_tracking.log",
+    params:
+        experiment=config["experiment"],
+        timeout_s=config["tracking"]["timeout_s"],
+    script:
+        "../scripts/init_tracking.py"
+
+
+rule log_to_mlflow:
+    input:
+        store="results/mlflow/store.json",
+        results="results/summary/results.csv",
+        tables=rules.make_tables.output,
+        plots=expand(
+            "results/summary/plots/{kind}_{dataset}.png",
+            kind=["per_class", "roc"],
+            dataset=list(CLASSES),
+        ),
+    output:
+        "results/mlflow/logged.json",
+    log:
+        "results/logs/log_to_mlflow/log_to_mlflow.log",
+    benchmark:
+        "results/benchmarks/log_to_mlflow/log_to_mlflow.tsv"
+    params:
+        experiment=config["experiment"],
+        sweep=SWEEP,
+        timeout_s=config["tracking"]["timeout_s"],
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    script:
+        "../scripts/log_to_mlflow.py"

@@ -1,0 +1,23 @@
+"""Embed a whole data set with a frozen representation (shared by every inlier class)."""
+
+from pipeline_lib.devices import select_device, set_threads
+from pipeline_lib.embed import embed_dataset
+from pipeline_lib.io import load_image_dataset, save_npz
+from pipeline_lib.logs import job_logging, show_progress
+from pipeline_lib.representations import build_representation
+
+with job_logging(snakemake.log[0]):
+    set_threads(snakemake.threads)
+    model = build_representation(
+        snakemake.wildcards.method,
+        seed=int(snakemake.wildcards.seed),
+        width=snakemake.params.width,
+    )
+    features = embed_dataset(
+        model,
+        load_image_dataset(snakemake.input.dataset),
+        batch_size=snakemake.params.batch_size,
+        device=select_device(int(snakemake.resources.get("gpu", 0))),
+        progress=show_progress(),
+    )
+    save_npz(snakemake.output[0], features)

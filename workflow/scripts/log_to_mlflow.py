@@ -1,0 +1,24 @@
+"""The single MLflow writer: a child run per job result and a parent run per sweep."""
+
+from pathlib import Path
+
+from pipeline_lib.io import save_json
+from pipeline_lib.logs import job_logging
+from pipeline_lib.results import load_results_csv
+from pipeline_lib.tracking import code_version, default_tracking_uri, log_sweep
+
+with job_logging(snakemake.log[0]):
+    store_dir = Path(snakemake.output[0]).parent
+    records = load_results_csv(snakemake.input.results).to_dict("records")
+    summary = log_sweep(
+        records,
+        uri=default_tracking_uri(store_dir),
+        experiment=snakemake.params.experiment,
+        sweep=snakemake.params.sweep,
+        artifacts=[*snakemake.input.tables, *snakemake.input.plots, snakemake.input.results],
+        artifact_dir=store_dir / "artifacts",
+        lock_path=store_dir / "writer.lock",
+        tags={"git_commit": code_version(Path(snakemake.scriptdir))},
+        timeout_s=snakemake.params.timeout_s,
+    )
+    save_json(snakemake.output[0], summary)

@@ -1,0 +1,30 @@
+"""The main table and per-class tables, beside the published numbers, in four formats."""
+
+from pathlib import Path
+
+from pipeline_lib.aggregate import (
+    format_main_table,
+    format_per_class_table,
+    main_table,
+    per_class_table,
+)
+from pipeline_lib.logs import job_logging
+from pipeline_lib.published import load_published
+from pipeline_lib.results import load_results_csv
+from pipeline_lib.tables import write_table
+
+with job_logging(snakemake.log[0]):
+    results = load_results_csv(snakemake.input[0])
+    published = load_published()
+    main = main_table(results, published)
+    write_table(
+        format_main_table(main),
+        Path(snakemake.output.main[0]).with_suffix(""),
+        caption="Mean +- std over seeds of the class-mean ROC AUC (x100), beside the paper.",
+    )
+    for dataset in snakemake.params.datasets:
+        write_table(
+            format_per_class_table(per_class_table(results, dataset, published)),
+            Path(snakemake.output.main[0]).parent / "per_class" / dataset,
+            caption=f"Per-class ROC AUC (x100) on {dataset}, beside the paper.",
+        )

@@ -1,0 +1,12 @@
+"""Per-class AUC bars for one data set, with the paper's numbers overlaid."""
+
+from pipeline_lib.logs import job_logging
+from pipeline_lib.plots import plot_per_class_auc, save_figure
+from pipeline_lib.published import load_published
+from pipeline_lib.results import load_results_csv
+
+with job_logging(snakemake.log[0]):
+    figure = plot_per_class_auc(
+        load_results_csv(snakemake.input[0]), snakemake.wildcards.dataset, load_published()
+    )
+    save_figure(figure, snakemake.output[0])

@@ -1,0 +1,37 @@
+"""Fit each configured detector on one split's features; save AUC and scores per detector."""
+
+from pipeline_lib.data.split import load_split
+from pipeline_lib.devices import set_threads
+from pipeline_lib.io import load_npz, save_json, save_npz
+from pipeline_lib.logs import job_logging
+from pipeline_lib.steps import run_detection
+
+with job_logging(snakemake.log[0]):
+    set_threads(snakemake.threads)
+    wildcards = snakemake.wildcards
+    split = load_split(snakemake.input.split)
+    features = load_npz(snakemake.input.features)
+    detectors = snakemake.params.detectors
+    for detector, result_path, scores_path in zip(
+        detectors, snakemake.output.results, snakemake.output.scores, strict=True
+    ):
+        record, scores = run_detection(
+            split,
+            features,
+            fitset=wildcards.fitset,
+            detector=detector,
+            detector_params=detectors[detector],
+            max_fit=snakemake.params.max_fit,
+            seed=int(wildcards.seed),
+        )
+        record.update(
+            dataset=wildcards.dataset,
+            inlier=wildcards.inlier,
+            contamination=float(wildcards.contamination),
+            seed=int(wildcards.seed),
+            method=wildcards.method,
+            fitset=wildcards.fitset,
+            detector=detector,
+        )
+        save_npz(scores_path, scores)
+        save_json(result_path, record)
