@@ -108,3 +108,15 @@ def sweep_id(config: Mapping[str, Any]) -> str:
     science = {key: value for key, value in config.items() if key not in {"data", "tracking"}}
     digest = hashlib.sha256(json.dumps(science, sort_keys=True, default=str).encode())
     return digest.hexdigest()[:12]
+
+
+def export_data_settings(*, root: str | None, download: bool) -> None:
+    """Hand the data root and download flag to jobs through the environment.
+
+    They are environment-like: as rule params, moving the data would re-run every job.
+    Environment variables also reach jobs on cluster nodes.
+    """
+    if root:
+        os.environ["DROC_DATA_ROOT"] = str(Path(root).resolve())
+    if download:
+        os.environ["DROC_DOWNLOAD"] = "1"

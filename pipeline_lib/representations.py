@@ -15,8 +15,18 @@ from pipeline_lib.models.resnet import resnet18_small
 #: initialisation) but not on the inlier class, so the DAG embeds a data set once per seed.
 FROZEN_METHODS: tuple[str, ...] = ("raw", "resnet18_random")
 
+#: Representations learned by a self-supervised proxy task, one model per (data set, inlier
+#: class, contamination, seed): see :func:`pipeline_lib.train.train_representation`.
+TRAINED_METHODS: tuple[str, ...] = (
+    "rotnet",
+    "rotation",
+    "denoising",
+    "contrastive",
+    "contrastive_da",
+)
+
 #: Every representation id the pipeline knows (PROTOCOL.md, "Representations").
-METHODS: tuple[str, ...] = FROZEN_METHODS
+METHODS: tuple[str, ...] = FROZEN_METHODS + TRAINED_METHODS
 
 
 class Representation(nn.Module):

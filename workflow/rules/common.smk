@@ -5,7 +5,13 @@ import re
 import sys
 from pathlib import Path
 
-from pipeline_lib.config import ConfigError, resolve_classes, sweep_id, validate_config
+from pipeline_lib.config import (
+    ConfigError,
+    export_data_settings,
+    resolve_classes,
+    sweep_id,
+    validate_config,
+)
 from pipeline_lib.data import DataError, dataset_class_names
 from pipeline_lib.representations import FROZEN_METHODS
 
@@ -26,10 +32,7 @@ config.update(_validated)
 
 # Environment-like settings travel as environment variables, not params, so moving the
 # data or the tracking store never re-runs finished jobs.
-if config["data"]["root"]:
-    os.environ["DROC_DATA_ROOT"] = str(Path(config["data"]["root"]).resolve())
-if config["data"]["download"]:
-    os.environ["DROC_DOWNLOAD"] = "1"
+export_data_settings(root=config["data"]["root"], download=config["data"]["download"])
 
 SWEEP = sweep_id(config)
 METHODS = config["methods"]
@@ -55,22 +58,24 @@ wildcard_constraints:
 
 
 SPLIT = "results/{dataset}/{inlier}/contam{contamination}/seed{seed}"
-RESULT = SPLIT + "/{method}/{fitset}/{detector}"
+RESULT = os.path.join(SPLIT, "{method}", "{fitset}", "{detector}")
 
 
 def detection_results(dataset=None):
     """Every job result of the sweep, optionally of one data set."""
     return [
-        RESULT.format(
-            dataset=name,
+        os.path.join(
+            RESULT.format(
+                dataset=name,
             inlier=inlier,
             contamination=contamination,
             seed=seed,
             method=method,
             fitset=fitset,
-            detector=detector,
+                detector=detector,
+            ),
+            "result.json",
         )
-        + "/result.json"
         for name in ([dataset] if dataset else CLASSES)
         for inlier in CLASSES[name]
         for contamination in CONTAMINATIONS
@@ -85,7 +90,7 @@ def get_features(wildcards):
     """Frozen representations embed the whole data set once per seed; classes share it."""
     if wildcards.method in FROZEN_METHODS:
         return f"results/{wildcards.dataset}/_frozen/{wildcards.method}/seed{wildcards.seed}/features.npz"
-    return SPLIT.format(**wildcards) + f"/{wildcards.method}/features.npz"
+    return os.path.join(SPLIT.format(**wildcards), wildcards.method, "features.npz")
 
 
 def get_dataset_settings(wildcards):
@@ -118,7 +123,7 @@ def roc_score_files(dataset):
         fitset="train",
     )
     return [
-        RESULT.format(**first, method=method, detector=detector) + "/scores.npz"
+        os.path.join(RESULT.format(**first, method=method, detector=detector), "scores.npz")
         for method in METHODS
         for detector in DETECTORS
     ]

@@ -14,6 +14,8 @@ rule prepare_dataset:
     resources:
         mem_mb=8000,
         runtime=30,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/prepare_dataset.py"
 
@@ -22,7 +24,7 @@ rule prepare_split:
     input:
         dataset="results/{dataset}/dataset.npz",
     output:
-        SPLIT + "/split.npz",
+        os.path.join(SPLIT, "split.npz"),
     log:
         "results/logs/prepare_split/{dataset}/{inlier}/contam{contamination}/seed{seed}.log",
     benchmark:
@@ -33,5 +35,7 @@ rule prepare_split:
     resources:
         mem_mb=2000,
         runtime=10,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/prepare_split.py"

@@ -8,11 +8,11 @@ to the config re-runs only these light jobs; the cached features are reused.
 
 rule score_detectors:
     input:
-        split=SPLIT + "/split.npz",
+        split=os.path.join(SPLIT, "split.npz"),
         features=get_features,
     output:
-        results=expand(RESULT + "/result.json", detector=DETECTORS, allow_missing=True),
-        scores=expand(RESULT + "/scores.npz", detector=DETECTORS, allow_missing=True),
+        results=expand(os.path.join(RESULT, "result.json"), detector=DETECTORS, allow_missing=True),
+        scores=expand(os.path.join(RESULT, "scores.npz"), detector=DETECTORS, allow_missing=True),
     log:
         "results/logs/score_detectors/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}/{fitset}.log",
     benchmark:
@@ -25,5 +25,7 @@ rule score_detectors:
         mem_mb=8000,
         runtime=60,
         gpu=0,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/score_detectors.py"

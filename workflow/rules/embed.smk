@@ -20,5 +20,7 @@ rule embed_frozen_dataset:
         mem_mb=12000,
         runtime=120,
         gpu=0,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/embed_frozen_dataset.py"

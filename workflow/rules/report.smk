@@ -22,6 +22,8 @@ rule collect_results:
     resources:
         mem_mb=4000,
         runtime=30,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/collect_results.py"
 
@@ -56,6 +58,8 @@ rule make_tables:
     resources:
         mem_mb=4000,
         runtime=30,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/make_tables.py"
 
@@ -78,6 +82,8 @@ rule plot_per_class:
     resources:
         mem_mb=4000,
         runtime=30,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/plot_per_class.py"
 
@@ -100,6 +106,8 @@ rule plot_roc_curves:
     resources:
         mem_mb=4000,
         runtime=30,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/plot_roc_curves.py"
 
@@ -112,6 +120,8 @@ rule init_tracking:
     params:
         experiment=config["experiment"],
         timeout_s=config["tracking"]["timeout_s"],
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/init_tracking.py"
 
@@ -140,5 +150,7 @@ rule log_to_mlflow:
     resources:
         mem_mb=4000,
         runtime=60,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/log_to_mlflow.py"

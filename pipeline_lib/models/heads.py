@@ -1,0 +1,159 @@
+"""Projection heads, the rotation classifier and the denoising decoder (nn.Module only).
+
+PROTOCOL.md, "Representations": every hidden layer of the MLP head is
+``Linear(no bias) -> BatchNorm1d -> ReLU`` of width 512, and the head depth (0..8) counts
+those hidden layers. The three proxy tasks use the MLP like this:
+
+======================  =====================================  ============================
+proxy task              ``g`` (the head)                       on top of ``g``
+======================  =====================================  ============================
+contrastive (+ DA)      ``contrastive_head``: [512 x depth, 128]  nothing (loss on ``g``)
+rotation prediction     ``mlp_head(depth)``: [512 x depth]        ``Linear(dim(g), 4)`` logits
+RotNet                  depth 0: identity, ``g = f``              ``Linear(dim(f), 4)`` logits
+denoising               none                                      ``Decoder`` on ``f``
+======================  =====================================  ============================
+
+Depth 0 is the identity head in every case (``g = f``), as in the paper's head-depth study;
+RotNet is rotation prediction with depth 0, i.e. a linear rotation classifier on ``f``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def mlp_head(
+    in_dim: int, *, depth: int, hidden: int = 512, out_dim: int | None = None
+) -> nn.Module:
+    """The paper's MLP head: ``depth`` hidden layers, then an optional output Linear.
+
+    Parameters
+    ----------
+    in_dim : int
+        Dimension of the input (``f``: 512 for ResNet-18).
+    depth : int
+        Number of hidden layers ``Linear(no bias) -> BatchNorm1d -> ReLU`` (0..8 in the
+        paper).
+    hidden : int, default=512
+        Width of the hidden layers.
+    out_dim : int or None, default=None
+        Width of a final ``Linear`` (with bias) after the hidden layers; ``None`` for no
+        final layer (the rotation head, whose 4-way classifier is a separate module).
+
+    Returns
+    -------
+    nn.Module
+        ``nn.Identity()`` when ``depth == 0`` and ``out_dim is None``; otherwise an
+        ``nn.Sequential`` with attribute ``out_dim`` (the dimension it outputs). Use
+        :func:`head_output_dim` to get the output dimension of any head.
+
+    Raises
+    ------
+    ValueError
+        If ``depth < 0``, ``hidden < 1``, ``in_dim < 1`` or ``out_dim < 1``.
+    """
+    if in_dim < 1 or hidden < 1:
+        raise ValueError(f"in_dim and hidden must be >= 1, got {in_dim} and {hidden}")
+    if depth < 0:
+        raise ValueError(f"head depth must be >= 0, got {depth}")
+    if out_dim is not None and out_dim < 1:
+        raise ValueError(f"out_dim must be >= 1 or None, got {out_dim}")
+    if depth == 0 and out_dim is None:
+        return nn.Identity()
+    layers: list[nn.Module] = []
+    dim = in_dim
+    for _ in range(depth):
+        layers += [
+            nn.Linear(dim, hidden, bias=False),
+            nn.BatchNorm1d(hidden),
+            nn.ReLU(inplace=True),
+        ]
+        dim = hidden
+    if out_dim is not None:
+        layers.append(nn.Linear(dim, out_dim))
+        dim = out_dim
+    head = nn.Sequential(*layers)
+    head.out_dim = dim
+    return head
+
+
+def contrastive_head(
+    in_dim: int, *, depth: int = 8, hidden: int = 512, out_dim: int = 128
+) -> nn.Module:
+    """Contrastive projection head ``[hidden x depth, out_dim]``; depth 0 is the identity.
+
+    Parameters
+    ----------
+    in_dim : int
+    depth : int, default=8
+        Hidden layers; the paper's contrastive head is ``[512 x 8, 128]``.
+    hidden : int, default=512
+    out_dim : int, default=128
+        Ignored when ``depth == 0`` (PROTOCOL.md: depth 0 = identity head, ``g = f``).
+
+    Returns
+    -------
+    nn.Module
+    """
+    if depth == 0:
+        return mlp_head(in_dim, depth=0, hidden=hidden)
+    return mlp_head(in_dim, depth=depth, hidden=hidden, out_dim=out_dim)
+
+
+def head_output_dim(head: nn.Module, in_dim: int) -> int:
+    """Output dimension of a head built here (``in_dim`` for the identity head)."""
+    return int(getattr(head, "out_dim", in_dim))
+
+
+class Decoder(nn.Module):
+    """Decoder of the denoising autoencoder: feature ``f`` -> image in [0, 1].
+
+    ``Linear(in_dim, 4 * width * 4 * 4)`` to a 4x4 map, then transposed convolutions
+    (kernel 4, stride 2) that double the resolution and halve the channels, each followed
+    by BatchNorm and ReLU, and a last transposed convolution to 3 channels with a sigmoid.
+
+    Parameters
+    ----------
+    in_dim : int
+        Dimension of ``f``.
+    image_size : int, default=32
+        Output side; a power of two >= 8 (32 and 64 in the protocol: 3 and 4 stages).
+    width : int, default=64
+        Channels of the last hidden stage; the 4x4 map has ``width * 2**(stages - 1)``
+        channels (256 for width 64 at 32x32).
+
+    Raises
+    ------
+    ValueError
+        If ``image_size`` is not a power of two >= 8 or ``width < 1``.
+    """
+
+    def __init__(self, in_dim: int, *, image_size: int = 32, width: int = 64) -> None:
+        super().__init__()
+        stages = int(round(math.log2(image_size / 4))) if image_size >= 8 else 0
+        if image_size < 8 or 4 * 2**stages != image_size:
+            raise ValueError(f"Decoder image_size must be a power of two >= 8, got {image_size}")
+        if width < 1:
+            raise ValueError(f"Decoder width must be >= 1, got {width}")
+        self.image_size = image_size
+        channels = width * 2 ** (stages - 1)
+        self.fc = nn.Linear(in_dim, channels * 16)
+        self.start_channels = channels
+        layers: list[nn.Module] = [nn.BatchNorm2d(channels), nn.ReLU(inplace=True)]
+        for _ in range(stages - 1):
+            layers += [
+                nn.ConvTranspose2d(channels, channels // 2 or 1, 4, 2, 1, bias=False),
+                nn.BatchNorm2d(channels // 2 or 1),
+                nn.ReLU(inplace=True),
+            ]
+            channels = channels // 2 or 1
+        layers += [nn.ConvTranspose2d(channels, 3, 4, 2, 1), nn.Sigmoid()]
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, f: torch.Tensor) -> torch.Tensor:
+        # f: (n, in_dim) -> (n, c, 4, 4) -> (n, 3, image_size, image_size)
+        x = self.fc(f).view(len(f), self.start_channels, 4, 4)
+        return self.net(x)

@@ -1,0 +1,133 @@
+"""The network trained by a self-supervised proxy task: backbone ``f``, head ``g``, proxy module.
+
+A :class:`ProxyModel` *is* a :class:`~pipeline_lib.representations.Representation`
+(``forward`` returns ``f`` and, when there is a head, ``g``), so the embedding step treats a
+trained model like a frozen one. The extra ``proxy`` module is what the proxy loss needs on
+top of the representation and is not part of the features: the 4-way rotation classifier
+(on ``g``) or the denoising decoder (on ``f``); contrastive learning has none.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from pipeline_lib.models.heads import Decoder, contrastive_head, head_output_dim, mlp_head
+from pipeline_lib.models.resnet import resnet18_small
+from pipeline_lib.representations import TRAINED_METHODS, Representation
+
+#: Head depth per method when the caller passes ``head_depth=None`` (PROTOCOL.md).
+DEFAULT_HEAD_DEPTH: dict[str, int] = {
+    "rotnet": 0,
+    "rotation": 8,
+    "contrastive": 8,
+    "contrastive_da": 8,
+    "denoising": 0,
+}
+
+
+class ProxyModel(Representation):
+    """A representation plus the module its proxy loss needs.
+
+    Parameters
+    ----------
+    backbone : nn.Module
+        ``f``: images ``(n, 3, h, w)`` in [0, 1] -> ``(n, d)``.
+    head : nn.Module or None
+        ``g`` (contrastive projection or rotation MLP); ``None`` for denoising.
+    proxy : nn.Module or None
+        Rotation classifier (``g -> 4 logits``), decoder (``f -> image``) or ``None``.
+    arch : dict
+        The keyword arguments of :func:`build_proxy_model` that rebuild this network
+        (stored in checkpoints so a file can be loaded without outside configuration).
+    """
+
+    def __init__(
+        self,
+        backbone: nn.Module,
+        head: nn.Module | None,
+        proxy: nn.Module | None,
+        *,
+        arch: dict[str, Any],
+    ) -> None:
+        super().__init__(backbone, head)
+        self.proxy = proxy
+        self.arch = dict(arch)
+
+
+def build_proxy_model(
+    method: str,
+    *,
+    width: int = 64,
+    head_depth: int | None = None,
+    head_hidden: int = 512,
+    proj_dim: int = 128,
+    image_size: int = 32,
+) -> ProxyModel:
+    """Build the untrained network of a trained method (uses the global torch RNG).
+
+    Parameters
+    ----------
+    method : str
+        One of :data:`~pipeline_lib.representations.TRAINED_METHODS`.
+    width : int, default=64
+        First-stage width of the ResNet-18 (``f`` has ``8 * width`` dimensions).
+    head_depth : int or None, default=None
+        Hidden layers of the MLP head; ``None`` uses :data:`DEFAULT_HEAD_DEPTH` (8, or 0
+        for RotNet). RotNet is defined by depth 0 and denoising has no head, so any other
+        value raises for those two.
+    head_hidden : int, default=512
+    proj_dim : int, default=128
+        Output of the contrastive head.
+    image_size : int, default=32
+        Side of the (square) training images; used by the denoising decoder.
+
+    Returns
+    -------
+    ProxyModel
+
+    Raises
+    ------
+    ValueError
+        On an unknown method or a head depth the method does not allow.
+    """
+    if method not in TRAINED_METHODS:
+        raise ValueError(
+            f"unknown trained representation {method!r}; allowed: {', '.join(TRAINED_METHODS)}"
+        )
+    depth = DEFAULT_HEAD_DEPTH[method] if head_depth is None else int(head_depth)
+    if method in ("rotnet", "denoising") and depth != 0:
+        raise ValueError(
+            f"{method} has no MLP head (head_depth must be 0 or None), got head_depth={depth}"
+        )
+    arch = {
+        "method": method,
+        "width": width,
+        "head_depth": depth,
+        "head_hidden": head_hidden,
+        "proj_dim": proj_dim,
+        "image_size": image_size,
+    }
+    backbone = resnet18_small(width=width)
+    f_dim = backbone.feature_dim
+    head: nn.Module | None
+    proxy: nn.Module | None
+    if method in ("rotnet", "rotation"):
+        head = mlp_head(f_dim, depth=depth, hidden=head_hidden)
+        proxy = nn.Linear(head_output_dim(head, f_dim), 4)
+    elif method in ("contrastive", "contrastive_da"):
+        head = contrastive_head(f_dim, depth=depth, hidden=head_hidden, out_dim=proj_dim)
+        proxy = None
+    else:  # denoising
+        head = None
+        proxy = Decoder(f_dim, image_size=image_size, width=width)
+    return ProxyModel(backbone, head, proxy, arch=arch)
+
+
+def rotation_logits(model: ProxyModel, x: torch.Tensor) -> torch.Tensor:
+    """4-way rotation logits ``proxy(g(f(x)))`` of shape ``(n, 4)``."""
+    if model.arch.get("method") not in ("rotnet", "rotation"):
+        raise ValueError(f"model of method {model.arch.get('method')!r} has no rotation classifier")
+    return model.proxy(model.head(model.backbone(x)))

@@ -1,0 +1,130 @@
+"""The tiny config through the real DAG: splits, features, detectors, tables, MLflow, report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+from pipeline_lib.results import load_results_csv
+from tests.workflow.conftest import REPO, run_snakemake
+
+pytestmark = pytest.mark.workflow
+
+TINY = yaml.safe_load((REPO / "tests/configs/tiny.yaml").read_text())
+N_CLASSES = len(TINY["datasets"]["digits"]["classes"])
+N_JOBS = (
+    N_CLASSES
+    * len(TINY["splits"]["contamination"])
+    * len(TINY["seeds"])
+    * len(TINY["methods"])
+    * (1 + len(TINY["splits"]["clean_inliers"]))
+    * len(TINY["detectors"])
+)
+
+
+def test_every_job_leaves_a_result(tiny_run: Path) -> None:
+    results = load_results_csv(tiny_run / "results/summary/results.csv")
+    assert len(results) == N_JOBS
+    keys = ["inlier", "contamination", "seed", "method", "fitset", "detector"]
+    assert not results.duplicated(keys).any()
+    assert results["auroc"].between(0, 100).all()
+    assert set(results["fitset"]) == {"train", "clean20"}
+    assert set(results["inlier"]) == {"0", "8"}
+
+
+def test_raw_pixels_separate_digits(tiny_run: Path) -> None:
+    # Digit 0 is easy to tell from the other digits even on raw pixels with kNN / KDE.
+    results = load_results_csv(tiny_run / "results/summary/results.csv")
+    easy = results.query("inlier == '0' and method == 'raw' and detector in ['knn', 'kde']")
+    assert (easy["auroc"] > 90).all()
+
+
+def test_linear_ocsvm_on_random_features_is_near_chance(tiny_run: Path) -> None:
+    # The paper's ~50 for linear OC-SVM on random ResNet features (raw, unnormalised f).
+    results = load_results_csv(tiny_run / "results/summary/results.csv")
+    linear = results.query("method == 'resnet18_random' and detector == 'ocsvm_linear'")
+    assert 35 < linear["auroc"].mean() < 65
+
+
+def test_contaminated_split_has_the_configured_outliers(tiny_run: Path) -> None:
+    split_dir = tiny_run / "results/digits/8/contam0.1/seed1"
+    with np.load(split_dir / "split.npz") as split:
+        train_index = split["train_index"]
+        n_outliers = int(split["n_outliers_in_train"])
+    per_class = TINY["datasets"]["digits"]["max_train_per_class"]
+    assert len(train_index) == per_class
+    assert n_outliers == round(0.1 * per_class)
+
+
+def test_main_table_matches_the_results(tiny_run: Path) -> None:
+    results = load_results_csv(tiny_run / "results/summary/results.csv")
+    one_class = results.query("contamination == 0 and fitset == 'train'")
+    cell = one_class.query("method == 'resnet18_random' and detector == 'kde'")
+    per_seed = cell.groupby("seed")["auroc"].mean()
+    expected = f"{per_seed.mean():.1f} ± {per_seed.std(ddof=0):.1f}"
+    table = pd.read_csv(tiny_run / "results/summary/main_table.csv", dtype=str)
+    row = table[(table.iloc[:, 0] == "ResNet-18 (random)") & (table.iloc[:, 1] == "KDE")]
+    assert len(row) == 1
+    assert expected in row.to_string()
+    for suffix in (".md", ".tex", ".html"):
+        text = (tiny_run / f"results/summary/main_table{suffix}").read_text()
+        assert expected in text
+
+
+def test_plots_are_written(tiny_run: Path) -> None:
+    for name in ("per_class_digits.png", "roc_digits.png"):
+        png = (tiny_run / "results/summary/plots" / name).read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_mlflow_store_holds_one_run_per_result_and_a_parent(tiny_run: Path) -> None:
+    logged = json.loads((tiny_run / "results/mlflow/logged.json").read_text())
+    assert logged["status"] == "logged"
+    client = MlflowClient(tracking_uri=f"sqlite:///{tiny_run}/results/mlflow/mlflow.db")
+    experiment = client.get_experiment_by_name(TINY["experiment"])
+    runs = client.search_runs([experiment.experiment_id], max_results=5000)
+    assert len(runs) == N_JOBS + 1
+    parent = [run for run in runs if run.data.tags.get("droc.kind") == "summary"]
+    assert len(parent) == 1
+    children = [run for run in runs if run.data.tags.get("mlflow.parentRunId")]
+    assert len(children) == N_JOBS
+    assert {"dataset", "inlier", "method", "seed", "detector"} <= set(children[0].data.params)
+    assert 0 <= children[0].data.metrics["auroc"] <= 100
+    assert children[0].data.tags["droc.sweep"] == logged["sweep"]
+    assert len(children[0].data.tags["git_commit"]) >= 7
+    artifacts = {item.path for item in client.list_artifacts(parent[0].info.run_id, "summary")}
+    assert "summary/main_table.csv" in artifacts
+
+
+def test_rerun_resumes_and_relogging_creates_no_duplicates(tiny_run: Path) -> None:
+    dry = run_snakemake(tiny_run, "-n", "--configfile", str(REPO / "tests/configs/tiny.yaml"))
+    assert "Nothing to be done" in dry.stdout + dry.stderr
+    run_snakemake(
+        tiny_run,
+        "--cores",
+        "1",
+        "--configfile",
+        str(REPO / "tests/configs/tiny.yaml"),
+        "--forcerun",
+        "log_to_mlflow",
+    )
+    logged = json.loads((tiny_run / "results/mlflow/logged.json").read_text())
+    assert logged["created"] == 0 and logged["unchanged"] == N_JOBS
+    client = MlflowClient(tracking_uri=f"sqlite:///{tiny_run}/results/mlflow/mlflow.db")
+    experiment = client.get_experiment_by_name(TINY["experiment"])
+    assert len(client.search_runs([experiment.experiment_id], max_results=5000)) == N_JOBS + 1
+
+
+def test_snakemake_report_builds(tiny_run: Path) -> None:
+    report = tiny_run / "report.html"
+    run_snakemake(
+        tiny_run, "--configfile", str(REPO / "tests/configs/tiny.yaml"), "--report", str(report)
+    )
+    html = report.read_text(errors="replace")
+    assert len(html) > 100_000 and "main_table" in html
