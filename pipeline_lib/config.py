@@ -38,6 +38,18 @@ def _explain(error: jsonschema.ValidationError) -> str:
     if validator == "additionalProperties":
         allowed = ", ".join(sorted(error.schema.get("properties", {})))
         return f"config key '{key}': {error.message}; allowed keys: {allowed}"
+    if validator == "oneOf":
+        hint = error.schema.get("description", "").rstrip(".")
+        return f"config key '{key}': {error.instance!r} is not allowed; expected {hint}"
+    if validator in {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"}:
+        low = error.schema.get("minimum", error.schema.get("exclusiveMinimum"))
+        high = error.schema.get("maximum", error.schema.get("exclusiveMaximum"))
+        bounds = (
+            ("[" if "minimum" in error.schema else "(")
+            + f"{'-inf' if low is None else low}, {'inf' if high is None else high}"
+            + ("]" if "maximum" in error.schema else ")")
+        )
+        return f"config key '{key}': {error.instance!r} is outside the allowed range {bounds}"
     return f"config key '{key}': {error.message}"
 
 
@@ -79,6 +91,9 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
         if options is not None and not isinstance(options, dict):
             raise ConfigError("detector parameters must be a mapping")
     filled["detectors"] = {name: dict(opts or {}) for name, opts in filled["detectors"].items()}
+    # 0 and 0.0 are the same ratio: one spelling keeps sweep ids and paths stable.
+    splits = filled["splits"]
+    splits["contamination"] = [float(ratio) for ratio in splits["contamination"]]
     return filled
 
 

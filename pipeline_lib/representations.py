@@ -78,12 +78,11 @@ def build_representation(method: str, *, seed: int, width: int = 64) -> Represen
     if method == "raw":
         model = Representation(nn.Flatten())
     elif method == "resnet18_random":
-        generator_state = torch.random.get_rng_state()
-        torch.manual_seed(seed)
-        try:
+        # Seed only the CPU generator the weights are drawn from, and leave the caller's
+        # random state (CPU and CUDA) as it was.
+        with torch.random.fork_rng(devices=[]):
+            torch.random.default_generator.manual_seed(seed)
             model = Representation(resnet18_small(width=width))
-        finally:
-            torch.random.set_rng_state(generator_state)
     else:
         raise ValueError(
             f"unknown frozen representation {method!r}; allowed: {', '.join(FROZEN_METHODS)}"

@@ -54,6 +54,8 @@ def rows_for(index: np.ndarray, available: np.ndarray, features: np.ndarray) -> 
     ValueError
         If some requested image was never embedded.
     """
+    if len(available) == 0:
+        raise ValueError("features are empty: re-run the embedding step")
     order = np.argsort(available)
     position = np.searchsorted(available, index, sorter=order)
     position = np.clip(position, 0, len(available) - 1)

@@ -1,0 +1,207 @@
+"""Config validation of ``pipeline_lib.config`` against the shipped JSON schema."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline_lib.config import ConfigError, resolve_classes, sweep_id, validate_config
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+DATASETS = "cifar10, cifar100, fmnist, mnist, digits, image_folder"
+DETECTORS = "ocsvm, ocsvm_linear, kde, gde, knn"
+DIGITS = tuple(str(k) for k in range(10))
+
+
+@pytest.fixture
+def config() -> dict:
+    """The smallest valid config: every required key, nothing else."""
+    return {
+        "datasets": {"digits": {"classes": ["0", "8"]}},
+        "methods": ["raw"],
+        "seeds": [0],
+        "detectors": {"knn": {}},
+    }
+
+
+def _error(config: dict) -> str:
+    with pytest.raises(ConfigError) as info:
+        validate_config(config, SCHEMA)
+    return str(info.value)
+
+
+def test_defaults_are_filled(config) -> None:
+    filled = validate_config(config, SCHEMA)
+    assert filled["splits"] == {"contamination": [0.0], "clean_inliers": []}
+    assert filled["tracking"] == {"enabled": True, "timeout_s": 5}
+    assert filled["data"] == {"root": None, "download": False}
+    assert filled["embed"] == {"batch_size": 256, "width": 64}
+    assert filled["detect"] == {"max_fit": 20000}
+    assert filled["experiment"] == "droc-bench"
+    # Per-data-set defaults come from additionalProperties.
+    assert filled["datasets"]["digits"] == {
+        "classes": ["0", "8"],
+        "options": {},
+        "max_train_per_class": None,
+        "max_test_per_class": None,
+    }
+
+
+def test_defaults_do_not_touch_the_input(config) -> None:
+    original = copy.deepcopy(config)
+    validate_config(config, SCHEMA)
+    assert config == original
+
+
+def test_given_values_win_over_defaults(config) -> None:
+    config["splits"] = {"contamination": [0.1]}
+    config["tracking"] = {"timeout_s": 2}
+    filled = validate_config(config, SCHEMA)
+    assert filled["splits"] == {"contamination": [0.1], "clean_inliers": []}
+    assert filled["tracking"] == {"enabled": True, "timeout_s": 2}
+
+
+def test_classes_default_to_all(config) -> None:
+    config["datasets"] = {"mnist": {}}
+    assert validate_config(config, SCHEMA)["datasets"]["mnist"]["classes"] == "all"
+
+
+def test_null_detector_params_become_an_empty_mapping(config) -> None:
+    config["detectors"] = {"kde": None, "ocsvm": {"nu": 0.1}}
+    assert validate_config(config, SCHEMA)["detectors"] == {"kde": {}, "ocsvm": {"nu": 0.1}}
+
+
+def test_shipped_tiny_config_is_valid() -> None:
+    raw = yaml.safe_load((ROOT / "tests" / "configs" / "tiny.yaml").read_text())
+    filled = validate_config(raw, SCHEMA)
+    assert filled["datasets"]["digits"]["classes"] == ["0", "8"]
+    assert filled["tracking"]["timeout_s"] == 3
+
+
+def test_unknown_dataset_names_key_and_allowed_values(config) -> None:
+    config["datasets"] = {"cifar11": {}}
+    message = _error(config)
+    assert "'datasets'" in message
+    assert "'cifar11'" in message
+    assert DATASETS in message
+
+
+def test_unknown_dataset_beside_a_known_one_is_named(config) -> None:
+    config["datasets"] = {"digits": {}, "cifar11": {}}
+    message = _error(config)
+    assert "'cifar11'" in message and DATASETS in message
+
+
+def test_unknown_method_names_key_and_allowed_values(config) -> None:
+    config["methods"] = ["raw", "simclr"]
+    message = _error(config)
+    assert "'methods[1]'" in message
+    assert "'simclr'" in message
+    assert "raw, resnet18_random" in message
+
+
+def test_unknown_detector_names_key_and_allowed_values(config) -> None:
+    config["detectors"] = {"lof": {}}
+    message = _error(config)
+    assert "'detectors'" in message
+    assert "'lof'" in message
+    assert DETECTORS in message
+
+
+@pytest.mark.parametrize(
+    ("value", "bound"),
+    [(1.0, "outside the allowed range [0, 1)"), (-0.1, "outside the allowed range [0, 1)")],
+)
+def test_contamination_out_of_range_names_key_and_bound(config, value, bound) -> None:
+    config["splits"] = {"contamination": [0.0, value]}
+    message = _error(config)
+    assert "'splits.contamination[1]'" in message
+    assert str(value) in message
+    assert bound in message
+
+
+def test_unknown_top_level_key_lists_allowed_keys(config) -> None:
+    config["bogus"] = 1
+    message = _error(config)
+    assert "'<top level>'" in message
+    assert "'bogus' was unexpected" in message
+    assert (
+        "allowed keys: data, datasets, detect, detectors, embed, experiment, methods, seeds, "
+        "splits, tracking" in message
+    )
+
+
+def test_unknown_dataset_setting_lists_allowed_keys(config) -> None:
+    config["datasets"] = {"digits": {"clases": ["0"]}}
+    message = _error(config)
+    assert "'datasets.digits'" in message
+    assert "'clases' was unexpected" in message
+    assert "classes, max_test_per_class, max_train_per_class, options" in message
+
+
+def test_missing_required_key_is_named(config) -> None:
+    del config["seeds"]
+    assert "'seeds' is a required property" in _error(config)
+
+
+@pytest.mark.parametrize("classes", ["0", 3, []])
+def test_classes_not_a_list_names_the_key(config, classes) -> None:
+    config["datasets"] = {"digits": {"classes": classes}}
+    message = _error(config)
+    assert "'datasets.digits.classes'" in message
+    assert repr(classes) in message
+
+
+def test_classes_not_a_list_names_the_allowed_forms(config) -> None:
+    config["datasets"] = {"digits": {"classes": "0"}}
+    message = _error(config)
+    assert "'all'" in message or '"all"' in message
+    assert "list" in message
+
+
+def test_detector_params_not_a_mapping_are_rejected(config) -> None:
+    config["detectors"] = {"knn": [1]}
+    message = _error(config)
+    assert "'detectors.knn'" in message
+    assert "'object', 'null'" in message
+
+
+def test_resolve_classes_expands_all_and_keeps_requested_order() -> None:
+    assert resolve_classes("digits", "all", DIGITS) == list(DIGITS)
+    assert resolve_classes("digits", ["8", "0"], DIGITS) == ["8", "0"]
+
+
+def test_resolve_classes_unknown_class_names_key_and_allowed_names() -> None:
+    with pytest.raises(ConfigError) as info:
+        resolve_classes("digits", ["0", "ten"], DIGITS)
+    message = str(info.value)
+    assert "'datasets.digits.classes'" in message
+    assert "'ten'" in message
+    assert "allowed: 0, 1, 2, 3, 4, 5, 6, 7, 8, 9" in message
+
+
+def test_sweep_id_is_stable_for_equal_configs(config) -> None:
+    first = sweep_id(validate_config(config, SCHEMA))
+    second = sweep_id(validate_config(copy.deepcopy(config), SCHEMA))
+    assert first == second
+    assert len(first) == 12 and int(first, 16) >= 0
+    # Key order does not matter.
+    reordered = dict(reversed(list(validate_config(config, SCHEMA).items())))
+    assert sweep_id(reordered) == first
+
+
+def test_sweep_id_changes_with_the_seeds(config) -> None:
+    base = sweep_id(validate_config(config, SCHEMA))
+    config["seeds"] = [0, 1]
+    assert sweep_id(validate_config(config, SCHEMA)) != base
+
+
+def test_sweep_id_ignores_data_root_and_tracking(config) -> None:
+    base = sweep_id(validate_config(config, SCHEMA))
+    config["data"] = {"root": "/somewhere/else", "download": True}
+    config["tracking"] = {"enabled": False, "timeout_s": 1}
+    assert sweep_id(validate_config(config, SCHEMA)) == base

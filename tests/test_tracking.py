@@ -1,0 +1,226 @@
+"""MLflow logging of ``pipeline_lib.tracking`` against a real SQLite store."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from pipeline_lib.tracking import (
+    HASH_TAG,
+    KEY_TAG,
+    KIND_TAG,
+    SWEEP_TAG,
+    default_tracking_uri,
+    ensure_experiment,
+    log_sweep,
+    server_reachable,
+)
+
+#: Set by log_sweep with os.environ.setdefault; restored after this module.
+_HTTP_ENV = ("MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """One SQLite store per module: MLflow's first open runs its migrations (seconds)."""
+    root = tmp_path_factory.mktemp("mlflow")
+    saved = {name: os.environ.get(name) for name in _HTTP_ENV}
+    try:
+        uri = f"sqlite:///{root.as_posix()}/mlflow.db"
+        status = ensure_experiment(uri, "warmup", artifact_dir=root / "artifacts")
+        assert status["status"] == "ready"
+        table = root / "tables" / "main_table.csv"
+        table.parent.mkdir()
+        table.write_text("method,auroc\nraw,90.0\n")
+        yield {"uri": uri, "root": root, "client": MlflowClient(tracking_uri=uri), "table": table}
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _records(n: int = 3) -> list[dict]:
+    """Job records as the pipeline logs them (rows of results.csv)."""
+    return [
+        {
+            "result_key": f"results/digits/{inlier}/contam0/seed0/raw/train/knn",
+            "dataset": "digits",
+            "inlier": str(inlier),
+            "method": "raw",
+            "seed": 0,
+            "contamination": 0.0,
+            "fitset": "train",
+            "detector": "knn",
+            "auroc": 90.0 + inlier,
+            "n_fit": 60,
+        }
+        for inlier in range(n)
+    ]
+
+
+def _log(store: dict, records: list[dict], experiment: str, sweep: str = "abc123", **kwargs):
+    return log_sweep(
+        records,
+        uri=store["uri"],
+        experiment=experiment,
+        sweep=sweep,
+        artifact_dir=store["root"] / "artifacts",
+        lock_path=store["root"] / "writer.lock",
+        **kwargs,
+    )
+
+
+def _runs(store: dict, experiment_id: str) -> list:
+    return list(store["client"].search_runs([experiment_id], max_results=1000))
+
+
+def test_ensure_experiment_creates_it_once(store: dict) -> None:
+    artifacts = store["root"] / "artifacts"
+    first = ensure_experiment(store["uri"], "once", artifact_dir=artifacts)
+    second = ensure_experiment(store["uri"], "once", artifact_dir=artifacts)
+    assert first["status"] == second["status"] == "ready"
+    assert first["tracking_uri"] == store["uri"]
+    assert first["experiment_id"] == second["experiment_id"]
+    experiment = store["client"].get_experiment_by_name("once")
+    assert experiment.experiment_id == first["experiment_id"]
+    assert experiment.artifact_location == artifacts.resolve().as_uri()
+    names = [e.name for e in store["client"].search_experiments() if e.name == "once"]
+    assert names == ["once"]
+
+
+def test_log_sweep_creates_children_and_one_parent(store: dict) -> None:
+    records = _records(3)
+    summary = _log(store, records, "children", tags={"git_commit": "deadbeef"})
+    assert summary["status"] == "logged"
+    assert (summary["created"], summary["updated"], summary["unchanged"]) == (3, 0, 0)
+    runs = _runs(store, summary["experiment_id"])
+    assert len(runs) == 4
+    parents = [run for run in runs if run.data.tags[KIND_TAG] == "summary"]
+    children = [run for run in runs if run.data.tags[KIND_TAG] == "job"]
+    assert len(parents) == 1 and len(children) == 3
+    parent = parents[0]
+    assert parent.info.run_id == summary["parent_run_id"]
+    assert parent.data.tags[SWEEP_TAG] == "abc123"
+    assert parent.data.tags["git_commit"] == "deadbeef"
+    assert parent.data.metrics["n_results"] == 3.0
+    assert parent.info.status == "FINISHED"
+    by_key = {run.data.tags[KEY_TAG]: run for run in children}
+    assert set(by_key) == {record["result_key"] for record in records}
+    for record in records:
+        run = by_key[record["result_key"]]
+        assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        assert run.data.tags[SWEEP_TAG] == "abc123"
+        assert run.data.tags[HASH_TAG]
+        assert run.info.status == "FINISHED"
+        assert run.data.metrics == {"auroc": record["auroc"], "n_fit": 60.0}
+        assert run.data.params == {
+            "dataset": "digits",
+            "inlier": record["inlier"],
+            "method": "raw",
+            "seed": "0",
+            "contamination": "0.0",
+            "fitset": "train",
+            "detector": "knn",
+        }
+
+
+def test_log_sweep_is_idempotent_and_updates_changed_records(store: dict) -> None:
+    records = _records(3)
+    first = _log(store, records, "idempotent")
+    assert first["created"] == 3
+    experiment_id = first["experiment_id"]
+
+    again = _log(store, records, "idempotent")
+    assert (again["created"], again["updated"], again["unchanged"]) == (0, 0, 3)
+    assert again["parent_run_id"] == first["parent_run_id"]
+    assert len(_runs(store, experiment_id)) == 4
+
+    changed = [dict(record) for record in records]
+    changed[1]["auroc"] = 42.5
+    time.sleep(0.01)  # a later metric timestamp than the first log
+    update = _log(store, changed, "idempotent")
+    assert (update["created"], update["updated"], update["unchanged"]) == (0, 1, 2)
+    runs = _runs(store, experiment_id)
+    assert len(runs) == 4
+    by_key = {run.data.tags[KEY_TAG]: run for run in runs}
+    assert by_key[records[1]["result_key"]].data.metrics["auroc"] == 42.5
+    assert by_key[records[0]["result_key"]].data.metrics["auroc"] == 90.0
+    assert by_key[records[2]["result_key"]].data.metrics["auroc"] == 92.0
+
+
+def test_another_sweep_gets_its_own_runs(store: dict) -> None:
+    records = _records(2)
+    first = _log(store, records, "two-sweeps", sweep="s1")
+    second = _log(store, records, "two-sweeps", sweep="s2")
+    assert first["created"] == second["created"] == 2
+    assert first["parent_run_id"] != second["parent_run_id"]
+    runs = _runs(store, first["experiment_id"])
+    assert len(runs) == 6
+    assert sorted(run.data.tags[SWEEP_TAG] for run in runs) == ["s1"] * 3 + ["s2"] * 3
+
+
+def test_artifacts_land_on_the_parent_run(store: dict, tmp_path: Path) -> None:
+    summary = _log(store, _records(1), "artifacts", artifacts=[store["table"]])
+    client = store["client"]
+    parent = summary["parent_run_id"]
+    assert [info.path for info in client.list_artifacts(parent)] == ["tables"]
+    assert [info.path for info in client.list_artifacts(parent, "tables")] == [
+        "tables/main_table.csv"
+    ]
+    local = client.download_artifacts(parent, "tables/main_table.csv", str(tmp_path))
+    assert Path(local).name == "main_table.csv"
+    assert Path(local).is_relative_to(tmp_path)
+    assert Path(local).read_text() == "method,auroc\nraw,90.0\n"
+    children = [r for r in _runs(store, summary["experiment_id"]) if r.info.run_id != parent]
+    assert len(children) == 1
+    assert client.list_artifacts(children[0].info.run_id) == []
+
+
+def test_a_bad_record_fails_softly(store: dict, caplog: pytest.LogCaptureFixture) -> None:
+    record = _records(1)[0]
+    del record["result_key"]
+    with caplog.at_level(logging.WARNING, logger="pipeline_lib.tracking"):
+        summary = _log(store, [record], "bad-record")
+    assert summary["status"] == "failed"
+    assert summary["warning"].startswith("KeyError")
+    assert "results/ still holds every result" in caplog.text
+
+
+def test_unreachable_server_warns_quickly(tmp_path: Path, caplog) -> None:
+    start = time.perf_counter()
+    with caplog.at_level(logging.WARNING, logger="pipeline_lib.tracking"):
+        summary = log_sweep(
+            _records(2),
+            uri="http://127.0.0.1:9",
+            experiment="droc",
+            sweep="abc",
+            lock_path=tmp_path / "writer.lock",
+            timeout_s=1,
+        )
+    elapsed = time.perf_counter() - start
+    assert elapsed < 10
+    assert summary["status"] == "unreachable"
+    assert summary["experiment_id"] is None
+    assert "http://127.0.0.1:9" in summary["warning"]
+    assert "does not answer" in caplog.text
+
+
+def test_server_reachable() -> None:
+    assert server_reachable("sqlite:////tmp/x/mlflow.db", timeout_s=1) is True
+    assert server_reachable("file:///tmp/mlruns", timeout_s=1) is True
+    assert server_reachable("http://127.0.0.1:9", timeout_s=1) is False
+
+
+def test_default_tracking_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert default_tracking_uri(tmp_path) == f"sqlite:///{tmp_path.resolve().as_posix()}/mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://tracking.example:5000")
+    assert default_tracking_uri(tmp_path) == "http://tracking.example:5000"
