@@ -12,7 +12,7 @@ from pipeline_lib.config import ConfigError, resolve_classes, sweep_id, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
-DATASETS = "cifar10, cifar100, fmnist, mnist, digits, image_folder"
+DATASETS = "cifar10, cifar100, fmnist, catvsdog, celeba, mnist, digits, image_folder"
 DETECTORS = "ocsvm, ocsvm_linear, kde, gde, knn"
 DIGITS = tuple(str(k) for k in range(10))
 
@@ -40,7 +40,8 @@ def test_defaults_are_filled(config) -> None:
     assert filled["tracking"] == {"enabled": True, "timeout_s": 5}
     assert filled["data"] == {"root": None, "download": False}
     assert filled["embed"] == {"batch_size": 256, "width": 64}
-    assert filled["detect"] == {"max_fit": 20000}
+    assert filled["detect"] == {"max_fit": 20000, "rotation_classifier": True}
+    assert filled["train"]["epochs"] == 2048 and filled["train"]["lr"] == 0.01
     assert filled["experiment"] == "droc-bench"
     # Per-data-set defaults come from additionalProperties.
     assert filled["datasets"]["digits"] == {
@@ -205,3 +206,16 @@ def test_sweep_id_ignores_data_root_and_tracking(config) -> None:
     config["data"] = {"root": "/somewhere/else", "download": True}
     config["tracking"] = {"enabled": False, "timeout_s": 1}
     assert sweep_id(validate_config(config, SCHEMA)) == base
+
+
+def test_schema_ids_match_the_library_registries() -> None:
+    import yaml
+
+    from pipeline_lib.data import DATASETS as DATA_REGISTRY
+    from pipeline_lib.detectors import DETECTORS as DETECTOR_REGISTRY
+    from pipeline_lib.representations import METHODS
+
+    schema = yaml.safe_load(SCHEMA.read_text())["properties"]
+    assert set(schema["datasets"]["propertyNames"]["enum"]) == set(DATA_REGISTRY)
+    assert set(schema["detectors"]["propertyNames"]["enum"]) == set(DETECTOR_REGISTRY)
+    assert set(schema["methods"]["items"]["enum"]) == set(METHODS)

@@ -19,6 +19,8 @@ from types import MappingProxyType
 from typing import Any
 
 from pipeline_lib.data.base import DataError, ImageDataset, MissingDataError
+from pipeline_lib.data.catvsdog import CATVSDOG_CLASSES, read_catvsdog
+from pipeline_lib.data.celeba import CELEBA_CLASSES, read_celeba
 from pipeline_lib.data.cifar import (
     CIFAR10_CLASSES,
     CIFAR100_COARSE_CLASSES,
@@ -27,6 +29,7 @@ from pipeline_lib.data.cifar import (
 )
 from pipeline_lib.data.digits import DIGITS_CLASSES, read_digits
 from pipeline_lib.data.download import (
+    download_celeba,
     download_cifar10,
     download_cifar100,
     download_fmnist,
@@ -82,6 +85,12 @@ DATASETS: Mapping[str, DatasetSpec] = MappingProxyType(
         "fmnist": DatasetSpec(read_fmnist, FMNIST_CLASSES, download_fmnist),
         "mnist": DatasetSpec(read_mnist, MNIST_CLASSES, download_mnist),
         "digits": DatasetSpec(read_digits, DIGITS_CLASSES),
+        "catvsdog": DatasetSpec(
+            read_catvsdog,
+            CATVSDOG_CLASSES,
+            options=frozenset({"n_train_per_class", "n_test_per_class"}),
+        ),
+        "celeba": DatasetSpec(read_celeba, CELEBA_CLASSES, download_celeba),
         "image_folder": DatasetSpec(
             read_image_folder,
             image_folder_class_names,
@@ -137,16 +146,17 @@ def load_dataset(
     ----------
     name : str
         Dataset id, one of ``DATASETS`` (``cifar10``, ``cifar100``, ``fmnist``, ``mnist``,
-        ``digits``, ``image_folder``).
+        ``digits``, ``catvsdog``, ``celeba``, ``image_folder``).
     root : str, PathLike or None, default=None
         Data root, see :func:`resolve_data_root`.
     download : bool, default=False
         When the files are missing, fetch them into the root with torchvision's downloaders
-        first (``cifar10``, ``cifar100``, ``fmnist``, ``mnist``; the others have nothing
-        to download and ignore it).
+        first (``cifar10``, ``cifar100``, ``fmnist``, ``mnist``, ``celeba``; the others have
+        nothing to download and ignore it: ``catvsdog`` needs a manual download).
     **options : Any
-        Reader options; only ``image_folder`` takes any (``path``, ``image_size``,
-        ``test_fraction``).
+        Reader options: ``image_folder`` takes ``path``, ``image_size`` and
+        ``test_fraction``; ``catvsdog`` takes ``n_train_per_class`` and
+        ``n_test_per_class``; the others take none.
 
     Returns
     -------

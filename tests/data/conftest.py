@@ -198,3 +198,108 @@ def write_png():
 def solid():
     """Fixture: ``solid(color, height=12, width=16)`` -> an (H, W, 3) image of one colour."""
     return _solid
+
+
+PET_COLORS = {"Cat": (40, 90, 200), "Dog": (200, 160, 40)}
+
+
+def _pet_color(folder: str, index: int) -> tuple[int, int, int]:
+    """Solid colour of pet image ``index``: red = 20 * index + 10 identifies the file."""
+    _, green, blue = PET_COLORS[folder]
+    return (20 * index + 10, green, blue)
+
+
+def _write_pet_images(
+    root: Path, *, n_cat: int = 7, n_dog: int = 6, broken: bool = True
+) -> dict[str, list[str]]:
+    """Write ``root/PetImages/{Cat,Dog}/<i>.jpg``: solid JPEGs of random sizes.
+
+    Image ``i`` of a class has the colour :func:`_pet_color` and a random size between
+    40 and 119 pixels a side (so some are upsampled). With ``broken``, ``Cat/666.jpg`` is a
+    zero-byte file, ``Dog/corrupt.jpg`` a truncated JPEG (both unreadable) and ``Cat`` also
+    holds a ``Thumbs.db`` (not an image), as in the Microsoft download.
+
+    Returns the readable file names of each class folder in sorted order.
+    """
+    rng = np.random.default_rng(4)
+    readable = {}
+    for folder, n in (("Cat", n_cat), ("Dog", n_dog)):
+        path = root / "PetImages" / folder
+        path.mkdir(parents=True)
+        for i in range(n):
+            height, width = rng.integers(40, 120, size=2)
+            Image.fromarray(_solid(_pet_color(folder, i), int(height), int(width))).save(
+                path / f"{i}.jpg", quality=95
+            )
+        readable[folder] = sorted(f"{i}.jpg" for i in range(n))
+    if broken:
+        (root / "PetImages" / "Cat" / "666.jpg").write_bytes(b"")
+        good = (root / "PetImages" / "Dog" / "0.jpg").read_bytes()
+        (root / "PetImages" / "Dog" / "corrupt.jpg").write_bytes(good[: len(good) // 3])
+        (root / "PetImages" / "Cat" / "Thumbs.db").write_bytes(b"\x00" * 64)
+    return readable
+
+
+CELEBA_ATTRIBUTES = (
+    "5_o_Clock_Shadow Arched_Eyebrows Attractive Bags_Under_Eyes Bald Bangs Big_Lips Big_Nose "
+    "Black_Hair Blond_Hair Blurry Brown_Hair Bushy_Eyebrows Chubby Double_Chin Eyeglasses "
+    "Goatee Gray_Hair Heavy_Makeup High_Cheekbones Male Mouth_Slightly_Open Mustache "
+    "Narrow_Eyes No_Beard Oval_Face Pale_Skin Pointy_Nose Receding_Hairline Rosy_Cheeks "
+    "Sideburns Smiling Straight_Hair Wavy_Hair Wearing_Earrings Wearing_Hat Wearing_Lipstick "
+    "Wearing_Necklace Wearing_Necktie Young"
+).split()
+# The 12 fixture images: partition (0 train, 1 valid, 2 test) and eyeglasses of 000001..000012.
+CELEBA_PARTITION = (0, 0, 0, 0, 0, 0, 1, 1, 2, 2, 2, 2)
+CELEBA_EYEGLASSES = (0, 1, 0, 0, 1, 0, 1, 0, 0, 1, 0, 1)
+
+
+def _celeba_band(index: int) -> np.ndarray:
+    """A 218x178 aligned-size image: rows 40..197 grey ``20 * index``, the rest white."""
+    image = np.full((218, 178, 3), 255, dtype=np.uint8)
+    image[40:198] = 20 * index
+    return image
+
+
+def _write_celeba(root: Path, *, flat: bool = False) -> Path:
+    """Write the 12-image CelebA tree in torchvision's layout (``root/celeba/``) or flat.
+
+    Image ``000<i>.jpg`` (i = 1..12) is :func:`_celeba_band` of ``i``, partition and
+    eyeglasses from ``CELEBA_PARTITION`` and ``CELEBA_EYEGLASSES``; the text files follow
+    the official formatting. Returns the folder holding the files.
+    """
+    folder = root if flat else root / "celeba"
+    images = folder / "img_align_celeba"
+    images.mkdir(parents=True)
+    rng = np.random.default_rng(5)
+    eyeglasses = CELEBA_ATTRIBUTES.index("Eyeglasses")
+    attr_lines = [str(len(CELEBA_PARTITION)), " ".join(CELEBA_ATTRIBUTES) + " "]
+    partition_lines = []
+    pairs = zip(CELEBA_PARTITION, CELEBA_EYEGLASSES, strict=True)
+    for i, (part, glasses) in enumerate(pairs, start=1):
+        name = f"{i:06d}.jpg"
+        Image.fromarray(_celeba_band(i)).save(images / name, quality=100, subsampling=0)
+        values = rng.choice([-1, 1], size=len(CELEBA_ATTRIBUTES))
+        values[eyeglasses] = 1 if glasses else -1
+        attr_lines.append(f"{name} " + " ".join(f"{v:2d}" for v in values))
+        partition_lines.append(f"{name} {part}")
+    (folder / "list_attr_celeba.txt").write_text("\n".join(attr_lines) + "\n")
+    (folder / "list_eval_partition.txt").write_text("\n".join(partition_lines) + "\n")
+    return folder
+
+
+@pytest.fixture
+def write_pet_images():
+    """Fixture: ``write_pet_images(root, *, n_cat=7, n_dog=6, broken=True)`` -> file names."""
+    return _write_pet_images
+
+
+@pytest.fixture
+def pet_color():
+    """Fixture: ``pet_color(folder, index)`` -> the solid colour of a fixture pet image."""
+    return _pet_color
+
+
+@pytest.fixture
+def write_celeba():
+    """Fixture: ``write_celeba(root, *, flat=False)`` -> the folder holding the CelebA files."""
+    return _write_celeba

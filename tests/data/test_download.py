@@ -58,3 +58,29 @@ def test_failed_fmnist_download_names_root_and_cause(tmp_path, monkeypatch):
     with pytest.raises(DataError, match="Error downloading") as info:
         download_fmnist(tmp_path / "r")
     assert str(tmp_path / "r") in str(info.value)
+
+
+def test_celeba_download_uses_torchvision_then_our_reader(tmp_path, monkeypatch, write_celeba):
+    calls = []
+
+    class FakeCelebA:
+        def __init__(self, root, split, target_type, download):
+            calls.append((root, split, target_type, download))
+            write_celeba(tmp_path)  # torchvision's layout: <root>/celeba/
+
+    monkeypatch.setattr(torchvision.datasets, "CelebA", FakeCelebA)
+    data = load_dataset("celeba", root=tmp_path, download=True)
+    assert calls == [(str(tmp_path), "all", "attr", True)]
+    assert data.train_images.shape == (4, 64, 64, 3)
+
+
+def test_offline_celeba_download_names_root_and_manual_route(tmp_path, monkeypatch):
+    def offline(*args, **kwargs):
+        raise RuntimeError("To download files from GDrive, 'gdown' is required.")
+
+    monkeypatch.setattr(torchvision.datasets, "CelebA", offline)
+    with pytest.raises(DataError) as info:
+        load_dataset("celeba", root=tmp_path / "root", download=True)
+    message = str(info.value)
+    assert "downloading CelebA" in message and "gdown" in message
+    assert str(tmp_path / "root" / "celeba") in message and "img_align_celeba.zip" in message

@@ -19,7 +19,16 @@ from pipeline_lib.data.base import safe_class_name
 
 
 def test_registry_holds_the_architecture_ids():
-    assert set(DATASETS) == {"cifar10", "cifar100", "fmnist", "mnist", "digits", "image_folder"}
+    assert set(DATASETS) == {
+        "cifar10",
+        "cifar100",
+        "fmnist",
+        "mnist",
+        "digits",
+        "catvsdog",
+        "celeba",
+        "image_folder",
+    }
     with pytest.raises(TypeError):
         DATASETS["other"] = DATASETS["cifar10"]  # read-only mapping
 
@@ -47,6 +56,8 @@ def test_unknown_option_is_named(tmp_path):
         ("fmnist", 10, "t_shirt_top", "ankle_boot"),
         ("mnist", 10, "0", "9"),
         ("digits", 10, "0", "9"),
+        ("catvsdog", 2, "cat", "dog"),
+        ("celeba", 2, "no_eyeglasses", "eyeglasses"),
     ],
 )
 def test_static_class_names_need_no_files(tmp_path, name, n, first, last):
