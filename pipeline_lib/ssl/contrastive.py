@@ -1,0 +1,163 @@
+"""Contrastive learning, plain and distribution-augmented (paper Sec. 3.2, Eq. 2).
+
+Three loss forms (``form``), all on ``phi = normalize(g(f(.)))`` and temperature ``tau``,
+for a batch of ``M`` instances with views ``z1 = phi(A(x))`` and ``z2 = phi(A'(x))``:
+
+``"paper"`` (default; Eq. 2 of the paper)
+    For anchor ``z1[a]`` the positive is ``z2[a]`` and the negatives are the *same-view*
+    embeddings of the other ``M - 1`` instances, ``z1[i], i != a`` (``phi(A(x_i))`` in the
+    equation): ``-log exp(z1[a].z2[a]/tau) / (exp(z1[a].z2[a]/tau) +
+    sum_{i != a} exp(z1[a].z1[i]/tau))``. The expectation is symmetric in ``A`` and
+    ``A'``, so the loss is the mean of this term over all anchors of view 1 and the mirror
+    term over all anchors of view 2 (anchor ``z2[a]``, positive ``z1[a]``, negatives
+    ``z2[i]``). Each anchor has exactly ``M - 1`` negatives.
+``"released"``
+    The released code's one-directional cross-view form: cross-entropy of the ``M x M``
+    logits ``z1 z2^T / tau`` with the diagonal as target (negatives: the *other* view of the
+    other instances).
+``"ntxent"``
+    SimCLR's symmetric NT-Xent over the ``2M`` views: every view is an anchor, its partner
+    view is the positive and all other ``2M - 2`` views are negatives.
+
+With distribution augmentation (``distributions``) every transformed copy ``t(x)`` of a
+batch image is its own instance (``M = n (1 + T)``); both of its views are augmentations of
+that same copy, and the other copies of the same image are negatives like any other
+instance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from pipeline_lib.augment import distribution_copies, two_views
+
+#: Accepted values of ``form``.
+LOSS_FORMS: tuple[str, ...] = ("paper", "released", "ntxent")
+
+
+def _check(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> None:
+    if z1.ndim != 2 or z1.shape != z2.shape:
+        raise ValueError(f"z1 and z2 must both be (M, d), got {tuple(z1.shape)}, {tuple(z2.shape)}")
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+
+
+def paper_contrastive_loss(
+    z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.2
+) -> torch.Tensor:
+    """Eq. 2 of the paper, symmetrised over the two views (see the module docstring).
+
+    Parameters
+    ----------
+    z1, z2 : Tensor of shape (M, d)
+        Head outputs of the two views of ``M`` instances (normalised here).
+    temperature : float, default=0.2
+
+    Returns
+    -------
+    Tensor
+        Scalar float32 loss.
+    """
+    _check(z1, z2, temperature)
+    z1, z2 = F.normalize(z1.float(), dim=1), F.normalize(z2.float(), dim=1)
+    targets = torch.arange(len(z1), device=z1.device)
+    eye = torch.eye(len(z1), dtype=torch.bool, device=z1.device)
+    losses = []
+    for anchor, partner in ((z1, z2), (z2, z1)):
+        positive = (anchor * partner).sum(1)  # (M,)
+        logits = torch.where(eye, torch.diag_embed(positive), anchor @ anchor.T) / temperature
+        losses.append(F.cross_entropy(logits, targets))
+    return 0.5 * (losses[0] + losses[1])
+
+
+def released_contrastive_loss(
+    z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.2
+) -> torch.Tensor:
+    """One-directional cross-view loss: ``CE(z1 z2^T / tau, diagonal)``; scalar float32."""
+    _check(z1, z2, temperature)
+    z1, z2 = F.normalize(z1.float(), dim=1), F.normalize(z2.float(), dim=1)
+    logits = z1 @ z2.T / temperature  # (M, M)
+    return F.cross_entropy(logits, torch.arange(len(z1), device=z1.device))
+
+
+def nt_xent_loss(z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.2) -> torch.Tensor:
+    """SimCLR's symmetric NT-Xent over ``2M`` views; scalar float32.
+
+    With all ``2M`` embeddings collinear it equals ``log(2M - 1)``.
+    """
+    _check(z1, z2, temperature)
+    m = len(z1)
+    z = F.normalize(torch.cat([z1, z2]).float(), dim=1)  # (2M, d)
+    eye = torch.eye(2 * m, dtype=torch.bool, device=z.device)
+    logits = (z @ z.T / temperature).masked_fill(eye, float("-inf"))
+    targets = torch.cat([torch.arange(m, 2 * m), torch.arange(m)]).to(z.device)
+    return F.cross_entropy(logits, targets)
+
+
+_LOSSES = {
+    "paper": paper_contrastive_loss,
+    "released": released_contrastive_loss,
+    "ntxent": nt_xent_loss,
+}
+
+
+def contrastive_loss(
+    z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.2, form: str = "paper"
+) -> torch.Tensor:
+    """Dispatch to the loss ``form`` (one of :data:`LOSS_FORMS`).
+
+    Raises
+    ------
+    ValueError
+        On an unknown form.
+    """
+    if form not in _LOSSES:
+        raise ValueError(
+            f"unknown contrastive loss form {form!r}; allowed: {', '.join(LOSS_FORMS)}"
+        )
+    # Similarities in float32 even inside the training loop's autocast region.
+    with torch.autocast(device_type=z1.device.type, enabled=False):
+        return _LOSSES[form](z1, z2, temperature=temperature)
+
+
+def contrastive_step(
+    model: torch.nn.Module,
+    batch: torch.Tensor,
+    *,
+    generator: torch.Generator,
+    augment: Callable[..., torch.Tensor],
+    temperature: float = 0.2,
+    form: str = "paper",
+    distributions: Sequence[str] = (),
+) -> torch.Tensor:
+    """One contrastive loss evaluation on a uint8 batch.
+
+    Parameters
+    ----------
+    model : ProxyModel
+        Uses ``model.backbone`` and ``model.head``.
+    batch : Tensor of shape (n, 3, h, w), uint8, on the training device
+    generator : torch.Generator
+        CPU generator of the view augmentation.
+    augment : callable
+        ``augment(images, generator) -> views`` (a :class:`~pipeline_lib.augment.ViewAugment`).
+    temperature : float, default=0.2
+    form : str, default="paper"
+    distributions : sequence of str, default=()
+        Distribution augmentation set (empty for plain contrastive learning), e.g.
+        ``("rot90", "rot180", "rot270")``: ``M = n (1 + len(distributions))`` instances.
+
+    Returns
+    -------
+    Tensor
+        Scalar float32 loss.
+    """
+    images = distribution_copies(batch, distributions).images if distributions else batch
+    view_1, view_2 = two_views(images, augment, generator)
+    # One forward pass over both views, so BatchNorm statistics cover all 2M views.
+    z = model.head(model.backbone(torch.cat([view_1, view_2])))
+    z1, z2 = z.float().chunk(2)
+    return contrastive_loss(z1, z2, temperature=temperature, form=form)

@@ -1,0 +1,97 @@
+"""Rotation prediction (Gidaris et al.; RotNet of Golan et al. is the depth-0 head variant).
+
+Training: four independently augmented views of every image, rotated by 0/90/180/270
+degrees, and cross-entropy of the 4-way classifier ``proxy(g(f(view)))`` against the rotation.
+RotNet's own one-class score (:func:`rotation_scores`) uses that classifier on the
+un-augmented image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from pipeline_lib.augment import rotate90, rotation_views, to_unit_float
+from pipeline_lib.models.proxy import ProxyModel, rotation_logits
+
+
+def rotation_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of ``(n, 4)`` rotation logits against labels in 0..3 (float32)."""
+    if logits.ndim != 2 or logits.shape[1] != 4 or labels.shape != logits.shape[:1]:
+        raise ValueError(
+            f"need logits (n, 4) and labels (n,), got {tuple(logits.shape)}, {tuple(labels.shape)}"
+        )
+    return F.cross_entropy(logits.float(), labels)
+
+
+def rotation_step(
+    model: ProxyModel,
+    batch: torch.Tensor,
+    *,
+    generator: torch.Generator,
+    augment: Callable[..., torch.Tensor],
+) -> torch.Tensor:
+    """One rotation-prediction loss on a uint8 batch ``(n, 3, h, w)`` (``4 n`` views).
+
+    Returns the scalar float32 cross-entropy.
+    """
+    views, labels = rotation_views(batch, augment, generator)
+    return rotation_loss(rotation_logits(model, views), labels)
+
+
+def rotation_scores(
+    model: ProxyModel,
+    images: np.ndarray | torch.Tensor,
+    *,
+    device: torch.device | str = "cpu",
+    batch_size: int = 256,
+) -> dict[str, np.ndarray]:
+    """RotNet's built-in one-class scores from the rotation classifier (higher = more normal).
+
+    Parameters
+    ----------
+    model : ProxyModel
+        A ``rotnet`` or ``rotation`` model; put in inference mode here.
+    images : ndarray of shape (n, h, w, 3), uint8
+        Square images (no augmentation is applied).
+    device : torch.device or str, default="cpu"
+    batch_size : int, default=256
+
+    Returns
+    -------
+    dict of str to ndarray of shape (n,), float64
+        ``"p_rot0"``: ``p(y = 0 | x)``, the probability that the un-rotated image is
+        un-rotated; ``"log_p_rotations"``: ``sum_k log p(y = k | rot_k(x))`` over the four
+        rotations (Golan et al.'s score for this transformation set).
+
+    Raises
+    ------
+    ValueError
+        On a non-uint8 / wrongly shaped input or a model without rotation classifier.
+    """
+    if isinstance(images, torch.Tensor):
+        images = images.cpu().numpy()
+    if images.dtype != np.uint8 or images.ndim != 4 or images.shape[-1] != 3:
+        raise ValueError(
+            f"images must be uint8 of shape (n, h, w, 3), got {images.dtype} {images.shape}"
+        )
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    device = torch.device(device)
+    model = model.to(device).eval()
+    p_rot0, log_p = [], []
+    with torch.inference_mode():
+        for start in range(0, len(images), batch_size):
+            chunk = torch.from_numpy(np.ascontiguousarray(images[start : start + batch_size]))
+            x = to_unit_float(chunk.to(device).permute(0, 3, 1, 2))
+            total = torch.zeros(len(x), dtype=torch.float64, device=device)
+            for k in range(4):
+                log_probs = F.log_softmax(rotation_logits(model, rotate90(x, k)).double(), dim=1)
+                if k == 0:
+                    p_rot0.append(log_probs[:, 0].exp().cpu().numpy())
+                total += log_probs[:, k]
+            log_p.append(total.cpu().numpy())
+    return {"p_rot0": np.concatenate(p_rot0), "log_p_rotations": np.concatenate(log_p)}

@@ -1,0 +1,26 @@
+"""Fixtures for the self-supervised training tests: a few real images, tiny networks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from pipeline_lib.data import load_dataset
+
+
+@pytest.fixture(scope="session")
+def digits64() -> np.ndarray:
+    """64 training images of scikit-learn's digits as uint8 ``(64, 32, 32, 3)``."""
+    images = load_dataset("digits").train_images[:64]
+    assert images.shape == (64, 32, 32, 3) and images.dtype == np.uint8
+    return images
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """The tests share two cores with other work: keep torch to one thread."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

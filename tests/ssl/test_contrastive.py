@@ -1,0 +1,130 @@
+"""Contrastive losses against oracles, and the distribution-augmented instances."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from pipeline_lib.augment import distribution_copies, to_unit_float
+from pipeline_lib.models.proxy import build_proxy_model
+from pipeline_lib.ssl.contrastive import (
+    LOSS_FORMS,
+    contrastive_loss,
+    contrastive_step,
+    nt_xent_loss,
+    paper_contrastive_loss,
+    released_contrastive_loss,
+)
+
+
+def _random_pair(m: int = 5, d: int = 3, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(m, d, generator=generator), torch.randn(m, d, generator=generator)
+
+
+def _unit(z: torch.Tensor) -> np.ndarray:
+    z = z.double().numpy()
+    return z / np.linalg.norm(z, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7])
+def test_nt_xent_of_collinear_embeddings_is_log_2n_minus_1(n: int) -> None:
+    scales = torch.arange(1, n + 1, dtype=torch.float32)[:, None]  # positive multiples
+    z = scales * torch.tensor([[0.6, -0.8, 0.0]])
+    loss = nt_xent_loss(z, 3 * z, temperature=0.2)
+    assert loss.item() == pytest.approx(math.log(2 * n - 1), abs=1e-5)
+
+
+def test_one_sided_forms_of_collinear_embeddings_are_log_n() -> None:
+    z = torch.ones(6, 4)
+    assert paper_contrastive_loss(z, z).item() == pytest.approx(math.log(6), abs=1e-5)
+    assert released_contrastive_loss(z, z).item() == pytest.approx(math.log(6), abs=1e-5)
+
+
+def test_paper_form_matches_a_naive_loop() -> None:
+    z1, z2 = _random_pair(5, 3)
+    tau = 0.5
+    a, b = _unit(z1), _unit(z2)
+    terms = []
+    for anchor, partner in ((a, b), (b, a)):
+        for i in range(len(a)):
+            positive = math.exp(anchor[i] @ partner[i] / tau)
+            negatives = sum(math.exp(anchor[i] @ anchor[j] / tau) for j in range(len(a)) if j != i)
+            terms.append(-math.log(positive / (positive + negatives)))
+    expected = sum(terms) / len(terms)
+    loss = paper_contrastive_loss(z1, z2, temperature=tau)
+    assert loss.dtype == torch.float32
+    assert loss.item() == pytest.approx(expected, rel=1e-5)
+
+
+def test_released_form_matches_a_naive_loop() -> None:
+    z1, z2 = _random_pair(4, 6, seed=1)
+    a, b = _unit(z1), _unit(z2)
+    terms = []
+    for i in range(4):
+        logits = [a[i] @ b[j] / 0.2 for j in range(4)]
+        terms.append(-logits[i] + math.log(sum(math.exp(v) for v in logits)))
+    assert released_contrastive_loss(z1, z2).item() == pytest.approx(np.mean(terms), rel=1e-5)
+
+
+def test_nt_xent_matches_a_naive_loop() -> None:
+    z1, z2 = _random_pair(3, 4, seed=2)
+    z = np.concatenate([_unit(z1), _unit(z2)])
+    terms = []
+    for i in range(6):
+        partner = (i + 3) % 6
+        denominator = sum(math.exp(z[i] @ z[j] / 0.2) for j in range(6) if j != i)
+        terms.append(-z[i] @ z[partner] / 0.2 + math.log(denominator))
+    assert nt_xent_loss(z1, z2).item() == pytest.approx(np.mean(terms), rel=1e-5)
+
+
+def test_dispatch_and_unknown_form() -> None:
+    z1, z2 = _random_pair()
+    assert set(LOSS_FORMS) == {"paper", "released", "ntxent"}
+    for form, function in (
+        ("paper", paper_contrastive_loss),
+        ("released", released_contrastive_loss),
+        ("ntxent", nt_xent_loss),
+    ):
+        assert torch.equal(contrastive_loss(z1, z2, form=form), function(z1, z2))
+    with pytest.raises(ValueError, match="simclr"):
+        contrastive_loss(z1, z2, form="simclr")
+    with pytest.raises(ValueError, match="temperature"):
+        contrastive_loss(z1, z2, temperature=0.0)
+
+
+def test_da_instances_take_both_views_from_the_same_copy() -> None:
+    """Every transformed copy is one instance; both its views are augmentations of it."""
+    seen: list[torch.Tensor] = []
+
+    def spy(images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        seen.append(images)
+        return to_unit_float(images)
+
+    batch = torch.randint(0, 256, (3, 3, 32, 32), dtype=torch.uint8)
+    model = build_proxy_model("contrastive_da", width=8, head_depth=1, head_hidden=16)
+    names = ("rot90", "rot180", "rot270")
+    loss = contrastive_step(
+        model, batch, generator=torch.Generator(), augment=spy, distributions=names
+    )
+    assert len(seen) == 1  # all views in one batched call
+    instances = distribution_copies(batch, names).images
+    assert len(instances) == 3 * (1 + 3)
+    assert torch.equal(seen[0], torch.cat([instances, instances]))  # view 1 | view 2
+    assert torch.isfinite(loss) and loss.ndim == 0
+
+
+def test_plain_contrastive_step_uses_the_batch_only() -> None:
+    seen: list[torch.Tensor] = []
+
+    def spy(images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        seen.append(images)
+        return to_unit_float(images)
+
+    batch = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8)
+    model = build_proxy_model("contrastive", width=8, head_depth=1, head_hidden=16)
+    contrastive_step(model, batch, generator=torch.Generator(), augment=spy, form="ntxent")
+    assert torch.equal(seen[0], torch.cat([batch, batch]))

@@ -1,0 +1,80 @@
+"""Heads, decoder and the proxy models built for every trained method."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from pipeline_lib.models.heads import Decoder, contrastive_head, head_output_dim, mlp_head
+from pipeline_lib.models.proxy import build_proxy_model, rotation_logits
+from pipeline_lib.representations import FROZEN_METHODS, METHODS, TRAINED_METHODS
+
+
+def test_trained_methods_are_listed() -> None:
+    assert TRAINED_METHODS == ("rotnet", "rotation", "denoising", "contrastive", "contrastive_da")
+    assert METHODS == FROZEN_METHODS + TRAINED_METHODS
+
+
+def test_mlp_head_layers_and_output() -> None:
+    head = mlp_head(16, depth=2, hidden=8, out_dim=4)
+    kinds = [type(layer) for layer in head]
+    assert kinds == [nn.Linear, nn.BatchNorm1d, nn.ReLU] * 2 + [nn.Linear]
+    assert head[0].bias is None and head[3].bias is None and head[-1].bias is not None
+    assert head_output_dim(head, 16) == 4
+    assert head(torch.randn(5, 16)).shape == (5, 4)
+
+
+def test_depth_zero_is_the_identity() -> None:
+    assert isinstance(mlp_head(16, depth=0), nn.Identity)
+    assert isinstance(contrastive_head(16, depth=0), nn.Identity)
+    assert head_output_dim(mlp_head(16, depth=0), 16) == 16
+    assert head_output_dim(mlp_head(16, depth=3, hidden=8), 16) == 8
+    assert head_output_dim(contrastive_head(16, depth=8, hidden=8), 16) == 128
+    with pytest.raises(ValueError, match="depth"):
+        mlp_head(16, depth=-1)
+
+
+@pytest.mark.parametrize("size", [32, 64])
+def test_decoder_outputs_an_image_in_unit_interval(size: int) -> None:
+    decoder = Decoder(64, image_size=size, width=8)
+    with torch.no_grad():
+        out = decoder(torch.randn(3, 64))
+    assert out.shape == (3, 3, size, size)
+    assert float(out.min()) >= 0.0 and float(out.max()) <= 1.0
+    with pytest.raises(ValueError, match="power of two"):
+        Decoder(64, image_size=28)
+
+
+@pytest.mark.parametrize(
+    ("method", "g_dim"),
+    [("rotnet", 64), ("rotation", 16), ("contrastive", 128), ("contrastive_da", 128)],
+)
+def test_proxy_models_give_f_and_g(method: str, g_dim: int) -> None:
+    model = build_proxy_model(
+        method, width=8, head_depth=None if method == "rotnet" else 2, head_hidden=16
+    ).eval()
+    out = model(torch.rand(2, 3, 32, 32))
+    assert set(out) == {"f", "g"}
+    assert out["f"].shape == (2, 64) and out["g"].shape == (2, g_dim)
+    if method == "rotnet":
+        assert torch.equal(out["f"], out["g"])  # identity head
+    if method in ("rotnet", "rotation"):
+        assert rotation_logits(model, torch.rand(2, 3, 32, 32)).shape == (2, 4)
+
+
+def test_denoising_model_has_no_head_and_a_decoder() -> None:
+    model = build_proxy_model("denoising", width=8).eval()
+    assert set(model(torch.rand(2, 3, 32, 32))) == {"f"}
+    assert isinstance(model.proxy, Decoder)
+    with pytest.raises(ValueError, match="rotation classifier"):
+        rotation_logits(model, torch.rand(2, 3, 32, 32))
+
+
+def test_head_depth_rules() -> None:
+    assert build_proxy_model("rotation", width=8).arch["head_depth"] == 8
+    assert build_proxy_model("rotnet", width=8).arch["head_depth"] == 0
+    with pytest.raises(ValueError, match="head_depth"):
+        build_proxy_model("rotnet", width=8, head_depth=8)
+    with pytest.raises(ValueError, match="unknown trained"):
+        build_proxy_model("resnet18_random")

@@ -1,0 +1,210 @@
+"""The training loop: learning, schedule, checkpoints, resume, divergence, saved files."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from pipeline_lib.checkpoints import (
+    load_checkpoint,
+    load_trained_representation,
+    save_representation,
+)
+from pipeline_lib.embed import extract_embeddings
+from pipeline_lib.representations import TRAINED_METHODS, Representation
+from pipeline_lib.train import TrainingDivergedError, train_representation
+
+#: Tiny but learnable settings per method (width-8 ResNet-18, 64 digits, 2 epochs).
+TINY = {
+    "rotnet": {"batch_size": 16},
+    "rotation": {"batch_size": 16, "head_depth": 1, "head_hidden": 32},
+    "denoising": {"batch_size": 16},
+    "contrastive": {"batch_size": 16, "head_depth": 1, "head_hidden": 32, "proj_dim": 16},
+    "contrastive_da": {"batch_size": 8, "head_depth": 1, "head_hidden": 32, "proj_dim": 16},
+}
+
+
+def _train(method: str, images: np.ndarray, **overrides):
+    kwargs = {"seed": 1, "epochs": 2, "width": 8, "lr": 0.1, **TINY[method], **overrides}
+    return train_representation(method, images, **kwargs)
+
+
+def _assert_same_weights(first: torch.nn.Module, second: torch.nn.Module) -> None:
+    a, b = first.state_dict(), second.state_dict()
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+
+
+def _without_timing(history: list[dict]) -> list[dict]:
+    return [
+        {k: v for k, v in record.items() if k not in ("images_per_s", "seconds")}
+        for record in history
+    ]
+
+
+@pytest.mark.parametrize("method", TRAINED_METHODS)
+def test_each_method_lowers_its_loss(method: str, digits64: np.ndarray) -> None:
+    model, history = _train(method, digits64)
+    assert [record["epoch"] for record in history] == [1, 2]
+    first, last = history[0]["loss"], history[-1]["loss"]
+    assert math.isfinite(first) and last < 0.99 * first, (first, last)
+    assert isinstance(model, Representation) and not model.training
+    out = model(torch.rand(2, 3, 32, 32))
+    assert out["f"].shape == (2, 64)
+    assert ("g" in out) == (method != "denoising")
+
+
+def test_cosine_schedule_and_history_fields(digits64: np.ndarray) -> None:
+    _, history = _train("contrastive", digits64, epochs=3, lr=0.05)
+    steps, total = 64 // 16, 3 * (64 // 16)
+    for record in history:
+        last_step = record["epoch"] * steps - 1
+        expected = 0.05 * 0.5 * (1 + math.cos(math.pi * last_step / total))
+        assert record["lr"] == pytest.approx(expected)
+        assert record["images_per_s"] > 0 and record["seconds"] > 0
+    assert history[-1]["lr"] < 0.05 * 0.1
+
+
+def test_same_seed_same_weights_and_global_rng_untouched(digits64: np.ndarray) -> None:
+    torch.manual_seed(123)
+    state = torch.random.get_rng_state()
+    first, _ = _train("rotnet", digits64[:32], epochs=1)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    second, _ = _train("rotnet", digits64[:32], epochs=1)
+    other, _ = _train("rotnet", digits64[:32], epochs=1, seed=2)
+    _assert_same_weights(first, second)
+    assert not torch.equal(first.state_dict()["proxy.weight"], other.state_dict()["proxy.weight"])
+
+
+class _Killed(Exception):
+    pass
+
+
+@pytest.mark.parametrize("method", ["contrastive_da", "denoising"])
+def test_kill_and_resume_gives_identical_weights(method, digits64, tmp_path, caplog) -> None:
+    images = digits64[:32]
+    straight, straight_history = _train(method, images, epochs=3)
+
+    checkpoint = tmp_path / "ckpt.pt"
+
+    def kill_after_second_epoch(record: dict) -> None:
+        if record["epoch"] == 2:
+            raise _Killed
+
+    with pytest.raises(_Killed):
+        _train(
+            method, images, epochs=3, checkpoint_path=checkpoint, callback=kill_after_second_epoch
+        )
+    assert checkpoint.exists()
+    epochs_run: list[int] = []
+    with caplog.at_level(logging.INFO, logger="pipeline_lib.train"):
+        resumed, history = _train(
+            method,
+            images,
+            epochs=3,
+            checkpoint_path=checkpoint,
+            callback=lambda record: epochs_run.append(record["epoch"]),
+        )
+    assert epochs_run == [3]  # only the missing epoch ran
+    assert "resuming" in caplog.text
+    _assert_same_weights(straight, resumed)
+    assert _without_timing(history) == _without_timing(straight_history)
+
+    # A finished checkpoint: the same call returns at once with the same weights.
+    epochs_run.clear()
+    again, _ = _train(
+        method,
+        images,
+        epochs=3,
+        checkpoint_path=checkpoint,
+        callback=lambda record: epochs_run.append(record["epoch"]),
+    )
+    assert epochs_run == []
+    _assert_same_weights(straight, again)
+
+
+def test_corrupt_checkpoint_warns_and_restarts_cleanly(digits64, tmp_path, caplog) -> None:
+    images = digits64[:32]
+    fresh, _ = _train("rotnet", images, epochs=1)
+    checkpoint = tmp_path / "ckpt.pt"
+    checkpoint.write_bytes(b"not a checkpoint at all")
+    with caplog.at_level(logging.WARNING, logger="pipeline_lib.train"):
+        restarted, history = _train("rotnet", images, epochs=1, checkpoint_path=checkpoint)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and str(checkpoint) in warnings[0].getMessage()
+    assert [record["epoch"] for record in history] == [1]
+    _assert_same_weights(fresh, restarted)
+    assert checkpoint.stat().st_size > 1000  # overwritten by a valid checkpoint
+
+
+def test_checkpoint_of_other_arguments_is_not_resumed(digits64, tmp_path, caplog) -> None:
+    images = digits64[:32]
+    checkpoint = tmp_path / "ckpt.pt"
+    _train("rotnet", images, epochs=1, checkpoint_path=checkpoint)
+    with caplog.at_level(logging.WARNING, logger="pipeline_lib.train"):
+        _, history = _train("rotnet", images, epochs=1, lr=0.05, checkpoint_path=checkpoint)
+    assert "differs in ['lr']" in caplog.text
+    assert len(history) == 1
+
+
+def test_divergence_raises_with_epoch_and_step(digits64: np.ndarray, tmp_path) -> None:
+    checkpoint = tmp_path / "ckpt.pt"
+    with pytest.raises(TrainingDivergedError, match=r"epoch \d/2.*lower the learning rate"):
+        _train("rotnet", digits64[:32], lr=1e10, checkpoint_path=checkpoint)
+    assert issubclass(TrainingDivergedError, RuntimeError)
+    if checkpoint.exists():  # only epochs with finite losses are ever checkpointed
+        state = load_checkpoint(checkpoint)
+        assert all(math.isfinite(record["loss"]) for record in state["history"])
+        assert all(
+            torch.isfinite(v).all() for v in state["model"].values() if v.is_floating_point()
+        )
+
+
+def test_nan_loss_names_epoch_and_step(digits64: np.ndarray) -> None:
+    with pytest.raises(TrainingDivergedError, match=r"loss is nan at epoch 1/2, step \d/4"):
+        _train("contrastive", digits64[:32], lr=1e10, batch_size=8)
+
+
+def test_bad_arguments_raise(digits64: np.ndarray) -> None:
+    with pytest.raises(ValueError, match="unknown trained"):
+        train_representation("raw", digits64, seed=0, epochs=1, batch_size=8)
+    with pytest.raises(ValueError, match="loss_form"):
+        _train("contrastive", digits64, loss_form="simclr")
+    with pytest.raises(ValueError, match="distribution transform"):
+        _train("contrastive_da", digits64, distributions=("rot45",))
+    with pytest.raises(ValueError, match="uint8"):
+        _train("rotnet", digits64.astype(np.float32))
+
+
+def test_small_data_uses_all_images_per_step(digits64: np.ndarray) -> None:
+    _, history = _train("rotnet", digits64[:6], batch_size=64, epochs=1)
+    assert history[0]["images_per_s"] > 0 and math.isfinite(history[0]["loss"])
+
+
+@pytest.mark.parametrize("method", ["rotation", "denoising"])
+def test_saved_representation_round_trip(method, digits64, tmp_path) -> None:
+    model, _ = _train(method, digits64[:32], epochs=1)
+    path = tmp_path / "representation.pt"
+    save_representation(path, model, method=method, config_dict={"lr": 0.1, "seed": 1})
+    loaded = load_trained_representation(path)
+    assert loaded.arch == model.arch and loaded.training_config == {"lr": 0.1, "seed": 1}
+    _assert_same_weights(model, loaded)
+    before = extract_embeddings(model, digits64[:8])
+    after = extract_embeddings(loaded, digits64[:8])
+    assert before.keys() == after.keys() == ({"f"} if method == "denoising" else {"f", "g"})
+    for key in before:
+        np.testing.assert_array_equal(before[key], after[key])
+    with pytest.raises(ValueError, match="does not match"):
+        save_representation(path, model, method="contrastive", config_dict={})
+
+
+def test_unreadable_representation_file_is_named(tmp_path) -> None:
+    path = tmp_path / "broken.pt"
+    path.write_bytes(b"\x00garbage")
+    with pytest.raises(ValueError, match="broken.pt"):
+        load_trained_representation(path)
