@@ -100,3 +100,32 @@ def embed_dataset(
         for space, values in embedded.items():
             features[f"{space}_{part}"] = values
     return features
+
+
+def embed_split(
+    model: Representation,
+    dataset: ImageDataset,
+    train_index: np.ndarray,
+    *,
+    batch_size: int = 256,
+    device: torch.device | str = "cpu",
+    progress: bool = False,
+) -> dict[str, np.ndarray]:
+    """Embed the given training images and the whole test split (feature-file layout).
+
+    A model trained for one class only needs the images its detectors are fitted on (the
+    split's training set and clean subsets) and the test split.
+    """
+    train_index = np.unique(np.asarray(train_index, dtype=np.int64))
+    features: dict[str, np.ndarray] = {
+        "train_index": train_index,
+        "test_index": np.arange(len(dataset.test_images), dtype=np.int64),
+    }
+    parts = (("train", dataset.train_images[train_index]), ("test", dataset.test_images))
+    for part, images in parts:
+        embedded = extract_embeddings(
+            model, images, batch_size=batch_size, device=device, progress=progress
+        )
+        for space, values in embedded.items():
+            features[f"{space}_{part}"] = values
+    return features

@@ -158,3 +158,25 @@ def evaluate_detector(
         n_fit=len(fit_features),
         n_test=n_test,
     )
+
+
+def evaluate_normality_scores(normality: Any, is_outlier: Any) -> DetectionResult:
+    """ROC AUC of scores that need no fitting (e.g. RotNet's rotation classifier).
+
+    ``normality`` is higher = more normal, like ``score_samples``; it is turned into an
+    anomaly score here, the same single place as for fitted detectors.
+    """
+    normality = np.asarray(normality, dtype=np.float64)
+    if len(is_outlier) != len(normality):
+        raise ValueError(
+            f"is_outlier has {len(is_outlier)} entries but there are {len(normality)} scores"
+        )
+    anomaly_scores = -normality
+    return DetectionResult(
+        anomaly_scores=anomaly_scores,
+        auroc=auroc(anomaly_scores, is_outlier),
+        fit_seconds=0.0,
+        score_seconds=0.0,
+        n_fit=0,
+        n_test=len(normality),
+    )

@@ -9,9 +9,72 @@ from typing import Any
 import numpy as np
 
 from pipeline_lib.data.split import OneClassSplit
-from pipeline_lib.evaluate import evaluate_detector
+from pipeline_lib.evaluate import evaluate_detector, evaluate_normality_scores
 
 log = logging.getLogger(__name__)
+
+#: Representations trained by rotation prediction, whose classifier is itself a detector.
+ROTATION_METHODS: tuple[str, ...] = ("rotnet", "rotation")
+
+#: Detectors read from the rotation classifier -> the feature-file key of their scores:
+#: Golan et al.'s sum over k of log p(k | rot_k x), and p(y=0 | x).
+ROTATION_DETECTORS: dict[str, str] = {
+    "rotation_classifier": "log_p_rotations",
+    "rotation_p0": "p_rot0",
+}
+
+#: The paper's batch sizes (source images per step) when the config leaves them open.
+DEFAULT_BATCH_SIZE = {"contrastive": 32, "contrastive_da": 32}
+DEFAULT_BATCH_SIZE_OTHERS = 64
+
+
+def training_arguments(method: str, training: dict[str, Any]) -> dict[str, Any]:
+    """Keyword arguments of ``train_representation`` for ``method`` from the ``train`` config.
+
+    Fills the paper's per-method batch size and drops settings that do not apply to the
+    method (so, e.g., a contrastive temperature does not enter a rotation model's record).
+    """
+    arguments = dict(training)
+    if arguments.get("batch_size") is None:
+        arguments["batch_size"] = DEFAULT_BATCH_SIZE.get(method, DEFAULT_BATCH_SIZE_OTHERS)
+    if not method.startswith("contrastive"):
+        arguments.pop("temperature", None)
+        arguments.pop("loss_form", None)
+    if method != "contrastive_da":
+        arguments.pop("distributions", None)
+    if method != "denoising":
+        arguments.pop("noise_std", None)
+    if method in ("rotnet", "denoising"):
+        arguments["head_depth"] = None
+    return arguments
+
+
+def run_rotation_detection(
+    split: OneClassSplit, features: dict[str, np.ndarray], *, detector: str
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """AUC of a rotation-classifier score stored with the features (nothing is fitted)."""
+    if detector not in ROTATION_DETECTORS:
+        raise ValueError(
+            f"unknown rotation detector {detector!r}; allowed: {', '.join(ROTATION_DETECTORS)}"
+        )
+    key = f"{ROTATION_DETECTORS[detector]}_test"
+    if key not in features:
+        raise ValueError(f"features hold no {key!r}: only rotation models have this detector")
+    normality = rows_for(split.test_index, features["test_index"], features[key])
+    result = evaluate_normality_scores(normality, split.test_is_outlier)
+    record = {
+        "auroc": float(result.auroc),
+        "n_fit": 0,
+        "n_test": int(result.n_test),
+        "n_test_outliers": int(split.test_is_outlier.sum()),
+        "space": "rotation_classifier",
+    }
+    scores = {
+        "anomaly_score": result.anomaly_scores,
+        "is_outlier": np.asarray(split.test_is_outlier, dtype=np.int8),
+        "test_index": split.test_index,
+    }
+    return record, scores
 
 
 def fit_index_for(split: OneClassSplit, fitset: str) -> np.ndarray:

@@ -148,8 +148,13 @@ def log_sweep(
     lock_path: str | os.PathLike,
     tags: Mapping[str, str] | None = None,
     timeout_s: float = 5.0,
+    histories: Mapping[str, Sequence[Mapping[str, float]]] | None = None,
 ) -> dict[str, Any]:
     """Log one child run per job record and a parent run with the sweep's tables and plots.
+
+    ``histories`` maps a trained model's key (its folder) to its per-epoch records
+    (``epoch``, ``loss``, ``lr``, ``images_per_s``); each becomes a child run of kind
+    ``training`` whose metrics are the curves, stepped by epoch.
 
     Each record needs a ``result_key`` (its stable identity, e.g. its result path), the
     wildcard columns of :data:`PARAM_COLUMNS` and numeric metrics. A record already logged
@@ -224,6 +229,38 @@ def log_sweep(
                     run_id = run.info.run_id
                     client.log_batch(run_id, metrics=metrics, tags=run_tags)
                     counts["updated"] += 1
+                client.set_terminated(run_id)
+            for key, history in (histories or {}).items():
+                training_key = f"train:{key}"
+                digest = _content_hash({"history": list(history)})
+                run = existing.get(training_key)
+                if run is not None and run.data.tags.get(HASH_TAG) == digest:
+                    counts["unchanged"] += 1
+                    continue
+                if run is None:
+                    run_id = client.create_run(
+                        experiment_id,
+                        run_name=f"train {key}",
+                        tags={
+                            **common,
+                            KEY_TAG: training_key,
+                            KIND_TAG: "training",
+                            "mlflow.parentRunId": parent_id,
+                        },
+                    ).info.run_id
+                    counts["created"] += 1
+                else:
+                    run_id = run.info.run_id
+                    counts["updated"] += 1
+                curves = [
+                    Metric(name, float(record[name]), now, int(record["epoch"]))
+                    for record in history
+                    for name in ("loss", "lr", "images_per_s")
+                    if name in record
+                ]
+                for start in range(0, len(curves), 900):  # log_batch takes <= 1000 metrics
+                    client.log_batch(run_id, metrics=curves[start : start + 900])
+                client.log_batch(run_id, tags=[RunTag(HASH_TAG, digest)])
                 client.set_terminated(run_id)
             for path in artifacts:
                 path = Path(path)

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from pipeline_lib.data import dataset_class_names
+from pipeline_lib.representations import TRAINED_METHODS
 from tests.workflow.conftest import REPO, run_snakemake
 
 pytestmark = pytest.mark.workflow
@@ -44,5 +45,13 @@ def test_dry_run_plans_every_detection_job(tmp_path: Path, config_path: Path) ->
     config = yaml.safe_load(config_path.read_text())
     jobs = planned_jobs(tmp_path, config_path)
     assert jobs["score_detectors"] == expected_detection_jobs(config)
+    assert jobs.get("train_representation", 0) == expected_training_jobs(config)
     assert jobs["prepare_dataset"] == len(config["datasets"])
     assert jobs["collect_results"] == 1 and jobs["make_tables"] == 1
+
+
+def test_paper_config_plans_the_main_table(tmp_path: Path) -> None:
+    # 43 inlier classes (10 + 20 + 10 + 2 + 1) x 5 seeds x 5 trained representations.
+    jobs = planned_jobs(tmp_path, REPO / "config/paper.yaml")
+    assert jobs["train_representation"] == 43 * 5 * 5
+    assert jobs["score_rotation_classifier"] == 43 * 5 * 2

@@ -72,9 +72,10 @@ def test_main_table_matches_the_results(tiny_run: Path) -> None:
     row = table[(table.iloc[:, 0] == "ResNet-18 (random)") & (table.iloc[:, 1] == "KDE")]
     assert len(row) == 1
     assert expected in row.to_string()
-    for suffix in (".md", ".tex", ".html"):
+    latex = expected.replace(" ± ", r" $\pm$ ")
+    for suffix, cell_text in ((".md", expected), (".html", expected), (".tex", latex)):
         text = (tiny_run / f"results/summary/main_table{suffix}").read_text()
-        assert expected in text
+        assert cell_text in text
 
 
 def test_plots_are_written(tiny_run: Path) -> None:

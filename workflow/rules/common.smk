@@ -13,7 +13,8 @@ from pipeline_lib.config import (
     validate_config,
 )
 from pipeline_lib.data import DataError, dataset_class_names
-from pipeline_lib.representations import FROZEN_METHODS
+from pipeline_lib.representations import FROZEN_METHODS, TRAINED_METHODS
+from pipeline_lib.steps import ROTATION_DETECTORS, ROTATION_METHODS
 
 try:
     _validated = validate_config(config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
@@ -38,6 +39,8 @@ SWEEP = sweep_id(config)
 METHODS = config["methods"]
 SEEDS = [str(seed) for seed in config["seeds"]]
 DETECTORS = list(config["detectors"])
+# RotNet and rotation prediction are also scored by their own rotation classifier.
+SCORED_ROTATION = [m for m in METHODS if m in ROTATION_METHODS] if config["detect"]["rotation_classifier"] else []
 CONTAMINATIONS = [f"{ratio:g}" for ratio in config["splits"]["contamination"]]
 FITSETS = ["train"] + [f"clean{n}" for n in config["splits"]["clean_inliers"]]
 ALL_CLASSES = sorted({name for names in CLASSES.values() for name in names})
@@ -54,7 +57,7 @@ wildcard_constraints:
     seed=_one_of(SEEDS),
     contamination=_one_of(CONTAMINATIONS),
     fitset=_one_of(FITSETS),
-    detector=_one_of(DETECTORS),
+    detector=_one_of(DETECTORS + list(ROTATION_DETECTORS)),
 
 
 SPLIT = "results/{dataset}/{inlier}/contam{contamination}/seed{seed}"
@@ -80,10 +83,16 @@ def detection_results(dataset=None):
         for inlier in CLASSES[name]
         for contamination in CONTAMINATIONS
         for seed in SEEDS
-        for method in METHODS
-        for fitset in FITSETS
-        for detector in DETECTORS
+        for method, fitset, detector in _method_detectors()
     ]
+
+
+def _method_detectors():
+    """(method, fit set, detector) of every result: feature detectors on every fit set,
+    rotation classifiers (which fit nothing) once per rotation model."""
+    combos = [(m, f, d) for m in METHODS for f in FITSETS for d in DETECTORS]
+    combos += [(m, "train", d) for m in SCORED_ROTATION for d in ROTATION_DETECTORS]
+    return combos
 
 
 def get_features(wildcards):
@@ -126,6 +135,23 @@ def roc_score_files(dataset):
         os.path.join(RESULT.format(**first, method=method, detector=detector), "scores.npz")
         for method in METHODS
         for detector in DETECTORS
+    ]
+
+
+def training_histories():
+    """Per-epoch loss / learning-rate records of every trained model of the sweep."""
+    return [
+        os.path.join(
+            SPLIT.format(dataset=name, inlier=inlier, contamination=contamination, seed=seed),
+            method,
+            "train_history.json",
+        )
+        for name in CLASSES
+        for inlier in CLASSES[name]
+        for contamination in CONTAMINATIONS
+        for seed in SEEDS
+        for method in METHODS
+        if method in TRAINED_METHODS
     ]
 
 

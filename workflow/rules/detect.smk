@@ -29,3 +29,38 @@ rule score_detectors:
         "../../environment.yml"
     script:
         "../scripts/score_detectors.py"
+
+
+rule score_rotation_classifier:
+    input:
+        split=os.path.join(SPLIT, "split.npz"),
+        features=os.path.join(SPLIT, "{method}", "features.npz"),
+    output:
+        results=expand(
+            os.path.join(RESULT, "result.json"),
+            detector=ROTATION_DETECTORS,
+            fitset="train",
+            allow_missing=True,
+        ),
+        scores=expand(
+            os.path.join(RESULT, "scores.npz"),
+            detector=ROTATION_DETECTORS,
+            fitset="train",
+            allow_missing=True,
+        ),
+    log:
+        "results/logs/score_rotation_classifier/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.log",
+    benchmark:
+        "results/benchmarks/score_rotation_classifier/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.tsv"
+    wildcard_constraints:
+        method=_one_of(ROTATION_METHODS),
+    params:
+        detectors=ROTATION_DETECTORS,
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/score_rotation_classifier.py"

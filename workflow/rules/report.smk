@@ -130,6 +130,7 @@ rule log_to_mlflow:
     input:
         store="results/mlflow/store.json",
         results="results/summary/results.csv",
+        histories=training_histories(),
         tables=rules.make_tables.output,
         plots=expand(
             "results/summary/plots/{kind}_{dataset}.png",

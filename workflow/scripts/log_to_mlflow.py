@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from pipeline_lib.io import save_json
+from pipeline_lib.io import load_json, save_json
 from pipeline_lib.logs import job_logging
 from pipeline_lib.results import load_results_csv
 from pipeline_lib.tracking import code_version, default_tracking_uri, log_sweep
@@ -10,6 +10,10 @@ from pipeline_lib.tracking import code_version, default_tracking_uri, log_sweep
 with job_logging(snakemake.log[0]):
     store_dir = Path(snakemake.output[0]).parent
     records = load_results_csv(snakemake.input.results).to_dict("records")
+    histories = {
+        Path(path).parent.as_posix(): load_json(path)["history"]
+        for path in snakemake.input.histories
+    }
     summary = log_sweep(
         records,
         uri=default_tracking_uri(store_dir),
@@ -20,5 +24,6 @@ with job_logging(snakemake.log[0]):
         lock_path=store_dir / "writer.lock",
         tags={"git_commit": code_version(Path(snakemake.scriptdir))},
         timeout_s=snakemake.params.timeout_s,
+        histories=histories,
     )
     save_json(snakemake.output[0], summary)

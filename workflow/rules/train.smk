@@ -1,0 +1,54 @@
+"""Representation learning: one self-supervised model per (data set, class, split, seed)."""
+
+
+rule train_representation:
+    input:
+        dataset="results/{dataset}/dataset.npz",
+        split=os.path.join(SPLIT, "split.npz"),
+    output:
+        model=os.path.join(SPLIT, "{method}", "model.pt"),
+        history=os.path.join(SPLIT, "{method}", "train_history.json"),
+    log:
+        "results/logs/train_representation/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.log",
+    benchmark:
+        "results/benchmarks/train_representation/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.tsv"
+    wildcard_constraints:
+        method=_one_of(TRAINED_METHODS),
+    params:
+        training=config["train"],
+        width=config["embed"]["width"],
+    threads: 2
+    resources:
+        mem_mb=12000,
+        runtime=1440,
+        gpu=0,
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/train_representation.py"
+
+
+rule embed_trained:
+    input:
+        dataset="results/{dataset}/dataset.npz",
+        split=os.path.join(SPLIT, "split.npz"),
+        model=os.path.join(SPLIT, "{method}", "model.pt"),
+    output:
+        os.path.join(SPLIT, "{method}", "features.npz"),
+    log:
+        "results/logs/embed_trained/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.log",
+    benchmark:
+        "results/benchmarks/embed_trained/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.tsv"
+    wildcard_constraints:
+        method=_one_of(TRAINED_METHODS),
+    params:
+        batch_size=config["embed"]["batch_size"],
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=60,
+        gpu=0,
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/embed_trained.py"

@@ -1,0 +1,34 @@
+"""Embed a trained representation's fit images and the test split (and rotation scores)."""
+
+import numpy as np
+
+from pipeline_lib.checkpoints import load_trained_representation
+from pipeline_lib.data.split import load_split
+from pipeline_lib.devices import select_device, set_threads
+from pipeline_lib.embed import embed_split
+from pipeline_lib.io import load_image_dataset, save_npz
+from pipeline_lib.logs import job_logging, show_progress
+from pipeline_lib.ssl.rotation import rotation_scores
+from pipeline_lib.steps import ROTATION_METHODS
+
+with job_logging(snakemake.log[0]):
+    set_threads(snakemake.threads)
+    device = select_device(int(snakemake.resources.get("gpu", 0)))
+    model = load_trained_representation(snakemake.input.model, map_location=device)
+    dataset = load_image_dataset(snakemake.input.dataset)
+    split = load_split(snakemake.input.split)
+    fit_index = np.concatenate([split.train_index, *split.clean_index.values()])
+    features = embed_split(
+        model,
+        dataset,
+        fit_index,
+        batch_size=snakemake.params.batch_size,
+        device=device,
+        progress=show_progress(),
+    )
+    if snakemake.wildcards.method in ROTATION_METHODS:
+        scores = rotation_scores(
+            model, dataset.test_images, device=device, batch_size=snakemake.params.batch_size
+        )
+        features.update({f"{name}_test": values for name, values in scores.items()})
+    save_npz(snakemake.output[0], features)

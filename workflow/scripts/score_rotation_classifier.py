@@ -1,0 +1,26 @@
+"""RotNet's own detector: AUC of the rotation classifier's scores (nothing is fitted)."""
+
+from pipeline_lib.data.split import load_split
+from pipeline_lib.io import load_npz, save_json, save_npz
+from pipeline_lib.logs import job_logging
+from pipeline_lib.steps import run_rotation_detection
+
+with job_logging(snakemake.log[0]):
+    wildcards = snakemake.wildcards
+    split = load_split(snakemake.input.split)
+    features = load_npz(snakemake.input.features)
+    for detector, result_path, scores_path in zip(
+        snakemake.params.detectors, snakemake.output.results, snakemake.output.scores, strict=True
+    ):
+        record, scores = run_rotation_detection(split, features, detector=detector)
+        record.update(
+            dataset=wildcards.dataset,
+            inlier=wildcards.inlier,
+            contamination=float(wildcards.contamination),
+            seed=int(wildcards.seed),
+            method=wildcards.method,
+            fitset="train",
+            detector=detector,
+        )
+        save_npz(scores_path, scores)
+        save_json(result_path, record)

@@ -1,0 +1,36 @@
+"""Train one self-supervised representation on the split's training set (resumable)."""
+
+from pathlib import Path
+
+from pipeline_lib.checkpoints import save_representation
+from pipeline_lib.data.split import load_split
+from pipeline_lib.devices import select_device, set_threads
+from pipeline_lib.io import load_image_dataset, save_json
+from pipeline_lib.logs import job_logging, show_progress
+from pipeline_lib.steps import training_arguments
+from pipeline_lib.train import train_representation
+
+with job_logging(snakemake.log[0]):
+    set_threads(snakemake.threads)
+    method = snakemake.wildcards.method
+    split = load_split(snakemake.input.split)
+    images = load_image_dataset(snakemake.input.dataset).train_images[split.train_index]
+    arguments = training_arguments(method, snakemake.params.training)
+    # Beside the outputs but not one of them: Snakemake keeps it when a job dies, so the
+    # restarted job resumes from it.
+    checkpoint = Path(snakemake.output.model).with_name("checkpoint.pt")
+    model, history = train_representation(
+        method,
+        images,
+        seed=int(snakemake.wildcards.seed),
+        device=select_device(int(snakemake.resources.get("gpu", 0))),
+        checkpoint_path=checkpoint,
+        width=snakemake.params.width,
+        progress=show_progress(),
+        **arguments,
+    )
+    save_json(
+        snakemake.output.history, {"method": method, "arguments": arguments, "history": history}
+    )
+    save_representation(snakemake.output.model, model, method=method, config_dict=arguments)
+    checkpoint.unlink(missing_ok=True)
