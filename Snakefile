@@ -20,6 +20,7 @@ if not config:
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
 include: "workflow/rules/embed.smk"
 include: "workflow/rules/detect.smk"
 include: "workflow/rules/report.smk"

@@ -161,6 +161,7 @@ DETECTOR_DISPLAY: dict[str, str] = {
     "gde": "GDE",
     "knn": "kNN",
     "rotation_classifier": "Rotation classifier",
+    "rotation_p0": "Rotation classifier p(0|x)",
 }
 
 #: Display names of dataset ids (and of the ``mean`` column).

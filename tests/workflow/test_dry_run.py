@@ -23,21 +23,30 @@ def planned_jobs(workdir: Path, config: Path) -> dict[str, int]:
     return {rule: int(count) for rule, count in counts.items()}
 
 
-def expected_detection_jobs(config: dict) -> int:
-    splits = config.get("splits", {})
-    n_classes = sum(
+def n_classes(config: dict) -> int:
+    return sum(
         len(dataset_class_names(name))
         if settings.get("classes", "all") == "all"
         else len(settings["classes"])
         for name, settings in config["datasets"].items()
     )
+
+
+def expected_detection_jobs(config: dict) -> int:
+    splits = config.get("splits", {})
     return (
-        n_classes
+        n_classes(config)
         * len(splits.get("contamination", [0.0]))
         * len(config["seeds"])
         * len(config["methods"])
         * (1 + len(splits.get("clean_inliers", [])))
     )
+
+
+def expected_training_jobs(config: dict) -> int:
+    trained = [method for method in config["methods"] if method in TRAINED_METHODS]
+    contaminations = config.get("splits", {}).get("contamination", [0.0])
+    return n_classes(config) * len(contaminations) * len(config["seeds"]) * len(trained)
 
 
 @pytest.mark.parametrize("config_path", SHIPPED, ids=lambda path: path.name)
