@@ -13,6 +13,11 @@ from typing import Any
 import jsonschema
 import yaml
 
+# Kept here as text so validating a config never imports torch
+# (pipeline_lib.representations.IMAGENET_WEIGHTS_URL / IMAGENET_WEIGHTS_ENV; a test checks).
+_IMAGENET_WEIGHTS_URL = "https://download.pytorch.org/models/resnet50-0676ba61.pth"
+_IMAGENET_WEIGHTS_ENV = "DROC_IMAGENET_WEIGHTS"
+
 
 class ConfigError(ValueError):
     """A config value the pipeline cannot run with."""
@@ -94,7 +99,26 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
     # 0 and 0.0 are the same ratio: one spelling keeps sweep ids and paths stable.
     splits = filled["splits"]
     splits["contamination"] = [float(ratio) for ratio in splits["contamination"]]
+    _check_imagenet_weights(filled)
     return filled
+
+
+def _check_imagenet_weights(config: Mapping[str, Any]) -> None:
+    """The ResNet-50 (ImageNet) row needs its local weights file: fail before any job."""
+    if "resnet50_imagenet" not in config.get("methods", []):
+        return
+    weights = config.get("embed", {}).get("imagenet_weights")
+    if weights is None:
+        raise ConfigError(
+            "config key 'embed.imagenet_weights' must be set when methods include "
+            "resnet50_imagenet: the path of a local copy of torchvision's ResNet-50 ImageNet "
+            f"weights (ResNet50_Weights.IMAGENET1K_V1, {_IMAGENET_WEIGHTS_URL})"
+        )
+    if not Path(weights).is_file():
+        raise ConfigError(
+            f"config key 'embed.imagenet_weights': no such file {str(Path(weights).resolve())!r}"
+            f"; download torchvision's ResNet-50 ImageNet weights from {_IMAGENET_WEIGHTS_URL}"
+        )
 
 
 def resolve_classes(
@@ -119,19 +143,32 @@ def resolve_classes(
 
 
 def sweep_id(config: Mapping[str, Any]) -> str:
-    """A short stable hash of the science in ``config`` (not of paths or tracking settings)."""
+    """A short stable hash of the science in ``config`` (not of paths or tracking settings).
+
+    The ImageNet weights path (``embed.imagenet_weights``) is a file location like the data
+    root, so it is left out too.
+    """
     science = {key: value for key, value in config.items() if key not in {"data", "tracking"}}
+    if isinstance(science.get("embed"), Mapping):
+        science["embed"] = {k: v for k, v in science["embed"].items() if k != "imagenet_weights"}
     digest = hashlib.sha256(json.dumps(science, sort_keys=True, default=str).encode())
     return digest.hexdigest()[:12]
 
 
-def export_data_settings(*, root: str | None, download: bool) -> None:
-    """Hand the data root and download flag to jobs through the environment.
+def export_data_settings(
+    *, root: str | None, download: bool, imagenet_weights: str | None = None
+) -> None:
+    """Hand the data root, download flag and ImageNet weights path to jobs via the environment.
 
-    They are environment-like: as rule params, moving the data would re-run every job.
-    Environment variables also reach jobs on cluster nodes.
+    They are environment-like: as rule params, moving the data (or the weights file) would
+    re-run every job. Environment variables also reach jobs on cluster nodes. Paths are
+    made absolute, since jobs may run in another working directory. The weights path
+    becomes ``$DROC_IMAGENET_WEIGHTS``, read back with
+    :func:`pipeline_lib.representations.imagenet_weights_from_env`.
     """
     if root:
         os.environ["DROC_DATA_ROOT"] = str(Path(root).resolve())
     if download:
         os.environ["DROC_DOWNLOAD"] = "1"
+    if imagenet_weights:
+        os.environ[_IMAGENET_WEIGHTS_ENV] = str(Path(imagenet_weights).resolve())

@@ -39,7 +39,12 @@ def test_defaults_are_filled(config) -> None:
     assert filled["splits"] == {"contamination": [0.0], "clean_inliers": []}
     assert filled["tracking"] == {"enabled": True, "timeout_s": 5}
     assert filled["data"] == {"root": None, "download": False}
-    assert filled["embed"] == {"batch_size": 256, "width": 64}
+    assert filled["embed"] == {
+        "batch_size": 256,
+        "width": 64,
+        "imagenet_weights": None,
+        "imagenet_size": 224,
+    }
     assert filled["detect"] == {"max_fit": 20000, "rotation_classifier": True}
     assert filled["train"]["epochs"] == 2048 and filled["train"]["lr"] == 0.01
     assert filled["experiment"] == "droc-bench"
@@ -206,6 +211,44 @@ def test_sweep_id_ignores_data_root_and_tracking(config) -> None:
     config["data"] = {"root": "/somewhere/else", "download": True}
     config["tracking"] = {"enabled": False, "timeout_s": 1}
     assert sweep_id(validate_config(config, SCHEMA)) == base
+
+
+def test_sweep_id_ignores_the_imagenet_weights_path(config, tmp_path) -> None:
+    weights = tmp_path / "resnet50.pth"
+    weights.write_bytes(b"")
+    config["methods"] = ["raw", "resnet50_imagenet"]
+    config["embed"] = {"imagenet_weights": str(weights)}
+    base = sweep_id(validate_config(config, SCHEMA))
+    moved = tmp_path / "elsewhere.pth"
+    moved.write_bytes(b"")
+    config["embed"] = {"imagenet_weights": str(moved)}
+    assert sweep_id(validate_config(config, SCHEMA)) == base
+    config["embed"]["imagenet_size"] = 128
+    assert sweep_id(validate_config(config, SCHEMA)) != base
+
+
+def test_resnet50_imagenet_without_weights_names_the_key(config) -> None:
+    config["methods"] = ["raw", "resnet50_imagenet"]
+    message = _error(config)
+    assert "'embed.imagenet_weights'" in message and "resnet50_imagenet" in message
+    assert "resnet50-0676ba61.pth" in message
+
+
+def test_resnet50_imagenet_with_a_missing_weights_file_names_the_path(config, tmp_path) -> None:
+    config["methods"] = ["resnet50_imagenet"]
+    config["embed"] = {"imagenet_weights": str(tmp_path / "nowhere.pth")}
+    message = _error(config)
+    assert "'embed.imagenet_weights'" in message and str(tmp_path / "nowhere.pth") in message
+
+
+def test_imagenet_weights_are_not_needed_without_the_method(config) -> None:
+    assert validate_config(config, SCHEMA)["embed"]["imagenet_weights"] is None
+
+
+def test_imagenet_size_below_32_names_key_and_bound(config) -> None:
+    config["embed"] = {"imagenet_size": 16}
+    message = _error(config)
+    assert "'embed.imagenet_size'" in message and "[32, inf)" in message
 
 
 def test_schema_ids_match_the_library_registries() -> None:

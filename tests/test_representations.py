@@ -117,7 +117,7 @@ def test_raw_gives_flattened_pixels_in_unit_interval() -> None:
     images = rng.integers(0, 256, size=(4, 5, 6, 3), dtype=np.uint8)
     images[0, 0, 0] = (0, 255, 128)
     model = build_representation("raw", seed=0)
-    assert set(FROZEN_METHODS) == {"raw", "resnet18_random"}
+    assert set(FROZEN_METHODS) == {"raw", "resnet18_random", "resnet50_imagenet"}
     features = extract_embeddings(model, images)
     assert set(features) == {"f"}
     f = features["f"]

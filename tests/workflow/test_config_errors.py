@@ -32,6 +32,10 @@ def _dry_run_with(tmp_path: Path, **changes: object) -> str:
         ({"datasets": {"svhn": {"classes": "all"}}}, ["datasets", "'svhn'", "cifar10"]),
         ({"splits": {"contamination": [0.0, 1.0]}}, ["splits.contamination[1]", "1.0"]),
         (
+            {"methods": ["raw", "resnet50_imagenet"]},
+            ["embed.imagenet_weights", "resnet50_imagenet", "resnet50-0676ba61.pth"],
+        ),
+        (
             {"datasets": {"digits": {"classes": ["0", "eleven"]}}},
             ["datasets.digits.classes", "'eleven'", "allowed: 0, 1, 2"],
         ),

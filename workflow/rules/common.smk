@@ -32,8 +32,13 @@ config.clear()
 config.update(_validated)
 
 # Environment-like settings travel as environment variables, not params, so moving the
-# data or the tracking store never re-runs finished jobs.
-export_data_settings(root=config["data"]["root"], download=config["data"]["download"])
+# data, the ImageNet weights file or the tracking store never re-runs finished jobs.
+# (validate_config has already stopped a resnet50_imagenet sweep without its weights file.)
+export_data_settings(
+    root=config["data"]["root"],
+    download=config["data"]["download"],
+    imagenet_weights=config["embed"]["imagenet_weights"],
+)
 
 SWEEP = sweep_id(config)
 METHODS = config["methods"]
@@ -100,6 +105,12 @@ def get_features(wildcards):
     if wildcards.method in FROZEN_METHODS:
         return f"results/{wildcards.dataset}/_frozen/{wildcards.method}/seed{wildcards.seed}/features.npz"
     return os.path.join(SPLIT.format(**wildcards), wildcards.method, "features.npz")
+
+
+def get_imagenet_size(wildcards):
+    """Input side of resnet50_imagenet; None for the other frozen methods, so changing it
+    never re-runs their jobs."""
+    return config["embed"]["imagenet_size"] if wildcards.method == "resnet50_imagenet" else None
 
 
 def get_dataset_settings(wildcards):

@@ -15,6 +15,7 @@ rule embed_frozen_dataset:
     params:
         batch_size=config["embed"]["batch_size"],
         width=config["embed"]["width"],
+        imagenet_size=get_imagenet_size,  # the weights path comes as $DROC_IMAGENET_WEIGHTS
     threads: 2
     resources:
         mem_mb=12000,

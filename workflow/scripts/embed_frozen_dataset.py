@@ -4,14 +4,20 @@ from pipeline_lib.devices import select_device, set_threads
 from pipeline_lib.embed import embed_dataset
 from pipeline_lib.io import load_image_dataset, save_npz
 from pipeline_lib.logs import job_logging, show_progress
-from pipeline_lib.representations import build_representation
+from pipeline_lib.representations import build_representation, imagenet_weights_from_env
 
 with job_logging(snakemake.log[0]):
     set_threads(snakemake.threads)
+    # The ImageNet weights path is environment-like ($DROC_IMAGENET_WEIGHTS, exported by
+    # common.smk); imagenet_size is None for every method but resnet50_imagenet.
+    imagenet = {"imagenet_weights": imagenet_weights_from_env()}
+    if snakemake.params.imagenet_size is not None:
+        imagenet["imagenet_size"] = snakemake.params.imagenet_size
     model = build_representation(
         snakemake.wildcards.method,
         seed=int(snakemake.wildcards.seed),
         width=snakemake.params.width,
+        **imagenet,
     )
     features = embed_dataset(
         model,

@@ -1,0 +1,215 @@
+"""Benchmark: self-supervised training throughput per method, and what config/paper.yaml costs.
+
+For every trained method (rotnet, rotation, denoising, contrastive, contrastive_da) at the
+paper's batch size (32 source images for the contrastive methods, 64 otherwise), the script
+trains the full training loop, :func:`pipeline_lib.train.train_representation` (views built
+on the device, SGD, autocast on CUDA), on random uint8 32x32 images:
+
+* one untimed warm-up call of a single step (CUDA context, cuDNN algorithm choice, allocator),
+* one timed call of ``--steps`` steps (one epoch; the loop's own clock, which ends with the
+  epoch's host sync and excludes model building and the data digest).
+
+It prints source images/s and views/s (rotation methods train on 4 views per source image,
+contrastive on 2, contrastive DA on ``2 * (1 + 3)`` = 8, denoising on 1).
+
+FLOPs (model FLOPs, as in MFU figures; the peak of a GPU counts one multiply-add as 2 FLOPs):
+the forward pass of one view through backbone, head and proxy module (rotation classifier or
+denoising decoder) is counted with :class:`torch.utils.flop_counter.FlopCounterMode` on the
+meta device (convolutions and matrix products, 2 FLOPs per multiply-add; BatchNorm,
+activations and the augmentations are not counted). For the paper's ResNet-18 (width 64) at
+32x32 the backbone alone is 1.11 GFLOP per view (= 0.56 G multiply-adds, the "0.56 GFLOPs"
+usually quoted for CIFAR ResNet-18); the heads add under 1 %, the denoising decoder more.
+A training step is estimated at 3x the forward FLOPs (backward = 2x forward) times views per
+source image times the batch. With ``--peak-tflops`` the achieved TFLOP/s is also shown as a
+share of that peak (e.g. 989 for an H100 SXM in dense BF16).
+
+Cost of the paper's sweep: for each method of ``--config`` (default config/paper.yaml) the
+source images trained on (classes x training images per class, rounded down to whole
+batches, x epochs x seeds x contamination ratios; sizes from :data:`TRAIN_SETS`), converted
+to hours at the measured images/s. 64x64 data sets (Cat-vs-Dog, CelebA) are counted at 4x
+the cost of a 32x32 image (4x the FLOPs; a GPU may use them a little more efficiently, so
+this errs high). The hours are for one device like this one, at ``--width``: only width 64
+on CUDA estimates the paper's GPU-hours.
+
+The numbers depend on the machine and its load: the script prints what it measured in this
+run only.
+
+Usage::
+
+    python benchmarks/bench_train.py --device cuda --peak-tflops 989   # paper network
+    python benchmarks/bench_train.py --width 16 --steps 2              # CPU smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+import yaml
+from torch.utils.flop_counter import FlopCounterMode
+
+from pipeline_lib.models.proxy import build_proxy_model
+from pipeline_lib.representations import TRAINED_METHODS
+from pipeline_lib.train import train_representation
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: Source images per step in the paper (PROTOCOL.md, "Training").
+PAPER_BATCH_SIZE: dict[str, int] = {
+    "rotnet": 64,
+    "rotation": 64,
+    "denoising": 64,
+    "contrastive": 32,
+    "contrastive_da": 32,
+}
+
+#: Views per source image, with the default distribution set (rot90, rot180, rot270) of
+#: contrastive DA (train_representation's docstring).
+VIEWS_PER_IMAGE: dict[str, int] = {
+    "rotnet": 4,
+    "rotation": 4,
+    "denoising": 1,
+    "contrastive": 2,
+    "contrastive_da": 2 * (1 + 3),
+}
+
+#: Data set -> (classes, training images per inlier class, image side). Sources: the data
+#: sets' standard train splits as the readers in pipeline_lib.data load them -- CIFAR-10
+#: 50,000 / 10 classes, CIFAR-100 50,000 / 20 coarse superclasses, Fashion-MNIST 60,000 / 10
+#: -- and PROTOCOL.md, "Data sets": Cat-vs-Dog 10,000 per class (seed-0 split), CelebA the
+#: train split without eyeglasses (about 152,000 of its 162,770 images: roughly 6.5 % wear
+#: eyeglasses; approximate, the reader gives the exact count).
+TRAIN_SETS: dict[str, tuple[int, int, int]] = {
+    "cifar10": (10, 5000, 32),
+    "cifar100": (20, 2500, 32),
+    "fmnist": (10, 6000, 32),
+    "catvsdog": (2, 10000, 64),
+    "celeba": (1, 152_000, 64),
+}
+
+
+def forward_flops_per_view(
+    method: str, *, width: int, image_size: int = 32, backbone_only: bool = False
+) -> int:
+    """Forward FLOPs of one view through backbone, head and proxy module (meta device)."""
+    with torch.device("meta"):
+        model = build_proxy_model(method, width=width, image_size=image_size).eval()
+        x = torch.empty(1, 3, image_size, image_size)
+    with FlopCounterMode(display=False) as counter:
+        f = model.backbone(x)
+        if not backbone_only:
+            g = model.head(f) if model.head is not None else f
+            if model.proxy is not None:  # rotation classifier on g, decoder on f
+                model.proxy(g if method in ("rotnet", "rotation") else f)
+    return int(counter.get_total_flops())
+
+
+def measure(
+    method: str, *, width: int, steps: int, device: torch.device, amp: str | None
+) -> dict[str, float]:
+    """Source images/s of ``steps`` timed training steps after a one-step warm-up."""
+    batch = PAPER_BATCH_SIZE[method]
+    generator = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (batch * steps, 32, 32, 3), generator=generator)
+    images = images.to(torch.uint8)
+    common = {"seed": 0, "epochs": 1, "batch_size": batch, "width": width}
+    common |= {"amp": amp, "device": device}
+    train_representation(method, images[:batch], **common)  # warm-up: one step
+    _, history = train_representation(method, images, **common)
+    record = history[-1]
+    return {"images_per_s": record["images_per_s"], "seconds": record["seconds"]}
+
+
+def paper_source_images(config: dict, method: str) -> list[tuple[str, int, int]]:
+    """(data set, source images trained on, image side) of ``method`` in ``config``."""
+    train = config.get("train", {})
+    batch = train.get("batch_size") or PAPER_BATCH_SIZE[method]
+    epochs = train.get("epochs", 2048)
+    runs = len(config["seeds"]) * len(config.get("splits", {}).get("contamination", [0.0]))
+    rows = []
+    for name, settings in config["datasets"].items():
+        if name not in TRAIN_SETS:
+            raise ValueError(f"no training-set size for data set {name!r} in TRAIN_SETS")
+        n_classes, per_class, side = TRAIN_SETS[name]
+        classes = (settings or {}).get("classes", "all")
+        n_classes = n_classes if classes == "all" else len(classes)
+        per_epoch = (per_class // batch) * batch  # the last partial batch is dropped
+        rows.append((name, n_classes * per_epoch * epochs * runs, side))
+    return rows
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--steps", type=int, default=5, help="timed steps (default 5)")
+    parser.add_argument("--width", type=int, default=64, help="ResNet-18 width (default 64)")
+    parser.add_argument(
+        "--methods", nargs="+", choices=TRAINED_METHODS, default=list(TRAINED_METHODS)
+    )
+    parser.add_argument(
+        "--amp", choices=["bfloat16", "float16", "none"], default="bfloat16", help="CUDA only"
+    )
+    parser.add_argument("--peak-tflops", type=float, default=None, help="device peak TFLOP/s")
+    parser.add_argument("--config", type=Path, default=REPO / "config" / "paper.yaml")
+    args = parser.parse_args(argv)
+    if args.steps < 1:
+        parser.error("--steps must be >= 1")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda but CUDA is not available")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    device = torch.device(args.device)
+    amp = None if args.amp == "none" else args.amp
+    config = yaml.safe_load(args.config.read_text())
+    paper_methods = set(config["methods"])
+    name = torch.cuda.get_device_name() if device.type == "cuda" else "CPU"
+    print(
+        f"device {name} ({args.device}, amp {amp if device.type == 'cuda' else 'off'}, "
+        f"{torch.get_num_threads()} CPU threads), ResNet-18 width {args.width}, 32x32, "
+        f"{args.steps} timed steps after a 1-step warm-up"
+    )
+    header = (
+        f"{'method':<15}{'batch':>6}{'views':>6}{'s/step':>9}{'img/s':>10}{'views/s':>10}"
+        f"{'GFLOP/step':>12}{'TFLOP/s':>9}{'% peak':>8}{'hours':>10}"
+    )
+    print(header)
+    total_hours = 0.0
+    for method in args.methods:
+        batch, views = PAPER_BATCH_SIZE[method], VIEWS_PER_IMAGE[method]
+        speed = measure(method, width=args.width, steps=args.steps, device=device, amp=amp)
+        step_flops = 3 * forward_flops_per_view(method, width=args.width) * views * batch
+        tflops = step_flops * speed["images_per_s"] / batch / 1e12
+        share = f"{100 * tflops / args.peak_tflops:.1f}" if args.peak_tflops else "-"
+        hours = "-"
+        if method in paper_methods:
+            cost = sum(
+                images * (side / 32) ** 2 for _, images, side in paper_source_images(config, method)
+            )
+            method_hours = cost / speed["images_per_s"] / 3600
+            total_hours += method_hours
+            hours = f"{method_hours:,.0f}"
+        print(
+            f"{method:<15}{batch:>6}{views:>6}{speed['seconds'] / args.steps:>9.3f}"
+            f"{speed['images_per_s']:>10.1f}{speed['images_per_s'] * views:>10.1f}"
+            f"{step_flops / 1e9:>12.1f}{tflops:>9.3f}{share:>8}{hours:>10}"
+        )
+    backbone = forward_flops_per_view("rotnet", width=args.width, backbone_only=True)
+    print(
+        f"forward GFLOP per 32x32 view: ResNet-18 backbone {backbone / 1e9:.3f} "
+        f"(2 FLOPs per multiply-add); step = 3 x forward (backbone + head + proxy) x views "
+        f"x batch"
+    )
+    print(
+        f"hours: {args.config.name} (epochs {config.get('train', {}).get('epochs', 2048)}, "
+        f"{len(config['seeds'])} seeds, data sets {', '.join(config['datasets'])}; 64x64 at "
+        f"4x) on one such device at width {args.width}, trained methods of the config: "
+        f"{total_hours:,.0f} in all"
+    )
+
+
+if __name__ == "__main__":
+    main()
