@@ -115,6 +115,11 @@ def rbf_gamma(X: np.ndarray, *, gamma_scale: float = 10.0) -> float:
     return float(gamma_scale) / (X.shape[1] * variance)
 
 
+def fitted_gamma(gamma: float | None, X: np.ndarray, *, gamma_scale: float) -> float:
+    """The RBF gamma a detector fits with: the explicit ``gamma``, else :func:`rbf_gamma`."""
+    return float(gamma) if gamma is not None else rbf_gamma(X, gamma_scale=gamma_scale)
+
+
 def check_positive(name: str, value: Any, *, integer: bool = False) -> None:
     """Raise ``ValueError`` naming ``name`` unless ``value`` is a positive (integer) number.
 

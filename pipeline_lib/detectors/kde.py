@@ -18,9 +18,9 @@ from pipeline_lib.detectors._common import (
     check_bool,
     check_gamma,
     check_positive,
+    fitted_gamma,
     full_precision_matmul,
     maybe_normalize,
-    rbf_gamma,
     resolve_device,
     resolve_dtype,
     validate_features,
@@ -174,11 +174,7 @@ class KernelDensityScore(BaseEstimator):
         self._check_params()
         X = validate_features(self, X, reset=True)
         X = maybe_normalize(X, self.normalize)
-        self.gamma_ = (
-            float(self.gamma)
-            if self.gamma is not None
-            else rbf_gamma(X, gamma_scale=self.gamma_scale)
-        )
+        self.gamma_ = fitted_gamma(self.gamma, X, gamma_scale=self.gamma_scale)
         self.fit_features_ = np.array(X, copy=True)
         self.center_ = X.mean(axis=0, dtype=np.float64)
         return self

@@ -18,8 +18,8 @@ from pipeline_lib.detectors._common import (
     check_bool,
     check_gamma,
     check_positive,
+    fitted_gamma,
     maybe_normalize,
-    rbf_gamma,
     validate_features,
 )
 
@@ -125,11 +125,7 @@ class RBFOneClassSVM(BaseEstimator):
         self._check_params()
         X = validate_features(self, X, reset=True)
         X = maybe_normalize(X, self.normalize)
-        self.gamma_ = (
-            float(self.gamma)
-            if self.gamma is not None
-            else rbf_gamma(X, gamma_scale=self.gamma_scale)
-        )
+        self.gamma_ = fitted_gamma(self.gamma, X, gamma_scale=self.gamma_scale)
         self.svm_ = OneClassSVM(
             kernel="rbf",
             nu=self.nu,
