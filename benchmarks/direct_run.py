@@ -1,0 +1,310 @@
+"""Run a config's detection jobs with the library directly, several at once on one device.
+
+For machines where Snakemake cannot be installed (a GPU box with a fixed Python image, say):
+every (data set, class, contamination, seed, method) job of ``--configfile`` goes through the
+same library calls as the workflow's rules -- ``one_class_split``, ``train_representation``
+with ``training_arguments``, ``embed_split`` / ``embed_dataset``, ``run_detection`` on the
+``train`` fit set and ``run_rotation_detection`` -- in a pool of ``--parallel`` processes
+that share the device (so it also shows what packing several small-batch jobs on one GPU
+gives). Results land in ``--out`` as one JSON per job, and a table of AUCs per class with
+the difference to ``resnet18_random`` (when the config has it) is printed at the end.
+
+Jobs still running at ``--deadline`` seconds are stopped and listed as unfinished; the
+finished ones are kept. This is a measuring tool: the workflow (``snakemake``) remains the
+way to run the pipeline, with its caching, resume and MLflow logging.
+
+Usage::
+
+    python benchmarks/direct_run.py --configfile config/cifar10_gpu.yaml --device cuda \
+        --parallel 12 --out /tmp/direct
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One (data set, class, contamination, seed, method) chain of the workflow."""
+
+    dataset: str
+    inlier: str
+    contamination: float
+    seed: int
+    method: str
+    cache: str
+    out: str
+    device: str
+    threads: int
+
+
+def load_config(path: Path) -> dict[str, Any]:
+    """The config validated and filled with defaults exactly as the workflow does."""
+    from pipeline_lib.config import validate_config
+
+    raw = yaml.safe_load(path.read_text())
+    return validate_config(raw, REPO / "workflow" / "schemas" / "config.schema.yaml")
+
+
+def prepare_datasets(config: dict[str, Any], out: Path) -> dict[str, tuple[str, list[str]]]:
+    """Read and subsample each data set once into ``out`` (the workflow's dataset cache)."""
+    from pipeline_lib.config import resolve_classes
+    from pipeline_lib.data import load_dataset
+    from pipeline_lib.data.subsample import subsample_dataset
+    from pipeline_lib.io import save_image_dataset
+
+    prepared = {}
+    for name, settings in config["datasets"].items():
+        dataset = load_dataset(name, root=config["data"]["root"], **settings["options"])
+        dataset = subsample_dataset(
+            dataset,
+            max_train_per_class=settings.get("max_train_per_class"),
+            max_test_per_class=settings.get("max_test_per_class"),
+        )
+        cache = out / f"{name}_dataset.npz"
+        save_image_dataset(cache, dataset)
+        classes = resolve_classes(name, settings["classes"], dataset.class_names)
+        prepared[name] = (str(cache), list(classes))
+    return prepared
+
+
+def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
+    """The workflow's chain for one job; returns its detector records and timings."""
+    import numpy as np
+    import torch
+
+    from pipeline_lib.data.split import one_class_split
+    from pipeline_lib.devices import set_threads
+    from pipeline_lib.embed import embed_dataset, embed_split
+    from pipeline_lib.io import load_image_dataset, save_json
+    from pipeline_lib.representations import FROZEN_METHODS, build_representation
+    from pipeline_lib.ssl.rotation import rotation_scores
+    from pipeline_lib.steps import (
+        ROTATION_DETECTORS,
+        ROTATION_METHODS,
+        run_detection,
+        run_rotation_detection,
+        training_arguments,
+    )
+    from pipeline_lib.train import train_representation
+
+    set_threads(job.threads)
+    device = torch.device(job.device)
+    started = time.perf_counter()
+    dataset = load_image_dataset(job.cache)
+    split = one_class_split(
+        dataset.train_labels,
+        dataset.test_labels,
+        inlier=dataset.class_names.index(job.inlier),
+        contamination=job.contamination,
+        seed=job.seed,
+        clean_inliers=config["splits"]["clean_inliers"],
+    )
+    width = config["embed"]["width"]
+    batch_size = config["embed"]["batch_size"]
+    timings: dict[str, float] = {}
+    training: dict[str, Any] = {}
+    if job.method in FROZEN_METHODS:
+        model = build_representation(job.method, seed=job.seed, width=width)
+        features = embed_dataset(model, dataset, batch_size=batch_size, device=device)
+    else:
+        arguments = training_arguments(job.method, config["train"])
+        tic = time.perf_counter()
+        model, history = train_representation(
+            job.method,
+            dataset.train_images[split.train_index],
+            seed=job.seed,
+            device=device,
+            width=width,
+            checkpoint_path=Path(job.out).with_suffix(".ckpt"),
+            **arguments,
+        )
+        timings["train_s"] = time.perf_counter() - tic
+        last = history[-1]
+        training = {
+            "epochs": len(history),
+            "first_loss": history[0]["loss"],
+            "last_loss": last["loss"],
+            "images_per_s_last_epoch": last["images_per_s"],
+            "batch_size": arguments["batch_size"],
+        }
+        features = embed_split(
+            model, dataset, split.train_index, batch_size=batch_size, device=device
+        )
+        if job.method in ROTATION_METHODS:
+            scores = rotation_scores(
+                model, dataset.test_images, device=device, batch_size=batch_size
+            )
+            features.update({f"{key}_test": value for key, value in scores.items()})
+    timings["features_s"] = time.perf_counter() - started
+    records = {}
+    for detector, params in config["detectors"].items():
+        record, _ = run_detection(
+            split,
+            features,
+            fitset="train",
+            detector=detector,
+            detector_params=params,
+            max_fit=config["detect"]["max_fit"],
+            seed=job.seed,
+        )
+        records[detector] = record["auroc"]
+    if job.method in ROTATION_METHODS and config["detect"]["rotation_classifier"]:
+        for detector in ROTATION_DETECTORS:
+            record, _ = run_rotation_detection(split, features, detector=detector)
+            records[detector] = record["auroc"]
+    timings["total_s"] = time.perf_counter() - started
+    result = asdict(job) | {"auroc": records, "training": training, "timings": timings}
+    result["n_train"] = int(len(split.train_index))
+    result["n_test"] = int(len(split.test_index))
+    result["feature_checksum"] = float(np.abs(features["f_test"]).sum())
+    save_json(job.out, result)
+    return result
+
+
+def build_jobs(
+    config: dict[str, Any], prepared: dict[str, tuple[str, list[str]]], args: argparse.Namespace
+) -> list[Job]:
+    """Every job of the config, the slowest methods first so they never start last."""
+    threads = max(1, (os.cpu_count() or 2) // args.parallel)
+    order = ["contrastive_da", "rotnet", "rotation", "contrastive", "denoising"]
+    jobs = []
+    for name, (cache, classes) in prepared.items():
+        for inlier in classes:
+            for contamination in config["splits"]["contamination"]:
+                for seed in config["seeds"]:
+                    for method in config["methods"]:
+                        out = args.out / "jobs" / f"{name}-{inlier}-c{contamination:g}"
+                        out = f"{out}-s{seed}-{method}.json"
+                        jobs.append(
+                            Job(
+                                name,
+                                inlier,
+                                contamination,
+                                seed,
+                                method,
+                                cache,
+                                out,
+                                args.device,
+                                threads,
+                            )
+                        )
+    rank = {method: i for i, method in enumerate(order)}
+    return sorted(jobs, key=lambda job: rank.get(job.method, len(order)))
+
+
+def print_table(results: list[dict[str, Any]], unfinished: list[Job]) -> None:
+    """AUC per method and class for each detector, and the gain over random weights."""
+    import pandas as pd
+
+    rows = [
+        {"class": r["inlier"], "method": r["method"], "seed": r["seed"], "detector": d, "auroc": a}
+        for r in results
+        for d, a in r["auroc"].items()
+    ]
+    for job in unfinished:
+        print(f"[unfinished] {job.inlier} {job.method} seed {job.seed}")
+    if not rows:
+        print("no job finished")
+        return
+    table = pd.DataFrame(rows).pivot_table(
+        index=["detector", "method"], columns="class", values="auroc", aggfunc="mean"
+    )
+    table["mean"] = table.mean(axis=1)
+    random_rows = table.xs("resnet18_random", level="method", drop_level=False)
+    gains = []
+    for (detector, _), row in table.iterrows():
+        key = (detector, "resnet18_random")
+        gains.append(
+            row["mean"] - random_rows.loc[key, "mean"] if key in random_rows.index else None
+        )
+    table["gain_vs_random"] = gains
+    with pd.option_context("display.width", 200, "display.max_rows", 200):
+        print(table.round(1).to_string())
+    for r in results:
+        if r["training"]:
+            t = r["training"]
+            print(
+                f"[train] {r['inlier']:>12} {r['method']:<15} epochs {t['epochs']:>4} "
+                f"loss {t['first_loss']:.3f} -> {t['last_loss']:.3f}  "
+                f"{t['images_per_s_last_epoch']:.0f} img/s  train {r['timings']['train_s']:.0f} s"
+            )
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--configfile", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    parser.add_argument("--parallel", type=int, default=2, help="jobs at once (default 2)")
+    parser.add_argument("--deadline", type=float, default=None, help="seconds; then stop")
+    parser.add_argument(
+        "--summary", type=Path, default=None, help="JSON of all results (default OUT/results.json)"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from pipeline_lib.io import save_json
+
+    args = parse_args(argv)
+    start = time.perf_counter()
+    config = load_config(args.configfile)
+    (args.out / "jobs").mkdir(parents=True, exist_ok=True)
+    prepared = prepare_datasets(config, args.out)
+    jobs = build_jobs(config, prepared, args)
+    print(f"{len(jobs)} jobs, {args.parallel} at once on {args.device}", flush=True)
+    results: list[dict[str, Any]] = []
+    summary = args.summary or args.out / "results.json"
+    context = multiprocessing.get_context("spawn")  # CUDA cannot be forked
+    pool = ProcessPoolExecutor(max_workers=args.parallel, mp_context=context)
+    pending = {pool.submit(run_job, job, config): job for job in jobs}
+    while pending:
+        timeout = None
+        if args.deadline is not None:
+            timeout = max(0.0, args.deadline - (time.perf_counter() - start))
+        done, _ = wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
+        if not done:
+            break
+        for future in done:
+            job = pending.pop(future)
+            try:
+                result = future.result()
+            except Exception as error:  # report and go on: one failure must not hide the rest
+                print(f"[failed] {job.inlier} {job.method}: {type(error).__name__}: {error}")
+                continue
+            results.append(result)
+            save_json(summary, {"config": config, "results": results})  # kept if killed
+            print(
+                f"[done {time.perf_counter() - start:6.0f} s] {job.inlier} {job.method} "
+                + json.dumps({k: round(v, 1) for k, v in result["auroc"].items()}),
+                flush=True,
+            )
+    unfinished = list(pending.values())
+    save_json(
+        summary,
+        {"config": config, "results": results, "unfinished": [asdict(j) for j in unfinished]},
+    )
+    if unfinished:  # past the deadline: the finished results are what we report
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.kill()
+    pool.shutdown(wait=not unfinished, cancel_futures=True)
+    print_table(results, unfinished)
+    print(f"wall {time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
