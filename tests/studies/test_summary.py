@@ -1,0 +1,115 @@
+"""The summary page on a results folder where a few jobs are missing and one study never ran:
+missing marks, "not run", and a ranking that leaves incomplete cells out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipeline_lib.studies import build_study, load_study, write_study
+from pipeline_lib.summary import (
+    RANKED_COLUMNS,
+    build_summary,
+    missing_cells,
+    ranked_deviations,
+    summary_html,
+)
+from tests.studies.synth import expected_grid, fake_results, variant
+
+CLASSES = {"cifar10": ["airplane", "automobile", "bird"], "fmnist": ["trouser", "bag"]}
+
+
+@pytest.fixture(scope="module")
+def results_folder(tmp_path_factory) -> tuple[Path, dict, dict, pd.DataFrame, pd.DataFrame]:
+    """Two studies written to disk from one results frame with 3 jobs deleted, one absent."""
+    out = tmp_path_factory.mktemp("summary")
+    grid = expected_grid(
+        classes=CLASSES,
+        seeds=[0, 1],
+        variants=[variant("rotation"), variant("contrastive_da")],
+        detectors=["ocsvm_linear", "ocsvm", "kde", "gde"],
+        contaminations=[0.0, 0.05],
+    )
+    results = fake_results(grid, seed=31, drop=3)
+    links = {}
+    for name, kind in (("main", "main"), ("noise", "contamination")):
+        study = build_study(kind, results, grid)
+        study.figures = dict(list(study.figures.items())[:1])  # one PNG per study keeps it fast
+        links[name] = write_study(study, out, name)
+    studies = {name: load_study(out, name) for name in ("main", "noise", "ensembles")}
+    return out, studies, links, grid, results
+
+
+def test_absent_study_is_none_and_reported_not_run(results_folder) -> None:
+    out, studies, links, _, _ = results_folder
+    assert studies["ensembles"] is None
+    page = build_summary(studies, links, relative_to=out)
+    assert "| ensembles |  | not run |" in page
+    assert "- ensembles: not run (no outputs)" in page
+    assert "### ensembles (not run)" in page
+
+
+def test_missing_cells_carry_their_counts(results_folder) -> None:
+    _, studies, links, grid, results = results_folder
+    missing = missing_cells(studies)
+    main = studies["main"].table
+    per_dataset = main[main["dataset"] != "mean"]
+    assert int(per_dataset["n_missing"].sum()) == len(grid[grid["contamination"] == 0.0]) - int(
+        (results["contamination"] == 0.0).sum()
+    )
+    assert set(missing["study"]) <= {"main", "noise"}
+    assert (missing["n_missing"] > 0).all()
+    page = build_summary(studies, links)
+    for row in missing.itertuples(index=False):
+        assert f"| {row.study} | {row.cell} | missing {row.n_missing}/{row.n_expected} |" in page
+
+
+def test_ranking_excludes_incomplete_cells_and_orders_by_size(results_folder) -> None:
+    _, studies, links, _, _ = results_folder
+    ranked = ranked_deviations(studies)
+    assert list(ranked.columns) == list(RANKED_COLUMNS)
+    all_rows = pd.concat([studies["main"].deviations, studies["noise"].deviations])
+    assert len(ranked) == len(all_rows)
+    top = ranked[ranked["status"] == "ranked"]
+    assert (top["n_missing"] == 0).all()
+    assert top["rank"].tolist() == list(range(1, len(top) + 1))
+    assert np.all(np.diff(top["deviation"].abs().to_numpy()) <= 0)
+    incomplete = ranked[ranked["status"] == "incomplete"]
+    assert len(incomplete) == int((all_rows["n_missing"] > 0).sum()) > 0
+    assert incomplete["rank"].isna().all()
+    page = build_summary(studies, links)
+    ranked_part = page.split("## Largest deviations from the paper")[1].split("### Not ranked")[0]
+    positions = [ranked_part.index(f"| {item} |") for item in top["item"]]
+    assert positions == sorted(positions)
+    for item in incomplete["item"]:
+        assert f"| {item} |" not in ranked_part
+        assert f"| {item} |" in page.split("### Not ranked: cells with missing results")[1]
+
+
+def test_links_point_at_the_written_files(results_folder) -> None:
+    out, studies, links, _, _ = results_folder
+    page = build_summary(studies, links, relative_to=out)
+    for name in ("main", "noise"):
+        for path in links[name]:
+            if (
+                path.suffix in (".md", ".html", ".csv", ".tex", ".png")
+                and "_deviations" not in path.name
+            ):
+                assert f"]({path.name})" in page
+        assert (out / f"{name}.md").exists()
+    assert "![main: ours_vs_paper](main_ours_vs_paper.png)" in page
+
+
+def test_html_variant_has_the_same_sections(results_folder) -> None:
+    out, studies, links, _, _ = results_folder
+    page = summary_html(studies, links, relative_to=out)
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    for heading in ("Largest deviations from the paper", "Missing results", "Studies not run"):
+        assert f">{heading}</h" in page
+    assert '<a href="main.md">md</a>' in page
+    assert '<img src="main_ours_vs_paper.png"' in page
+    assert "ensembles: not run (no outputs)" in page
+    assert page.count("<tr>") > 10
