@@ -1,0 +1,231 @@
+"""The MVTec DAG end to end with real Snakemake, on a synthetic category with easy defects.
+
+One run covers a user category given by path (with masks), a frozen and a trained
+representation, RotNet's own classifier as a patch detector, tables, the heat-map figure
+and MLflow. The explanation rule runs on hand-made inputs of a tiny digits sweep. Sizes
+are cut for CI (48x48 images, 16x16 patches, stride 4, width 4, one epoch); the paper's
+constants are the config defaults. Categories without masks and categories found by name
+are covered by tests/mvtec/test_reader.py and test_patches.py.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+from PIL import Image
+
+from pipeline_lib.checkpoints import save_representation
+from pipeline_lib.data import load_dataset
+from pipeline_lib.data.split import one_class_split, save_split
+from pipeline_lib.embed import embed_dataset, embed_split
+from pipeline_lib.io import save_image_dataset, save_npz
+from pipeline_lib.representations import build_representation
+from pipeline_lib.train import train_representation
+from tests.mvtec.conftest import write_category
+from tests.workflow.conftest import REPO, run_snakemake
+
+pytestmark = pytest.mark.workflow
+
+SUMMARY = "results/summary/mvtec"
+
+
+@pytest.fixture(scope="module")
+def mvtec_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    workdir = tmp_path_factory.mktemp("mvtec_run")
+    widget = write_category(workdir / "data", "widget", size=48, n_train=8, n_good=4, seed=1)
+    config = {
+        "experiment": "droc-mvtec-tiny",
+        "methods": ["resnet18_random", "rotnet"],
+        "seeds": [0],
+        "embed": {"width": 4},
+        "train": {"epochs": 1, "batch_size": 16, "checkpoint_every": 1},
+        "mvtec": {
+            "categories": ["widget"],
+            "paths": {"widget": str(widget)},
+            "groups": {"widget": "object"},
+            "image_size": 48,
+            "patches": {"size": 16, "stride": 4, "per_image": 4},
+            "embed": {"batch_size": 512, "max_fit_patches": 400},
+            "localize": {"sigma": 4.0},
+            "figures": {"n_images": 2},
+        },
+        "tracking": {"enabled": True, "timeout_s": 3},
+    }
+    path = workdir / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    # One torch thread per job, two jobs at a time: the tiny networks gain nothing from
+    # two threads, and OpenMP's spin-waiting makes them crawl on a busy machine.
+    one_thread = [
+        f"{rule}=1"
+        for rule in (
+            "train_patch_representation",
+            "embed_patches",
+            "score_patches",
+            "score_patches_and_rotation_classifier",
+        )
+    ]
+    run_snakemake(workdir, "--cores", "2", "--configfile", str(path), "--set-threads", *one_thread)
+    return workdir
+
+
+def test_every_method_and_detector_has_a_result(mvtec_run):
+    results = pd.read_csv(mvtec_run / SUMMARY / "results.csv")
+    rows = set(zip(results["category"], results["method"], results["detector"], strict=True))
+    assert rows == {
+        ("widget", "resnet18_random", "kde"),
+        ("widget", "rotnet", "kde"),
+        ("widget", "rotnet", "rotation_classifier"),
+    }
+    assert (results["group"] == "object").all() and (results["grid"] == 9).all()  # (48-16)/4+1
+
+
+def test_easy_defects_are_detected_and_localised_better_than_chance(mvtec_run):
+    results = pd.read_csv(mvtec_run / SUMMARY / "results.csv").set_index(["method", "detector"])
+    for method in ("resnet18_random", "rotnet"):
+        widget = results.loc[(method, "kde")]
+        assert widget["image_auroc"] > 75, method
+        assert widget["pixel_auroc"] > 75, method
+        assert 0 < widget["aupro"] <= 100 and widget["n_fit"] == 400
+    assert results["has_masks"].all()
+
+
+def test_tables_and_heat_map_are_written(mvtec_run):
+    summary = pd.read_csv(mvtec_run / SUMMARY / "summary.csv", index_col=0)
+    assert {"Detection on object", "Detection on all", "Localization on object"} <= set(
+        summary.index
+    )
+    # the paper's RotNet + KDE detection on objects beside ours
+    assert summary.loc["Detection on object", "RotNet + KDE (paper)"] == "85.9 ± 2.1"
+    per_category = pd.read_csv(mvtec_run / SUMMARY / "per_category_aupro.csv", index_col=0)
+    assert list(per_category.index) == ["widget (object)"]
+    with Image.open(mvtec_run / SUMMARY / "heatmaps" / "widget.png") as image:
+        pixels = np.asarray(image.convert("RGB"))
+    assert pixels.shape[0] > 200 and pixels.std() > 10  # drawn, not blank
+
+
+def test_results_reach_mlflow_features_are_temporary_and_a_rerun_does_nothing(mvtec_run):
+    logged = yaml.safe_load((mvtec_run / "results/mlflow/mvtec_logged.json").read_text())
+    assert logged["status"] == "logged" and logged["created"] == 3 + 1  # 3 jobs, 1 training
+    assert not list((mvtec_run / "results/mvtec").rglob("patch_features.npz"))
+    again = run_snakemake(
+        mvtec_run, "--cores", "1", "-n", "--configfile", str(mvtec_run / "config.yaml")
+    )
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def _explain_inputs(workdir: Path) -> None:
+    """The files the explanation rule reads, made in-process (a tiny digits sweep)."""
+    dataset = load_dataset("digits")
+    keep_train = np.flatnonzero(dataset.train_labels == 0)[:32]
+    keep_test = np.concatenate([np.flatnonzero(dataset.test_labels == k)[:3] for k in (0, 1)])
+    dataset = type(dataset)(
+        name="digits",
+        train_images=dataset.train_images[keep_train],
+        train_labels=dataset.train_labels[keep_train],
+        test_images=dataset.test_images[keep_test],
+        test_labels=dataset.test_labels[keep_test],
+        class_names=dataset.class_names,
+    )
+    save_image_dataset(workdir / "results/digits/dataset.npz", dataset)
+    split = one_class_split(dataset.train_labels, dataset.test_labels, inlier=0, seed=0)
+    folder = workdir / "results/digits/0/contam0/seed0"
+    folder.mkdir(parents=True)
+    save_split(folder / "split.npz", split)
+    torch.manual_seed(0)
+    model, _ = train_representation(
+        "rotnet", dataset.train_images[split.train_index], seed=0, epochs=1, batch_size=16, width=4
+    )
+    save_representation(folder / "rotnet/model.pt", model, method="rotnet", config_dict={})
+    save_npz(folder / "rotnet/features.npz", embed_split(model, dataset, split.train_index))
+    frozen = build_representation("resnet18_random", seed=0, width=4)
+    save_npz(
+        workdir / "results/digits/_frozen/resnet18_random/seed0/features.npz",
+        embed_dataset(frozen, dataset),
+    )
+
+
+def test_explanation_figure_has_the_paper_columns(tmp_path):
+    _explain_inputs(tmp_path)
+    config = {
+        "datasets": {"digits": {"classes": ["0"]}},
+        "detectors": {"kde": {}},
+        "methods": ["resnet18_random", "rotnet"],
+        "seeds": [0],
+        "embed": {"width": 4},
+        "explain": {"dataset": "digits", "n_images": 2, "ig_steps": 16, "baseline": "mean"},
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    target = "results/summary/explanations/digits/0.png"
+    # Only this rule: its inputs are the hand-made files above.
+    run_snakemake(
+        tmp_path,
+        target,
+        "--cores",
+        "1",
+        "--configfile",
+        str(path),
+        "--allowed-rules",
+        "explain_detectors",
+        "--set-threads",
+        "explain_detectors=1",
+    )
+    assert (tmp_path / target).stat().st_size > 10_000
+    with np.load(tmp_path / "results/summary/explanations/digits/0.npz") as saved:
+        columns = saved["columns"].tolist()
+        heatmaps, gaps, scores = saved["heatmaps"], saved["completeness_gaps"], saved["scores"]
+        test_index, baseline_scores = saved["test_index"], saved["baseline_scores"]
+    assert columns == [
+        "IG: ResNet-18 (random) + KDE",
+        "IG: RotNet + KDE",
+        "IG: RotNet + rotation classifier",
+        "GradCAM: ResNet-18 (random) + KDE",
+        "GradCAM: RotNet + KDE",
+        "GradCAM: RotNet + rotation classifier",
+    ]
+    assert heatmaps.shape == (2, 6, 32, 32) and (heatmaps.max(axis=(2, 3)) > 0).all()
+    assert set(test_index.tolist()) <= {3, 4, 5}  # the explained images are outliers (1s)
+    assert gaps.shape == scores.shape == baseline_scores.shape == (3, 2)
+    assert np.isfinite(gaps).all() and np.isfinite(scores).all()
+
+
+@pytest.mark.parametrize(
+    ("config", "jobs"),
+    [
+        (
+            "config/mvtec.yaml",
+            # 15 categories x 5 seeds x 4 methods; the RotNet and rotation prediction jobs
+            # also score with the rotation classifier
+            {
+                "prepare_mvtec_category": 15,
+                "train_patch_representation": 300,
+                "embed_patches": 300,
+                "score_patches": 150,
+                "score_patches_and_rotation_classifier": 150,
+                "plot_mvtec_heatmaps": 15,
+            },
+        ),
+        (
+            "config/mvtec_bottle_reduced.yaml",
+            {
+                "prepare_mvtec_category": 1,
+                "train_patch_representation": 5,
+                "embed_patches": 6,
+                "score_patches": 4,
+                "score_patches_and_rotation_classifier": 2,
+                "plot_mvtec_heatmaps": 1,
+            },
+        ),
+    ],
+)
+def test_shipped_mvtec_configs_plan_their_jobs(tmp_path, config, jobs):
+    result = run_snakemake(tmp_path, "-n", "--configfile", str(REPO / config))
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", result.stdout, flags=re.MULTILINE))
+    assert {rule: int(counts.get(rule, 0)) for rule in jobs} == jobs
+    assert int(counts["make_mvtec_tables"]) == 1

@@ -1,0 +1,305 @@
+"""MVTec AD with the patch protocol (docs/mvtec.md), and visual explanations (Sec. 5.3).
+
+prepare_mvtec_category -> train_patch_representation (trained methods) -> embed_patches
+-> score_patches (score_patches_and_rotation_classifier for RotNet / rotation prediction)
+-> make_mvtec_tables (the tidy CSV and the tables), plot_mvtec_heatmaps
+(-> log_mvtec_to_mlflow). Runs when the config has an `mvtec` section. `explain_detectors`
+draws the explanation figure of one class of the image benchmarks when the config has an
+`explain` section. Helpers (targets, params, the extended get_final_output) are in
+mvtec_common.smk.
+"""
+
+
+include: "mvtec_common.smk"
+
+
+if MVTEC:
+
+    wildcard_constraints:
+        category=_one_of(MVTEC_CATEGORIES),
+
+    # Rules with {seed} or {method} also constrain them themselves: the global constraints
+    # (common.smk) list only the image benchmarks' seeds and methods.
+
+    rule prepare_mvtec_category:
+        output:
+            os.path.join(MVTEC_CATEGORY, "category.npz"),
+        log:
+            "results/logs/prepare_mvtec_category/{category}.log",
+        benchmark:
+            "results/benchmarks/prepare_mvtec_category/{category}.tsv"
+        params:
+            group=get_category_group,
+            image_size=MVTEC["image_size"],
+            masks=MVTEC["masks"],
+            max_train=MVTEC["max_train_images"],
+            max_test_per_type=MVTEC["max_test_per_type"],
+        threads: 1
+        resources:
+            mem_mb=4000,
+            runtime=30,
+        conda:
+            "../../environment.yml"
+        script:
+            "../scripts/prepare_mvtec_category.py"
+
+    rule train_patch_representation:
+        input:
+            os.path.join(MVTEC_CATEGORY, "category.npz"),
+        output:
+            model=os.path.join(MVTEC_MODEL, "model.pt"),
+            history=os.path.join(MVTEC_MODEL, "train_history.json"),
+        log:
+            "results/logs/train_patch_representation/{category}/seed{seed}/{method}.log",
+        benchmark:
+            "results/benchmarks/train_patch_representation/{category}/seed{seed}/{method}.tsv"
+        wildcard_constraints:
+            seed=_one_of(MVTEC_SEEDS),
+            method=_one_of([m for m in MVTEC_METHODS if m in TRAINED_METHODS] or ["none"]),
+        params:
+            training=get_patch_training,
+            width=config["embed"]["width"],
+            patch_size=MVTEC["patches"]["size"],
+            per_image=MVTEC["patches"]["per_image"],
+        threads: 2
+        resources:
+            mem_mb=12000,
+            runtime=1440,
+            gpu=0,
+        conda:
+            "../../environment.yml"
+        script:
+            "../scripts/train_patch_representation.py"
+
+    rule embed_patches:
+        input:
+            category=os.path.join(MVTEC_CATEGORY, "category.npz"),
+            model=get_patch_model,
+        output:
+            # Dense features are large (about 2 GB per job at the paper's sizes): kept only
+            # until the scoring jobs have read them.
+            temp(os.path.join(MVTEC_MODEL, "patch_features.npz")),
+        log:
+            "results/logs/embed_patches/{category}/seed{seed}/{method}.log",
+        benchmark:
+            "results/benchmarks/embed_patches/{category}/seed{seed}/{method}.tsv"
+        wildcard_constraints:
+            seed=_one_of(MVTEC_SEEDS),
+            method=_one_of(MVTEC_METHODS),
+        params:
+            patch_size=MVTEC["patches"]["size"],
+            stride=MVTEC["patches"]["stride"],
+            batch_size=MVTEC["embed"]["batch_size"],
+            max_fit_patches=MVTEC["embed"]["max_fit_patches"],
+            width=config["embed"]["width"],
+            imagenet_size=config["embed"]["imagenet_size"],
+            rotation=get_patch_rotation,
+        threads: 2
+        resources:
+            mem_mb=16000,
+            runtime=240,
+            gpu=0,
+        conda:
+            "../../environment.yml"
+        script:
+            "../scripts/embed_patches.py"
+
+    rule score_patches:
+        input:
+            category=os.path.join(MVTEC_CATEGORY, "category.npz"),
+            features=os.path.join(MVTEC_MODEL, "patch_features.npz"),
+        output:
+            results=expand(
+                os.path.join(MVTEC_RESULT, "result.json"),
+                detector=MVTEC_DETECTORS,
+                allow_missing=True,
+            ),
+            scores=expand(
+                os.path.join(MVTEC_RESULT, "score_maps.npz"),
+                detector=MVTEC_DETECTORS,
+                allow_missing=True,
+            ),
+        log:
+            "results/logs/score_patches/{category}/seed{seed}/{method}.log",
+        benchmark:
+            "results/benchmarks/score_patches/{category}/seed{seed}/{method}.tsv"
+        wildcard_constraints:
+            seed=_one_of(MVTEC_SEEDS),
+            method=_one_of([m for m in MVTEC_METHODS if m not in MVTEC_SCORED_ROTATION]),
+        params:
+            detectors=MVTEC["detectors"],
+            patch_size=MVTEC["patches"]["size"],
+            stride=MVTEC["patches"]["stride"],
+            sigma=MVTEC["localize"]["sigma"],
+            normalize=MVTEC["localize"]["normalize"],
+            pro_max_fpr=MVTEC["pro_max_fpr"],
+        threads: 2
+        resources:
+            mem_mb=16000,
+            runtime=240,
+            gpu=0,
+        conda:
+            "../../environment.yml"
+        script:
+            "../scripts/score_patches.py"
+
+    # RotNet / rotation prediction: the same job also scores RotNet's own classifier (its
+    # per-patch scores come with the features; nothing is fitted), saving a job start.
+    rule score_patches_and_rotation_classifier:
+        input:
+            category=os.path.join(MVTEC_CATEGORY, "category.npz"),
+            features=os.path.join(MVTEC_MODEL, "patch_features.npz"),
+        output:
+            results=expand(
+                os.path.join(MVTEC_RESULT, "result.json"),
+                detector=[*MVTEC_DETECTORS, "rotation_classifier"],
+                allow_missing=True,
+            ),
+            scores=expand(
+                os.path.join(MVTEC_RESULT, "score_maps.npz"),
+                detector=[*MVTEC_DETECTORS, "rotation_classifier"],
+                allow_missing=True,
+            ),
+        log:
+            "results/logs/score_patches/{category}/seed{seed}/{method}.log",
+        benchmark:
+            "results/benchmarks/score_patches/{category}/seed{seed}/{method}.tsv"
+        wildcard_constraints:
+            seed=_one_of(MVTEC_SEEDS),
+            method=_one_of(MVTEC_SCORED_ROTATION),
+        params:
+            detectors={**MVTEC["detectors"], "rotation_classifier": {}},
+            patch_size=MVTEC["patches"]["size"],
+            stride=MVTEC["patches"]["stride"],
+            sigma=MVTEC["localize"]["sigma"],
+            normalize=MVTEC["localize"]["normalize"],
+            pro_max_fpr=MVTEC["pro_max_fpr"],
+        threads: 2
+        resources:
+            mem_mb=16000,
+            runtime=240,
+            gpu=0,
+        conda:
+            "../../environment.yml"
+        script:
+            "../scripts/score_patches.py"
+
+    rule make_mvtec_tables:
+        input:
+            mvtec_results(),
+        output:
+            results=f"{MVTEC_SUMMARY}/results.csv",
+            tables=mvtec_table_outputs(),
+        log:
+            "results/logs/make_mvtec_tables/make_mvtec_tables.log",
+        benchmark:
+            "results/benchmarks/make_mvtec_tables/make_mvtec_tables.tsv"
+        params:
+            metrics=MVTEC_METRICS,
+        threads: 1
+        resources:
+            mem_mb=2000,
+            runtime=10,
+        conda:
+            "../../environment.yml"
+        script:
+            "../scripts/make_mvtec_tables.py"
+
+    rule plot_mvtec_heatmaps:
+        input:
+            category=os.path.join(MVTEC_CATEGORY, "category.npz"),
+            scores=get_heatmap_scores,
+        output:
+            f"{MVTEC_SUMMARY}/heatmaps/{{category}}.png",
+        log:
+            "results/logs/plot_mvtec_heatmaps/{category}.log",
+        benchmark:
+            "results/benchmarks/plot_mvtec_heatmaps/{category}.tsv"
+        params:
+            methods=MVTEC_METHODS,
+            detector=MVTEC_DETECTORS[0],
+            n_images=MVTEC["figures"]["n_images"],
+            patch_size=MVTEC["patches"]["size"],
+            stride=MVTEC["patches"]["stride"],
+            sigma=MVTEC["localize"]["sigma"],
+            normalize=MVTEC["localize"]["normalize"],
+        threads: 1
+        resources:
+            mem_mb=4000,
+            runtime=10,
+        conda:
+            "../../environment.yml"
+        script:
+            "../scripts/plot_mvtec_heatmaps.py"
+
+    rule log_mvtec_to_mlflow:
+        input:
+            store="results/mlflow/store.json",
+            results=f"{MVTEC_SUMMARY}/results.csv",
+            histories=mvtec_histories(),
+            tables=mvtec_table_outputs(),
+            plots=mvtec_heatmap_outputs(),
+        output:
+            "results/mlflow/mvtec_logged.json",
+        log:
+            "results/logs/log_mvtec_to_mlflow/log_mvtec_to_mlflow.log",
+        benchmark:
+            "results/benchmarks/log_mvtec_to_mlflow/log_mvtec_to_mlflow.tsv"
+        params:
+            experiment=config["experiment"],
+            # Its own parent run, beside the image benchmarks' sweep.
+            sweep=f"{SWEEP}-mvtec",
+            timeout_s=config["tracking"]["timeout_s"],
+        threads: 1
+        resources:
+            mem_mb=4000,
+            runtime=60,
+        conda:
+            "../../environment.yml"
+        script:
+            "../scripts/log_mvtec_to_mlflow.py"
+
+
+# --- Visual explanations of the image benchmarks (paper Sec. 5.3, App. A.6) -------------
+
+if EXPLAIN:
+
+    rule explain_detectors:
+        input:
+            dataset=f"results/{_explain_dataset}/dataset.npz",
+            split=os.path.join(_explain_split, "split.npz"),
+            features=list(_explain_features.values()),
+            models=[
+                os.path.join(_explain_split, method, "model.pt")
+                for method in EXPLAIN["methods"]
+                if method in TRAINED_METHODS
+            ],
+        output:
+            figure=f"results/summary/explanations/{_explain_dataset}/{_explain_inlier}.png",
+            maps=f"results/summary/explanations/{_explain_dataset}/{_explain_inlier}.npz",
+        log:
+            f"results/logs/explain_detectors/{_explain_dataset}/{_explain_inlier}.log",
+        benchmark:
+            f"results/benchmarks/explain_detectors/{_explain_dataset}/{_explain_inlier}.tsv"
+        params:
+            methods=EXPLAIN["methods"],
+            features=json.dumps(_explain_features),
+            rotation=[m for m in EXPLAIN["methods"] if m in ROTATION_METHODS],
+            n_images=EXPLAIN["n_images"],
+            test_index=EXPLAIN["test_index"],
+            ig_steps=EXPLAIN["ig_steps"],
+            baseline=EXPLAIN["baseline"],
+            seed=int(SEEDS[0]),
+            max_fit=config["detect"]["max_fit"],
+            detector_params=config["detectors"].get("kde", {}),
+            width=config["embed"]["width"],
+            imagenet_size=config["embed"]["imagenet_size"],
+        threads: 2
+        resources:
+            mem_mb=8000,
+            runtime=60,
+            gpu=0,
+        conda:
+            "../../environment.yml"
+        script:
+            "../scripts/explain_detectors.py"

@@ -1,0 +1,172 @@
+"""MVTec AD and explanation helpers: config, targets and params. No rules (mvtec.smk)."""
+
+import json
+
+from pipeline_lib.data import resolve_data_root
+from pipeline_lib.data.mvtec import category_group, export_category_paths, resolve_category_paths
+from pipeline_lib.steps import training_arguments
+
+MVTEC = config.get("mvtec")
+# The top-level seeds: SEEDS (common.smk) holds those of the image benchmarks' grids only.
+MVTEC_SEEDS = [str(seed) for seed in config["seeds"]]
+MVTEC_CATEGORIES = []
+MVTEC_METHODS = []
+MVTEC_DETECTORS = []
+MVTEC_SCORED_ROTATION = []
+if MVTEC:
+    try:
+        _mvtec_root = MVTEC["root"] or resolve_data_root(config["data"]["root"]) / "mvtec_ad"
+        _mvtec_paths = resolve_category_paths(_mvtec_root, MVTEC["categories"], MVTEC["paths"])
+    except DataError as error:
+        sys.exit(f"Invalid config: {error}")
+    # Like the data root: an environment variable, so moving the data re-runs nothing.
+    export_category_paths(_mvtec_paths)
+    MVTEC_CATEGORIES = list(_mvtec_paths)
+    MVTEC_METHODS = MVTEC["methods"]
+    MVTEC_DETECTORS = list(MVTEC["detectors"])
+    MVTEC_SCORED_ROTATION = (
+        [m for m in MVTEC_METHODS if m in ROTATION_METHODS]
+        if config["detect"]["rotation_classifier"]
+        else []
+    )
+
+MVTEC_CATEGORY = "results/mvtec/{category}"
+MVTEC_MODEL = "results/mvtec/{category}/seed{seed}/{method}"
+MVTEC_RESULT = "results/mvtec/{category}/seed{seed}/{method}/{detector}"
+MVTEC_SUMMARY = "results/summary/mvtec"
+MVTEC_METRICS = ["image_auroc", "pixel_auroc", "aupro"]
+MVTEC_TABLE_SUFFIXES = [".csv", ".md", ".tex", ".html"]
+
+
+def mvtec_results():
+    """result.json of every MVTec job: patch detectors, and RotNet's own classifier."""
+    combos = [(m, d) for m in MVTEC_METHODS for d in MVTEC_DETECTORS]
+    combos += [(m, "rotation_classifier") for m in MVTEC_SCORED_ROTATION]
+    return [
+        os.path.join(
+            MVTEC_RESULT.format(category=category, seed=seed, method=method, detector=detector),
+            "result.json",
+        )
+        for category in MVTEC_CATEGORIES
+        for seed in MVTEC_SEEDS
+        for method, detector in combos
+    ]
+
+
+def mvtec_table_outputs():
+    stems = [f"{MVTEC_SUMMARY}/summary"] + [
+        f"{MVTEC_SUMMARY}/per_category_{metric}" for metric in MVTEC_METRICS
+    ]
+    return [stem + suffix for stem in stems for suffix in MVTEC_TABLE_SUFFIXES]
+
+
+def mvtec_heatmap_outputs():
+    return [f"{MVTEC_SUMMARY}/heatmaps/{category}.png" for category in MVTEC_CATEGORIES]
+
+
+def mvtec_histories():
+    return [
+        os.path.join(MVTEC_MODEL.format(category=c, seed=s, method=m), "train_history.json")
+        for c in MVTEC_CATEGORIES
+        for s in MVTEC_SEEDS
+        for m in MVTEC_METHODS
+        if m in TRAINED_METHODS
+    ]
+
+
+def mvtec_outputs():
+    if not MVTEC:
+        return []
+    outputs = [f"{MVTEC_SUMMARY}/results.csv", *mvtec_table_outputs(), *mvtec_heatmap_outputs()]
+    if config["tracking"]["enabled"]:
+        outputs.append("results/mlflow/mvtec_logged.json")
+    return outputs
+
+
+def get_patch_model(wildcards):
+    """Trained methods read their model; frozen ones are rebuilt from the seed."""
+    if wildcards.method in TRAINED_METHODS:
+        return os.path.join(MVTEC_MODEL.format(**wildcards), "model.pt")
+    return []
+
+
+def get_patch_training(wildcards):
+    """The top-level train keys with mvtec.train's overrides (null = keep)."""
+    overrides = {k: v for k, v in MVTEC["train"].items() if v is not None}
+    return training_arguments(wildcards.method, {**config["train"], **overrides})
+
+
+def get_patch_rotation(wildcards):
+    """Whether the embedding also computes RotNet's per-patch rotation score."""
+    return wildcards.method in MVTEC_SCORED_ROTATION
+
+
+def get_category_group(wildcards):
+    return category_group(wildcards.category, MVTEC["groups"])
+
+
+def get_heatmap_scores(wildcards):
+    """Score maps drawn in a category's figure: first seed, first detector, every method."""
+    return [
+        os.path.join(
+            MVTEC_RESULT.format(
+                category=wildcards.category,
+                seed=MVTEC_SEEDS[0],
+                method=method,
+                detector=MVTEC_DETECTORS[0],
+            ),
+            "score_maps.npz",
+        )
+        for method in MVTEC_METHODS
+    ]
+
+
+# The main table's targets (common.smk) plus MVTec's and the explanation figure's. Snakefile's
+# `rule all` calls get_final_output() after every include, so extending it here adds these
+# targets without touching common.smk; a config without `datasets` runs MVTec alone.
+_main_final_output = get_final_output
+
+
+def get_final_output():
+    main = _main_final_output() if CLASSES else []
+    return main + mvtec_outputs() + explanation_outputs()
+
+
+# --- Visual explanations of the image benchmarks (paper Sec. 5.3, App. A.6) -------------
+
+EXPLAIN = config.get("explain")
+
+
+def _explain_target():
+    """(data set, inlier, split folder) of the explanation figure."""
+    dataset = EXPLAIN["dataset"]
+    inlier = EXPLAIN["inlier"] or CLASSES[dataset][0]
+    if inlier not in CLASSES[dataset]:
+        sys.exit(
+            f"Invalid config: config key 'explain.inlier': {inlier!r} is not a class of the "
+            f"sweep's {dataset} ({', '.join(CLASSES[dataset])})"
+        )
+    split = SPLIT.format(
+        dataset=dataset, inlier=inlier, contamination=CONTAMINATIONS[0], seed=SEEDS[0]
+    )
+    return dataset, inlier, split
+
+
+def explanation_outputs():
+    if not EXPLAIN:
+        return []
+    dataset, inlier, _ = _explain_target()
+    return [f"results/summary/explanations/{dataset}/{inlier}.png"]
+
+
+if EXPLAIN:
+    _explain_dataset, _explain_inlier, _explain_split = _explain_target()
+    # Same files as get_features (common.smk): frozen features are shared by the classes.
+    _explain_features = {
+        method: (
+            f"results/{_explain_dataset}/_frozen/{method}/seed{SEEDS[0]}/features.npz"
+            if method in FROZEN_METHODS
+            else os.path.join(_explain_split, method, "features.npz")
+        )
+        for method in EXPLAIN["methods"]
+    }

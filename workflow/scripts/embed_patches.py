@@ -1,0 +1,39 @@
+"""Embed a category's training patches (the detector's fit set) and every test patch densely."""
+
+from pipeline_lib.checkpoints import load_trained_representation
+from pipeline_lib.data.mvtec import category_from_arrays
+from pipeline_lib.devices import select_device, set_threads
+from pipeline_lib.io import load_npz, save_npz
+from pipeline_lib.logs import job_logging, show_progress
+from pipeline_lib.patches import embed_category_patches
+from pipeline_lib.representations import build_representation, imagenet_weights_from_env
+
+with job_logging(snakemake.log[0]):
+    set_threads(snakemake.threads)
+    device = select_device(int(snakemake.resources.get("gpu", 0)))
+    method, seed = snakemake.wildcards.method, int(snakemake.wildcards.seed)
+    if snakemake.input.model:
+        model = load_trained_representation(snakemake.input.model, map_location=device)
+    else:
+        model = build_representation(
+            method,
+            seed=seed,
+            width=snakemake.params.width,
+            imagenet_weights=imagenet_weights_from_env(),
+            imagenet_size=snakemake.params.imagenet_size,
+        )
+    category = category_from_arrays(load_npz(snakemake.input.category))
+    features = embed_category_patches(
+        model,
+        category.train_images,
+        category.test_images,
+        patch_size=snakemake.params.patch_size,
+        stride=snakemake.params.stride,
+        batch_size=snakemake.params.batch_size,
+        max_fit_patches=snakemake.params.max_fit_patches,
+        seed=seed,
+        rotation=snakemake.params.rotation,
+        device=device,
+        progress=show_progress(),
+    )
+    save_npz(snakemake.output[0], features)

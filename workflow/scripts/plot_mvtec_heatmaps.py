@@ -1,0 +1,27 @@
+"""Localisation figure of one category: input, mask and every representation's heat map."""
+
+from pipeline_lib.data.mvtec import category_from_arrays
+from pipeline_lib.heatmaps import plot_localization
+from pipeline_lib.io import load_npz
+from pipeline_lib.localize import localization_panels
+from pipeline_lib.logs import job_logging
+from pipeline_lib.plots import save_figure
+
+with job_logging(snakemake.log[0]):
+    category = category_from_arrays(load_npz(snakemake.input.category))
+    panels = localization_panels(
+        category,
+        {
+            m: load_npz(p)["score_maps"]
+            for m, p in zip(snakemake.params.methods, snakemake.input.scores, strict=True)
+        },
+        n_images=snakemake.params.n_images,
+        patch_size=snakemake.params.patch_size,
+        stride=snakemake.params.stride,
+        sigma=snakemake.params.sigma,
+        normalize=snakemake.params.normalize,
+    )
+    figure = plot_localization(
+        **panels, title=f"{category.name}: {snakemake.params.detector} anomaly maps"
+    )
+    save_figure(figure, snakemake.output[0])

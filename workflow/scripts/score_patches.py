@@ -1,0 +1,32 @@
+"""Fit each patch detector, score every test patch into maps; image / pixel AUC and AUPRO."""
+
+from pipeline_lib.data.mvtec import category_from_arrays
+from pipeline_lib.devices import select_device, set_threads
+from pipeline_lib.io import load_npz, save_json, save_npz
+from pipeline_lib.logs import job_logging
+from pipeline_lib.patches import score_category
+
+with job_logging(snakemake.log[0]):
+    set_threads(snakemake.threads)
+    device = select_device(int(snakemake.resources.get("gpu", 0)))
+    category = category_from_arrays(load_npz(snakemake.input.category))
+    features = load_npz(snakemake.input.features)
+    detectors = snakemake.params.detectors
+    for detector, result_path, scores_path in zip(
+        detectors, snakemake.output.results, snakemake.output.scores, strict=True
+    ):
+        record, maps = score_category(
+            category,
+            features,
+            detector=detector,
+            detector_params=detectors[detector],
+            device=device,
+            patch_size=snakemake.params.patch_size,
+            stride=snakemake.params.stride,
+            sigma=snakemake.params.sigma,
+            normalize=snakemake.params.normalize,
+            pro_max_fpr=snakemake.params.pro_max_fpr,
+        )
+        record.update(method=snakemake.wildcards.method, seed=int(snakemake.wildcards.seed))
+        save_npz(scores_path, maps)
+        save_json(result_path, record)

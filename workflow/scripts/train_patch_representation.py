@@ -1,0 +1,40 @@
+"""Train one self-supervised representation on random patches of a category's train images."""
+
+from pathlib import Path
+
+from pipeline_lib.checkpoints import save_representation
+from pipeline_lib.data.mvtec import category_from_arrays
+from pipeline_lib.devices import select_device, set_threads
+from pipeline_lib.io import load_npz, save_json
+from pipeline_lib.logs import job_logging, show_progress
+from pipeline_lib.patches import train_on_patches
+
+with job_logging(snakemake.log[0]):
+    set_threads(snakemake.threads)
+    method = snakemake.wildcards.method
+    category = category_from_arrays(load_npz(snakemake.input[0]))
+    arguments = dict(snakemake.params.training)
+    # Beside the outputs but not one of them, so a restarted job resumes from it.
+    checkpoint = Path(snakemake.output.model).with_name("checkpoint.pt")
+    model, history = train_on_patches(
+        method,
+        category.train_images,
+        per_image=snakemake.params.per_image,
+        patch_size=snakemake.params.patch_size,
+        seed=int(snakemake.wildcards.seed),
+        device=select_device(int(snakemake.resources.get("gpu", 0))),
+        checkpoint_path=checkpoint,
+        width=snakemake.params.width,
+        progress=show_progress(),
+        **arguments,
+    )
+    provenance = {
+        **arguments,
+        "patch_size": snakemake.params.patch_size,
+        "per_image": snakemake.params.per_image,
+    }
+    save_json(
+        snakemake.output.history, {"method": method, "arguments": provenance, "history": history}
+    )
+    save_representation(snakemake.output.model, model, method=method, config_dict=provenance)
+    checkpoint.unlink(missing_ok=True)
