@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import tempfile
+import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -38,9 +39,28 @@ def save_npz(path: str | os.PathLike, arrays: Mapping[str, np.ndarray]) -> None:
         np.savez(handle, **arrays)
 
 
+@contextlib.contextmanager
+def _reading_npz(path: str | os.PathLike) -> Iterator[Any]:
+    """``np.load`` of an ``.npz`` whose errors name the file (numpy's do not).
+
+    Outputs are written atomically, so a damaged file was damaged afterwards (a full disk, a
+    copy cut short): the message says to delete it so Snakemake writes it again.
+    """
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            yield data
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as error:
+        raise ValueError(
+            f"cannot read {path}: truncated or damaged .npz ({type(error).__name__}: {error}); "
+            "delete it and re-run"
+        ) from error
+
+
 def load_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
     """Read every array of an ``.npz`` into memory (and close the file)."""
-    with np.load(path, allow_pickle=False) as data:
+    with _reading_npz(path) as data:
         return {name: data[name] for name in data.files}
 
 
@@ -87,7 +107,7 @@ def load_image_dataset(path: str | os.PathLike) -> Any:
     """Read a dataset cache written by :func:`save_image_dataset`."""
     from pipeline_lib.data import ImageDataset
 
-    with np.load(path, allow_pickle=False) as data:
+    with _reading_npz(path) as data:
         return ImageDataset(
             name=str(data["name"]),
             train_images=data["train_images"],
@@ -100,6 +120,6 @@ def load_image_dataset(path: str | os.PathLike) -> Any:
 
 def load_dataset_labels(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     """Labels and class names of a dataset cache without reading its pixels (for splits)."""
-    with np.load(path, allow_pickle=False) as data:
+    with _reading_npz(path) as data:
         names = tuple(str(name) for name in data["class_names"])
         return data["train_labels"], data["test_labels"], names

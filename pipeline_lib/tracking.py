@@ -32,6 +32,11 @@ KIND_TAG = "droc.kind"
 PARAM_COLUMNS = ("dataset", "inlier", "method", "seed", "contamination", "fitset", "detector")
 
 
+def is_server_uri(uri: str) -> bool:
+    """An ``http(s)://`` tracking URI: a ``mlflow server``, which stores artifacts itself."""
+    return uri.startswith(("http://", "https://"))
+
+
 def default_tracking_uri(store_dir: str | os.PathLike) -> str:
     """``$MLFLOW_TRACKING_URI`` when set, else a SQLite file in ``store_dir``."""
     uri = os.environ.get("MLFLOW_TRACKING_URI")
@@ -42,7 +47,7 @@ def default_tracking_uri(store_dir: str | os.PathLike) -> str:
 
 def server_reachable(uri: str, *, timeout_s: float) -> bool:
     """For an HTTP tracking URI, ask ``/health`` with a short timeout; files are always local."""
-    if not uri.startswith(("http://", "https://")):
+    if not is_server_uri(uri):
         return True
     try:
         with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s) as response:
@@ -85,8 +90,15 @@ def _exclusive(lock_path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+#: Longest wait for one request to a tracking server that did answer ``/health``: a busy
+#: server (SQLite behind it, a loaded host) may take seconds per write; ``timeout_s`` only
+#: bounds how long an unreachable one can delay the pipeline.
+REQUEST_TIMEOUT_S = 60
+
+
 def _client(uri: str, *, timeout_s: float) -> Any:
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(1, int(timeout_s))))
+    request_timeout = max(REQUEST_TIMEOUT_S, int(timeout_s))
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(request_timeout))
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     from mlflow.tracking import MlflowClient
 
@@ -98,6 +110,10 @@ def ensure_experiment(
 ) -> dict[str, Any]:
     """Create the store and experiment once, before any fan-out writes to it.
 
+    ``artifact_dir`` is used for a local store only: a tracking server keeps the artifacts of
+    the experiments it creates (``mlflow server --artifacts-destination``) and takes them over
+    HTTP, so the UI can show them without sharing a file system with the cluster.
+
     Returns
     -------
     dict
@@ -106,13 +122,23 @@ def ensure_experiment(
     if not server_reachable(uri, timeout_s=timeout_s):
         log.warning("MLflow tracking server %s does not answer: runs will not be logged", uri)
         return {"status": "unreachable", "tracking_uri": uri, "experiment_id": None}
+    from mlflow.exceptions import MlflowException
+
     client = _client(uri, timeout_s=timeout_s)
     found = client.get_experiment_by_name(experiment)
     if found is not None:
         experiment_id = found.experiment_id
     else:
-        location = Path(artifact_dir).resolve().as_uri() if artifact_dir else None
-        experiment_id = client.create_experiment(experiment, artifact_location=location)
+        local = artifact_dir is not None and not is_server_uri(uri)
+        location = Path(artifact_dir).resolve().as_uri() if local else None
+        try:
+            experiment_id = client.create_experiment(experiment, artifact_location=location)
+        except MlflowException:
+            # Another writer (another cluster, another user) created it a moment ago.
+            found = client.get_experiment_by_name(experiment)
+            if found is None:
+                raise
+            experiment_id = found.experiment_id
     return {"status": "ready", "tracking_uri": uri, "experiment_id": experiment_id}
 
 
@@ -121,7 +147,49 @@ def _content_hash(record: Mapping[str, Any]) -> str:
 
 
 def _existing_runs(client: Any, experiment_id: str, sweep: str) -> dict[str, Any]:
-    runs: dict[str, Any] = {}
+    return {
+        run.data.tags.get(KEY_TAG, run.info.run_id): run
+        for run in _existing_runs_all(client, experiment_id, sweep)
+    }
+
+
+def _remove_duplicates(client: Any, experiment_id: str, sweep: str) -> int:
+    """Keep one run per result key of ``sweep``; return how many duplicates were deleted.
+
+    The writer lock orders writers that share a results folder. Writers on different hosts
+    that log the same sweep to one server at once can still both create a run for a key
+    before either sees the other's. Every writer ends with this pass: it keeps the earliest
+    run of each key (by start time, then id: the same choice in every writer), deletes the
+    others once they are finished (a running one belongs to a writer that will run this pass
+    itself later), and points job runs at the kept parent. The last writer's pass sees every
+    run, so at most one run per key is left, and since every writer logs the same records,
+    no result is lost.
+    """
+    by_key: dict[str, list[Any]] = {}
+    for run in _existing_runs_all(client, experiment_id, sweep):
+        by_key.setdefault(run.data.tags.get(KEY_TAG, run.info.run_id), []).append(run)
+    removed = 0
+    kept: dict[str, Any] = {}
+    for key, runs in by_key.items():
+        runs.sort(key=lambda run: (run.info.start_time or 0, run.info.run_id))
+        kept[key] = runs[0]
+        for duplicate in runs[1:]:
+            if duplicate.info.status == "FINISHED":
+                client.delete_run(duplicate.info.run_id)
+                removed += 1
+    parent = kept.get(f"sweep:{sweep}")
+    if parent is not None:
+        for run in kept.values():
+            pointer = run.data.tags.get("mlflow.parentRunId")
+            if pointer and pointer != parent.info.run_id and run.info.status == "FINISHED":
+                client.set_tag(run.info.run_id, "mlflow.parentRunId", parent.info.run_id)
+    if removed:
+        log.warning("removed %d duplicate MLflow run(s) of sweep %s", removed, sweep)
+    return removed
+
+
+def _existing_runs_all(client: Any, experiment_id: str, sweep: str) -> list[Any]:
+    runs: list[Any] = []
     token = None
     while True:
         page = client.search_runs(
@@ -130,8 +198,7 @@ def _existing_runs(client: Any, experiment_id: str, sweep: str) -> dict[str, Any
             max_results=5000,
             page_token=token,
         )
-        for run in page:
-            runs[run.data.tags.get(KEY_TAG, run.info.run_id)] = run
+        runs.extend(page)
         token = page.token
         if not token:
             return runs
@@ -158,13 +225,16 @@ def log_sweep(
 
     Each record needs a ``result_key`` (its stable identity, e.g. its result path), the
     wildcard columns of :data:`PARAM_COLUMNS` and numeric metrics. A record already logged
-    with the same content is left alone; a changed one updates its run in place.
+    with the same content is left alone; a changed one updates its run in place. Writers
+    that share ``lock_path`` take turns; writers that do not (two hosts logging the same
+    sweep to one server) may race, and each ends by deleting duplicates (see
+    ``_remove_duplicates``), so every key keeps exactly one run.
 
     Returns
     -------
     dict
-        ``status`` and counts of created, updated and unchanged runs, or the warning when the
-        tracking store could not be reached.
+        ``status`` and counts of created, updated and unchanged runs and of
+        ``duplicates_removed``, or the warning when the tracking store could not be reached.
     """
     from mlflow.entities import Metric, Param, RunTag
 
@@ -271,6 +341,7 @@ def log_sweep(
                 tags=[RunTag(name, str(value)) for name, value in common.items()],
             )
             client.set_terminated(parent_id)
+            counts["duplicates_removed"] = _remove_duplicates(client, experiment_id, sweep)
             return summary | {
                 "status": "logged",
                 "experiment_id": experiment_id,

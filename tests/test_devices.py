@@ -1,0 +1,181 @@
+"""GPU packing: the lock-file slot allocator of ``pipeline_lib.devices``, with simulated devices.
+
+No CUDA needed: devices are plain keys, and "jobs" are this process's open slots or forked
+processes holding one (flock is per open file, so both count as separate holders).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from pipeline_lib.devices import (
+    LOCK_DIR_ENV,
+    SLOTS_ENV,
+    UNCAPPED_SLOTS,
+    SlotAllocator,
+    default_lock_dir,
+    gpus_requested,
+    job_device,
+    slots_from_env,
+)
+
+#: A "job" in its own process: take a slot, print its device index, hold it until stdin closes.
+HOLD_SLOT = """
+import sys
+from pipeline_lib.gpu_slots import SlotAllocator
+allocator = SlotAllocator(sys.argv[1].split(","), lock_dir=sys.argv[2])
+with allocator.acquire(poll_s=0.05) as slot:
+    print(slot.index, flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_jobs_spread_evenly_over_devices(tmp_path: Path) -> None:
+    allocator = SlotAllocator(["gpu-a", "gpu-b", "gpu-c"], lock_dir=tmp_path)
+    with contextlib.ExitStack() as stack:
+        slots = [stack.enter_context(allocator.acquire()) for _ in range(7)]
+        assert [slot.index for slot in slots] == [0, 1, 2, 0, 1, 2, 0]
+        assert [slot.load for slot in slots] == [1, 1, 1, 2, 2, 2, 3]
+        assert allocator.loads() == {"gpu-a": 3, "gpu-b": 2, "gpu-c": 2}
+        assert len({slot.lock_path for slot in slots}) == 7
+    assert allocator.loads() == {"gpu-a": 0, "gpu-b": 0, "gpu-c": 0}
+
+
+def test_a_released_slot_is_reused_on_the_least_loaded_device(tmp_path: Path) -> None:
+    allocator = SlotAllocator(["gpu-a", "gpu-b"], lock_dir=tmp_path)
+    with contextlib.ExitStack() as stack:
+        first = stack.enter_context(allocator.acquire())
+        with allocator.acquire() as second:
+            assert (first.index, second.index) == (0, 1)
+            third = stack.enter_context(allocator.acquire())
+            assert third.index == 0
+        # gpu-b is free again: it is now the least-loaded device.
+        with allocator.acquire() as fourth:
+            assert fourth.index == 1
+            assert allocator.loads() == {"gpu-a": 2, "gpu-b": 1}
+
+
+def test_capped_slots_make_a_job_wait_then_time_out(tmp_path: Path) -> None:
+    allocator = SlotAllocator(["gpu-a", "gpu-b"], slots_per_device=1, lock_dir=tmp_path)
+    with allocator.acquire(), allocator.acquire():
+        start = time.monotonic()
+        with pytest.raises(TimeoutError, match=str(tmp_path)) as error:
+            with allocator.acquire(timeout_s=0.3, poll_s=0.05):
+                pass
+        assert time.monotonic() - start >= 0.3
+        assert "all 1 slots of 2 device(s)" in str(error.value)
+    with allocator.acquire(timeout_s=0.3) as slot:  # both slots released
+        assert slot.index == 0
+
+
+def test_concurrent_processes_spread_and_a_killed_job_frees_its_slot(tmp_path: Path) -> None:
+    devices = ["gpu-a", "gpu-b"]
+    jobs = [
+        subprocess.Popen(
+            [sys.executable, "-c", HOLD_SLOT, ",".join(devices), str(tmp_path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    try:
+        indices = sorted(int(job.stdout.readline()) for job in jobs)
+        assert indices == [0, 0, 1, 1]
+        allocator = SlotAllocator(devices, lock_dir=tmp_path)
+        assert allocator.loads() == {"gpu-a": 2, "gpu-b": 2}
+        jobs[0].send_signal(signal.SIGKILL)  # no cleanup code runs: the kernel frees it
+        jobs[0].wait(10)
+        assert sum(allocator.loads().values()) == 3
+    finally:
+        for job in jobs:
+            with contextlib.suppress(BrokenPipeError):
+                job.stdin.close()
+            try:
+                job.wait(10)
+            except subprocess.TimeoutExpired:
+                job.kill()
+                job.wait()
+    assert sorted(job.returncode for job in jobs) == [-signal.SIGKILL, 0, 0, 0]
+    assert SlotAllocator(devices, lock_dir=tmp_path).loads() == {"gpu-a": 0, "gpu-b": 0}
+
+
+def test_bad_allocator_arguments_raise(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no devices"):
+        SlotAllocator([], lock_dir=tmp_path)
+    with pytest.raises(ValueError, match="unique"):
+        SlotAllocator(["a", "a"], lock_dir=tmp_path)
+    with pytest.raises(ValueError, match="slots_per_device"):
+        SlotAllocator(["a"], slots_per_device=0, lock_dir=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("resources", "expected"),
+    [
+        ({}, 0),
+        ({"gpu": 0}, 0),
+        ({"gpu": 2}, 2),
+        ({"gpu": 0, "gres": "gpu:1"}, 1),
+        ({"gres": "gpu:a100:2"}, 2),
+        ({"gres": "gpu"}, 1),
+        ({"gres": "shard:4"}, 1),
+        ({"gres": "tmpdisk:10G,mps:50"}, 1),
+        ({"gres": "tmpdisk:10G"}, 0),
+    ],
+)
+def test_gpus_requested(resources: dict, expected: int) -> None:
+    assert gpus_requested(resources) == expected
+
+
+def test_lock_dir_and_slots_come_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(LOCK_DIR_ENV, str(tmp_path / "locks"))
+    assert default_lock_dir() == tmp_path / "locks"
+    monkeypatch.delenv(LOCK_DIR_ENV)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    assert default_lock_dir() == tmp_path / "droc-gpu-slots"
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    assert default_lock_dir().name == f"droc-gpu-slots-{os.getuid()}"
+
+    monkeypatch.delenv(SLOTS_ENV, raising=False)
+    assert slots_from_env() == UNCAPPED_SLOTS
+    monkeypatch.setenv(SLOTS_ENV, "3")
+    assert slots_from_env() == 3
+    monkeypatch.setenv(SLOTS_ENV, "0")
+    with pytest.raises(ValueError, match=SLOTS_ENV):
+        slots_from_env()
+
+
+def test_job_device_without_a_gpu_resource_is_the_cpu_and_takes_no_slot(tmp_path: Path) -> None:
+    with job_device(0, lock_dir=tmp_path / "locks") as device:
+        assert device == torch.device("cpu")
+    assert not (tmp_path / "locks").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU fallback")
+def test_job_device_without_cuda_warns_and_uses_the_cpu(tmp_path: Path, caplog) -> None:
+    with caplog.at_level(logging.WARNING, logger="pipeline_lib.devices"):
+        with job_device(1, lock_dir=tmp_path / "locks") as device:
+            assert device == torch.device("cpu")
+    assert "CUDA is not available" in caplog.text
+    assert not (tmp_path / "locks").exists()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_job_device_on_cuda_holds_a_slot(tmp_path: Path) -> None:
+    with job_device(1, lock_dir=tmp_path) as device:
+        assert device.type == "cuda"
+        assert torch.cuda.current_device() == device.index
+        held = [path for path in tmp_path.glob("*.slot*.lock") if path.stat().st_size > 0]
+        assert len(held) == 1
