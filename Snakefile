@@ -24,6 +24,8 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/embed.smk"
 include: "workflow/rules/detect.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/studies.smk"
+include: "workflow/rules/mvtec.smk"
 
 
 rule all:

@@ -33,6 +33,8 @@ from typing import Any
 
 import yaml
 
+from pipeline_lib.grids import base_method, variant_training
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -86,9 +88,10 @@ def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
     import torch
 
-    from pipeline_lib.data.split import one_class_split
+    from pipeline_lib.data.split import one_class_split, training_subset
     from pipeline_lib.devices import set_threads
     from pipeline_lib.embed import embed_dataset, embed_split
+    from pipeline_lib.grids import base_method, variant_train_size, variant_training
     from pipeline_lib.io import load_image_dataset, save_json
     from pipeline_lib.representations import FROZEN_METHODS, build_representation
     from pipeline_lib.ssl.rotation import rotation_scores
@@ -117,15 +120,22 @@ def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
     batch_size = config["embed"]["batch_size"]
     timings: dict[str, float] = {}
     training: dict[str, Any] = {}
-    if job.method in FROZEN_METHODS:
-        model = build_representation(job.method, seed=job.seed, width=width)
+    variants = config["variants"]
+    method = base_method(job.method, variants)  # a variant trains its base method
+    if method in FROZEN_METHODS:
+        model = build_representation(method, seed=job.seed, width=width)
         features = embed_dataset(model, dataset, batch_size=batch_size, device=device)
     else:
-        arguments = training_arguments(job.method, config["train"])
+        arguments = training_arguments(
+            method, variant_training(job.method, config["train"], variants)
+        )
+        train_index = training_subset(
+            split.train_index, variant_train_size(job.method, variants), seed=job.seed
+        )
         tic = time.perf_counter()
         model, history = train_representation(
-            job.method,
-            dataset.train_images[split.train_index],
+            method,
+            dataset.train_images[train_index],
             seed=job.seed,
             device=device,
             width=width,
@@ -144,7 +154,7 @@ def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
         features = embed_split(
             model, dataset, split.train_index, batch_size=batch_size, device=device
         )
-        if job.method in ROTATION_METHODS:
+        if method in ROTATION_METHODS:
             scores = rotation_scores(
                 model, dataset.test_images, device=device, batch_size=batch_size
             )
@@ -162,7 +172,7 @@ def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
             seed=job.seed,
         )
         records[detector] = record["auroc"]
-    if job.method in ROTATION_METHODS and config["detect"]["rotation_classifier"]:
+    if method in ROTATION_METHODS and config["detect"]["rotation_classifier"]:
         for detector in ROTATION_DETECTORS:
             record, _ = run_rotation_detection(split, features, detector=detector)
             records[detector] = record["auroc"]
@@ -203,7 +213,15 @@ def build_jobs(
                             )
                         )
     rank = {method: i for i, method in enumerate(order)}
-    return sorted(jobs, key=lambda job: rank.get(job.method, len(order)))
+    variants = config["variants"]
+    # Longest first: more epochs, then the slower base method.
+    return sorted(
+        jobs,
+        key=lambda job: (
+            -variant_training(job.method, config["train"], variants)["epochs"],
+            rank.get(base_method(job.method, variants), len(order)),
+        ),
+    )
 
 
 def print_table(results: list[dict[str, Any]], unfinished: list[Job]) -> None:

@@ -13,10 +13,30 @@ from typing import Any
 import jsonschema
 import yaml
 
+from pipeline_lib.grids import (
+    GridError,
+    check_methods,
+    load_study,
+    merge_datasets,
+    merge_variants,
+    study_grids,
+)
+
 # Kept here as text so validating a config never imports torch
 # (pipeline_lib.representations.IMAGENET_WEIGHTS_URL / IMAGENET_WEIGHTS_ENV; a test checks).
 _IMAGENET_WEIGHTS_URL = "https://download.pytorch.org/models/resnet50-0676ba61.pth"
 _IMAGENET_WEIGHTS_ENV = "DROC_IMAGENET_WEIGHTS"
+# pipeline_lib.representations.METHODS, as text for the same reason (a test checks).
+_METHOD_IDS = (
+    "raw",
+    "resnet18_random",
+    "resnet50_imagenet",
+    "rotnet",
+    "rotation",
+    "denoising",
+    "contrastive",
+    "contrastive_da",
+)
 
 
 class ConfigError(ValueError):
@@ -85,6 +105,11 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
+        if errors[0].validator == "anyOf" and not list(errors[0].absolute_path):
+            raise ConfigError(
+                "config needs 'datasets' (the image benchmarks), 'mvtec' (MVTec AD defect "
+                "detection) or both"
+            )
         # The innermost error of a propertyNames failure carries the bad name.
         error = errors[0]
         if error.context:
@@ -100,12 +125,76 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
     splits = filled["splits"]
     splits["contamination"] = [float(ratio) for ratio in splits["contamination"]]
     _check_imagenet_weights(filled)
+    _check_grids(filled, schema_path)
+    if "mvtec" in filled:
+        _check_mvtec(filled)
+    if "explain" in filled:
+        _check_explain(filled)
     return filled
+
+
+def _check_grids(config: dict[str, Any], schema_path: str | os.PathLike) -> None:
+    """Methods name methods or variants; included studies are loaded and validated too."""
+    search = (Path.cwd(), Path(schema_path).resolve().parents[2])
+    try:
+        check_methods(config)
+        config["studies"] = [
+            load_study(entry, search=search, validate=lambda raw: validate_config(raw, schema_path))
+            for entry in config.get("studies", [])
+        ]
+        config["variants"] = merge_variants(config, config["studies"])
+        merge_datasets(study_grids(config, config["studies"]))
+    except GridError as error:
+        raise ConfigError(str(error)) from error
+
+
+def _check_mvtec(config: dict[str, Any]) -> None:
+    """Fill ``mvtec.methods`` and check that the patch grid tiles the images exactly."""
+    mvtec = config["mvtec"]
+    if mvtec["methods"] is None:
+        # Study variants (pipeline_lib.grids) are not run on MVTec: only plain method ids.
+        mvtec["methods"] = [m for m in config["methods"] if m in _METHOD_IDS]
+        if not mvtec["methods"]:
+            raise ConfigError(
+                "config key 'mvtec.methods' must be set: the top-level methods hold no plain "
+                f"method id ({', '.join(_METHOD_IDS)})"
+            )
+    mvtec["detectors"] = {name: dict(opts or {}) for name, opts in mvtec["detectors"].items()}
+    size, patch, stride = mvtec["image_size"], mvtec["patches"]["size"], mvtec["patches"]["stride"]
+    if patch > size:
+        raise ConfigError(
+            f"config key 'mvtec.patches.size': {patch} is larger than mvtec.image_size {size}"
+        )
+    if (size - patch) % stride:
+        raise ConfigError(
+            f"config key 'mvtec.patches.stride': {stride} does not tile mvtec.image_size - "
+            f"mvtec.patches.size = {size - patch} exactly (the score map must up-sample back "
+            "to the image size)"
+        )
+
+
+def _check_explain(config: dict[str, Any]) -> None:
+    """The explained data set and methods must be part of the sweep."""
+    explain = config["explain"]
+    if explain["dataset"] not in config["datasets"]:
+        raise ConfigError(
+            f"config key 'explain.dataset': {explain['dataset']!r} is not one of the sweep's "
+            f"datasets ({', '.join(config['datasets']) or 'none'})"
+        )
+    if explain["methods"] is None:
+        explain["methods"] = [m for m in config["methods"] if m in _METHOD_IDS and m != "raw"]
+    missing = [m for m in explain["methods"] if m not in config["methods"]]
+    if missing or not explain["methods"]:
+        raise ConfigError(
+            f"config key 'explain.methods': {missing or 'none left'} must be methods of the "
+            f"sweep other than raw (methods: {', '.join(config['methods'])})"
+        )
 
 
 def _check_imagenet_weights(config: Mapping[str, Any]) -> None:
     """The ResNet-50 (ImageNet) row needs its local weights file: fail before any job."""
-    if "resnet50_imagenet" not in config.get("methods", []):
+    mvtec_methods = (config.get("mvtec") or {}).get("methods") or []
+    if "resnet50_imagenet" not in [*config.get("methods", []), *mvtec_methods]:
         return
     weights = config.get("embed", {}).get("imagenet_weights")
     if weights is None:

@@ -44,6 +44,7 @@ def training_arguments(method: str, training: dict[str, Any]) -> dict[str, Any]:
         arguments.pop("distributions", None)
     if method != "denoising":
         arguments.pop("noise_std", None)
+        arguments.pop("denoising_views", None)
     if method in ("rotnet", "denoising"):
         arguments["head_depth"] = None
     return arguments
@@ -150,8 +151,12 @@ def run_detection(
         ``anomaly_score`` and ``is_outlier`` of shape (n_test,), in test-split order.
     """
     fit_index = limit_fit_index(fit_index_for(split, fitset), max_fit=max_fit, seed=seed)
-    fit_features = rows_for(fit_index, features["train_index"], features[f"{space}_train"])
-    test_features = rows_for(split.test_index, features["test_index"], features[f"{space}_test"])
+    stored = space
+    if space == "g" and "g_train" not in features:
+        stored = "f"  # a model whose head is the identity (depth 0, RotNet): g(f) = f
+        log.info("no g features stored (identity head): detectors on g use f")
+    fit_features = rows_for(fit_index, features["train_index"], features[f"{stored}_train"])
+    test_features = rows_for(split.test_index, features["test_index"], features[f"{stored}_test"])
     start = time.perf_counter()
     result = evaluate_detector(
         fit_features, test_features, split.test_is_outlier, detector=detector, **detector_params

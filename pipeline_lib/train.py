@@ -143,6 +143,7 @@ def train_representation(
     loss_form: str = "paper",
     distributions: Sequence[str] = DEFAULT_DISTRIBUTIONS,
     noise_std: float = DEFAULT_NOISE_STD,
+    denoising_views: bool = False,
     width: int = 64,
     augment: ViewAugment | None = None,
     amp: str | None = "bfloat16",
@@ -194,6 +195,9 @@ def train_representation(
         Gaussian corruption of ``denoising``.
     width : int, default=64
         ResNet-18 first-stage width (tests use 8).
+    denoising_views : bool, default=False
+        ``denoising`` only: corrupt and reconstruct one augmented view of each image (the
+        view augmentation of the other methods) instead of the image itself.
     augment : ViewAugment or None, default=None
         View augmentation; ``None`` = ``ViewAugment()`` (released-code settings) for the
         rotation and contrastive methods and *no* augmentation for ``denoising``.
@@ -269,7 +273,7 @@ def train_representation(
             raise ValueError("contrastive_da needs at least one distribution transform")
         for name in distributions:
             parse_distribution(name)
-    if augment is None and method != "denoising":
+    if augment is None and (method != "denoising" or denoising_views):
         augment = ViewAugment()
 
     device = torch.device(device)
@@ -433,6 +437,7 @@ def train_representation(
             "lr": lr * cosine((epoch + 1) * steps_per_epoch - 1),
             "images_per_s": steps_per_epoch * per_step / seconds,
             "seconds": seconds,
+            "steps": steps_per_epoch,
         }
         history.append(record)
         epochs_bar.set_postfix(loss=f"{record['loss']:.4f}")

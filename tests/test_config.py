@@ -136,8 +136,8 @@ def test_unknown_top_level_key_lists_allowed_keys(config) -> None:
     assert "'<top level>'" in message
     assert "'bogus' was unexpected" in message
     assert (
-        "allowed keys: data, datasets, detect, detectors, embed, experiment, methods, seeds, "
-        "splits, tracking" in message
+        "allowed keys: data, datasets, detect, detectors, embed, experiment, explain, methods, "
+        "mvtec, seeds, spaces, splits, studies, study, tracking, train, variants" in message
     )
 
 
@@ -256,9 +256,14 @@ def test_schema_ids_match_the_library_registries() -> None:
 
     from pipeline_lib.data import DATASETS as DATA_REGISTRY
     from pipeline_lib.detectors import DETECTORS as DETECTOR_REGISTRY
-    from pipeline_lib.representations import METHODS
+    from pipeline_lib.representations import METHODS, TRAINED_METHODS
 
     schema = yaml.safe_load(SCHEMA.read_text())["properties"]
     assert set(schema["datasets"]["propertyNames"]["enum"]) == set(DATA_REGISTRY)
     assert set(schema["detectors"]["propertyNames"]["enum"]) == set(DETECTOR_REGISTRY)
-    assert set(schema["methods"]["items"]["enum"]) == set(METHODS)
+    # Methods are checked in pipeline_lib.grids (variants are named by the config).
+    from pipeline_lib.grids import BASE_METHODS
+
+    assert set(BASE_METHODS) == set(METHODS)
+    trained = schema["variants"]["additionalProperties"]["properties"]["method"]["enum"]
+    assert set(trained) == set(TRAINED_METHODS)

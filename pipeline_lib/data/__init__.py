@@ -37,6 +37,7 @@ from pipeline_lib.data.download import (
 )
 from pipeline_lib.data.image_folder import image_folder_class_names, read_image_folder
 from pipeline_lib.data.mnist import FMNIST_CLASSES, MNIST_CLASSES, read_fmnist, read_mnist
+from pipeline_lib.data.rotated import randomly_rotated
 
 __all__ = [
     "DATASETS",
@@ -85,6 +86,13 @@ DATASETS: Mapping[str, DatasetSpec] = MappingProxyType(
         "fmnist": DatasetSpec(read_fmnist, FMNIST_CLASSES, download_fmnist),
         "mnist": DatasetSpec(read_mnist, MNIST_CLASSES, download_mnist),
         "digits": DatasetSpec(read_digits, DIGITS_CLASSES),
+        # Every image turned by a random multiple of 90 degrees (App. A.2).
+        "cifar10_rotated": DatasetSpec(
+            randomly_rotated(read_cifar10, "cifar10_rotated"), CIFAR10_CLASSES, download_cifar10
+        ),
+        "digits_rotated": DatasetSpec(
+            randomly_rotated(read_digits, "digits_rotated"), DIGITS_CLASSES
+        ),
         "catvsdog": DatasetSpec(
             read_catvsdog,
             CATVSDOG_CLASSES,

@@ -19,7 +19,14 @@ import numpy as np
 
 from pipeline_lib.data.base import DataError
 
-__all__ = ["OneClassSplit", "holdout_split", "load_split", "one_class_split", "save_split"]
+__all__ = [
+    "OneClassSplit",
+    "holdout_split",
+    "load_split",
+    "one_class_split",
+    "save_split",
+    "training_subset",
+]
 
 # Contamination enters the seed as parts per million; this tag is outside that range, so the
 # clean-subset stream never coincides with a contamination stream.
@@ -212,6 +219,25 @@ def holdout_split(
     is_test = np.zeros(len(labels), dtype=bool)
     is_test[test_index] = True
     return np.flatnonzero(~is_test).astype(np.int64), test_index
+
+
+def training_subset(train_index: np.ndarray, size: int | None, *, seed: int) -> np.ndarray:
+    """At most ``size`` of the training indices, a seeded random subset in sorted order.
+
+    The data-efficiency study learns representations from 50..5000 images of a class; the
+    subset depends only on the split and the seed, so a re-run trains on the same images.
+
+    Raises
+    ------
+    ValueError
+        If ``size`` is not positive.
+    """
+    if size is None or size >= len(train_index):
+        return np.asarray(train_index)
+    if size < 1:
+        raise ValueError(f"training subset size must be >= 1, got {size}")
+    rng = np.random.default_rng([seed, size])
+    return np.sort(rng.choice(np.asarray(train_index), size=size, replace=False))
 
 
 def save_split(path: str | os.PathLike, split: OneClassSplit) -> None:

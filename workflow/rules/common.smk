@@ -13,20 +13,34 @@ from pipeline_lib.config import (
     validate_config,
 )
 from pipeline_lib.data import DataError, dataset_class_names
+from pipeline_lib.grids import (
+    GridError,
+    base_method,
+    merge_datasets,
+    study_grids,
+    variant_train_size,
+    variant_training,
+)
 from pipeline_lib.representations import FROZEN_METHODS, TRAINED_METHODS
 from pipeline_lib.steps import ROTATION_DETECTORS, ROTATION_METHODS
 
 try:
     _validated = validate_config(config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
-    CLASSES = {
-        name: resolve_classes(
-            name,
-            settings["classes"],
-            dataset_class_names(name, root=_validated["data"]["root"], **settings["options"]),
-        )
-        for name, settings in _validated["datasets"].items()
+    GRIDS = study_grids(_validated, _validated["studies"])
+    # Per grid (main table, each study): data set -> inlier classes.
+    GRID_CLASSES = {
+        grid.name: {
+            name: resolve_classes(
+                name,
+                settings.get("classes", "all"),
+                dataset_class_names(name, root=_validated["data"]["root"], **settings.get("options", {})),
+            )
+            for name, settings in grid.datasets.items()
+        }
+        for grid in GRIDS
     }
-except (ConfigError, DataError) as error:
+    DATASET_SETTINGS = merge_datasets(GRIDS)
+except (ConfigError, DataError, GridError) as error:
     sys.exit(f"Invalid config: {error}")
 config.clear()
 config.update(_validated)
@@ -40,15 +54,36 @@ export_data_settings(
     imagenet_weights=config["embed"]["imagenet_weights"],
 )
 
+
+def _union(lists):
+    """Items of several lists, first occurrence order."""
+    return list(dict.fromkeys(item for items in lists for item in items))
+
+
 SWEEP = sweep_id(config)
-METHODS = config["methods"]
-SEEDS = [str(seed) for seed in config["seeds"]]
-DETECTORS = list(config["detectors"])
+VARIANTS = config["variants"]
+MAIN = GRIDS[0] if GRIDS else None  # the top-level grid: the main table (None: MVTec only)
+# Data set -> every class any grid runs (the main grid's first, so tables keep their order).
+CLASSES = {
+    name: _union(classes.get(name, []) for classes in GRID_CLASSES.values())
+    for name in _union(GRID_CLASSES[grid.name] for grid in GRIDS)
+}
+METHODS = _union(grid.methods for grid in GRIDS)
+BASE = {name: base_method(name, VARIANTS) for name in METHODS}
+TRAINED = [name for name in METHODS if BASE[name] in TRAINED_METHODS]
+SEEDS = [str(seed) for seed in _union(grid.seeds for grid in GRIDS)]
+DETECTOR_PARAMS = dict(config["detectors"])
+for _study in config["studies"]:
+    DETECTOR_PARAMS.update({k: v for k, v in _study["detectors"].items() if k not in DETECTOR_PARAMS})
+DETECTORS = list(DETECTOR_PARAMS)
 # RotNet and rotation prediction are also scored by their own rotation classifier.
-SCORED_ROTATION = [m for m in METHODS if m in ROTATION_METHODS] if config["detect"]["rotation_classifier"] else []
-CONTAMINATIONS = [f"{ratio:g}" for ratio in config["splits"]["contamination"]]
-FITSETS = ["train"] + [f"clean{n}" for n in config["splits"]["clean_inliers"]]
+SCORED_ROTATION = [m for m in TRAINED if BASE[m] in ROTATION_METHODS] if config["detect"]["rotation_classifier"] else []
+CONTAMINATIONS = [f"{ratio:g}" for ratio in _union(grid.contamination for grid in GRIDS)]
+FITSETS = _union(grid.fitsets for grid in GRIDS)
+CLEAN_INLIERS = sorted(_union(grid.clean_inliers for grid in GRIDS))
 ALL_CLASSES = sorted({name for names in CLASSES.values() for name in names})
+# Data sets of the main table (studies may read more, e.g. cifar10_rotated).
+MAIN_DATASETS = list(GRID_CLASSES[MAIN.name]) if MAIN else []
 
 
 def _one_of(values):
@@ -67,37 +102,45 @@ wildcard_constraints:
 
 SPLIT = "results/{dataset}/{inlier}/contam{contamination}/seed{seed}"
 RESULT = os.path.join(SPLIT, "{method}", "{fitset}", "{detector}")
+RESULT_G = os.path.join(SPLIT, "{method}", "{fitset}", "g", "{detector}")
+
+
+def grid_results(grid, dataset=None):
+    """(key, result.json path) of every result a grid needs, optionally of one data set.
+
+    Feature detectors run on every fit set and requested space (f, or g under .../g/);
+    rotation classifiers (which fit nothing) once per rotation model.
+    """
+    rows = []
+    for name, classes in GRID_CLASSES[grid.name].items():
+        if dataset is not None and name != dataset:
+            continue
+        for inlier in classes:
+            for contamination in grid.contamination:
+                for seed in grid.seeds:
+                    split = dict(
+                        dataset=name, inlier=inlier, contamination=f"{contamination:g}", seed=str(seed)
+                    )
+                    for method in grid.methods:
+                        combos = [
+                            (fitset, detector, space)
+                            for fitset in grid.fitsets
+                            for detector in grid.detectors
+                            for space in grid.spaces
+                            if space == "f" or method in TRAINED
+                        ]
+                        if method in SCORED_ROTATION:
+                            combos += [("train", d, "rotation_classifier") for d in ROTATION_DETECTORS]
+                        for fitset, detector, space in combos:
+                            key = dict(split, method=method, fitset=fitset, detector=detector, space=space)
+                            pattern = RESULT_G if space == "g" else RESULT
+                            rows.append((key, os.path.join(pattern.format(**key), "result.json")))
+    return rows
 
 
 def detection_results(dataset=None):
-    """Every job result of the sweep, optionally of one data set."""
-    return [
-        os.path.join(
-            RESULT.format(
-                dataset=name,
-            inlier=inlier,
-            contamination=contamination,
-            seed=seed,
-            method=method,
-            fitset=fitset,
-                detector=detector,
-            ),
-            "result.json",
-        )
-        for name in ([dataset] if dataset else CLASSES)
-        for inlier in CLASSES[name]
-        for contamination in CONTAMINATIONS
-        for seed in SEEDS
-        for method, fitset, detector in _method_detectors()
-    ]
-
-
-def _method_detectors():
-    """(method, fit set, detector) of every result: feature detectors on every fit set,
-    rotation classifiers (which fit nothing) once per rotation model."""
-    combos = [(m, f, d) for m in METHODS for f in FITSETS for d in DETECTORS]
-    combos += [(m, "train", d) for m in SCORED_ROTATION for d in ROTATION_DETECTORS]
-    return combos
+    """Every result of the main table, optionally of one data set."""
+    return [path for _, path in grid_results(MAIN, dataset)] if MAIN else []
 
 
 def get_features(wildcards):
@@ -105,6 +148,19 @@ def get_features(wildcards):
     if wildcards.method in FROZEN_METHODS:
         return f"results/{wildcards.dataset}/_frozen/{wildcards.method}/seed{wildcards.seed}/features.npz"
     return os.path.join(SPLIT.format(**wildcards), wildcards.method, "features.npz")
+
+
+def get_training(wildcards):
+    """The train settings of a method or variant (global ones with the variant's overrides)."""
+    return variant_training(wildcards.method, config["train"], VARIANTS)
+
+
+def get_base_method(wildcards):
+    return BASE[wildcards.method]
+
+
+def get_train_size(wildcards):
+    return variant_train_size(wildcards.method, VARIANTS)
 
 
 def get_imagenet_size(wildcards):
@@ -115,20 +171,15 @@ def get_imagenet_size(wildcards):
 
 def get_dataset_settings(wildcards):
     """Reader options and subsampling of a data set (not its class list: that is per job)."""
-    settings = config["datasets"][wildcards.dataset]
-    return {key: value for key, value in settings.items() if key != "classes"}
-
-
-def get_detector_params(wildcards):
-    return config["detectors"][wildcards.detector]
+    return DATASET_SETTINGS[wildcards.dataset]
 
 
 def summary_outputs():
     tables = ["results/summary/main_table.csv"] + [
-        f"results/summary/per_class/{dataset}.csv" for dataset in CLASSES
+        f"results/summary/per_class/{dataset}.csv" for dataset in MAIN_DATASETS
     ]
-    plots = [f"results/summary/plots/per_class_{dataset}.png" for dataset in CLASSES] + [
-        f"results/summary/plots/roc_{dataset}.png" for dataset in CLASSES
+    plots = [f"results/summary/plots/per_class_{dataset}.png" for dataset in MAIN_DATASETS] + [
+        f"results/summary/plots/roc_{dataset}.png" for dataset in MAIN_DATASETS
     ]
     return tables + plots
 
@@ -137,37 +188,85 @@ def roc_score_files(dataset):
     """Scores drawn as ROC curves: the first class, contamination and seed of the sweep."""
     first = dict(
         dataset=dataset,
-        inlier=CLASSES[dataset][0],
-        contamination=CONTAMINATIONS[0],
-        seed=SEEDS[0],
+        inlier=GRID_CLASSES[MAIN.name][dataset][0],
+        contamination=f"{MAIN.contamination[0]:g}",
+        seed=str(MAIN.seeds[0]),
         fitset="train",
     )
     return [
         os.path.join(RESULT.format(**first, method=method, detector=detector), "scores.npz")
-        for method in METHODS
-        for detector in DETECTORS
+        for method in MAIN.methods
+        for detector in MAIN.detectors
     ]
 
 
 def training_histories():
-    """Per-epoch loss / learning-rate records of every trained model of the sweep."""
-    return [
+    """Per-epoch loss / learning-rate records of every trained model of every grid."""
+    paths = [
         os.path.join(
-            SPLIT.format(dataset=name, inlier=inlier, contamination=contamination, seed=seed),
+            SPLIT.format(dataset=name, inlier=inlier, contamination=f"{contamination:g}", seed=seed),
             method,
             "train_history.json",
         )
-        for name in CLASSES
-        for inlier in CLASSES[name]
-        for contamination in CONTAMINATIONS
-        for seed in SEEDS
-        for method in METHODS
-        if method in TRAINED_METHODS
+        for grid in GRIDS
+        for name, classes in GRID_CLASSES[grid.name].items()
+        for inlier in classes
+        for contamination in grid.contamination
+        for seed in grid.seeds
+        for method in grid.methods
+        if method in TRAINED
     ]
+    return list(dict.fromkeys(paths))
+
+
+# --- Studies (studies.smk): every grid gets a table, figures and a place on the summary page.
+
+# The main grid is a study too (kind main), so the summary ranks its deviations with the rest.
+STUDIES = list(GRIDS)
+STUDY_BY_NAME = {grid.name: grid for grid in STUDIES}
+G_METHODS = _union([m for m in grid.methods if m in TRAINED] for grid in GRIDS if "g" in grid.spaces)
+UNIFORMITY_GRIDS = [grid for grid in STUDIES if grid.kind == "uniformity"]
+STUDY = "results/studies/{study}"
+
+
+def study_results(wildcards):
+    return [path for _, path in grid_results(STUDY_BY_NAME[wildcards.study])]
+
+
+def _model_folders(grid):
+    """SPLIT/{method} of every trained model the grid's results come from."""
+    return list(
+        dict.fromkeys(
+            os.path.join(SPLIT.format(**key), key["method"])
+            for key, _ in grid_results(grid)
+            if key["method"] in TRAINED
+        )
+    )
+
+
+def uniformity_files(grid):
+    """uniformity.json of every trained model of a uniformity study (model folder -> file)."""
+    if grid.kind != "uniformity":
+        return {}
+    return {folder: os.path.join(folder, "uniformity.json") for folder in _model_folders(grid)}
+
+
+def study_keys(wildcards):
+    """The grid's result keys, in the order of study_results."""
+    return [key for key, _ in grid_results(STUDY_BY_NAME[wildcards.study])]
+
+
+def study_outputs():
+    return [f"results/studies/{grid.name}/{grid.name}.json" for grid in STUDIES]
+
+
+def summary_page():
+    return ["results/summary/index.html"] if MAIN else []
 
 
 def get_final_output():
-    outputs = ["results/summary/results.csv", *summary_outputs()]
+    outputs = ["results/summary/results.csv", *summary_outputs(), *study_outputs(), *summary_page()]
+    outputs.append("results/summary/provenance.json")  # report.smk: config and code version
     if config["tracking"]["enabled"]:
         outputs.append("results/mlflow/logged.json")
     return outputs

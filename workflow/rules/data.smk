@@ -30,7 +30,7 @@ rule prepare_split:
     benchmark:
         "results/benchmarks/prepare_split/{dataset}/{inlier}/contam{contamination}/seed{seed}.tsv"
     params:
-        clean_inliers=config["splits"]["clean_inliers"],
+        clean_inliers=CLEAN_INLIERS,  # every grid's sizes: one split file serves all studies
     threads: 1
     resources:
         mem_mb=2000,

@@ -5,6 +5,8 @@ scikit-learn costs more than fitting a detector on a few thousand features. A de
 to the config re-runs only these light jobs; the cached features are reused.
 """
 
+from pipeline_lib.resources import mem_mb_by_attempt
+
 
 rule score_detectors:
     input:
@@ -18,11 +20,12 @@ rule score_detectors:
     benchmark:
         "results/benchmarks/score_detectors/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}/{fitset}.tsv"
     params:
-        detectors=config["detectors"],
+        detectors=DETECTOR_PARAMS,
         max_fit=config["detect"]["max_fit"],
     threads: 1
+    retries: 1
     resources:
-        mem_mb=8000,
+        mem_mb=mem_mb_by_attempt(8000),
         runtime=60,
         gpu=0,
     conda:
@@ -53,12 +56,13 @@ rule score_rotation_classifier:
     benchmark:
         "results/benchmarks/score_rotation_classifier/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.tsv"
     wildcard_constraints:
-        method=_one_of(ROTATION_METHODS),
+        method=_one_of([m for m in TRAINED if BASE[m] in ROTATION_METHODS] or ["none"]),
     params:
         detectors=ROTATION_DETECTORS,
     threads: 1
+    retries: 1
     resources:
-        mem_mb=2000,
+        mem_mb=mem_mb_by_attempt(2000),
         runtime=10,
     conda:
         "../../environment.yml"

@@ -1,5 +1,7 @@
 """Embedding: cache f (and g(f)) so adding a detector never recomputes features."""
 
+from pipeline_lib.resources import mem_mb_by_attempt
+
 
 rule embed_frozen_dataset:
     input:
@@ -17,8 +19,9 @@ rule embed_frozen_dataset:
         width=config["embed"]["width"],
         imagenet_size=get_imagenet_size,  # the weights path comes as $DROC_IMAGENET_WEIGHTS
     threads: 2
+    retries: 1
     resources:
-        mem_mb=12000,
+        mem_mb=mem_mb_by_attempt(12000),
         runtime=120,
         gpu=0,
     conda:

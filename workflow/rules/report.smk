@@ -1,8 +1,16 @@
 """Aggregation: tidy results, the paper's tables beside its numbers, plots, MLflow, report."""
 
 
+# Light aggregation jobs run where Snakemake runs (on a cluster: the submit host), instead of
+# waiting in a queue for a few seconds of work (docs/cluster.md).
 localrules:
     init_tracking,
+    collect_results,
+    make_tables,
+    plot_per_class,
+    plot_roc_curves,
+    log_to_mlflow,
+    write_provenance,
 
 
 rule collect_results:
@@ -41,7 +49,7 @@ rule make_tables:
         per_class=report(
             expand(
                 "results/summary/per_class/{dataset}{ext}",
-                dataset=list(CLASSES),
+                dataset=MAIN_DATASETS,
                 ext=[".csv", ".md", ".tex", ".html"],
             ),
             caption="../report/per_class.rst",
@@ -53,7 +61,7 @@ rule make_tables:
     benchmark:
         "results/benchmarks/make_tables/make_tables.tsv"
     params:
-        datasets=list(CLASSES),
+        datasets=MAIN_DATASETS,
     threads: 1
     resources:
         mem_mb=4000,
@@ -130,12 +138,13 @@ rule log_to_mlflow:
     input:
         store="results/mlflow/store.json",
         results="results/summary/results.csv",
+        studies=lambda wildcards: study_outputs(),  # studies.smk, included later
         histories=training_histories(),
         tables=rules.make_tables.output,
         plots=expand(
             "results/summary/plots/{kind}_{dataset}.png",
             kind=["per_class", "roc"],
-            dataset=list(CLASSES),
+            dataset=MAIN_DATASETS,
         ),
     output:
         "results/mlflow/logged.json",
@@ -155,3 +164,29 @@ rule log_to_mlflow:
         "../../environment.yml"
     script:
         "../scripts/log_to_mlflow.py"
+
+
+rule write_provenance:
+    input:
+        # Re-made whenever the results are, so it describes the code that made them.
+        "results/summary/results.csv",
+    output:
+        json="results/summary/provenance.json",
+        html=report(
+            "results/summary/provenance.html",
+            caption="../report/provenance.rst",
+            category="Provenance",
+        ),
+    log:
+        "results/logs/write_provenance/write_provenance.log",
+    params:
+        config=config,
+        sweep=SWEEP,
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/write_provenance.py"

@@ -1,5 +1,7 @@
 """Representation learning: one self-supervised model per (data set, class, split, seed)."""
 
+from pipeline_lib.resources import mem_mb_by_attempt
+
 
 rule train_representation:
     input:
@@ -13,13 +15,18 @@ rule train_representation:
     benchmark:
         "results/benchmarks/train_representation/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.tsv"
     wildcard_constraints:
-        method=_one_of(TRAINED_METHODS),
+        method=_one_of(TRAINED or ["none"]),
     params:
-        training=config["train"],
+        method=get_base_method,
+        training=get_training,
+        train_size=get_train_size,
         width=config["embed"]["width"],
     threads: 2
+    # A killed, timed-out or out-of-memory job retries with more memory and resumes from its
+    # checkpoint (docs/cluster.md).
+    retries: 2
     resources:
-        mem_mb=12000,
+        mem_mb=mem_mb_by_attempt(12000),
         runtime=1440,
         gpu=0,
     conda:
@@ -40,12 +47,14 @@ rule embed_trained:
     benchmark:
         "results/benchmarks/embed_trained/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.tsv"
     wildcard_constraints:
-        method=_one_of(TRAINED_METHODS),
+        method=_one_of(TRAINED or ["none"]),
     params:
+        method=get_base_method,
         batch_size=config["embed"]["batch_size"],
     threads: 2
+    retries: 1
     resources:
-        mem_mb=8000,
+        mem_mb=mem_mb_by_attempt(8000),
         runtime=60,
         gpu=0,
     conda:

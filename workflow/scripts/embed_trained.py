@@ -4,16 +4,18 @@ import numpy as np
 
 from pipeline_lib.checkpoints import load_trained_representation
 from pipeline_lib.data.split import load_split
-from pipeline_lib.devices import select_device, set_threads
+from pipeline_lib.devices import gpus_requested, job_device, set_threads
 from pipeline_lib.embed import embed_split
 from pipeline_lib.io import load_image_dataset, save_npz
 from pipeline_lib.logs import job_logging, show_progress
 from pipeline_lib.ssl.rotation import rotation_scores
 from pipeline_lib.steps import ROTATION_METHODS
 
-with job_logging(snakemake.log[0]):
+with (
+    job_logging(snakemake.log[0]),
+    job_device(gpus_requested(snakemake.resources)) as device,
+):
     set_threads(snakemake.threads)
-    device = select_device(int(snakemake.resources.get("gpu", 0)))
     model = load_trained_representation(snakemake.input.model, map_location=device)
     dataset = load_image_dataset(snakemake.input.dataset)
     split = load_split(snakemake.input.split)
@@ -26,7 +28,7 @@ with job_logging(snakemake.log[0]):
         device=device,
         progress=show_progress(),
     )
-    if snakemake.wildcards.method in ROTATION_METHODS:
+    if snakemake.params.method in ROTATION_METHODS:  # the base method of a variant
         scores = rotation_scores(
             model, dataset.test_images, device=device, batch_size=snakemake.params.batch_size
         )

@@ -1,10 +1,11 @@
-"""The single MLflow writer: a child run per job result and a parent run per sweep."""
+"""The single MLflow writer: a child run per job result and a parent run per sweep and study."""
 
 from pathlib import Path
 
 from pipeline_lib.io import load_json, save_json
 from pipeline_lib.logs import job_logging
 from pipeline_lib.results import load_results_csv
+from pipeline_lib.study_frames import study_records
 from pipeline_lib.tracking import code_version, default_tracking_uri, log_sweep
 
 with job_logging(snakemake.log[0]):
@@ -26,4 +27,19 @@ with job_logging(snakemake.log[0]):
         timeout_s=snakemake.params.timeout_s,
         histories=histories,
     )
+    # A parent run per study with its own children, tables and figures.
+    summary["studies"] = {}
+    for manifest in snakemake.input.studies:
+        folder, name = Path(manifest).parent, Path(manifest).stem
+        summary["studies"][name] = log_sweep(
+            study_records(folder / "results.csv"),
+            uri=default_tracking_uri(store_dir),
+            experiment=snakemake.params.experiment,
+            sweep=f"{snakemake.params.sweep}-{name}",
+            artifacts=[*sorted(folder.glob(f"{name}.*")), *sorted(folder.glob("figures/*.png"))],
+            artifact_dir=store_dir / "artifacts",
+            lock_path=store_dir / "writer.lock",
+            tags={"git_commit": code_version(Path(snakemake.scriptdir)), "study": name},
+            timeout_s=snakemake.params.timeout_s,
+        )
     save_json(snakemake.output[0], summary)

@@ -23,6 +23,7 @@ with job_logging(snakemake.log[0]):
             detector_params=detectors[detector],
             max_fit=snakemake.params.max_fit,
             seed=int(wildcards.seed),
+            space=snakemake.params.get("space", "f"),
         )
         record.update(
             dataset=wildcards.dataset,

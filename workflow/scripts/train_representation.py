@@ -3,8 +3,8 @@
 from pathlib import Path
 
 from pipeline_lib.checkpoints import save_representation
-from pipeline_lib.data.split import load_split
-from pipeline_lib.devices import select_device, set_threads
+from pipeline_lib.data.split import load_split, training_subset
+from pipeline_lib.devices import gpus_requested, job_device, set_threads
 from pipeline_lib.io import load_image_dataset, save_json
 from pipeline_lib.logs import job_logging, show_progress
 from pipeline_lib.steps import training_arguments
@@ -12,23 +12,29 @@ from pipeline_lib.train import train_representation
 
 with job_logging(snakemake.log[0]):
     set_threads(snakemake.threads)
-    method = snakemake.wildcards.method
+    method = snakemake.params.method  # the base method of a variant
     split = load_split(snakemake.input.split)
-    images = load_image_dataset(snakemake.input.dataset).train_images[split.train_index]
+    # Data-efficiency variants learn from a seeded subset; detectors still use every image.
+    train_index = training_subset(
+        split.train_index, snakemake.params.train_size, seed=int(snakemake.wildcards.seed)
+    )
+    images = load_image_dataset(snakemake.input.dataset).train_images[train_index]
     arguments = training_arguments(method, snakemake.params.training)
     # Beside the outputs but not one of them: Snakemake keeps it when a job dies, so the
     # restarted job resumes from it.
     checkpoint = Path(snakemake.output.model).with_name("checkpoint.pt")
-    model, history = train_representation(
-        method,
-        images,
-        seed=int(snakemake.wildcards.seed),
-        device=select_device(int(snakemake.resources.get("gpu", 0))),
-        checkpoint_path=checkpoint,
-        width=snakemake.params.width,
-        progress=show_progress(),
-        **arguments,
-    )
+    # A GPU job holds a slot on the least-loaded visible GPU while it trains (GPU packing).
+    with job_device(gpus_requested(snakemake.resources)) as device:
+        model, history = train_representation(
+            method,
+            images,
+            seed=int(snakemake.wildcards.seed),
+            device=device,
+            checkpoint_path=checkpoint,
+            width=snakemake.params.width,
+            progress=show_progress(),
+            **arguments,
+        )
     save_json(
         snakemake.output.history, {"method": method, "arguments": arguments, "history": history}
     )

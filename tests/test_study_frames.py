@@ -1,0 +1,71 @@
+"""A study's tidy frame from the results tree: found rows, expected rows, MMD per model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline_lib.study_frames import collect_study, read_frames, save_frames, study_records
+
+VARIANTS = {"contrastive_bs8": {"method": "contrastive", "train": {"batch_size": 8}}}
+
+
+def key(method: str, space: str, detector: str = "ocsvm") -> dict:
+    return {
+        "dataset": "digits",
+        "inlier": "0",
+        "contamination": "0",
+        "seed": "1",
+        "method": method,
+        "fitset": "train",
+        "detector": detector,
+        "space": space,
+    }
+
+
+def result_path(root: Path, k: dict) -> Path:
+    model = root / "results/digits/0/contam0/seed1" / k["method"]
+    middle = ["train", "g"] if k["space"] == "g" else ["train"]
+    return model.joinpath(*middle, k["detector"], "result.json")
+
+
+def test_rows_found_missing_and_mmd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    keys = [key("contrastive_bs8", "f"), key("contrastive_bs8", "g"), key("rotnet", "f")]
+    for k, auroc in zip(keys[:2], (70.0, 80.0), strict=True):
+        path = result_path(Path("."), k)
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({"auroc": auroc}))
+    model = "results/digits/0/contam0/seed1/contrastive_bs8"
+    Path(model, "uniformity.json").write_text(json.dumps({"mmd": 0.25}))
+    expected_rows = [(k, str(result_path(Path("."), k))) for k in keys]
+    frame, expected = collect_study(
+        expected_rows, VARIANTS, uniformity={model: f"{model}/uniformity.json"}
+    )
+    assert len(expected) == 3 and len(frame) == 2  # rotnet's result is missing
+    assert frame["mmd"].tolist() == [0.25, 0.25]  # f and g rows of the same model
+    assert frame.set_index("space")["auroc"].to_dict() == {"f": 70.0, "g": 80.0}
+    assert frame["base_method"].unique().tolist() == ["contrastive"]
+    assert frame["batch_size"].unique().tolist() == [8.0]
+    assert np.isnan(expected.set_index("method").loc["rotnet", "batch_size"])
+    save_frames(frame, expected, tmp_path / "study")
+    again, expected_again = read_frames(
+        [tmp_path / "study/results.csv", tmp_path / "study/expected.csv"]
+    )
+    assert again["inlier"].tolist() == ["0", "0"] and again["distributions"].tolist() == ["", ""]
+    assert len(expected_again) == 3
+    records = study_records(tmp_path / "study/results.csv")
+    assert all("head_depth" not in record for record in records)  # NaN cells dropped
+    assert records[0]["auroc"] == 70.0
+
+
+def test_result_without_auroc_is_named(tmp_path: Path) -> None:
+    k = key("rotnet", "f")
+    path = result_path(tmp_path, k)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"n_fit": 3}))
+    with pytest.raises(ValueError, match=r"result.json has no 'auroc'"):
+        collect_study([(k, str(path))], {})

@@ -1,0 +1,144 @@
+"""Every study of the paper at toy scale, really run by Snakemake (tests/configs/studies_toy.yaml).
+
+One session-scoped run; each test reads its outputs: the tables and figures of every study,
+the Pearson r of the uniformity study recomputed from the jobs' own numbers, the MLflow
+parent run of every study, and the summary pages, complete and with results missing.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from tests.workflow.conftest import REPO, run_snakemake
+
+pytestmark = pytest.mark.workflow
+
+CONFIG = REPO / "tests/configs/studies_toy.yaml"
+STUDIES = [
+    "main",
+    *(
+        entry["study"].get("name", entry["study"]["kind"])
+        for entry in yaml.safe_load(CONFIG.read_text())["studies"]
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def studies_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    workdir = tmp_path_factory.mktemp("studies_run")
+    run_snakemake(workdir, "--cores", "2", "--configfile", str(CONFIG))
+    return workdir
+
+
+def test_every_study_writes_its_table_and_figures(studies_run: Path) -> None:
+    assert len(STUDIES) == 11
+    for name in STUDIES:
+        folder = studies_run / "results/studies" / name
+        for suffix in (".csv", ".md", ".tex", ".html"):
+            assert (folder / f"{name}{suffix}").stat().st_size > 0, (name, suffix)
+        figures = sorted((folder / "figures").glob("*.png"))
+        assert figures, f"study {name} drew no figure"
+        assert all(path.read_bytes()[:4] == b"\x89PNG" for path in figures)
+        results = pd.read_csv(folder / "results.csv")
+        expected = pd.read_csv(folder / "expected.csv")
+        # A complete run: every result the grid asks for was found.
+        assert len(results) == len(expected) > 0, name
+        assert results["auroc"].between(0, 100).all()
+
+
+def test_variants_change_what_is_trained(studies_run: Path) -> None:
+    split = studies_run / "results/digits/0/contam0/seed0"
+    histories = {
+        name: json.loads((split / name / "train_history.json").read_text())
+        for name in ("contrastive_bs4", "contrastive_bs16", "contrastive_da_n16")
+    }
+    assert histories["contrastive_bs4"]["arguments"]["batch_size"] == 4
+    assert histories["contrastive_bs16"]["arguments"]["batch_size"] == 16
+    assert histories["contrastive_bs4"]["method"] == "contrastive"
+    # 16 of the 48 training images: 1 step per epoch at batch 16, against 3 for all 48.
+    assert histories["contrastive_da_n16"]["history"][0]["steps"] == 1
+    default = json.loads((split / "contrastive_da" / "train_history.json").read_text())
+    assert default["history"][0]["steps"] == 3
+
+
+def test_uniformity_pearson_r_is_computed_from_the_jobs(studies_run: Path) -> None:
+    folder = studies_run / "results/studies/uniformity"
+    results = pd.read_csv(folder / "results.csv")
+    table = pd.read_csv(folder / "uniformity.csv")
+    g = results[results["space"] == "g"]
+    # One class, one seed: a point per batch size (the study's correlation_batch_sizes).
+    points = g.groupby("batch_size").agg(auroc=("auroc", "mean"), mmd=("mmd", "mean"))
+    assert len(points) == 3 and points["mmd"].gt(0).all()
+    ours = np.corrcoef(np.log(points["mmd"]), points["auroc"])[0, 1]
+    reported = table.loc[table["quantity"] == "pearson_r_g", "mean"].item()
+    assert reported == pytest.approx(ours, abs=1e-9)
+    # The MMD comes from each model's own uniformity.json.
+    model = studies_run / "results/digits/0/contam0/seed0/contrastive_bs8"
+    mmd = json.loads((model / "uniformity.json").read_text())["mmd"]
+    assert points.loc[8.0, "mmd"] == pytest.approx(mmd)
+
+
+def test_g_space_results_differ_from_f_when_the_head_is_not_identity(studies_run: Path) -> None:
+    results = pd.read_csv(studies_run / "results/studies/head_depth/results.csv")
+    by_space = results.pivot_table(index="method", columns="space", values="auroc")
+    # Depth 0 is the identity head: detectors on g(f) see f itself.
+    assert by_space.loc["contrastive_depth0", "g"] == pytest.approx(
+        by_space.loc["contrastive_depth0", "f"]
+    )
+    assert "contrastive_depth1" in by_space.index
+
+
+def test_every_study_has_an_mlflow_parent_run(studies_run: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    logged = json.loads((studies_run / "results/mlflow/logged.json").read_text())
+    assert set(logged["studies"]) == set(STUDIES)
+    client = MlflowClient(f"sqlite:///{studies_run / 'results/mlflow/mlflow.db'}")
+    experiment = client.get_experiment_by_name("droc-studies-toy")
+    runs = client.search_runs([experiment.experiment_id], max_results=5000)
+    parents = {r.data.tags.get("study") for r in runs if r.data.tags.get("droc.kind") == "summary"}
+    assert set(STUDIES) <= parents
+    for name in STUDIES:
+        expected = len(pd.read_csv(studies_run / f"results/studies/{name}/results.csv"))
+        assert logged["studies"][name]["created"] + logged["studies"][name]["unchanged"] == expected
+
+
+def test_summary_page_lists_every_study(studies_run: Path) -> None:
+    page = (studies_run / "results/summary/index.md").read_text()
+    for name in STUDIES:
+        assert name in page
+    html = (studies_run / "results/summary/index.html").read_text()
+    assert "<html" in html.lower() and "figures/" in html
+
+
+def test_partial_summary_marks_missing_results(studies_run: Path, tmp_path: Path) -> None:
+    """A results folder with a few jobs missing: the summary says so instead of averaging."""
+    partial = tmp_path / "partial"
+    shutil.copytree(studies_run / "results", partial / "results")
+    removed = sorted((partial / "results/digits/0/contam0.1/seed0/rotnet").rglob("result.json"))
+    assert removed
+    for path in removed:
+        path.unlink()
+    run_snakemake(
+        partial,
+        "partial_summary",
+        "--cores",
+        "1",
+        "--configfile",
+        str(CONFIG),
+        "--forcerun",
+        "partial_summary",
+    )
+    contamination = pd.read_csv(partial / "results/summary/partial/contamination/contamination.csv")
+    assert contamination["n_missing"].sum() > 0
+    page = (partial / "results/summary/partial/index.md").read_text()
+    assert "missing" in page.lower()
+    # Nothing was recomputed: the removed results are still absent.
+    assert not any(path.exists() for path in removed)

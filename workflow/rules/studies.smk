@@ -1,0 +1,170 @@
+"""The paper's studies (docs/studies.md): g-space detectors, uniformity, one table and its
+figures per study, and the summary page that ranks every number against the paper.
+
+Each grid of the config (GRIDS in common.smk: the main table and each study) needs results
+from the shared results tree; a study only adds the rules below on top of it.
+"""
+
+from pipeline_lib.resources import mem_mb_by_attempt
+
+
+if STUDIES:
+
+    wildcard_constraints:
+        study=_one_of(STUDY_BY_NAME),
+
+    # Light aggregation: on the submit host, not as cluster jobs.
+    localrules:
+        make_study,
+
+
+if G_METHODS:
+
+    rule score_detectors_g:
+        input:
+            split=os.path.join(SPLIT, "split.npz"),
+            features=os.path.join(SPLIT, "{method}", "features.npz"),
+        output:
+            results=expand(os.path.join(RESULT_G, "result.json"), detector=DETECTORS, allow_missing=True),
+            scores=expand(os.path.join(RESULT_G, "scores.npz"), detector=DETECTORS, allow_missing=True),
+        log:
+            "results/logs/score_detectors_g/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}/{fitset}.log",
+        benchmark:
+            "results/benchmarks/score_detectors_g/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}/{fitset}.tsv"
+        wildcard_constraints:
+            method=_one_of(G_METHODS),
+        params:
+            detectors=DETECTOR_PARAMS,
+            max_fit=config["detect"]["max_fit"],
+            space="g",
+        threads: 1
+        retries: 1
+        resources:
+            mem_mb=mem_mb_by_attempt(8000),
+            runtime=60,
+            gpu=0,
+        conda:
+            "../../environment.yml"
+        script:
+            "../scripts/score_detectors.py"
+
+
+if UNIFORMITY_GRIDS:
+
+    rule measure_uniformity:
+        input:
+            os.path.join(SPLIT, "{method}", "features.npz"),
+        output:
+            os.path.join(SPLIT, "{method}", "uniformity.json"),
+        log:
+            "results/logs/measure_uniformity/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.log",
+        wildcard_constraints:
+            method=_one_of(TRAINED or ["none"]),
+        threads: 1
+        resources:
+            mem_mb=4000,
+            runtime=10,
+        conda:
+            "../../environment.yml"
+        script:
+            "../scripts/measure_uniformity.py"
+
+
+if STUDIES:
+
+    rule make_study:
+        input:
+            results=study_results,
+            uniformity=lambda wildcards: list(uniformity_files(STUDY_BY_NAME[wildcards.study]).values()),
+        output:
+            results=os.path.join(STUDY, "results.csv"),
+            expected=os.path.join(STUDY, "expected.csv"),
+            manifest=os.path.join(STUDY, "{study}.json"),
+            deviations=os.path.join(STUDY, "{study}_deviations.csv"),
+            tables=report(
+                multiext(os.path.join(STUDY, "{study}"), ".csv", ".md", ".tex", ".html"),
+                caption="../report/study.rst",
+                category="Studies",
+                subcategory="{study}",
+            ),
+            figures=report(
+                directory(os.path.join(STUDY, "figures")),
+                patterns=["{name}.png"],
+                caption="../report/study_figure.rst",
+                category="Studies",
+                subcategory="{study}",
+            ),
+        log:
+            "results/logs/make_study/{study}.log",
+        params:
+            kind=lambda wildcards: STUDY_BY_NAME[wildcards.study].kind,
+            options=lambda wildcards: STUDY_BY_NAME[wildcards.study].options,
+            result_keys=study_keys,
+            uniformity=lambda wildcards: uniformity_files(STUDY_BY_NAME[wildcards.study]),
+            variants=VARIANTS,
+        threads: 1
+        resources:
+            mem_mb=8000,
+            runtime=30,
+        conda:
+            "../../environment.yml"
+        script:
+            "../scripts/make_study.py"
+
+
+if MAIN:
+
+    localrules:
+        make_summary,
+        partial_summary,
+
+    rule make_summary:
+        input:
+            manifests=study_outputs(),
+        output:
+            html=report(
+                "results/summary/index.html",
+                caption="../report/summary.rst",
+                category="Summary",
+            ),
+            markdown="results/summary/index.md",
+        log:
+            "results/logs/make_summary/make_summary.log",
+        params:
+            studies=[grid.name for grid in STUDIES],
+        threads: 1
+        resources:
+            mem_mb=4000,
+            runtime=30,
+        conda:
+            "../../environment.yml"
+        script:
+            "../scripts/make_summary.py"
+
+    rule partial_summary:
+        """What exists now, with every missing result marked: run with --forcerun
+        partial_summary while a large sweep is incomplete or after failed jobs."""
+        output:
+            "results/summary/partial/index.html",
+        log:
+            "results/logs/partial_summary/partial_summary.log",
+        params:
+            grids=lambda wildcards: {
+                grid.name: {
+                    "kind": grid.kind,
+                    "options": grid.options,
+                    "keys": [key for key, _ in grid_results(grid)],
+                    "paths": [path for _, path in grid_results(grid)],
+                    "uniformity": uniformity_files(grid),
+                }
+                for grid in GRIDS
+            },
+            variants=VARIANTS,
+        threads: 1
+        resources:
+            mem_mb=8000,
+            runtime=30,
+        conda:
+            "../../environment.yml"
+        script:
+            "../scripts/partial_summary.py"

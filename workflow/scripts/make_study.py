@@ -1,0 +1,26 @@
+"""One study: its tidy results, its table (CSV, Markdown, LaTeX, HTML) and its figures,
+beside the paper's numbers."""
+
+from pathlib import Path
+
+from pipeline_lib.logs import job_logging
+from pipeline_lib.studies import build_study, write_study
+from pipeline_lib.study_frames import collect_study, load_scores, save_frames
+
+with job_logging(snakemake.log[0]):
+    kind = snakemake.params.kind
+    frame, expected = collect_study(
+        list(zip(snakemake.params.result_keys, snakemake.input.results, strict=True)),
+        snakemake.params.variants,
+        uniformity=snakemake.params.uniformity,
+    )
+    study = Path(snakemake.output.manifest).parent
+    save_frames(frame, expected, study)
+    # Ensembles combine the per-seed test scores saved beside each result.
+    scores = load_scores(frame) if kind == "ensembles" else None
+    result = build_study(kind, frame, expected, options=snakemake.params.options, scores=scores)
+    figures = Path(snakemake.output.figures)
+    figures.mkdir(parents=True, exist_ok=True)
+    for path in write_study(result, study, snakemake.wildcards.study):
+        if path.suffix == ".png":  # the report shows the figures folder as one gallery
+            path.replace(figures / path.name)

@@ -1,0 +1,27 @@
+"""The summary page: every table and figure, largest deviations from the paper first."""
+
+import os
+from pathlib import Path
+
+from pipeline_lib.io import atomic_path
+from pipeline_lib.logs import job_logging
+from pipeline_lib.studies import load_study
+from pipeline_lib.summary import build_summary, summary_html
+
+with job_logging(snakemake.log[0]):
+    studies, links = {}, {}
+    for manifest in snakemake.input.manifests:
+        folder, name = Path(manifest).parent, Path(manifest).stem
+        studies[name] = load_study(folder, name)
+        links[name] = sorted(
+            [*folder.glob(f"{name}.*"), *(folder / "figures").glob("*.png")],
+            key=lambda path: (path.suffix == ".png", path.name),
+        )
+    out = Path(snakemake.output.html).parent
+    # Links relative to the page, so the results folder can be moved or zipped.
+    links = {name: [Path(os.path.relpath(p, out)) for p in paths] for name, paths in links.items()}
+    markdown = build_summary(studies, links)
+    with atomic_path(snakemake.output.markdown) as tmp:
+        tmp.write_text(markdown)
+    with atomic_path(snakemake.output.html) as tmp:
+        tmp.write_text(summary_html(studies, links))

@@ -1,0 +1,30 @@
+"""Summary of whatever results exist now, every missing one marked (no job is started)."""
+
+import os
+from pathlib import Path
+
+from pipeline_lib.io import atomic_path
+from pipeline_lib.logs import job_logging
+from pipeline_lib.studies import build_study, write_study
+from pipeline_lib.study_frames import collect_study, load_scores
+from pipeline_lib.summary import build_summary, summary_html
+
+with job_logging(snakemake.log[0]):
+    out = Path(snakemake.output[0]).parent
+    studies, links = {}, {}
+    for name, grid in snakemake.params.grids.items():
+        frame, expected = collect_study(
+            list(zip(grid["keys"], grid["paths"], strict=True)),
+            snakemake.params.variants,
+            uniformity=grid["uniformity"],
+        )
+        scores = load_scores(frame) if grid["kind"] == "ensembles" else None
+        studies[name] = build_study(
+            grid["kind"], frame, expected, options=grid["options"], scores=scores
+        )
+        paths = write_study(studies[name], out / name, name)
+        links[name] = [Path(os.path.relpath(path, out)) for path in paths]
+    with atomic_path(out / "index.md") as tmp:
+        tmp.write_text(build_summary(studies, links))
+    with atomic_path(snakemake.output[0]) as tmp:
+        tmp.write_text(summary_html(studies, links))
