@@ -262,12 +262,23 @@ def dataset_size(config: Mapping[str, Any], dataset: str) -> tuple[DatasetSize, 
     return DatasetSize(train, n_test, size.side, size.n_classes), known
 
 
-def measured_images_per_s(results: Path) -> dict[str, list[float]]:
-    """Per-epoch training rates (epochs after the first) of earlier runs, per method."""
+def measured_images_per_s(
+    results: Path, *, device: str | None = None, width: int | None = None
+) -> dict[str, list[float]]:
+    """Per-epoch training rates (epochs after the first) of earlier runs, per method.
+
+    With ``device`` / ``width``, only runs on that device type and at that network width
+    count (a CPU smoke run at width 8 says nothing about a GPU plan at width 64); histories
+    that do not record them are left out then.
+    """
     rates: dict[str, list[float]] = {}
     for path in results.glob("**/train_history.json"):
         try:
             record = json.loads(path.read_text())
+            if device is not None and record.get("device") != device:
+                continue
+            if width is not None and record.get("width") != width:
+                continue
             method = base_method(str(record["method"]))
             history = record["history"][1:] or record["history"]
             values = [float(epoch["images_per_s"]) for epoch in history]
@@ -371,7 +382,11 @@ def plan_costs(
     bytes_measured: dict[str, list[int]] = {}
     if workdir is not None:
         root = Path(workdir)
-        rates_measured = measured_images_per_s(root / "results")
+        rates_measured = measured_images_per_s(
+            root / "results",
+            device=device,
+            width=int((config.get("embed") or {}).get("width") or 64),
+        )
         seconds_measured = measured_job_seconds(root / "results" / "benchmarks")
         bytes_measured = measured_output_bytes(root, jobs)
     costs: dict[str, RuleCost] = {}

@@ -140,7 +140,8 @@ def test_measurements_of_an_earlier_run_replace_the_defaults(tmp_path: Path) -> 
     history = [{"epoch": 1, "images_per_s": 1.0}] + [
         {"epoch": k, "images_per_s": 100.0} for k in (2, 3, 4)
     ]
-    (folder / "train_history.json").write_text(json.dumps({"method": "rotnet", "history": history}))
+    record = {"method": "rotnet", "history": history, "device": "cpu", "width": 64}
+    (folder / "train_history.json").write_text(json.dumps(record))
     (folder / "model.pt").write_bytes(b"x" * 1000)
     (folder / "train_history.json").touch()
     bench = tmp_path / "results/benchmarks/prepare_split/cifar10/cat"
@@ -165,6 +166,9 @@ def test_measurements_of_an_earlier_run_replace_the_defaults(tmp_path: Path) -> 
     assert costs["train_representation"].disk_bytes == size
     assert "rate measured" in costs["train_representation"].sources
     assert "time measured" in costs["prepare_split"].sources
+    # A GPU plan does not reuse CPU measurements: the default GPU rate applies.
+    gpu = plan_costs(jobs, {"train": {"epochs": 2}}, device="cuda", workdir=tmp_path)
+    assert "rate measured" not in gpu["train_representation"].sources
 
 
 def test_base_method_and_dataset_size() -> None:

@@ -35,8 +35,16 @@ with job_logging(snakemake.log[0]):
             progress=show_progress(),
             **arguments,
         )
+    # Device and width let the cost planner reuse these rates only for matching plans.
     save_json(
-        snakemake.output.history, {"method": method, "arguments": arguments, "history": history}
+        snakemake.output.history,
+        {
+            "method": method,
+            "arguments": arguments,
+            "history": history,
+            "device": device.type,
+            "width": snakemake.params.width,
+        },
     )
     save_representation(snakemake.output.model, model, method=method, config_dict=arguments)
     checkpoint.unlink(missing_ok=True)
