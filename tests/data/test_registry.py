@@ -27,6 +27,8 @@ def test_registry_holds_the_architecture_ids():
         "digits",
         "catvsdog",
         "celeba",
+        "cifar10_rotated",
+        "digits_rotated",
         "image_folder",
     }
     with pytest.raises(TypeError):

@@ -84,12 +84,19 @@ def test_plots_are_written(tiny_run: Path) -> None:
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
 
+def sweep_runs(client: MlflowClient, experiment_id: str, sweep: str) -> list:
+    """Runs of one sweep (the sweep's own, not its studies' parents and children)."""
+    return client.search_runs(
+        [experiment_id], filter_string=f"tags.`droc.sweep` = '{sweep}'", max_results=5000
+    )
+
+
 def test_mlflow_store_holds_one_run_per_result_and_a_parent(tiny_run: Path) -> None:
     logged = json.loads((tiny_run / "results/mlflow/logged.json").read_text())
     assert logged["status"] == "logged"
     client = MlflowClient(tracking_uri=f"sqlite:///{tiny_run}/results/mlflow/mlflow.db")
     experiment = client.get_experiment_by_name(TINY["experiment"])
-    runs = client.search_runs([experiment.experiment_id], max_results=5000)
+    runs = sweep_runs(client, experiment.experiment_id, logged["sweep"])
     assert len(runs) == N_JOBS + 1
     parent = [run for run in runs if run.data.tags.get("droc.kind") == "summary"]
     assert len(parent) == 1
@@ -119,7 +126,13 @@ def test_rerun_resumes_and_relogging_creates_no_duplicates(tiny_run: Path) -> No
     assert logged["created"] == 0 and logged["unchanged"] == N_JOBS
     client = MlflowClient(tracking_uri=f"sqlite:///{tiny_run}/results/mlflow/mlflow.db")
     experiment = client.get_experiment_by_name(TINY["experiment"])
-    assert len(client.search_runs([experiment.experiment_id], max_results=5000)) == N_JOBS + 1
+    assert len(sweep_runs(client, experiment.experiment_id, logged["sweep"])) == N_JOBS + 1
+    # The main grid's study run logs the same results under its own parent, once too.
+    study = logged["studies"]["main"]
+    assert study["created"] == 0 and study["unchanged"] == N_JOBS
+    assert (
+        len(sweep_runs(client, experiment.experiment_id, f"{logged['sweep']}-main")) == N_JOBS + 1
+    )
 
 
 def test_snakemake_report_builds(tiny_run: Path) -> None:
