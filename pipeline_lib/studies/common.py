@@ -596,6 +596,14 @@ def plot_series(
         )
 
 
+def hatch_incomplete(bars: Sequence[Any], incomplete: Sequence[bool]) -> None:
+    """Hatch and fade the bars of cells with missing results (never drawn like complete ones)."""
+    for bar, missing in zip(bars, incomplete, strict=True):
+        if missing:
+            bar.set_hatch("//")
+            bar.set_alpha(0.55)
+
+
 def plot_paper(
     ax: Axes,
     x: Sequence[float],

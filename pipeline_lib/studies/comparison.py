@@ -28,6 +28,7 @@ from pipeline_lib.studies.common import (
     deviation_rows,
     format_cell,
     format_value,
+    hatch_incomplete,
     join_expected,
     label,
     missing_note,
@@ -250,10 +251,7 @@ def _figure(table: pd.DataFrame, datasets: list[str]):
             label=f"ours: {entry}",
             gid="ours",
         )
-        for bar, missing in zip(bars, rows["n_missing"].to_numpy()[has] > 0, strict=True):
-            if missing:
-                bar.set_hatch("//")
-                bar.set_alpha(0.55)
+        hatch_incomplete(bars, rows["n_missing"].to_numpy()[has] > 0)
         plot_paper(ax, xs, rows["paper_mean"].to_numpy(dtype=float), label_text="paper's own row")
     ax.set_xticks(x, [label("dataset", d) for d in datasets])
     values = np.concatenate(

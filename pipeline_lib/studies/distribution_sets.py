@@ -41,6 +41,7 @@ from pipeline_lib.studies.common import (
     check_options,
     common_notes,
     deviation_rows,
+    hatch_incomplete,
     join_expected,
     label,
     missing_note,
@@ -242,10 +243,7 @@ def _figure(table: pd.DataFrame, order: list[str], detector: str):
             label="ours (mean ± std)",
             gid="ours",
         )
-        for bar, missing in zip(bars, rows["n_missing"].to_numpy()[has] > 0, strict=True):
-            if missing:
-                bar.set_hatch("//")
-                bar.set_alpha(0.55)
+        hatch_incomplete(bars, rows["n_missing"].to_numpy()[has] > 0)
         plot_paper(ax, x, rows["paper_mean"].to_numpy(dtype=float))
         ax.set_xticks(x, sets, rotation=30, ha="right")
         ax.set_xlabel("distributions added (accumulated left to right)")

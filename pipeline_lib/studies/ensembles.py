@@ -38,6 +38,7 @@ from pipeline_lib.studies.common import (
     check_options,
     common_notes,
     deviation_rows,
+    hatch_incomplete,
     join_expected,
     label,
     missing_note,
@@ -443,10 +444,7 @@ def _figure(table: pd.DataFrame, order: list[str], detector: str):
                 label=_AGGREGATIONS[aggregation],
                 gid="ours",
             )
-            for bar, missing in zip(bars, cells["n_missing"].to_numpy()[has] > 0, strict=True):
-                if missing:
-                    bar.set_hatch("//")
-                    bar.set_alpha(0.55)
+            hatch_incomplete(bars, cells["n_missing"].to_numpy()[has] > 0)
             plot_paper(
                 ax, xs, cells["paper_mean"].to_numpy(dtype=float), label_text="paper (Table 6)"
             )

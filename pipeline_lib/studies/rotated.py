@@ -25,6 +25,7 @@ from pipeline_lib.studies.common import (
     check_options,
     common_notes,
     deviation_rows,
+    hatch_incomplete,
     join_expected,
     label,
     missing_note,
@@ -172,10 +173,7 @@ def _figure(table: pd.DataFrame, detector: str, paper_dataset: str):
             gid="ours",
             label="ours, rotated (mean ± std)",
         )
-        for bar, missing in zip(bars, rows["n_missing"].to_numpy()[has] > 0, strict=True):
-            if missing:
-                bar.set_hatch("//")
-                bar.set_alpha(0.55)
+        hatch_incomplete(bars, rows["n_missing"].to_numpy()[has] > 0)
         plot_paper(ax, x, rows["paper_mean"].to_numpy(dtype=float), label_text="paper, rotated")
         unrot = rows["paper_unrotated"].to_numpy(dtype=float)
         keep = np.isfinite(unrot)
