@@ -105,13 +105,20 @@ RESULT = os.path.join(SPLIT, "{method}", "{fitset}", "{detector}")
 RESULT_G = os.path.join(SPLIT, "{method}", "{fitset}", "g", "{detector}")
 
 
+_GRID_RESULTS = {}
+
+
 def grid_results(grid, dataset=None):
     """(key, result.json path) of every result a grid needs, optionally of one data set.
 
     Feature detectors run on every fit set and requested space (f, or g under .../g/);
-    rotation classifiers (which fit nothing) once per rotation model.
+    rotation classifiers (which fit nothing) once per rotation model. Memoised: input and
+    param functions of every study job ask for the same lists.
     """
-    rows = []
+    memo = _GRID_RESULTS.get((grid.name, dataset))
+    if memo is not None:
+        return memo
+    rows = _GRID_RESULTS[(grid.name, dataset)] = []
     for name, classes in GRID_CLASSES[grid.name].items():
         if dataset is not None and name != dataset:
             continue
