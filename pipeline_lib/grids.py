@@ -20,18 +20,10 @@ from typing import Any
 
 import yaml
 
-#: Methods of the main table (pipeline_lib.representations has the torch-side registry; a
-#: test checks that the two agree).
-BASE_METHODS: tuple[str, ...] = (
-    "raw",
-    "resnet18_random",
-    "resnet50_imagenet",
-    "rotnet",
-    "rotation",
-    "denoising",
-    "contrastive",
-    "contrastive_da",
-)
+from pipeline_lib.methods import METHODS
+
+#: Methods of the main table.
+BASE_METHODS: tuple[str, ...] = METHODS
 
 #: Keys a study takes from its own file; training, embedding and detection settings are
 #: global because result paths do not name them.

@@ -36,20 +36,16 @@ from typing import Any
 
 import yaml
 
+from pipeline_lib.methods import TRAINED_METHODS as REGISTRY_TRAINED
+
 REPO = Path(__file__).resolve().parents[1]
 
 #: Rules that run on the accelerator when given a GPU (the rest always use the CPU).
 DEVICE_RULES: tuple[str, ...] = ("train_representation", "embed_trained", "embed_frozen_dataset")
 
 #: Trained representations, longest name first (a study variant ``contrastive_da_b64`` maps to
-#: ``contrastive_da``); kept here so the planner needs no torch.
-TRAINED_METHODS: tuple[str, ...] = (
-    "contrastive_da",
-    "contrastive",
-    "denoising",
-    "rotation",
-    "rotnet",
-)
+#: ``contrastive_da``).
+TRAINED_METHODS: tuple[str, ...] = tuple(sorted(REGISTRY_TRAINED, key=len, reverse=True))
 
 #: Source images per second of training, ResNet-18 width 64 on 32x32 images at the paper's
 #: batch size, per device: measured with ``benchmarks/bench_train.py``. ``cpu``: a 2-core

@@ -14,26 +14,11 @@ import torch
 import torchvision
 from torch import nn
 
+from pipeline_lib.methods import FROZEN_METHODS as FROZEN_METHODS  # re-exported
+from pipeline_lib.methods import METHODS as METHODS  # re-exported
+from pipeline_lib.methods import TRAINED_METHODS as TRAINED_METHODS  # re-exported
 from pipeline_lib.models.imagenet import ImageNetInput
 from pipeline_lib.models.resnet import resnet18_small
-
-#: Representations that need no training: their features depend at most on the seed
-#: (random initialisation) and never on the inlier class, so the DAG embeds a data set once
-#: per seed.
-FROZEN_METHODS: tuple[str, ...] = ("raw", "resnet18_random", "resnet50_imagenet")
-
-#: Representations learned by a self-supervised proxy task, one model per (data set, inlier
-#: class, contamination, seed): see :func:`pipeline_lib.train.train_representation`.
-TRAINED_METHODS: tuple[str, ...] = (
-    "rotnet",
-    "rotation",
-    "denoising",
-    "contrastive",
-    "contrastive_da",
-)
-
-#: Every representation id the pipeline knows (PROTOCOL.md, "Representations").
-METHODS: tuple[str, ...] = FROZEN_METHODS + TRAINED_METHODS
 
 #: Environment variable through which the workflow hands the ImageNet weights file to jobs
 #: (set by :func:`pipeline_lib.config.export_data_settings` from ``embed.imagenet_weights``).

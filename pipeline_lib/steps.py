@@ -10,44 +10,11 @@ import numpy as np
 
 from pipeline_lib.data.split import OneClassSplit
 from pipeline_lib.evaluate import evaluate_detector, evaluate_normality_scores
+from pipeline_lib.methods import ROTATION_DETECTORS
+from pipeline_lib.methods import ROTATION_METHODS as ROTATION_METHODS  # re-exported
+from pipeline_lib.methods import training_arguments as training_arguments  # re-exported
 
 log = logging.getLogger(__name__)
-
-#: Representations trained by rotation prediction, whose classifier is itself a detector.
-ROTATION_METHODS: tuple[str, ...] = ("rotnet", "rotation")
-
-#: Detectors read from the rotation classifier -> the feature-file key of their scores:
-#: Golan et al.'s sum over k of log p(k | rot_k x), and p(y=0 | x).
-ROTATION_DETECTORS: dict[str, str] = {
-    "rotation_classifier": "log_p_rotations",
-    "rotation_p0": "p_rot0",
-}
-
-#: The paper's batch sizes (source images per step) when the config leaves them open.
-DEFAULT_BATCH_SIZE = {"contrastive": 32, "contrastive_da": 32}
-DEFAULT_BATCH_SIZE_OTHERS = 64
-
-
-def training_arguments(method: str, training: dict[str, Any]) -> dict[str, Any]:
-    """Keyword arguments of ``train_representation`` for ``method`` from the ``train`` config.
-
-    Fills the paper's per-method batch size and drops settings that do not apply to the
-    method (so, e.g., a contrastive temperature does not enter a rotation model's record).
-    """
-    arguments = dict(training)
-    if arguments.get("batch_size") is None:
-        arguments["batch_size"] = DEFAULT_BATCH_SIZE.get(method, DEFAULT_BATCH_SIZE_OTHERS)
-    if not method.startswith("contrastive"):
-        arguments.pop("temperature", None)
-        arguments.pop("loss_form", None)
-    if method != "contrastive_da":
-        arguments.pop("distributions", None)
-    if method != "denoising":
-        arguments.pop("noise_std", None)
-        arguments.pop("denoising_views", None)
-    if method in ("rotnet", "denoising"):
-        arguments["head_depth"] = None
-    return arguments
 
 
 def run_rotation_detection(

@@ -21,8 +21,12 @@ from pipeline_lib.grids import (
     variant_train_size,
     variant_training,
 )
-from pipeline_lib.representations import FROZEN_METHODS, TRAINED_METHODS
-from pipeline_lib.steps import ROTATION_DETECTORS, ROTATION_METHODS
+from pipeline_lib.methods import (
+    FROZEN_METHODS,
+    ROTATION_DETECTORS,
+    ROTATION_METHODS,
+    TRAINED_METHODS,
+)
 
 try:
     _validated = validate_config(config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")

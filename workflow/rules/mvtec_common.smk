@@ -4,7 +4,7 @@ import json
 
 from pipeline_lib.data import resolve_data_root
 from pipeline_lib.data.mvtec import category_group, export_category_paths, resolve_category_paths
-from pipeline_lib.steps import training_arguments
+from pipeline_lib.methods import training_arguments
 
 MVTEC = config.get("mvtec")
 # The top-level seeds: SEEDS (common.smk) holds those of the image benchmarks' grids only.
