@@ -1,8 +1,10 @@
 """Every study of the paper at toy scale, really run by Snakemake (tests/configs/studies_toy.yaml).
 
-One session-scoped run; each test reads its outputs: the tables and figures of every study,
-the Pearson r of the uniformity study recomputed from the jobs' own numbers, the MLflow
-parent run of every study, and the summary pages, complete and with results missing.
+One module-scoped run; each test reads its outputs: every trained representation's falling
+loss, detector rows, main table and training curves in MLflow; the tables and figures of
+every study, the Pearson r of the uniformity study recomputed from the jobs' own numbers,
+the MLflow parent run of every study, and the summary pages, complete and with results
+missing.
 """
 
 from __future__ import annotations
@@ -16,17 +18,18 @@ import pandas as pd
 import pytest
 import yaml
 
+from pipeline_lib.results import load_results_csv
 from tests.workflow.conftest import REPO, run_snakemake
 
 pytestmark = pytest.mark.workflow
 
 CONFIG = REPO / "tests/configs/studies_toy.yaml"
+TOY = yaml.safe_load(CONFIG.read_text())
+TRAINED = ["rotnet", "rotation", "denoising", "contrastive", "contrastive_da"]
+MAIN_SPLIT = "results/digits/0/contam0/seed0"
 STUDIES = [
     "main",
-    *(
-        entry["study"].get("name", entry["study"]["kind"])
-        for entry in yaml.safe_load(CONFIG.read_text())["studies"]
-    ),
+    *(entry["study"].get("name", entry["study"]["kind"]) for entry in TOY["studies"]),
 ]
 
 
@@ -35,6 +38,49 @@ def studies_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     workdir = tmp_path_factory.mktemp("studies_run")
     run_snakemake(workdir, "--cores", "2", "--configfile", str(CONFIG))
     return workdir
+
+
+@pytest.mark.parametrize("method", TRAINED)
+def test_each_method_lowers_its_loss(studies_run: Path, method: str) -> None:
+    folder = studies_run / MAIN_SPLIT / method
+    history = json.loads((folder / "train_history.json").read_text())
+    losses = [record["loss"] for record in history["history"]]
+    assert len(losses) == TOY["train"]["epochs"]
+    assert losses[-1] < losses[0]
+    # The finished job removes its resumable checkpoint; the model file stays.
+    assert not (folder / "checkpoint.pt").exists()
+    assert (folder / "model.pt").stat().st_size > 10_000
+
+
+def test_every_method_and_detector_of_the_main_grid_has_a_result(studies_run: Path) -> None:
+    assert set(TRAINED) < set(TOY["methods"])
+    results = load_results_csv(studies_run / "results/summary/results.csv")
+    pairs = set(zip(results["method"], results["detector"], strict=True))
+    expected = {(method, detector) for method in TOY["methods"] for detector in TOY["detectors"]}
+    expected |= {
+        (method, detector)
+        for method in ("rotnet", "rotation")
+        for detector in ("rotation_classifier", "rotation_p0")
+    }
+    assert pairs == expected
+    assert results["auroc"].between(0, 100).all()
+    table = (studies_run / "results/summary/main_table.md").read_text()
+    assert "| RotNet " in table and "Rotation classifier p(0|x)" in table
+
+
+def test_training_curves_reach_mlflow(studies_run: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{studies_run / 'results/mlflow/mlflow.db'}")
+    experiment = client.get_experiment_by_name(TOY["experiment"])
+    runs = client.search_runs(
+        [experiment.experiment_id], filter_string="tags.`droc.kind` = 'training'"
+    )
+    by_key = {run.data.tags["droc.result_key"]: run for run in runs}
+    for method in TRAINED:
+        run = by_key[f"train:{MAIN_SPLIT}/{method}"]
+        losses = client.get_metric_history(run.info.run_id, "loss")
+        assert [metric.step for metric in losses] == list(range(1, TOY["train"]["epochs"] + 1))
 
 
 def test_every_study_writes_its_table_and_figures(studies_run: Path) -> None:
