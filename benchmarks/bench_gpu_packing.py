@@ -43,14 +43,10 @@ import time
 import traceback
 from typing import Any
 
+from pipeline_lib.methods import TRAINED_METHODS, default_batch_size
+
 #: Source images per step in the paper (PROTOCOL.md, "Training").
-PAPER_BATCH_SIZE: dict[str, int] = {
-    "rotnet": 64,
-    "rotation": 64,
-    "denoising": 64,
-    "contrastive": 32,
-    "contrastive_da": 32,
-}
+PAPER_BATCH_SIZE: dict[str, int] = {m: default_batch_size(m) for m in TRAINED_METHODS}
 
 
 class _Done(Exception):

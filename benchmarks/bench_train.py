@@ -49,20 +49,14 @@ import torch
 import yaml
 from torch.utils.flop_counter import FlopCounterMode
 
+from pipeline_lib.methods import TRAINED_METHODS, default_batch_size
 from pipeline_lib.models.proxy import build_proxy_model
-from pipeline_lib.representations import TRAINED_METHODS
 from pipeline_lib.train import train_representation
 
 REPO = Path(__file__).resolve().parents[1]
 
 #: Source images per step in the paper (PROTOCOL.md, "Training").
-PAPER_BATCH_SIZE: dict[str, int] = {
-    "rotnet": 64,
-    "rotation": 64,
-    "denoising": 64,
-    "contrastive": 32,
-    "contrastive_da": 32,
-}
+PAPER_BATCH_SIZE: dict[str, int] = {m: default_batch_size(m) for m in TRAINED_METHODS}
 
 #: Views per source image, with the default distribution set (rot90, rot180, rot270) of
 #: contrastive DA (train_representation's docstring).

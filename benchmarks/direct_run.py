@@ -93,15 +93,10 @@ def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
     from pipeline_lib.embed import embed_dataset, embed_split
     from pipeline_lib.grids import base_method, variant_train_size, variant_training
     from pipeline_lib.io import load_image_dataset, save_json
+    from pipeline_lib.methods import ROTATION_DETECTORS, ROTATION_METHODS, training_arguments
     from pipeline_lib.representations import FROZEN_METHODS, build_representation
     from pipeline_lib.ssl.rotation import rotation_scores
-    from pipeline_lib.steps import (
-        ROTATION_DETECTORS,
-        ROTATION_METHODS,
-        run_detection,
-        run_rotation_detection,
-        training_arguments,
-    )
+    from pipeline_lib.steps import run_detection, run_rotation_detection
     from pipeline_lib.train import train_representation
 
     set_threads(job.threads)

@@ -42,6 +42,11 @@ DEFAULT_BATCH_SIZE = {"contrastive": 32, "contrastive_da": 32}
 DEFAULT_BATCH_SIZE_OTHERS = 64
 
 
+def default_batch_size(method: str) -> int:
+    """The paper's source images per step for a trained ``method`` (PROTOCOL.md, "Training")."""
+    return DEFAULT_BATCH_SIZE.get(method, DEFAULT_BATCH_SIZE_OTHERS)
+
+
 def training_arguments(method: str, training: dict[str, Any]) -> dict[str, Any]:
     """Keyword arguments of ``train_representation`` for ``method`` from the ``train`` config.
 
@@ -50,7 +55,7 @@ def training_arguments(method: str, training: dict[str, Any]) -> dict[str, Any]:
     """
     arguments = dict(training)
     if arguments.get("batch_size") is None:
-        arguments["batch_size"] = DEFAULT_BATCH_SIZE.get(method, DEFAULT_BATCH_SIZE_OTHERS)
+        arguments["batch_size"] = default_batch_size(method)
     if not method.startswith("contrastive"):
         arguments.pop("temperature", None)
         arguments.pop("loss_form", None)

@@ -11,8 +11,6 @@ import numpy as np
 from pipeline_lib.data.split import OneClassSplit
 from pipeline_lib.evaluate import evaluate_detector, evaluate_normality_scores
 from pipeline_lib.methods import ROTATION_DETECTORS
-from pipeline_lib.methods import ROTATION_METHODS as ROTATION_METHODS  # re-exported
-from pipeline_lib.methods import training_arguments as training_arguments  # re-exported
 
 log = logging.getLogger(__name__)
 

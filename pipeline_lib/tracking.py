@@ -78,6 +78,15 @@ def code_version(directory: str | os.PathLike) -> str:
     return commit + ("-dirty" if dirty else "")
 
 
+def read_histories(paths: Sequence[str | os.PathLike]) -> dict[str, list[dict[str, Any]]]:
+    """Training curves for :func:`log_sweep`: each ``train_history.json``'s per-epoch records,
+    keyed by the model's folder (the key of its MLflow ``training`` run)."""
+    return {
+        Path(path).parent.as_posix(): json.loads(Path(path).read_text())["history"]
+        for path in paths
+    }
+
+
 @contextlib.contextmanager
 def _exclusive(lock_path: Path) -> Iterator[None]:
     # Two aggregations at once must not interleave their search-then-create steps.

@@ -30,6 +30,8 @@ from matplotlib.figure import Figure
 
 from pipeline_lib.io import atomic_path
 from pipeline_lib.published import display_name, load_published
+from pipeline_lib.study_frames import KEY_COLUMNS as RESULT_KEY
+from pipeline_lib.study_frames import VARIANT_COLUMNS
 from pipeline_lib.tables import _to_html, _to_latex
 
 __all__ = [
@@ -71,33 +73,17 @@ __all__ = [
 
 DPI = 120
 
-#: Columns of ``frame`` and ``expected`` that identify a job (``frame`` adds auroc, mmd).
-KEY_COLUMNS: tuple[str, ...] = (
-    "dataset",
-    "inlier",
-    "contamination",
-    "seed",
-    "method",
-    "base_method",
-    "fitset",
-    "detector",
-    "space",
-    "batch_size",
-    "head_depth",
-    "distributions",
-    "train_size",
-)
-
 #: The columns that identify a job's result; the variant parameters follow from ``method``.
-JOB_KEY: tuple[str, ...] = (
-    "dataset",
-    "inlier",
-    "contamination",
-    "seed",
-    "method",
-    "fitset",
-    "detector",
-    "space",
+JOB_KEY: tuple[str, ...] = RESULT_KEY
+
+#: Columns of ``frame`` and ``expected`` that identify a job (``frame`` adds auroc, mmd):
+#: the job key with ``base_method`` after ``method``, then the variant parameters.
+_AFTER_METHOD = JOB_KEY.index("method") + 1
+KEY_COLUMNS: tuple[str, ...] = (
+    *JOB_KEY[:_AFTER_METHOD],
+    "base_method",
+    *JOB_KEY[_AFTER_METHOD:],
+    *VARIANT_COLUMNS,
 )
 
 _STRING_COLUMNS = ("dataset", "inlier", "method", "base_method", "fitset", "detector", "space")

@@ -8,8 +8,8 @@ from pipeline_lib.devices import gpus_requested, job_device, set_threads
 from pipeline_lib.embed import embed_split
 from pipeline_lib.io import load_image_dataset, save_npz
 from pipeline_lib.logs import job_logging, show_progress
+from pipeline_lib.methods import ROTATION_METHODS
 from pipeline_lib.ssl.rotation import rotation_scores
-from pipeline_lib.steps import ROTATION_METHODS
 
 with (
     job_logging(snakemake.log[0]),

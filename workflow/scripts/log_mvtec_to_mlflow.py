@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline_lib.io import load_json, save_json
+from pipeline_lib.io import save_json
 from pipeline_lib.logs import job_logging
-from pipeline_lib.tracking import code_version, default_tracking_uri, log_sweep
+from pipeline_lib.tracking import code_version, default_tracking_uri, log_sweep, read_histories
 
 with job_logging(snakemake.log[0]):
     store_dir = Path(snakemake.output[0]).parent
@@ -15,10 +15,7 @@ with job_logging(snakemake.log[0]):
         {key: value for key, value in record.items() if not pd.isna(value)}
         for record in results.to_dict("records")
     ]
-    histories = {
-        Path(path).parent.as_posix(): load_json(path)["history"]
-        for path in snakemake.input.histories
-    }
+    histories = read_histories(snakemake.input.histories)
     summary = log_sweep(
         records,
         uri=default_tracking_uri(store_dir),

@@ -2,19 +2,16 @@
 
 from pathlib import Path
 
-from pipeline_lib.io import load_json, save_json
+from pipeline_lib.io import save_json
 from pipeline_lib.logs import job_logging
 from pipeline_lib.results import load_results_csv
 from pipeline_lib.study_frames import study_records
-from pipeline_lib.tracking import code_version, default_tracking_uri, log_sweep
+from pipeline_lib.tracking import code_version, default_tracking_uri, log_sweep, read_histories
 
 with job_logging(snakemake.log[0]):
     store_dir = Path(snakemake.output[0]).parent
     records = load_results_csv(snakemake.input.results).to_dict("records")
-    histories = {
-        Path(path).parent.as_posix(): load_json(path)["history"]
-        for path in snakemake.input.histories
-    }
+    histories = read_histories(snakemake.input.histories)
     summary = log_sweep(
         records,
         uri=default_tracking_uri(store_dir),

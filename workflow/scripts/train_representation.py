@@ -7,7 +7,7 @@ from pipeline_lib.data.split import load_split, training_subset
 from pipeline_lib.devices import gpus_requested, job_device, set_threads
 from pipeline_lib.io import load_image_dataset, save_json
 from pipeline_lib.logs import job_logging, show_progress
-from pipeline_lib.steps import training_arguments
+from pipeline_lib.methods import training_arguments
 from pipeline_lib.train import train_representation
 
 with job_logging(snakemake.log[0]):
