@@ -37,6 +37,18 @@ ROTATION_DETECTORS: dict[str, str] = {
     "rotation_p0": "p_rot0",
 }
 
+#: What the denoising decoder reconstructs (:mod:`pipeline_lib.ssl.denoising`); the first is
+#: the default.
+DENOISING_TARGETS: tuple[str, ...] = ("patch_normalized", "pixels")
+
+#: Settings of the ``train`` config that only the denoising autoencoder reads.
+DENOISING_SETTINGS: tuple[str, ...] = (
+    "noise_std",
+    "denoising_views",
+    "denoising_target",
+    "denoising_patch",
+)
+
 #: The paper's batch sizes (source images per step) when the config leaves them open.
 DEFAULT_BATCH_SIZE = {"contrastive": 32, "contrastive_da": 32}
 DEFAULT_BATCH_SIZE_OTHERS = 64
@@ -62,8 +74,8 @@ def training_arguments(method: str, training: dict[str, Any]) -> dict[str, Any]:
     if method != "contrastive_da":
         arguments.pop("distributions", None)
     if method != "denoising":
-        arguments.pop("noise_std", None)
-        arguments.pop("denoising_views", None)
+        for name in DENOISING_SETTINGS:
+            arguments.pop(name, None)
     if method in ("rotnet", "denoising"):
         arguments["head_depth"] = None
     return arguments

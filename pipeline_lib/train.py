@@ -30,10 +30,11 @@ from tqdm.auto import tqdm
 
 from pipeline_lib.augment import DEFAULT_DISTRIBUTIONS, ViewAugment, parse_distribution
 from pipeline_lib.checkpoints import load_checkpoint, plain, save_checkpoint
+from pipeline_lib.methods import DENOISING_TARGETS
 from pipeline_lib.models.proxy import ProxyModel, build_proxy_model
 from pipeline_lib.representations import TRAINED_METHODS
 from pipeline_lib.ssl.contrastive import LOSS_FORMS, contrastive_step
-from pipeline_lib.ssl.denoising import DEFAULT_NOISE_STD, denoising_step
+from pipeline_lib.ssl.denoising import DEFAULT_NOISE_STD, DEFAULT_TARGET_PATCH, denoising_step
 from pipeline_lib.ssl.rotation import rotation_step
 
 __all__ = ["TrainingDivergedError", "train_representation"]
@@ -107,6 +108,8 @@ def _step_function(
     loss_form: str,
     distributions: Sequence[str],
     noise_std: float,
+    denoising_target: str,
+    denoising_patch: int,
 ) -> Callable[..., torch.Tensor]:
     if method in ("rotnet", "rotation"):
         return functools.partial(rotation_step, augment=augment)
@@ -122,7 +125,13 @@ def _step_function(
             form=loss_form,
             distributions=tuple(distributions),
         )
-    return functools.partial(denoising_step, noise_std=noise_std, augment=augment)
+    return functools.partial(
+        denoising_step,
+        noise_std=noise_std,
+        target=denoising_target,
+        patch=denoising_patch,
+        augment=augment,
+    )
 
 
 def train_representation(
@@ -144,6 +153,8 @@ def train_representation(
     distributions: Sequence[str] = DEFAULT_DISTRIBUTIONS,
     noise_std: float = DEFAULT_NOISE_STD,
     denoising_views: bool = False,
+    denoising_target: str = DENOISING_TARGETS[0],
+    denoising_patch: int = DEFAULT_TARGET_PATCH,
     width: int = 64,
     augment: ViewAugment | None = None,
     amp: str | None = "bfloat16",
@@ -198,6 +209,12 @@ def train_representation(
     denoising_views : bool, default=False
         ``denoising`` only: corrupt and reconstruct one augmented view of each image (the
         view augmentation of the other methods) instead of the image itself.
+    denoising_target : {"patch_normalized", "pixels"}, default="patch_normalized"
+        ``denoising`` only: reconstruct the clean image with each ``denoising_patch``-sided
+        block of each channel standardised, or the raw pixels
+        (:mod:`pipeline_lib.ssl.denoising` says why the first is the default).
+    denoising_patch : int, default=8
+        Side of those blocks; must divide the image side.
     augment : ViewAugment or None, default=None
         View augmentation; ``None`` = ``ViewAugment()`` (released-code settings) for the
         rotation and contrastive methods and *no* augmentation for ``denoising``.
@@ -273,6 +290,11 @@ def train_representation(
             raise ValueError("contrastive_da needs at least one distribution transform")
         for name in distributions:
             parse_distribution(name)
+    if method == "denoising" and denoising_target not in DENOISING_TARGETS:
+        raise ValueError(
+            f"unknown denoising_target {denoising_target!r}; "
+            f"allowed: {', '.join(DENOISING_TARGETS)}"
+        )
     if augment is None and (method != "denoising" or denoising_views):
         augment = ViewAugment()
 
@@ -280,6 +302,12 @@ def train_representation(
     on_cuda = device.type == "cuda"
     data = _images_on_device(images_uint8, device)
     n, _, side, _ = data.shape
+    if method == "denoising" and denoising_target == "patch_normalized":
+        if denoising_patch < 2 or side % denoising_patch:
+            raise ValueError(
+                f"denoising_patch must be >= 2 and divide the image side {side}, "
+                f"got {denoising_patch}"
+            )
     per_step = min(batch_size, n)
     steps_per_epoch = n // per_step
     total_steps = epochs * steps_per_epoch
@@ -297,6 +325,7 @@ def train_representation(
                 head_hidden=head_hidden,
                 proj_dim=proj_dim,
                 image_size=side,
+                denoising_target=denoising_target,
             )
         model = model.to(device)
         if on_cuda:
@@ -325,6 +354,8 @@ def train_representation(
         loss_form=loss_form,
         distributions=distributions,
         noise_std=noise_std,
+        denoising_target=denoising_target,
+        denoising_patch=denoising_patch,
     )
 
     fingerprint = plain(
@@ -345,6 +376,7 @@ def train_representation(
             "loss_form": loss_form,
             "distributions": list(distributions),
             "noise_std": noise_std,
+            "denoising_patch": denoising_patch,
             "augment": dataclasses.asdict(augment) if augment is not None else None,
             "amp": amp if on_cuda else None,
         }

@@ -113,7 +113,9 @@ class Decoder(nn.Module):
 
     ``Linear(in_dim, 4 * width * 4 * 4)`` to a 4x4 map, then transposed convolutions
     (kernel 4, stride 2) that double the resolution and halve the channels, each followed
-    by BatchNorm and ReLU, and a last transposed convolution to 3 channels with a sigmoid.
+    by BatchNorm and ReLU, and a last transposed convolution to 3 channels: with a sigmoid
+    for targets in [0, 1] (``sigmoid=True``), without one for unbounded targets such as
+    per-patch standardised pixels.
 
     Parameters
     ----------
@@ -131,7 +133,9 @@ class Decoder(nn.Module):
         If ``image_size`` is not a power of two >= 8 or ``width < 1``.
     """
 
-    def __init__(self, in_dim: int, *, image_size: int = 32, width: int = 64) -> None:
+    def __init__(
+        self, in_dim: int, *, image_size: int = 32, width: int = 64, sigmoid: bool = True
+    ) -> None:
         super().__init__()
         stages = int(round(math.log2(image_size / 4))) if image_size >= 8 else 0
         if image_size < 8 or 4 * 2**stages != image_size:
@@ -150,7 +154,9 @@ class Decoder(nn.Module):
                 nn.ReLU(inplace=True),
             ]
             channels = channels // 2 or 1
-        layers += [nn.ConvTranspose2d(channels, 3, 4, 2, 1), nn.Sigmoid()]
+        layers += [nn.ConvTranspose2d(channels, 3, 4, 2, 1)]
+        if sigmoid:
+            layers.append(nn.Sigmoid())
         self.net = nn.Sequential(*layers)
 
     def forward(self, f: torch.Tensor) -> torch.Tensor:

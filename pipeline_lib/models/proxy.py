@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from pipeline_lib.methods import DENOISING_TARGETS
 from pipeline_lib.models.heads import Decoder, contrastive_head, head_output_dim, mlp_head
 from pipeline_lib.models.resnet import resnet18_small
 from pipeline_lib.representations import TRAINED_METHODS, Representation
@@ -65,6 +66,7 @@ def build_proxy_model(
     head_hidden: int = 512,
     proj_dim: int = 128,
     image_size: int = 32,
+    denoising_target: str = DENOISING_TARGETS[0],
 ) -> ProxyModel:
     """Build the untrained network of a trained method (uses the global torch RNG).
 
@@ -83,6 +85,10 @@ def build_proxy_model(
         Output of the contrastive head.
     image_size : int, default=32
         Side of the (square) training images; used by the denoising decoder.
+    denoising_target : {"patch_normalized", "pixels"}, default="patch_normalized"
+        What the denoising decoder reconstructs (:mod:`pipeline_lib.ssl.denoising`): its
+        output ends in a sigmoid only for ``"pixels"``. Recorded in ``arch`` for
+        ``denoising`` only.
 
     Returns
     -------
@@ -121,8 +127,16 @@ def build_proxy_model(
         head = contrastive_head(f_dim, depth=depth, hidden=head_hidden, out_dim=proj_dim)
         proxy = None
     else:  # denoising
+        if denoising_target not in DENOISING_TARGETS:
+            raise ValueError(
+                f"unknown denoising_target {denoising_target!r}; "
+                f"allowed: {', '.join(DENOISING_TARGETS)}"
+            )
+        arch["denoising_target"] = denoising_target
         head = None
-        proxy = Decoder(f_dim, image_size=image_size, width=width)
+        proxy = Decoder(
+            f_dim, image_size=image_size, width=width, sigmoid=denoising_target == "pixels"
+        )
     return ProxyModel(backbone, head, proxy, arch=arch)
 
 
