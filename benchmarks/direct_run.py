@@ -237,14 +237,13 @@ def print_table(results: list[dict[str, Any]], unfinished: list[Job]) -> None:
         index=["detector", "method"], columns="class", values="auroc", aggfunc="mean"
     )
     table["mean"] = table.mean(axis=1)
-    random_rows = table.xs("resnet18_random", level="method", drop_level=False)
-    gains = []
-    for (detector, _), row in table.iterrows():
-        key = (detector, "resnet18_random")
-        gains.append(
-            row["mean"] - random_rows.loc[key, "mean"] if key in random_rows.index else None
-        )
-    table["gain_vs_random"] = gains
+    # Gains only where the config has the random-weights rows to compare with.
+    if "resnet18_random" in table.index.get_level_values("method"):
+        random_mean = table.xs("resnet18_random", level="method")["mean"]
+        table["gain_vs_random"] = [
+            row["mean"] - random_mean[detector] if detector in random_mean.index else None
+            for (detector, _), row in table.iterrows()
+        ]
     with pd.option_context("display.width", 200, "display.max_rows", 200):
         print(table.round(1).to_string())
     for r in results:
