@@ -61,6 +61,17 @@ def load_config(path: Path) -> dict[str, Any]:
     return validate_config(raw, REPO / "workflow" / "schemas" / "config.schema.yaml")
 
 
+def restrict_methods(config: dict[str, Any], methods: list[str], *, source: Path) -> dict[str, Any]:
+    """The config with only ``methods`` among its rows, so a table can be completed in parts."""
+    unknown = sorted(set(methods) - set(config["methods"]))
+    if unknown:
+        raise SystemExit(
+            f"--methods {' '.join(unknown)}: not among the methods of {source} "
+            f"({', '.join(config['methods'])})"
+        )
+    return config | {"methods": [m for m in config["methods"] if m in methods]}
+
+
 def prepare_datasets(config: dict[str, Any], out: Path) -> dict[str, tuple[str, list[str]]]:
     """Read and subsample each data set once into ``out`` (the workflow's dataset cache)."""
     from pipeline_lib.config import resolve_classes
@@ -264,6 +275,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--parallel", type=int, default=2, help="jobs at once (default 2)")
     parser.add_argument("--deadline", type=float, default=None, help="seconds; then stop")
     parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=None,
+        help="run only these rows of the config's methods (default: all of them)",
+    )
+    parser.add_argument(
         "--summary", type=Path, default=None, help="JSON of all results (default OUT/results.json)"
     )
     return parser.parse_args(argv)
@@ -275,6 +292,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     start = time.perf_counter()
     config = load_config(args.configfile)
+    if args.methods:
+        config = restrict_methods(config, args.methods, source=args.configfile)
     (args.out / "jobs").mkdir(parents=True, exist_ok=True)
     prepared = prepare_datasets(config, args.out)
     jobs = build_jobs(config, prepared, args)
