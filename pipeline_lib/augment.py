@@ -6,21 +6,27 @@ moves the few numbers to the images' device). Drawing on the CPU makes an augmen
 stream depend only on the seed, not on the device, and keeps the generator's state easy to
 checkpoint. There is no per-image Python loop.
 
-The view pipeline (:class:`ViewAugment`) follows the released code:
+The view pipeline (:class:`ViewAugment`) follows the released code's
+``cnr0.5+hflip+jitter_b0.4_c0.4_s0.4_h0.4+gray0.2+blur0.5`` (``data/augment_ops.py``):
 
-1. random resized square crop, side uniform in ``[0.5 h, h]``, position uniform, resized back
-   to ``h`` (bilinear), fused with a horizontal flip (p=0.5) into one separable resampling;
-2. colour jitter, always applied: brightness, contrast, saturation and hue, 0.4 each, in a
-   random order drawn per image, clamped to [0, 1] after every operation (as SimCLR's
-   ``color_jitter_rand``). Each operation is an affine map of the RGB vector of every pixel
-   (a per-image 3x3 matrix plus an offset), so each of the four slots is one batched matrix
-   product. Brightness, contrast and saturation match torchvision's definitions; hue is a
-   rotation of the chroma plane in YIQ space by ``2 pi delta``, ``delta ~ U[-0.4, 0.4]``
-   (the same shift as an HSV hue change for the dominant hue, but it keeps luma instead of
-   the HSV value, so it is close to, not equal to, ``adjust_hue``);
-3. grayscale with p=0.2 (ITU-R 601 luma, as torchvision);
-4. Gaussian blur with probability ``blur_p``, default 0: the released config names blur
-   but never applies it.
+1. ``RandomCropAndResize``: a square crop of integer side ``U{floor(h/2), ..., h}`` at a
+   uniform integer offset, resized back to ``h`` by TF's bilinear ``tf.image.resize``
+   (half-pixel centres, edge clamping inside the crop, no antialiasing);
+2. ``RandomFlipLeftRight`` with p = 0.5 (off when ``hflip`` is a distribution of DA, as the
+   paper's Sec. 5.2 and the released script of that figure);
+3. colour jitter, always applied, with TF's semantics (:mod:`pipeline_lib.color_ops`): an
+   additive brightness, per-channel contrast, HSV saturation and hue; the order of the four
+   operations is fixed for the run and the view stream (the released pipeline shuffles it
+   once, when it is traced); no clamping;
+4. grayscale with p = 0.2 (``tf.image.rgb_to_grayscale``'s weights);
+5. Gaussian blur: named in the released config but never applied (its ``RandomBlur``
+   returns the image when training), so off by default; ``blur_p`` turns SimCLR's on.
+
+Where torch cannot be identical: the random numbers (TF's stateful RNG streams cannot be
+reproduced), the order permutation of each view stream (drawn from the run's seed instead of
+Python's ``random`` state at trace time), and float rounding of the resampling and HSV
+arithmetic. ``jitter="torchvision"`` selects the jitter this project used before (a named
+variant, :func:`~pipeline_lib.color_ops.affine_color_jitter`).
 
 Geometric transforms for rotation prediction and distribution augmentation are exact pixel
 permutations: :func:`rotate90`, :func:`hflip` and :func:`distribution_copies`.
@@ -28,7 +34,6 @@ permutations: :func:`rotate90`, :func:`hflip` and :func:`distribution_copies`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -36,36 +41,39 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from pipeline_lib.color_ops import GRAY_WEIGHTS as GRAY_WEIGHTS_601
+from pipeline_lib.color_ops import (
+    TF_GRAY_WEIGHTS,
+    affine_color_jitter,
+    grayscale,
+    released_color_jitter,
+)
+
 __all__ = [
     "DEFAULT_DISTRIBUTIONS",
     "DISTRIBUTION_PRIMITIVES",
+    "JITTER_ORDERS",
+    "JITTERS",
     "DistributionCopies",
-    "GRAY_WEIGHTS",
     "ViewAugment",
-    "color_jitter",
+    "crop_and_resize",
     "distribution_copies",
     "gaussian_blur",
     "hflip",
     "parse_distribution",
     "random_grayscale",
-    "random_resized_crop",
     "rotate90",
     "rotation_views",
     "to_unit_float",
     "two_views",
 ]
 
-#: Luma weights of ITU-R 601 (torchvision's ``rgb_to_grayscale``).
-GRAY_WEIGHTS: tuple[float, float, float] = (0.299, 0.587, 0.114)
-
-_RGB_TO_YIQ = torch.tensor(
-    [[0.299, 0.587, 0.114], [0.596, -0.274, -0.322], [0.211, -0.523, 0.312]],
-    dtype=torch.float64,
-)
-_YIQ_TO_RGB = torch.linalg.inv(_RGB_TO_YIQ)
-
 #: Distribution augmentation of the paper's main table (rotations as new instances).
 DEFAULT_DISTRIBUTIONS: tuple[str, ...] = ("rot90", "rot180", "rot270")
+#: Colour jitters of :class:`ViewAugment`: the released code's (TF ops) or the variant.
+JITTERS: tuple[str, ...] = ("released", "torchvision")
+#: How the order of the four jitter operations is drawn.
+JITTER_ORDERS: tuple[str, ...] = ("per_run", "per_image")
 
 
 def to_unit_float(images: torch.Tensor) -> torch.Tensor:
@@ -87,167 +95,83 @@ def _rand(generator: torch.Generator, *shape: int, device: torch.device) -> torc
     return torch.rand(*shape, generator=generator).to(device, non_blocking=True)
 
 
-def _bilinear_matrix(scale: torch.Tensor, shift: torch.Tensor, size: int) -> torch.Tensor:
-    """Per-image ``(size, size)`` bilinear interpolation matrices of an affine resampling.
+def _resize_matrix(offset: torch.Tensor, side: torch.Tensor, size: int) -> torch.Tensor:
+    """Per-image ``(size, size)`` matrices of TF's bilinear resize of a crop to ``size``.
 
-    Output pixel ``j`` reads the input at normalised coordinate ``scale * u_j + shift``
-    with ``u_j = (2 j + 1) / size - 1`` (``align_corners=False``), clamped to the border;
-    the weight of input pixel ``i`` is the tent ``max(0, 1 - |p - i|)`` of the pixel
-    coordinate ``p``. Same result as ``F.grid_sample(mode="bilinear",
-    padding_mode="border", align_corners=False)`` on an axis-aligned affine grid.
+    Output pixel ``j`` reads the crop ``[offset, offset + side)`` at
+    ``p = (j + 0.5) side / size - 0.5`` (half-pixel centres), clamped to
+    ``[0, side - 1]`` as TF's ``compute_interpolation_weights`` does, so a crop never reads
+    outside itself; the weight of image pixel ``i`` is the tent ``max(0, 1 - |p - i|)``.
     """
-    device = scale.device
-    u = (2.0 * torch.arange(size, device=device, dtype=torch.float32) + 1.0) / size - 1.0
-    normalised = scale[:, None] * u[None, :] + shift[:, None]  # (n, size)
-    position = ((normalised + 1.0) * size - 1.0) / 2.0
-    position = position.clamp(0.0, size - 1.0)
+    device = offset.device
+    j = torch.arange(size, device=device, dtype=torch.float32)
+    position = (j[None, :] + 0.5) * (side[:, None] / size) - 0.5  # (n, size), crop coords
+    position = torch.minimum(position.clamp(min=0.0), side[:, None] - 1.0) + offset[:, None]
     pixels = torch.arange(size, device=device, dtype=torch.float32)
     return (1.0 - (position[:, :, None] - pixels[None, None, :]).abs()).clamp_(min=0.0)
 
 
-def random_resized_crop(
+def crop_and_resize(
     images: torch.Tensor,
     *,
     generator: torch.Generator,
     min_scale: float = 0.5,
-    max_scale: float = 1.0,
     flip_p: float = 0.0,
 ) -> torch.Tensor:
-    """Random square crop with side fraction in ``[min_scale, max_scale]``, resized back.
+    """The released ``RandomCropAndResize`` (then ``RandomFlipLeftRight``) on a batch.
 
-    The crop side is ``r * h`` (and ``r * w``) with ``r ~ U[min_scale, max_scale]`` per image,
-    its position uniform inside the image; bilinear resampling to the input size. A
-    horizontal flip with probability ``flip_p`` is folded into the same resampling, done as
-    two batched matrix products (separable bilinear interpolation, which is faster than
-    ``grid_sample`` on CPU and equal to it up to rounding).
+    Per image: side ``s`` uniform on the integers ``int(h * min_scale) .. h``, offsets
+    uniform on ``0 .. h - s`` in each axis (``tf.image.random_crop``), TF's bilinear resize
+    back to ``h``, and a horizontal flip of the result with probability ``flip_p``. The
+    resampling is separable: two batched matrix products.
 
     Parameters
     ----------
-    images : Tensor of shape (n, 3, h, w)
-        uint8 or float in [0, 1].
+    images : Tensor of shape (n, 3, h, h)
+        uint8 or float in [0, 1]; square.
     generator : torch.Generator
         CPU generator for the per-image parameters (draws ``n * 4`` numbers).
-    min_scale, max_scale : float, default=0.5, 1.0
-        Side fraction range; the released code's ``[0.5, 1]`` matches torchvision's
-        ``RandomResizedCrop(scale=(0.25, 1), ratio=(1, 1))`` in range (not in density).
+    min_scale : float, default=0.5
+        Smallest crop side as a fraction of the image side (the released ``cnr0.5``).
     flip_p : float, default=0.0
 
     Returns
     -------
-    Tensor of shape (n, 3, h, w), float32 in [0, 1]
+    Tensor of shape (n, 3, h, h), float32
+
+    Raises
+    ------
+    ValueError
+        On non-square images or ``min_scale`` outside (0, 1].
     """
     _check_batch(images)
-    if not 0.0 < min_scale <= max_scale <= 1.0:
-        raise ValueError(f"need 0 < min_scale <= max_scale <= 1, got {min_scale}, {max_scale}")
-    x = to_unit_float(images)
-    n = len(x)
-    u = _rand(generator, n, 4, device=x.device)
-    side = min_scale + (max_scale - min_scale) * u[:, 0]
-    # In normalised coordinates (align_corners=False: [-1, 1] spans the image edges) a crop
-    # of fraction r has its centre in [-(1 - r), 1 - r].
-    tx = (2.0 * u[:, 1] - 1.0) * (1.0 - side)
-    ty = (2.0 * u[:, 2] - 1.0) * (1.0 - side)
-    sx = torch.where(u[:, 3] < flip_p, -side, side)
-    _, _, h, w = x.shape
-    rows = _bilinear_matrix(side, ty, h)  # (n, h, h)
-    cols = _bilinear_matrix(sx, tx, w)  # (n, w, w); a negative scale mirrors
-    # Separable bilinear resampling as two batched matrix products, rows @ x @ cols^T, with
-    # the channels folded into the matrix dimensions (one GEMM per image and pass).
-    out = torch.bmm(rows, x.permute(0, 2, 1, 3).reshape(n, h, 3 * w))  # (n, h, 3 w)
-    out = torch.bmm(out.view(n, h * 3, w), cols.transpose(1, 2))  # (n, 3 h, w)
-    return out.view(n, h, 3, w).permute(0, 2, 1, 3).contiguous().clamp_(0.0, 1.0)
-
-
-def _gray_row(device: torch.device) -> torch.Tensor:
-    return torch.tensor(GRAY_WEIGHTS, dtype=torch.float32, device=device)
-
-
-def color_jitter(
-    images: torch.Tensor,
-    *,
-    generator: torch.Generator,
-    brightness: float = 0.4,
-    contrast: float = 0.4,
-    saturation: float = 0.4,
-    hue: float = 0.4,
-    p: float = 1.0,
-    random_order: bool = True,
-) -> torch.Tensor:
-    """Colour jitter with per-image factors and (optionally) per-image random order.
-
-    Brightness ``x * b``, contrast ``c x + (1 - c) mean(gray(x))``, saturation
-    ``s x + (1 - s) gray(x)`` with ``b, c, s ~ U[1 - strength, 1 + strength]`` (torchvision's
-    definitions); hue rotates the YIQ chroma plane by ``2 pi delta``,
-    ``delta ~ U[-hue, hue]``. The result is clamped to [0, 1] after every operation.
-
-    Parameters
-    ----------
-    images : Tensor of shape (n, 3, h, w)
-        uint8 or float in [0, 1].
-    generator : torch.Generator
-        CPU generator (draws ``n * 9`` numbers).
-    brightness, contrast, saturation, hue : float, default=0.4
-    p : float, default=1.0
-        Probability to jitter an image (the released code: always).
-    random_order : bool, default=True
-        Draw the order of the four operations per image (released code); ``False`` applies
-        brightness, contrast, saturation, hue in that order.
-
-    Returns
-    -------
-    Tensor of shape (n, 3, h, w), float32 in [0, 1]
-    """
-    _check_batch(images)
-    if min(brightness, contrast, saturation, hue) < 0 or hue > 0.5:
-        raise ValueError(
-            "jitter strengths must be >= 0 and hue <= 0.5, got "
-            f"{brightness}, {contrast}, {saturation}, {hue}"
-        )
+    if not 0.0 < min_scale <= 1.0:
+        raise ValueError(f"need 0 < min_scale <= 1, got {min_scale}")
     x = to_unit_float(images)
     n, _, h, w = x.shape
-    device = x.device
-    u = _rand(generator, n, 9, device=device)
-    applied = (u[:, 4] < p).float()
-
-    def factor(column: int, strength: float) -> torch.Tensor:
-        value = (1.0 + strength * (2.0 * u[:, column] - 1.0)).clamp_(min=0.0)
-        return applied * value + (1.0 - applied)  # 1 = identity where not applied
-
-    b, c, s = factor(0, brightness), factor(1, contrast), factor(2, saturation)
-    angle = applied * hue * (2.0 * u[:, 3] - 1.0) * (2.0 * math.pi)
-    eye = torch.eye(3, device=device).expand(n, 3, 3)
-    gray = _gray_row(device)
-    ones_gray = torch.ones(3, 1, device=device) * gray[None, :]  # (3, 3): 1 w^T
-    m_brightness = b[:, None, None] * eye
-    m_contrast = c[:, None, None] * eye
-    m_saturation = s[:, None, None] * eye + (1.0 - s)[:, None, None] * ones_gray
-    cos, sin = torch.cos(angle), torch.sin(angle)
-    rot = torch.zeros(n, 3, 3, device=device)
-    rot[:, 0, 0] = 1.0
-    rot[:, 1, 1], rot[:, 1, 2] = cos, -sin
-    rot[:, 2, 1], rot[:, 2, 2] = sin, cos
-    to_yiq = _RGB_TO_YIQ.to(device=device, dtype=torch.float32)
-    to_rgb = _YIQ_TO_RGB.to(device=device, dtype=torch.float32)
-    m_hue = to_rgb @ rot @ to_yiq
-    matrices = torch.stack([m_brightness, m_contrast, m_saturation, m_hue], 1)  # (n, 4, 3, 3)
-    contrast_offset = 1.0 - c  # times the current mean luma, only in the contrast slot
-    if random_order:
-        order = torch.argsort(u[:, 5:9], dim=1)  # (n, 4): a uniform random permutation
-    else:
-        order = torch.arange(4, device=device).expand(n, 4)
-    rows = torch.arange(n, device=device)
-    flat = x.reshape(n, 3, h * w)
-    for slot in range(4):
-        op = order[:, slot]
-        matrix = matrices[rows, op]  # (n, 3, 3)
-        mean_luma = flat.mean(2) @ gray  # (n,)
-        offset = torch.where(op == 1, contrast_offset * mean_luma, torch.zeros_like(mean_luma))
-        flat = torch.baddbmm(offset[:, None, None], matrix, flat).clamp_(0.0, 1.0)
-    return flat.view(n, 3, h, w)
+    if h != w:
+        raise ValueError(f"crop_and_resize needs square images, got {h}x{w}")
+    u = torch.rand(n, 4, generator=generator)
+    smallest = int(h * min_scale)
+    side = (smallest + (u[:, 0] * (h - smallest + 1)).floor()).clamp(max=h)
+    top = (u[:, 1] * (h - side + 1)).floor().clamp(max=h - side)
+    left = (u[:, 2] * (h - side + 1)).floor().clamp(max=h - side)
+    flip = u[:, 3] < flip_p
+    rows = _resize_matrix(top.to(x.device), side.to(x.device), h)  # (n, h, h)
+    cols = _resize_matrix(left.to(x.device), side.to(x.device), w)  # (n, w, w)
+    cols = torch.where(flip.to(x.device)[:, None, None], cols.flip(1), cols)
+    # rows @ x @ cols^T with the channels folded into the matrix dimensions.
+    out = torch.bmm(rows, x.permute(0, 2, 1, 3).reshape(n, h, 3 * w))  # (n, h, 3 w)
+    out = torch.bmm(out.view(n, h * 3, w), cols.transpose(1, 2))  # (n, 3 h, w)
+    return out.view(n, h, 3, w).permute(0, 2, 1, 3).contiguous()
 
 
 def random_grayscale(
-    images: torch.Tensor, *, generator: torch.Generator, p: float = 0.2
+    images: torch.Tensor,
+    *,
+    generator: torch.Generator,
+    p: float = 0.2,
+    weights: tuple[float, float, float] = TF_GRAY_WEIGHTS,
 ) -> torch.Tensor:
     """Replace an image by its luma (in all 3 channels) with probability ``p``.
 
@@ -256,8 +180,7 @@ def random_grayscale(
     _check_batch(images)
     x = to_unit_float(images)
     mask = _rand(generator, len(x), device=x.device) < p
-    luma = torch.einsum("nchw,c->nhw", x, _gray_row(x.device))[:, None]  # (n, 1, h, w)
-    return torch.where(mask[:, None, None, None], luma.expand_as(x), x)
+    return torch.where(mask[:, None, None, None], grayscale(x, weights), x)
 
 
 def gaussian_blur(
@@ -302,13 +225,19 @@ class ViewAugment:
 
     Parameters
     ----------
-    crop_min_scale, crop_max_scale : float, default=0.5, 1.0
-        Crop side as a fraction of the image side.
+    crop_min_scale : float, default=0.5
+        Smallest crop side as a fraction of the image side.
     flip_p : float, default=0.5
-    jitter_p : float, default=1.0
-        The released code always jitters (SimCLR uses 0.8).
+        0 when ``hflip`` is a distribution of DA (the trainer sets it; ``view_flip``).
+    jitter : {"released", "torchvision"}, default="released"
+        TF's colour operations, unclamped (the released code), or the former affine,
+        clamped jitter (a named variant).
+    jitter_order : {"per_run", "per_image"}, default="per_run"
+        ``per_run``: one order of the four operations per view stream, fixed for the run
+        (the released code); ``per_image``: a fresh order per image.
+    order_seed : int, default=0
+        Seeds the per-run orders (the trainer sets it from the run's seed).
     brightness, contrast, saturation, hue : float, default=0.4
-    jitter_random_order : bool, default=True
     grayscale_p : float, default=0.2
     blur_p : float, default=0.0
         The released code never blurs; SimCLR uses 0.5.
@@ -316,45 +245,77 @@ class ViewAugment:
 
     Notes
     -----
-    ``augment(images, generator)`` returns one float32 view in [0, 1] per input image;
-    every image gets independent parameters, so ``augment(torch.cat([x, x]), g)`` gives two
-    independent views of each image.
+    ``augment(images, generator, streams=k)`` returns one float32 view per input image;
+    ``images`` holds ``k`` equal chunks, one per view stream (view 1 and view 2, or the four
+    rotations), and every image gets independent random parameters.
     """
 
     crop_min_scale: float = 0.5
-    crop_max_scale: float = 1.0
     flip_p: float = 0.5
-    jitter_p: float = 1.0
+    jitter: str = "released"
+    jitter_order: str = "per_run"
+    order_seed: int = 0
     brightness: float = 0.4
     contrast: float = 0.4
     saturation: float = 0.4
     hue: float = 0.4
-    jitter_random_order: bool = True
     grayscale_p: float = 0.2
     blur_p: float = 0.0
     blur_sigma: tuple[float, float] = (0.1, 2.0)
 
-    def __call__(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def __post_init__(self) -> None:
+        if self.jitter not in JITTERS:
+            raise ValueError(f"unknown jitter {self.jitter!r}; allowed: {', '.join(JITTERS)}")
+        if self.jitter_order not in JITTER_ORDERS:
+            raise ValueError(
+                f"unknown jitter_order {self.jitter_order!r}; allowed: {', '.join(JITTER_ORDERS)}"
+            )
+
+    def stream_orders(self, streams: int) -> torch.Tensor:
+        """The fixed jitter order of each view stream, ``(streams, 4)``, from ``order_seed``."""
+        generator = torch.Generator().manual_seed(self.order_seed)
+        return torch.stack([torch.randperm(4, generator=generator) for _ in range(streams)])
+
+    def _orders(self, n: int, streams: int, generator: torch.Generator) -> torch.Tensor:
+        if self.jitter_order == "per_image":
+            return torch.argsort(torch.rand(n, 4, generator=generator), dim=1)
+        if n % streams:
+            raise ValueError(f"{n} images do not split into {streams} equal view streams")
+        return self.stream_orders(streams).repeat_interleave(n // streams, dim=0)
+
+    def __call__(
+        self, images: torch.Tensor, generator: torch.Generator, streams: int = 1
+    ) -> torch.Tensor:
         # Pixels stay float32 even inside the training loop's autocast region.
         with torch.autocast(device_type=images.device.type, enabled=False):
-            x = random_resized_crop(
-                images,
-                generator=generator,
-                min_scale=self.crop_min_scale,
-                max_scale=self.crop_max_scale,
-                flip_p=self.flip_p,
+            x = crop_and_resize(
+                images, generator=generator, min_scale=self.crop_min_scale, flip_p=self.flip_p
             )
-            x = color_jitter(
-                x,
-                generator=generator,
-                brightness=self.brightness,
-                contrast=self.contrast,
-                saturation=self.saturation,
-                hue=self.hue,
-                p=self.jitter_p,
-                random_order=self.jitter_random_order,
-            )
-            x = random_grayscale(x, generator=generator, p=self.grayscale_p)
+            n = len(x)
+            strengths = {
+                "brightness": self.brightness,
+                "contrast": self.contrast,
+                "saturation": self.saturation,
+                "hue": self.hue,
+            }
+            if self.jitter == "released":
+                x = released_color_jitter(
+                    x,
+                    order=self._orders(n, streams, generator),
+                    uniforms=torch.rand(n, 4, generator=generator),
+                    **strengths,
+                )
+                x = random_grayscale(x, generator=generator, p=self.grayscale_p)
+            else:
+                x = affine_color_jitter(
+                    x.clamp(0.0, 1.0),
+                    uniforms=torch.rand(n, 9, generator=generator),
+                    random_order=True,
+                    **strengths,
+                )
+                x = random_grayscale(
+                    x, generator=generator, p=self.grayscale_p, weights=GRAY_WEIGHTS_601
+                )
             if self.blur_p > 0:
                 x = gaussian_blur(x, generator=generator, p=self.blur_p, sigma=self.blur_sigma)
         return x
@@ -404,7 +365,7 @@ def two_views(
 
     Returns ``[view_1, view_2]``, each float32 ``(n, 3, h, w)``.
     """
-    views = augment(torch.cat([images, images]), generator)
+    views = augment(torch.cat([images, images]), generator, streams=2)
     return list(views.chunk(2))
 
 
@@ -424,7 +385,7 @@ def rotation_views(
         The rotation ``k`` of every row.
     """
     n = len(images)
-    views = augment(images.repeat(4, 1, 1, 1), generator)
+    views = augment(images.repeat(4, 1, 1, 1), generator, streams=4)
     views = torch.cat([rotate90(chunk, k) for k, chunk in enumerate(views.split(n))])
     labels = torch.arange(4, device=views.device).repeat_interleave(n)
     return views, labels

@@ -5,24 +5,23 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 from torchvision.transforms.v2 import functional as TF
 
 from pipeline_lib.augment import (
-    GRAY_WEIGHTS,
     ViewAugment,
-    color_jitter,
+    crop_and_resize,
     distribution_copies,
     gaussian_blur,
     hflip,
     parse_distribution,
     random_grayscale,
-    random_resized_crop,
     rotate90,
     rotation_views,
     to_unit_float,
     two_views,
 )
+from pipeline_lib.color_ops import GRAY_WEIGHTS, TF_GRAY_WEIGHTS, affine_color_jitter
+from pipeline_lib.train import _view_augment
 
 
 def _images(n: int = 6, size: int = 16, seed: int = 0) -> torch.Tensor:
@@ -34,15 +33,17 @@ def _gen(seed: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def _identity(images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+def _identity(images: torch.Tensor, generator: torch.Generator, streams: int = 1) -> torch.Tensor:
     return to_unit_float(images)
 
 
-def test_view_augment_shape_dtype_and_range() -> None:
-    views = ViewAugment()(_images(8, 16), _gen())
-    assert views.shape == (8, 3, 16, 16)
+def test_view_augment_shape_dtype_and_unclamped_values() -> None:
+    views = ViewAugment()(_images(64, 16), _gen())
+    assert views.shape == (64, 3, 16, 16)
     assert views.dtype == torch.float32
-    assert float(views.min()) >= 0.0 and float(views.max()) <= 1.0
+    # TF's float colour ops do not clip: an additive brightness leaves [0, 1].
+    assert float(views.min()) < 0.0 or float(views.max()) > 1.0
+    assert float(views.min()) > -1.0 and float(views.max()) < 2.0
 
 
 def test_same_generator_seed_gives_same_views_and_other_seed_differs() -> None:
@@ -63,35 +64,55 @@ def test_parameters_are_drawn_per_image() -> None:
     assert float(off_diagonal.min()) > 1e-3
 
 
-def test_crop_matches_grid_sample_reference() -> None:
-    images = to_unit_float(_images(5, 16))
-    ours = random_resized_crop(images, generator=_gen(7), min_scale=0.5, flip_p=0.5)
-    u = torch.rand(5, 4, generator=_gen(7))  # the same draws, in the same order
-    side = 0.5 + 0.5 * u[:, 0]
-    tx, ty = (2 * u[:, 1] - 1) * (1 - side), (2 * u[:, 2] - 1) * (1 - side)
-    sx = torch.where(u[:, 3] < 0.5, -side, side)
-    zero = torch.zeros(5)
-    theta = torch.stack([torch.stack([sx, zero, tx], 1), torch.stack([zero, side, ty], 1)], 1)
-    grid = F.affine_grid(theta, [5, 3, 16, 16], align_corners=False)
-    reference = F.grid_sample(images, grid, padding_mode="border", align_corners=False)
-    torch.testing.assert_close(ours, reference, rtol=0, atol=1e-5)
+def _tf_crop_and_resize(image: np.ndarray, top: int, left: int, side: int) -> np.ndarray:
+    """tf.image.random_crop at (top, left) then tf.image.resize (bilinear, half-pixel)."""
+    crop = image[:, top : top + side, left : left + side]
+    size = image.shape[1]
+    scale = side / size
+    out = np.empty_like(image)
+    for i in range(size):
+        for j in range(size):
+            y, x = (i + 0.5) * scale - 0.5, (j + 0.5) * scale - 0.5
+            y0, x0 = int(np.floor(y)), int(np.floor(x))
+            dy, dx = y - y0, x - x0
+            ys = (max(y0, 0), min(y0 + 1, side - 1))
+            xs = (max(x0, 0), min(x0 + 1, side - 1))
+            top_row = crop[:, ys[0], xs[0]] * (1 - dx) + crop[:, ys[0], xs[1]] * dx
+            bottom_row = crop[:, ys[1], xs[0]] * (1 - dx) + crop[:, ys[1], xs[1]] * dx
+            out[:, i, j] = top_row * (1 - dy) + bottom_row * dy
+    return out
+
+
+def test_crop_matches_tf_random_crop_and_bilinear_resize() -> None:
+    images = to_unit_float(_images(6, 16)).double().float()
+    ours = crop_and_resize(images, generator=_gen(7), min_scale=0.5, flip_p=0.5)
+    u = torch.rand(6, 4, generator=_gen(7))  # the same draws, in the same order
+    sides = (8 + (u[:, 0] * 9).floor()).clamp(max=16).int().tolist()
+    assert min(sides) >= 8 and max(sides) <= 16
+    for i, side in enumerate(sides):
+        top = min(int(u[i, 1] * (16 - side + 1)), 16 - side)
+        left = min(int(u[i, 2] * (16 - side + 1)), 16 - side)
+        expected = _tf_crop_and_resize(images[i].double().numpy(), top, left, side)
+        if float(u[i, 3]) < 0.5:
+            expected = expected[:, :, ::-1]
+        np.testing.assert_allclose(ours[i].numpy(), expected, atol=1e-5)
 
 
 def test_full_crop_is_identity_and_flip_is_exact() -> None:
     images = _images(4, 16)
-    same = random_resized_crop(images, generator=_gen(), min_scale=1.0, flip_p=0.0)
-    flipped = random_resized_crop(images, generator=_gen(), min_scale=1.0, flip_p=1.0)
+    same = crop_and_resize(images, generator=_gen(), min_scale=1.0, flip_p=0.0)
+    flipped = crop_and_resize(images, generator=_gen(), min_scale=1.0, flip_p=1.0)
     torch.testing.assert_close(same, to_unit_float(images), rtol=0, atol=1e-6)
     torch.testing.assert_close(flipped, hflip(to_unit_float(images)), rtol=0, atol=1e-6)
 
 
-def test_crop_side_stays_in_half_to_full_range() -> None:
-    # A linear ramp along the width: the crop's visible span is its side fraction.
-    ramp = torch.linspace(0, 1, 32).expand(200, 3, 32, 32).contiguous()
-    out = random_resized_crop(ramp, generator=_gen(), min_scale=0.5, flip_p=0.0)
-    span = (out[:, 0, 0, -1] - out[:, 0, 0, 0]) * 31 / 32 + 1 / 32  # ~ side fraction
-    assert float(span.min()) > 0.45 and float(span.max()) <= 1.0 + 1e-5
-    assert float(span.min()) < 0.6 and float(span.max()) > 0.9  # the range is used
+def test_crop_sides_cover_the_released_integer_range() -> None:
+    # A ramp along the width: a crop of side s spans (s - 1) / 31 of it after resizing.
+    ramp = torch.linspace(0, 1, 32).expand(400, 3, 32, 32).contiguous()
+    out = crop_and_resize(ramp, generator=_gen(), min_scale=0.5, flip_p=0.0)
+    widths = (out[:, 0, 0, -1] - out[:, 0, 0, 0]) * 31  # between s - 2 and s - 1 pixels
+    assert float(widths.min()) > 16 - 2.01 and float(widths.max()) <= 31 + 1e-4
+    assert float(widths.min()) < 16 and float(widths.max()) > 30  # both ends are drawn
 
 
 @pytest.mark.parametrize(
@@ -102,11 +123,11 @@ def test_crop_side_stays_in_half_to_full_range() -> None:
         (2, {"saturation": 0.4}, TF.adjust_saturation),
     ],
 )
-def test_jitter_operations_match_torchvision(column, kwargs, reference) -> None:
+def test_torchvision_variant_operations_match_torchvision(column, kwargs, reference) -> None:
     images = to_unit_float(_images(6, 8))
     strengths = {"brightness": 0.0, "contrast": 0.0, "saturation": 0.0, "hue": 0.0, **kwargs}
-    ours = color_jitter(images, generator=_gen(5), **strengths)
     u = torch.rand(6, 9, generator=_gen(5))
+    ours = affine_color_jitter(images, uniforms=u, **strengths)
     factors = 1 + 0.4 * (2 * u[:, column] - 1)
     expected = torch.stack(
         [reference(img, float(f)) for img, f in zip(images, factors, strict=True)]
@@ -115,30 +136,57 @@ def test_jitter_operations_match_torchvision(column, kwargs, reference) -> None:
     torch.testing.assert_close(ours, expected, rtol=0, atol=1e-4)
 
 
-def test_hue_rotation_keeps_luma_and_grays() -> None:
+def test_torchvision_variant_hue_keeps_luma_and_grays() -> None:
     # Colours well inside the cube, so no clamping: a YIQ chroma rotation keeps Y exactly.
     images = 0.35 + 0.3 * torch.rand(6, 3, 8, 8, generator=_gen(1))
     images[:, :, 0, 0] = 0.5  # a gray pixel
-    out = color_jitter(images, generator=_gen(2), brightness=0, contrast=0, saturation=0, hue=0.4)
+    u = torch.rand(6, 9, generator=_gen(2))
+    out = affine_color_jitter(images, uniforms=u, brightness=0, contrast=0, saturation=0, hue=0.4)
     luma = torch.tensor(GRAY_WEIGHTS).view(1, 3, 1, 1)
     torch.testing.assert_close((out * luma).sum(1), (images * luma).sum(1), rtol=0, atol=1e-5)
     torch.testing.assert_close(out[:, :, 0, 0], torch.full((6, 3), 0.5), rtol=0, atol=1e-5)
     assert float((out - images).abs().max()) > 0.01  # the hue did change
 
 
-def test_zero_jitter_is_identity_and_random_order_changes_result() -> None:
-    images = to_unit_float(_images(6, 8))
-    still = color_jitter(images, generator=_gen(), brightness=0, contrast=0, saturation=0, hue=0)
-    torch.testing.assert_close(still, images, rtol=0, atol=1e-6)
-    ordered = color_jitter(images, generator=_gen(9), random_order=False)
-    shuffled = color_jitter(images, generator=_gen(9), random_order=True)
-    assert not torch.allclose(ordered, shuffled)
+def test_jitter_order_is_fixed_per_run_and_view_stream() -> None:
+    augment = ViewAugment(order_seed=11)
+    orders = augment._orders(12, 3, _gen())
+    streams = augment.stream_orders(3)
+    assert torch.equal(orders, streams.repeat_interleave(4, dim=0))  # one order per stream
+    assert torch.equal(ViewAugment(order_seed=11).stream_orders(3), streams)  # per run
+    assert all(sorted(row.tolist()) == [0, 1, 2, 3] for row in streams)
+    seeds = [ViewAugment(order_seed=s).stream_orders(2) for s in range(20)]
+    assert len({tuple(o.flatten().tolist()) for o in seeds}) > 10  # the seed decides
+    per_image = ViewAugment(jitter_order="per_image")._orders(64, 2, _gen())
+    assert len({tuple(row.tolist()) for row in per_image}) > 10
+    with pytest.raises(ValueError, match="jitter_order"):
+        ViewAugment(jitter_order="per_batch")
+    with pytest.raises(ValueError, match="jitter"):
+        ViewAugment(jitter="kornia")
+
+
+@pytest.mark.parametrize(
+    ("distributions", "view_flip", "flip_p"),
+    [
+        ((), "auto", 0.5),
+        (("rot90", "rot180", "rot270"), "auto", 0.5),
+        (("hflip",), "auto", 0.0),
+        (("hflip", "rot90", "rot90+hflip"), "auto", 0.0),
+        (("hflip",), "always", 0.5),
+        (("rot90",), "never", 0.0),
+    ],
+)
+def test_no_view_is_flipped_when_hflip_is_a_distribution(distributions, view_flip, flip_p):
+    augment = _view_augment(
+        0, distributions, view_flip=view_flip, view_jitter="released", blur=False
+    )
+    assert augment.flip_p == flip_p
 
 
 def test_grayscale_probability_one_and_zero() -> None:
     images = to_unit_float(_images(4, 8))
     gray = random_grayscale(images, generator=_gen(), p=1.0)
-    luma = (images * torch.tensor(GRAY_WEIGHTS).view(1, 3, 1, 1)).sum(1)
+    luma = (images * torch.tensor(TF_GRAY_WEIGHTS).view(1, 3, 1, 1)).sum(1)
     for channel in range(3):
         torch.testing.assert_close(gray[:, channel], luma)
     assert torch.equal(random_grayscale(images, generator=_gen(), p=0.0), images)

@@ -100,7 +100,7 @@ def test_da_instances_take_both_views_from_the_same_copy() -> None:
     """Every transformed copy is one instance; both its views are augmentations of it."""
     seen: list[torch.Tensor] = []
 
-    def spy(images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def spy(images: torch.Tensor, generator: torch.Generator, streams: int = 1) -> torch.Tensor:
         seen.append(images)
         return to_unit_float(images)
 
@@ -120,7 +120,7 @@ def test_da_instances_take_both_views_from_the_same_copy() -> None:
 def test_plain_contrastive_step_uses_the_batch_only() -> None:
     seen: list[torch.Tensor] = []
 
-    def spy(images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def spy(images: torch.Tensor, generator: torch.Generator, streams: int = 1) -> torch.Tensor:
         seen.append(images)
         return to_unit_float(images)
 

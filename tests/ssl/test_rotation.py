@@ -12,7 +12,7 @@ from pipeline_lib.models.proxy import build_proxy_model, rotation_logits
 from pipeline_lib.ssl.rotation import rotation_loss, rotation_scores, rotation_step
 
 
-def _identity(images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+def _identity(images: torch.Tensor, generator: torch.Generator, streams: int = 1) -> torch.Tensor:
     return to_unit_float(images)
 
 
