@@ -1,20 +1,20 @@
 """Projection heads, the rotation classifier and the denoising decoder (nn.Module only).
 
-PROTOCOL.md, "Representations": every hidden layer of the MLP head is
-``Linear(no bias) -> BatchNorm1d -> ReLU`` of width 512, and the head depth (0..8) counts
-those hidden layers. The three proxy tasks use the MLP like this:
+The released code's ``get_head(dims, num_class)`` (``model/resnet_util.py``): for every entry
+of ``dims`` but the last, ``Linear(no bias) -> BatchNorm1d -> ReLU``; then a ``Linear`` to
+``dims[-1]`` (with a bias only for a classifier); then, for a classifier, a ``Linear`` to the
+class logits. The paper's head depth ``d`` is the notation ``[512 x d, 128]``:
 
-======================  =====================================  ============================
-proxy task              ``g`` (the head)                       on top of ``g``
-======================  =====================================  ============================
-contrastive (+ DA)      ``contrastive_head``: [512 x depth, 128]  nothing (loss on ``g``)
-rotation prediction     ``mlp_head(depth)``: [512 x depth]        ``Linear(dim(g), 4)`` logits
-RotNet                  depth 0: identity, ``g = f``              ``Linear(dim(f), 4)`` logits
-denoising               none                                      ``Decoder`` on ``f``
-======================  =====================================  ============================
-
-Depth 0 is the identity head in every case (``g = f``), as in the paper's head-depth study;
-RotNet is rotation prediction with depth 0, i.e. a linear rotation classifier on ``f``.
+======================  ======================================  ===========================
+proxy task              ``g`` (the head) at depth ``d``          on top of ``g``
+======================  ======================================  ===========================
+contrastive (+ DA)      ``d`` hidden layers, Linear(128, no bias)  nothing (loss on ``g``)
+                        (``d = 0``: one Linear(f, 128))
+rotation prediction     ``d - 1`` hidden layers, Linear(512)       ``Linear(512, 4)`` logits
+                        (released ``--head_dims`` of ``d`` 512s)
+RotNet                  depth 0: identity, ``g = f``               ``Linear(dim(f), 4)`` logits
+denoising               none                                       ``Decoder`` on ``f``
+======================  ======================================  ===========================
 """
 
 from __future__ import annotations
@@ -26,22 +26,27 @@ from torch import nn
 
 
 def mlp_head(
-    in_dim: int, *, depth: int, hidden: int = 512, out_dim: int | None = None
+    in_dim: int,
+    *,
+    depth: int,
+    hidden: int = 512,
+    out_dim: int | None = None,
+    out_bias: bool = True,
 ) -> nn.Module:
-    """The paper's MLP head: ``depth`` hidden layers, then an optional output Linear.
+    """``depth`` hidden layers ``Linear(no bias) -> BatchNorm1d -> ReLU``, then a Linear.
 
     Parameters
     ----------
     in_dim : int
         Dimension of the input (``f``: 512 for ResNet-18).
     depth : int
-        Number of hidden layers ``Linear(no bias) -> BatchNorm1d -> ReLU`` (0..8 in the
-        paper).
+        Number of hidden layers.
     hidden : int, default=512
         Width of the hidden layers.
     out_dim : int or None, default=None
-        Width of a final ``Linear`` (with bias) after the hidden layers; ``None`` for no
-        final layer (the rotation head, whose 4-way classifier is a separate module).
+        Width of a final ``Linear`` after the hidden layers; ``None`` for no final layer.
+    out_bias : bool, default=True
+        Whether that final Linear has a bias (the released code: only for classifiers).
 
     Returns
     -------
@@ -73,7 +78,7 @@ def mlp_head(
         ]
         dim = hidden
     if out_dim is not None:
-        layers.append(nn.Linear(dim, out_dim))
+        layers.append(nn.Linear(dim, out_dim, bias=out_bias))
         dim = out_dim
     head = nn.Sequential(*layers)
     head.out_dim = dim
@@ -83,24 +88,24 @@ def mlp_head(
 def contrastive_head(
     in_dim: int, *, depth: int = 8, hidden: int = 512, out_dim: int = 128
 ) -> nn.Module:
-    """Contrastive projection head ``[hidden x depth, out_dim]``; depth 0 is the identity.
+    """Contrastive projection ``[hidden x depth, out_dim]``: the released ``get_head``.
 
-    Parameters
-    ----------
-    in_dim : int
-    depth : int, default=8
-        Hidden layers; the paper's contrastive head is ``[512 x 8, 128]``.
-    hidden : int, default=512
-    out_dim : int, default=128
-        Ignored when ``depth == 0`` (PROTOCOL.md: depth 0 = identity head, ``g = f``).
+    ``depth`` hidden layers, then ``Linear(out_dim)`` without bias (the released contrastive
+    model has no classifier, so its last Linear has no bias); depth 0 is that single Linear.
+    """
+    return mlp_head(in_dim, depth=depth, hidden=hidden, out_dim=out_dim, out_bias=False)
 
-    Returns
-    -------
-    nn.Module
+
+def rotation_head(in_dim: int, *, depth: int = 8, hidden: int = 512) -> nn.Module:
+    """Rotation-prediction MLP of the released code: ``--head_dims`` of ``depth`` entries.
+
+    ``depth - 1`` hidden layers, then ``Linear(hidden)`` with a bias (the ``embeds`` of a
+    classifier, ``g``); the 4-way classifier is a separate module on top. Depth 0 is the
+    identity (RotNet: the classifier sits on ``f``).
     """
     if depth == 0:
-        return mlp_head(in_dim, depth=0, hidden=hidden)
-    return mlp_head(in_dim, depth=depth, hidden=hidden, out_dim=out_dim)
+        return nn.Identity()
+    return mlp_head(in_dim, depth=depth - 1, hidden=hidden, out_dim=hidden, out_bias=True)
 
 
 def head_output_dim(head: nn.Module, in_dim: int) -> int:

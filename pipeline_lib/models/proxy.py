@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from pipeline_lib.methods import DENOISING_TARGETS
-from pipeline_lib.models.heads import Decoder, contrastive_head, head_output_dim, mlp_head
+from pipeline_lib.models.heads import Decoder, contrastive_head, head_output_dim, rotation_head
 from pipeline_lib.models.resnet import resnet18_small
 from pipeline_lib.representations import TRAINED_METHODS, Representation
 
@@ -121,7 +121,7 @@ def build_proxy_model(
     head: nn.Module | None
     proxy: nn.Module | None
     if method in ("rotnet", "rotation"):
-        head = mlp_head(f_dim, depth=depth, hidden=head_hidden)
+        head = rotation_head(f_dim, depth=depth, hidden=head_hidden)
         proxy = nn.Linear(head_output_dim(head, f_dim), 4)
     elif method in ("contrastive", "contrastive_da"):
         head = contrastive_head(f_dim, depth=depth, hidden=head_hidden, out_dim=proj_dim)

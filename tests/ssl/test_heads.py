@@ -6,7 +6,13 @@ import pytest
 import torch
 from torch import nn
 
-from pipeline_lib.models.heads import Decoder, contrastive_head, head_output_dim, mlp_head
+from pipeline_lib.models.heads import (
+    Decoder,
+    contrastive_head,
+    head_output_dim,
+    mlp_head,
+    rotation_head,
+)
 from pipeline_lib.models.proxy import build_proxy_model, rotation_logits
 from pipeline_lib.representations import FROZEN_METHODS, METHODS, TRAINED_METHODS
 
@@ -25,9 +31,49 @@ def test_mlp_head_layers_and_output() -> None:
     assert head(torch.randn(5, 16)).shape == (5, 4)
 
 
-def test_depth_zero_is_the_identity() -> None:
+def _released_head_parameters(dims: list[int], num_class: int, in_dim: int = 512) -> int:
+    """Trainable parameters of the released ``get_head(dims, num_class)`` (Keras layers)."""
+    total, width = 0, in_dim
+    for d in dims[:-1]:
+        total += width * d + 2 * d  # Dense(no bias) + BatchNorm gamma and beta
+        width = d
+    total += width * dims[-1] + (dims[-1] if num_class > 0 else 0)  # embeds
+    if num_class > 0:
+        total += dims[-1] * num_class + num_class  # logits
+    return total
+
+
+def _parameters(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+@pytest.mark.parametrize("depth", [0, 1, 2, 8])
+def test_contrastive_head_is_the_released_layout(depth: int) -> None:
+    head = contrastive_head(512, depth=depth)
+    linears = [m for m in head.modules() if isinstance(m, nn.Linear)]
+    assert len(linears) == depth + 1 and all(m.bias is None for m in linears)
+    assert head_output_dim(head, 512) == 128
+    # --head_dims 512 x depth, 128 with --latent_dim 0 (no classifier)
+    assert _parameters(head) == _released_head_parameters([512] * depth + [128], num_class=0)
+
+
+@pytest.mark.parametrize("depth", [1, 2, 8])
+def test_rotation_head_and_classifier_are_the_released_layout(depth: int) -> None:
+    model = build_proxy_model("rotation", width=64, head_depth=depth)
+    linears = [m for m in model.head.modules() if isinstance(m, nn.Linear)]
+    assert len(linears) == depth and linears[-1].bias is not None
+    assert all(m.bias is None for m in linears[:-1])
+    assert head_output_dim(model.head, 512) == 512 and model.proxy.out_features == 4
+    # --head_dims of depth 512s with --latent_dim 4: hidden layers, embeds, then logits
+    expected = _released_head_parameters([512] * depth, num_class=4)
+    assert _parameters(model.head) + _parameters(model.proxy) == expected
+
+
+def test_depth_zero_heads() -> None:
     assert isinstance(mlp_head(16, depth=0), nn.Identity)
-    assert isinstance(contrastive_head(16, depth=0), nn.Identity)
+    assert isinstance(rotation_head(16, depth=0), nn.Identity)  # RotNet: classifier on f
+    single = contrastive_head(16, depth=0)  # [512 x 0, 128]: one Linear to 128
+    assert [type(m) for m in single] == [nn.Linear] and single[0].out_features == 128
     assert head_output_dim(mlp_head(16, depth=0), 16) == 16
     assert head_output_dim(mlp_head(16, depth=3, hidden=8), 16) == 8
     assert head_output_dim(contrastive_head(16, depth=8, hidden=8), 16) == 128
