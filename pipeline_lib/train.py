@@ -2,7 +2,8 @@
 
 PROTOCOL.md, "Training": ResNet-18 (3x3 stem, no max-pool), SGD with momentum 0.9,
 lr 0.01 with a single cosine decay to 0 over all steps and no warm-up, L2 weight decay
-3e-4 (BatchNorm parameters excluded, as in the released code), inputs in [0, 1].
+3e-4 on every parameter, BatchNorm included (the released code's ``--regularize_bn=false``
+leaves its exclusion list empty), inputs in [0, 1].
 
 The whole training set lives on the device as one uint8 tensor; every step indexes a batch
 from it and builds the views there (:mod:`pipeline_lib.augment`), so there is no
@@ -28,9 +29,14 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from pipeline_lib.augment import DEFAULT_DISTRIBUTIONS, ViewAugment, parse_distribution
+from pipeline_lib.augment import (
+    DEFAULT_DISTRIBUTIONS,
+    ViewAugment,
+    distribution_copies,
+    parse_distribution,
+)
 from pipeline_lib.checkpoints import load_checkpoint, plain, save_checkpoint
-from pipeline_lib.methods import DENOISING_TARGETS
+from pipeline_lib.methods import DA_BATCHINGS, DENOISING_TARGETS, VIEW_FLIPS, VIEW_JITTERS
 from pipeline_lib.models.proxy import ProxyModel, build_proxy_model
 from pipeline_lib.representations import TRAINED_METHODS
 from pipeline_lib.ssl.contrastive import LOSS_FORMS, contrastive_step
@@ -118,6 +124,8 @@ def _step_function(
             contrastive_step, augment=augment, temperature=temperature, form=loss_form
         )
     if method == "contrastive_da":
+        # With ``expanded`` batching the copies are already instances of the training set
+        # (``distributions`` is empty here); ``per_image`` makes them inside the step.
         return functools.partial(
             contrastive_step,
             augment=augment,
@@ -134,6 +142,20 @@ def _step_function(
     )
 
 
+def _view_augment(
+    seed: int, distributions: Sequence[str], *, view_flip: str, view_jitter: str, blur: bool
+) -> ViewAugment:
+    """The released view augmentation with the run's switches applied."""
+    flips_distribution = any("hflip" in name.split("+") for name in distributions)
+    flip = view_flip == "always" or (view_flip == "auto" and not flips_distribution)
+    return ViewAugment(
+        flip_p=0.5 if flip else 0.0,
+        jitter=view_jitter,
+        order_seed=_stream_seed(seed, 3),
+        blur_p=0.5 if blur else 0.0,
+    )
+
+
 def train_representation(
     method: str,
     images_uint8: np.ndarray | torch.Tensor,
@@ -144,13 +166,17 @@ def train_representation(
     lr: float = 0.01,
     momentum: float = 0.9,
     weight_decay: float = 3e-4,
-    exclude_bn_from_decay: bool = True,
+    exclude_bn_from_decay: bool = False,
     head_depth: int | None = None,
     head_hidden: int = 512,
     proj_dim: int = 128,
     temperature: float = 0.2,
     loss_form: str = "paper",
     distributions: Sequence[str] = DEFAULT_DISTRIBUTIONS,
+    da_batching: str = DA_BATCHINGS[0],
+    view_flip: str = VIEW_FLIPS[0],
+    view_jitter: str = VIEW_JITTERS[0],
+    view_blur: bool = False,
     noise_std: float = DEFAULT_NOISE_STD,
     denoising_views: bool = False,
     denoising_target: str = DENOISING_TARGETS[0],
@@ -181,16 +207,20 @@ def train_representation(
         three independent streams.
     epochs : int
     batch_size : int
-        *Source images* per step. Rotation methods see ``4 * batch_size`` views, contrastive
-        ``2 * batch_size``, contrastive DA ``2 * batch_size * (1 + len(distributions))``.
-        Steps per epoch: ``n // batch_size`` (the last partial batch is dropped; the order
-        is a fresh seeded permutation each epoch); with ``n < batch_size`` every step uses
-        all ``n`` images.
+        Training instances per step: source images, except for contrastive DA with
+        ``da_batching="expanded"``, whose instances are the ``n (1 + len(distributions))``
+        transformed copies. Rotation methods see ``4 * batch_size`` views, contrastive
+        ``2 * batch_size``, contrastive DA ``2 * batch_size`` (``expanded``) or
+        ``2 * batch_size * (1 + len(distributions))`` (``per_image``). Steps per epoch:
+        ``instances // batch_size`` (the last partial batch is dropped; the order is a
+        fresh seeded permutation each epoch); with fewer instances than ``batch_size``
+        every step uses all of them.
     lr, momentum, weight_decay : float, default=0.01, 0.9, 3e-4
         SGD; the learning rate follows ``lr * (1 + cos(pi * t / T)) / 2`` for step ``t`` of
         ``T = epochs * steps_per_epoch``, no warm-up.
-    exclude_bn_from_decay : bool, default=True
-        No weight decay on BatchNorm weights and biases (released code).
+    exclude_bn_from_decay : bool, default=False
+        ``True`` exempts BatchNorm weights and biases from weight decay (a variant); the
+        paper and the released code decay every parameter.
     head_depth : int or None, default=None
         Hidden layers of the MLP head; ``None`` = method default (8; RotNet 0; denoising
         has no head). Must be 0/None for ``rotnet`` and ``denoising``.
@@ -202,6 +232,16 @@ def train_representation(
     distributions : sequence of str, default=("rot90", "rot180", "rot270")
         Distribution-augmentation set of ``contrastive_da`` (identity always included);
         ignored by the other methods.
+    da_batching : {"expanded", "per_image"}, default="expanded"
+        ``contrastive_da``: draw each batch from the training set expanded once by the
+        distribution set (released code), or take ``batch_size`` images with all their
+        copies (a variant; the other copies of an image are then always in its batch).
+    view_flip : {"auto", "always", "never"}, default="auto"
+        Horizontal flip of the views; ``auto`` drops it when ``hflip`` is a distribution.
+    view_jitter : {"released", "torchvision"}, default="released"
+        Colour jitter of the views (:mod:`pipeline_lib.color_ops`).
+    view_blur : bool, default=False
+        SimCLR's Gaussian blur (p = 0.5) in the views; the released code never applies it.
     noise_std : float, default=0.1
         Gaussian corruption of ``denoising``.
     width : int, default=64
@@ -209,15 +249,16 @@ def train_representation(
     denoising_views : bool, default=False
         ``denoising`` only: corrupt and reconstruct one augmented view of each image (the
         view augmentation of the other methods) instead of the image itself.
-    denoising_target : {"patch_normalized", "pixels"}, default="patch_normalized"
-        ``denoising`` only: reconstruct the clean image with each ``denoising_patch``-sided
-        block of each channel standardised, or the raw pixels
-        (:mod:`pipeline_lib.ssl.denoising` says why the first is the default).
+    denoising_target : {"pixels", "patch_normalized"}, default="pixels"
+        ``denoising`` only: reconstruct the clean image (the paper's denoising autoencoder)
+        or the clean image with each ``denoising_patch``-sided block of each channel
+        standardised (the ``denoising_patchnorm`` variant; docs/denoising.md).
     denoising_patch : int, default=8
         Side of those blocks; must divide the image side.
     augment : ViewAugment or None, default=None
-        View augmentation; ``None`` = ``ViewAugment()`` (released-code settings) for the
-        rotation and contrastive methods and *no* augmentation for ``denoising``.
+        View augmentation; ``None`` builds one from ``view_flip``, ``view_jitter`` and
+        ``view_blur`` (released-code settings by default) for the rotation and contrastive
+        methods, and uses *no* augmentation for ``denoising``.
     amp : {"bfloat16", "float16"} or None, default="bfloat16"
         Autocast dtype on CUDA (float16 adds a GradScaler); CPU always trains in float32.
         Channels-last memory format is also CUDA-only.
@@ -250,7 +291,7 @@ def train_representation(
         ``model.proxy``.
     history : list of dict
         One record per epoch: ``epoch`` (1-based), ``loss`` (mean over the epoch's steps),
-        ``lr`` (of the epoch's last step), ``images_per_s`` (source images per second of
+        ``lr`` (of the epoch's last step), ``images_per_s`` (training instances per second of
         training, excluding checkpointing), ``seconds``.
 
     Raises
@@ -284,6 +325,13 @@ def train_representation(
             raise ValueError(f"unknown loss_form {loss_form!r}; allowed: {', '.join(LOSS_FORMS)}")
         if temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
+    for name, value, allowed in (
+        ("da_batching", da_batching, DA_BATCHINGS),
+        ("view_flip", view_flip, VIEW_FLIPS),
+        ("view_jitter", view_jitter, VIEW_JITTERS),
+    ):
+        if value not in allowed:
+            raise ValueError(f"unknown {name} {value!r}; allowed: {', '.join(allowed)}")
     distributions = tuple(distributions) if method == "contrastive_da" else ()
     if method == "contrastive_da":
         if not distributions:
@@ -291,20 +339,28 @@ def train_representation(
         for name in distributions:
             parse_distribution(name)
     if augment is None and (method != "denoising" or denoising_views):
-        augment = ViewAugment()
+        augment = _view_augment(
+            seed, distributions, view_flip=view_flip, view_jitter=view_jitter, blur=view_blur
+        )
 
     device = torch.device(device)
     on_cuda = device.type == "cuda"
     data = _images_on_device(images_uint8, device)
     n, _, side, _ = data.shape
+    data_sha1 = _data_digest(data)
+    expand = method == "contrastive_da" and da_batching == "expanded"
+    if expand:
+        # Released data/cifar.py: every transformed copy is an instance of the training set.
+        data = distribution_copies(data, distributions).images
+    instances = len(data)
     if method == "denoising" and denoising_target == "patch_normalized":
         if denoising_patch < 2 or side % denoising_patch:
             raise ValueError(
                 f"denoising_patch must be >= 2 and divide the image side {side}, "
                 f"got {denoising_patch}"
             )
-    per_step = min(batch_size, n)
-    steps_per_epoch = n // per_step
+    per_step = min(batch_size, instances)
+    steps_per_epoch = instances // per_step
     total_steps = epochs * steps_per_epoch
 
     def cosine(step_index: int) -> float:
@@ -347,7 +403,7 @@ def train_representation(
         augment=augment,
         temperature=temperature,
         loss_form=loss_form,
-        distributions=distributions,
+        distributions=() if expand else distributions,
         noise_std=noise_std,
         denoising_target=denoising_target,
         denoising_patch=denoising_patch,
@@ -356,7 +412,7 @@ def train_representation(
     fingerprint = plain(
         {
             "method": method,
-            "data_sha1": _data_digest(data),
+            "data_sha1": data_sha1,
             "n_images": n,
             "image_size": side,
             "seed": seed,
@@ -370,6 +426,7 @@ def train_representation(
             "temperature": temperature,
             "loss_form": loss_form,
             "distributions": list(distributions),
+            "da_batching": da_batching if method == "contrastive_da" else None,
             "noise_std": noise_std,
             "denoising_patch": denoising_patch,
             "augment": dataclasses.asdict(augment) if augment is not None else None,
@@ -430,7 +487,7 @@ def train_representation(
     )
     for epoch in epochs_bar:
         model.train()
-        order = torch.randperm(n, generator=shuffle_generator).to(device)
+        order = torch.randperm(instances, generator=shuffle_generator).to(device)
         losses = torch.zeros(steps_per_epoch, device=device)
         started = time.perf_counter()
         for index in range(steps_per_epoch):

@@ -46,9 +46,10 @@ def test_patch_must_divide_the_image() -> None:
 def test_decoder_ends_in_sigmoid_only_for_pixel_targets() -> None:
     f = torch.randn(4, 64) * 10
     torch.manual_seed(0)
-    pixels = build_proxy_model("denoising", width=8, denoising_target="pixels").eval()
+    pixels = build_proxy_model("denoising", width=8).eval()  # the paper's default
     torch.manual_seed(0)
-    normalized = build_proxy_model("denoising", width=8).eval()
+    normalized = build_proxy_model("denoising", width=8, denoising_target="patch_normalized")
+    normalized = normalized.eval()
     assert normalized.arch["denoising_target"] == "patch_normalized"
     assert pixels.arch["denoising_target"] == "pixels"
     with torch.no_grad():
@@ -58,17 +59,22 @@ def test_decoder_ends_in_sigmoid_only_for_pixel_targets() -> None:
     assert "denoising_target" not in build_proxy_model("rotnet", width=8).arch
 
 
-def test_step_reconstructs_the_chosen_target() -> None:
+@pytest.mark.parametrize("target", ["pixels", "patch_normalized"])
+def test_step_reconstructs_the_chosen_target(target: str) -> None:
     torch.manual_seed(0)
-    model = build_proxy_model("denoising", width=8).eval()
+    model = build_proxy_model("denoising", width=8, denoising_target=target).eval()
     batch = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8)
     with torch.no_grad():
-        loss = denoising_step(model, batch, generator=torch.Generator().manual_seed(1))
+        loss = denoising_step(
+            model, batch, generator=torch.Generator().manual_seed(1), target=target
+        )
         noisy = batch.float() / 255 + 0.1 * torch.randn(
             batch.shape, generator=torch.Generator().manual_seed(1)
         )
         reconstruction = model.proxy(model.backbone(noisy))
-        expected = torch.mean((reconstruction - normalize_patches(batch.float() / 255, 8)) ** 2)
+        clean = batch.float() / 255
+        wanted = clean if target == "pixels" else normalize_patches(clean, 8)
+        expected = torch.mean((reconstruction - wanted) ** 2)
     assert torch.allclose(loss, expected, atol=1e-6)
 
 
@@ -77,9 +83,9 @@ def test_training_rejects_bad_target_settings(digits64: np.ndarray) -> None:
     with pytest.raises(ValueError, match="unknown denoising_target 'edges'"):
         train_representation("denoising", digits64, denoising_target="edges", **common)
     with pytest.raises(ValueError, match="denoising_patch must be >= 2 and divide .* 32, got 6"):
-        train_representation("denoising", digits64, denoising_patch=6, **common)
-    # pixel targets need no block size
-    model, history = train_representation(
-        "denoising", digits64, denoising_target="pixels", denoising_patch=6, **common
-    )
+        train_representation(
+            "denoising", digits64, denoising_target="patch_normalized", denoising_patch=6, **common
+        )
+    # pixel targets (the default) need no block size
+    model, history = train_representation("denoising", digits64, denoising_patch=6, **common)
     assert model.arch["denoising_target"] == "pixels" and np.isfinite(history[0]["loss"])

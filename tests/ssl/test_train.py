@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from pipeline_lib.augment import distribution_copies
 from pipeline_lib.checkpoints import (
     load_checkpoint,
     load_trained_representation,
@@ -208,3 +209,85 @@ def test_unreadable_representation_file_is_named(tmp_path) -> None:
     path.write_bytes(b"\x00garbage")
     with pytest.raises(ValueError, match="broken.pt"):
         load_trained_representation(path)
+
+
+def _recording_contrastive_step(monkeypatch) -> list[torch.Tensor]:
+    """Replace the contrastive step by a spy that records each batch and returns a loss."""
+    import pipeline_lib.train as train_module
+
+    batches: list[torch.Tensor] = []
+    real = train_module.contrastive_step
+
+    def spy(model, batch, **kwargs):
+        batches.append(batch.clone())
+        return real(model, batch, **kwargs)
+
+    monkeypatch.setattr(train_module, "contrastive_step", spy)
+    return batches
+
+
+def test_da_batches_draw_instances_from_the_expanded_set(digits64, monkeypatch) -> None:
+    images = digits64[:16]
+    batches = _recording_contrastive_step(monkeypatch)
+    _, history = train_representation(
+        "contrastive_da", images, seed=0, epochs=1, batch_size=8, width=8, head_depth=1
+    )
+    # Released data/cifar.py: |D| n / b steps, b instances each.
+    assert history[0]["steps"] == 4 * 16 // 8 == len(batches)
+    assert all(len(batch) == 8 for batch in batches)
+    copies = distribution_copies(torch.from_numpy(images).permute(0, 3, 1, 2))
+    expanded = copies.images.flatten(1)
+    drawn = torch.cat(batches).flatten(1)
+    # Every instance of the expanded set exactly once in the epoch: a permutation of it.
+    matches = (drawn[:, None, :] == expanded[None, :, :]).all(-1)  # (64, 64)
+    assert matches.any(1).all()
+    rows = [int(torch.nonzero(m)[0, 0]) for m in matches]
+    assert sorted(rows) == list(range(64))
+    # Two copies of one image share a batch only by chance, not always (per_image would).
+    # per_image batching would give 2 source images x 4 copies in every batch of 8.
+    sources = copies.source[torch.tensor(rows)].view(-1, 8)
+    assert all(len(set(batch.tolist())) > 2 for batch in sources)
+
+
+def test_da_per_image_batching_is_the_named_variant(digits64, monkeypatch) -> None:
+    batches = _recording_contrastive_step(monkeypatch)
+    _, history = train_representation(
+        "contrastive_da",
+        digits64[:16],
+        seed=0,
+        epochs=1,
+        batch_size=8,
+        width=8,
+        head_depth=1,
+        da_batching="per_image",
+    )
+    assert history[0]["steps"] == 16 // 8 == len(batches)
+    assert all(len(batch) == 8 for batch in batches)  # images; copies are made in the step
+    with pytest.raises(ValueError, match="unknown da_batching 'mixed'"):
+        train_representation(
+            "contrastive_da", digits64, seed=0, epochs=1, batch_size=8, da_batching="mixed"
+        )
+
+
+def test_default_optimiser_decays_batchnorm_parameters() -> None:
+    import inspect
+
+    from pipeline_lib.models.proxy import build_proxy_model
+    from pipeline_lib.train import _parameter_groups
+
+    default = inspect.signature(train_representation).parameters["exclude_bn_from_decay"]
+    assert default.default is False  # released --regularize_bn=false: nothing excluded
+    model = build_proxy_model("contrastive", width=8, head_depth=2)
+    groups = _parameter_groups(model, weight_decay=3e-4, exclude_bn_from_decay=default.default)
+    assert len(groups) == 1 and groups[0]["weight_decay"] == 3e-4
+    bn = [
+        p
+        for m in model.modules()
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+        for p in m.parameters(recurse=False)
+    ]
+    decayed = {id(p) for p in groups[0]["params"]}
+    assert bn and all(id(p) in decayed for p in bn)
+    variant = _parameter_groups(model, weight_decay=3e-4, exclude_bn_from_decay=True)
+    assert {id(p) for p in variant[1]["params"]} == {id(p) for p in bn}
+    assert variant[1]["weight_decay"] == 0.0
