@@ -21,6 +21,7 @@ from pipeline_lib.grids import (
     merge_variants,
     study_grids,
 )
+from pipeline_lib.methods import PAPER_RECIPE, TRAINED_METHODS, recipe_deviations
 
 # Kept here as text so validating a config never imports torch
 # (pipeline_lib.representations.IMAGENET_WEIGHTS_URL / IMAGENET_WEIGHTS_ENV; a test checks).
@@ -126,6 +127,7 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
     splits["contamination"] = [float(ratio) for ratio in splits["contamination"]]
     _check_imagenet_weights(filled)
     _check_grids(filled, schema_path)
+    _check_recipe(filled)
     if "mvtec" in filled:
         _check_mvtec(filled)
     if "explain" in filled:
@@ -146,6 +148,48 @@ def _check_grids(config: dict[str, Any], schema_path: str | os.PathLike) -> None
         merge_datasets(study_grids(config, config["studies"]))
     except GridError as error:
         raise ConfigError(str(error)) from error
+
+
+#: Suggested variant-name suffixes for the recipe switches (e.g. ``denoising_patchnorm``).
+_VARIANT_SUFFIX = {
+    "exclude_bn_from_decay": "bn_no_decay",
+    "denoising_target": "patchnorm",
+    "da_batching": "per_image",
+    "view_jitter": "tv_jitter",
+    "view_blur": "blur",
+    "view_flip": "flip",
+    "loss_form": "loss",
+    "distributions": "set",
+    "denoising_views": "views",
+}
+
+
+def _check_recipe(config: dict[str, Any]) -> None:
+    """Rows named after a paper method run the paper's recipe (docs/protocol.md).
+
+    The top-level ``train`` settings apply to every row, so a switch that leaves the
+    paper's recipe there would run a different method under the paper's name; it belongs
+    in a named variant.
+    """
+    named = list(config["methods"])
+    for study in config.get("studies", []):
+        named += list(study.get("methods", []))
+    named += list((config.get("mvtec") or {}).get("methods") or [])
+    for method in dict.fromkeys(named):
+        if method not in TRAINED_METHODS:
+            continue
+        deviations = recipe_deviations(method, config["train"])
+        if deviations:
+            key, value = next(iter(deviations.items()))
+            spelled = yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...")
+            name = f"{method}_{_VARIANT_SUFFIX.get(key, key)}"
+            raise ConfigError(
+                f"train.{key}: {spelled.strip()} is not the paper's recipe "
+                f"(paper: {PAPER_RECIPE[key]!r}), so the row {method!r} would not run the "
+                f"paper's method. Move it into a named variant and list that name in "
+                f"methods, e.g. variants: {{{name}: {{method: {method}, train: {{{key}: "
+                f"{spelled.strip()}}}}}}} (docs/protocol.md)"
+            )
 
 
 def _check_mvtec(config: dict[str, Any]) -> None:

@@ -267,3 +267,44 @@ def test_schema_ids_match_the_library_registries() -> None:
     assert set(BASE_METHODS) == set(METHODS)
     trained = schema["variants"]["additionalProperties"]["properties"]["method"]["enum"]
     assert set(trained) == set(TRAINED_METHODS)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "method", "suggestion"),
+    [
+        ("denoising_target", "patch_normalized", "denoising", "denoising_patchnorm"),
+        ("exclude_bn_from_decay", True, "rotnet", "rotnet_bn_no_decay"),
+        ("da_batching", "per_image", "contrastive_da", "contrastive_da_per_image"),
+        ("view_jitter", "torchvision", "contrastive", "contrastive_tv_jitter"),
+    ],
+)
+def test_paper_rows_must_run_the_paper_recipe(config, key, value, method, suggestion) -> None:
+    config["methods"] = [method]
+    config["train"] = {key: value}
+    message = _error(config)
+    assert f"train.{key}" in message and f"row {method!r}" in message
+    assert suggestion in message and "docs/protocol.md" in message
+    # The same setting in a named variant is fine: the row carries the variant's name.
+    config["variants"] = {suggestion: {"method": method, "train": {key: value}}}
+    config["methods"] = [suggestion]
+    config["train"] = {}
+    assert validate_config(config, SCHEMA)["variants"][suggestion]["train"] == {key: value}
+
+
+def test_a_switch_the_method_ignores_keeps_its_row_faithful(config) -> None:
+    config["methods"] = ["rotnet", "resnet18_random"]
+    config["train"] = {"da_batching": "per_image", "denoising_target": "patch_normalized"}
+    assert validate_config(config, SCHEMA)["train"]["da_batching"] == "per_image"
+
+
+def test_paper_config_runs_the_paper_recipe_under_paper_names() -> None:
+    from pipeline_lib.methods import PAPER_RECIPE, TRAINED_METHODS, recipe_deviations
+
+    paper = validate_config(yaml.safe_load((ROOT / "config" / "paper.yaml").read_text()), SCHEMA)
+    assert {key: paper["train"][key] for key in PAPER_RECIPE} == PAPER_RECIPE
+    deviating = [
+        name
+        for name, variant in paper["variants"].items()
+        if recipe_deviations(variant["method"], variant.get("train", {}))
+    ]
+    assert deviating and not set(deviating) & set(TRAINED_METHODS)  # e.g. the DA sets
