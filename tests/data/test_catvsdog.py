@@ -9,6 +9,7 @@ import pytest
 from PIL import Image
 
 from pipeline_lib.data import DataError, MissingDataError, dataset_class_names, load_dataset
+from pipeline_lib.data.area_resize import area_resize
 
 SMALL = {"n_train_per_class": 4, "n_test_per_class": 2}
 
@@ -145,3 +146,45 @@ def test_bad_options_are_named(tmp_path, option, value):
 def test_unknown_option_is_refused(tmp_path):
     with pytest.raises(DataError, match=r"unknown option\(s\) \['image_size'\]"):
         load_dataset("catvsdog", root=tmp_path, image_size=32)
+
+
+# --- cv2.INTER_AREA in numpy (pipeline_lib.data.area_resize) ---------------------------------
+
+
+def test_area_resize_integer_factor_is_block_mean_with_ties_up():
+    image = np.arange(24, dtype=np.uint8).reshape(6, 4)
+    # 2x2 block sums 10, 18, 42, 50, 74, 82: means 2.5, 4.5, ... all ties, rounded up as
+    # OpenCV's (sum + 2) >> 2
+    assert area_resize(image, 3, 2).tolist() == [[3, 5], [11, 13], [19, 21]]
+    # 3x3 blocks go through cvRound (ties to even): block sums of 9 * [[1, 2], [3, 4]]
+    blocks = np.kron(np.array([[1, 2], [3, 4]], dtype=np.uint8), np.ones((3, 3), np.uint8))
+    assert area_resize(blocks, 2, 2).tolist() == [[1, 2], [3, 4]]
+
+
+def test_area_resize_non_integer_ratio_matches_hand_weights():
+    # 5 -> 3: cells of 5/3 pixels; covered fractions / (5/3) by hand
+    w5to3 = np.array(
+        [[0.6, 0.4, 0, 0, 0], [0, 0.2, 0.6, 0.2, 0], [0, 0, 0, 0.4, 0.6]], dtype=np.float64
+    )
+    image = (np.arange(25, dtype=np.uint8) * 10).reshape(5, 5)
+    # linear in the pixel index: rows [0.4, 2.0, 3.6] * 50 + columns [0.4, 2.0, 3.6] * 10
+    assert area_resize(image, 3, 3).tolist() == [[24, 40, 56], [104, 120, 136], [184, 200, 216]]
+    noisy = np.random.default_rng(0).integers(0, 256, size=(4, 5, 3)).astype(np.uint8)
+    # rows: 4 -> 2 is a plain pair mean, columns 5 -> 3 fractional: the general area path
+    w4to2 = np.array([[0.5, 0.5, 0, 0], [0, 0, 0.5, 0.5]])
+    oracle = np.rint(np.einsum("yh,hwc,xw->yxc", w4to2, noisy.astype(float), w5to3))
+    np.testing.assert_array_equal(area_resize(noisy, 2, 3), oracle.astype(np.uint8))
+
+
+def test_area_resize_enlarging_is_opencvs_bilinear_variant():
+    # OpenCV INTER_AREA when enlarging 3 -> 5: weights (1), (2/3, 1/3), (1), (1/3, 2/3), (1)
+    w3to5 = np.array([[1, 0, 0], [2 / 3, 1 / 3, 0], [0, 1, 0], [0, 1 / 3, 2 / 3], [0, 0, 1]])
+    image = np.array([[0, 30, 90], [60, 120, 240], [255, 0, 9]], dtype=np.uint8)
+    oracle = np.rint(w3to5 @ image.astype(float) @ w3to5.T).astype(np.uint8)
+    np.testing.assert_array_equal(area_resize(image, 5, 5), oracle)
+    assert area_resize(image, 5, 5)[0].tolist() == [0, 10, 30, 70, 90]
+
+
+def test_area_resize_refuses_non_uint8():
+    with pytest.raises(ValueError, match="uint8"):
+        area_resize(np.zeros((4, 4), dtype=np.float32), 2, 2)
