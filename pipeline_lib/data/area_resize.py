@@ -39,6 +39,7 @@ centre falls in the output cell, not by the fraction it covers, so it differs fr
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -52,6 +53,7 @@ def _scale(n_src: int, n_dst: int) -> float:
     return 1.0 / (n_dst / n_src)
 
 
+@lru_cache(maxsize=256)  # photos share a few sizes; the tables are read-only
 def _area_weights(n_src: int, n_dst: int) -> np.ndarray:
     """Box-area weights of one axis, shape (n_dst, n_src), as ``computeResizeAreaTab``."""
     scale = _scale(n_src, n_dst)
@@ -68,9 +70,11 @@ def _area_weights(n_src: int, n_dst: int) -> np.ndarray:
         weights[dst, first:last] += np.float32(1.0 / cell)
         if stop - last > _EPS_COVER:
             weights[dst, last] += np.float32(min(stop - last, 1.0, cell) / cell)
+    weights.flags.writeable = False
     return weights
 
 
+@lru_cache(maxsize=256)  # photos share a few sizes; the tables are read-only
 def _linear_weights(n_src: int, n_dst: int) -> np.ndarray:
     """OpenCV's bilinear emulation of ``INTER_AREA`` when enlarging, shape (n_dst, n_src)."""
     scale = _scale(n_src, n_dst)
@@ -85,6 +89,7 @@ def _linear_weights(n_src: int, n_dst: int) -> np.ndarray:
         weights[dst, src] += 1.0 - frac
         if frac:
             weights[dst, src + 1] += frac
+    weights.flags.writeable = False
     return weights
 
 
@@ -147,6 +152,10 @@ def area_resize(image: np.ndarray, height: int, width: int) -> np.ndarray:
         rows, cols = _area_weights(n_rows, height), _area_weights(n_cols, width)
     else:
         rows, cols = _linear_weights(n_rows, height), _linear_weights(n_cols, width)
-    values = np.einsum("yh,hwc,xw->yxc", rows, pixels.astype(np.float64), cols, optimize=True)
+    channels = pixels.shape[2]
+    # rows first, then columns: two BLAS matrix products
+    values = rows @ pixels.reshape(n_rows, n_cols * channels).astype(np.float64)
+    values = values.reshape(height, n_cols, channels).transpose(0, 2, 1) @ cols.T
+    values = values.transpose(0, 2, 1)
     out = np.clip(np.rint(values), 0, 255).astype(np.uint8)
     return out[:, :, 0] if planar else out
