@@ -96,7 +96,7 @@ DATASETS: Mapping[str, DatasetSpec] = MappingProxyType(
         "catvsdog": DatasetSpec(
             read_catvsdog,
             CATVSDOG_CLASSES,
-            options=frozenset({"n_train_per_class", "n_test_per_class"}),
+            options=frozenset({"layout", "n_train_per_class", "n_test_per_class"}),
         ),
         "celeba": DatasetSpec(read_celeba, CELEBA_CLASSES, download_celeba),
         "image_folder": DatasetSpec(
@@ -163,8 +163,8 @@ def load_dataset(
         nothing to download and ignore it: ``catvsdog`` needs a manual download).
     **options : Any
         Reader options: ``image_folder`` takes ``path``, ``image_size`` and
-        ``test_fraction``; ``catvsdog`` takes ``n_train_per_class`` and
-        ``n_test_per_class``; the others take none.
+        ``test_fraction``; ``catvsdog`` takes ``layout`` (``auto``, ``kaggle`` or
+        ``petimages``), ``n_train_per_class`` and ``n_test_per_class``; the others take none.
 
     Returns
     -------

@@ -1,34 +1,57 @@
-"""Reader for Cat-vs-Dog: the Kaggle / Microsoft "PetImages" folders (Asirra images).
+"""Reader for Cat-vs-Dog (Asirra images) in two layouts, chosen by the ``layout`` option.
 
-Layout: ``<root>/PetImages/Cat/*.jpg`` and ``<root>/PetImages/Dog/*.jpg`` (or the same under
-``<root>/catvsdog/``), as unzipped from the Microsoft Download Center's "Kaggle Cats and Dogs
-Dataset". The download holds a few unreadable files (zero-byte and corrupt JPEGs); they are
-skipped, counted and logged.
+``kaggle``: ``<root>/dogs-vs-cats/train/{cat,dog}.<id>.jpg`` (or the same under
+``<root>/catvsdog/``), the 25,000 training images of the Kaggle "Dogs vs. Cats" competition,
+which the authors' released code (google-research/deep_representation_one_class) reads. It is
+read the way that code prepares and splits it:
 
-Protocol (PROTOCOL.md, "Datasets and splits"): images are converted to RGB, resized so that
-the shorter side is 64 (bilinear) and centre-cropped to 64x64. The train/test split is the
-fixed seed-0 split: per class, ``np.random.default_rng(0).permutation`` of the class's
-readable images in sorted file-name order; the first ``n_train_per_class`` are the training
-split, the next ``n_test_per_class`` the test split (10,000 and 2,500 in the paper).
+- ``script/prepare_dogvscat.py``: the ``.jpg`` names of ``train/`` in sorted order, label 1
+  (dog) if the name starts with ``dog``, else 0 (cat) if it starts with ``cat``; each image
+  decoded to RGB (EXIF orientation applied, as ``cv2.imread`` does), resized with
+  ``cv2.INTER_AREA`` (:func:`pipeline_lib.data.area_resize.area_resize`, which documents where
+  it may differ from cv2 by one grey level) so that the shorter side is 64 and the longer
+  ``int(64 * long / short)``, then centre-cropped at offset ``(new - 64) // 2``;
+- ``data/dogvscat.py``: the cats and the dogs, each in file order, split by one
+  ``np.random.seed(0)`` state: the cats' permutation is drawn first, the dogs' second; the
+  first 10,000 of each permutation train, the rest (2,500) test, in permutation order. Here
+  ``np.random.RandomState(0)`` stands for the global seed (the global state is not touched).
+
+``petimages``: ``<root>/PetImages/{Cat,Dog}/*.jpg`` (or the same under ``<root>/catvsdog/``),
+as unzipped from the Microsoft Download Center's "Kaggle Cats and Dogs Dataset" (the same
+photos, other names, a few unreadable files). Protocol (PROTOCOL.md, "Datasets and splits"):
+images are converted to RGB, resized so that the shorter side is 64 (bilinear) and
+centre-cropped to 64x64. The train/test split is the fixed seed-0 split: per class,
+``np.random.default_rng(0).permutation`` of the class's readable images in sorted file-name
+order; the first ``n_train_per_class`` are the training split, the next ``n_test_per_class``
+the test split (10,000 and 2,500 in the paper), each in file order.
+
+``auto`` (default) reads the Kaggle layout when its folder exists (the released code's
+source), else PetImages. In both layouts unreadable files are skipped, counted and logged.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageOps
 
+from pipeline_lib.data.area_resize import area_resize
 from pipeline_lib.data.base import DataError, ImageDataset, MissingDataError
 from pipeline_lib.data.image_folder import IMAGE_EXTENSIONS
 
 __all__ = [
     "CATVSDOG_CLASSES",
+    "CATVSDOG_KAGGLE_URL",
+    "CATVSDOG_LAYOUTS",
     "CATVSDOG_URL",
     "CATVSDOG_SIZE",
     "catvsdog_candidates",
+    "kaggle_candidates",
     "read_catvsdog",
+    "resize_and_crop",
 ]
 
 logger = logging.getLogger(__name__)
@@ -36,10 +59,14 @@ logger = logging.getLogger(__name__)
 CATVSDOG_CLASSES: tuple[str, ...] = ("cat", "dog")
 CATVSDOG_SIZE = 64
 CATVSDOG_URL = "https://www.microsoft.com/en-us/download/details.aspx?id=54765"
+CATVSDOG_KAGGLE_URL = "https://www.kaggle.com/c/dogs-vs-cats/data"
+CATVSDOG_LAYOUTS: tuple[str, ...] = ("auto", "kaggle", "petimages")
 
 _FOLDERS = {"cat": "Cat", "dog": "Dog"}  # class name -> sub-folder of PetImages
 _SPLIT_SEED = 0
 _N_LOGGED = 5  # unreadable file names quoted in the warning
+_KAGGLE_PREFIXES = (("dog", 1), ("cat", 0))  # checked in this order, as the released script
+_KAGGLE_N_FILES = 25000  # the released script asserts this many
 
 
 def catvsdog_candidates(root: Path) -> tuple[Path, ...]:
@@ -58,18 +85,87 @@ def catvsdog_candidates(root: Path) -> tuple[Path, ...]:
     return (Path(root) / "PetImages", Path(root) / "catvsdog" / "PetImages")
 
 
-def _find_folder(root: Path) -> Path:
-    candidates = catvsdog_candidates(root)
-    for folder in candidates:
+def kaggle_candidates(root: Path) -> tuple[Path, ...]:
+    """Folders searched for the Kaggle ``train/`` images under ``root``, in order.
+
+    Parameters
+    ----------
+    root : Path
+        Data root.
+
+    Returns
+    -------
+    tuple of Path
+        ``<root>/dogs-vs-cats/train`` (the released code's ``$DATA_DIR/dogs-vs-cats/train``)
+        and ``<root>/catvsdog/dogs-vs-cats/train``.
+    """
+    return (
+        Path(root) / "dogs-vs-cats" / "train",
+        Path(root) / "catvsdog" / "dogs-vs-cats" / "train",
+    )
+
+
+def _find_petimages(root: Path) -> Path | None:
+    for folder in catvsdog_candidates(root):
         if all((folder / sub).is_dir() for sub in _FOLDERS.values()):
             return folder
-    raise MissingDataError(
-        "Cat-vs-Dog not found: expected the folders Cat/ and Dog/ of JPEGs in one of: "
+    return None
+
+
+def _find_kaggle(root: Path) -> Path | None:
+    return next((folder for folder in kaggle_candidates(root) if folder.is_dir()), None)
+
+
+def _petimages_hint(root: Path) -> str:
+    candidates = catvsdog_candidates(root)
+    return (
+        "the folders Cat/ and Dog/ of JPEGs in one of: "
         f'{", ".join(f"{c}/" for c in candidates)}. Get the "Kaggle Cats and Dogs Dataset" '
         f"from the Microsoft Download Center ({CATVSDOG_URL}) and unzip it into {root}/ "
-        "(it holds PetImages/Cat and PetImages/Dog); it is not downloaded automatically "
-        "(the Kaggle copy needs a login)."
+        "(it holds PetImages/Cat and PetImages/Dog)"
     )
+
+
+def _kaggle_hint(root: Path) -> str:
+    candidates = kaggle_candidates(root)
+    return (
+        "the files cat.<id>.jpg and dog.<id>.jpg in one of: "
+        f'{", ".join(f"{c}/" for c in candidates)}. Get train.zip of the Kaggle "Dogs vs. '
+        f'Cats" competition ({CATVSDOG_KAGGLE_URL}) and unzip it into {root}/dogs-vs-cats/'
+    )
+
+
+_NOT_DOWNLOADED = "; it is not downloaded automatically (the Kaggle copy needs a login)."
+
+
+def _find_folder(root: Path, layout: str) -> tuple[str, Path]:
+    """The layout to read and its folder: Kaggle first under ``auto``, as the released code."""
+    if layout in ("auto", "kaggle"):
+        folder = _find_kaggle(root)
+        if folder is not None:
+            return "kaggle", folder
+    if layout in ("auto", "petimages"):
+        folder = _find_petimages(root)
+        if folder is not None:
+            return "petimages", folder
+    if layout == "kaggle":
+        message = f"Cat-vs-Dog (layout kaggle) not found: expected {_kaggle_hint(root)}"
+    elif layout == "petimages":
+        message = f"Cat-vs-Dog not found: expected {_petimages_hint(root)}"
+    else:
+        message = (
+            f"Cat-vs-Dog not found: expected {_kaggle_hint(root)} (layout kaggle, read "
+            f"first), or {_petimages_hint(root)} (layout petimages)"
+        )
+    raise MissingDataError(message + _NOT_DOWNLOADED)
+
+
+def _check_layout(value: object) -> str:
+    if value not in CATVSDOG_LAYOUTS:
+        raise DataError(
+            f"catvsdog option layout must be one of {', '.join(CATVSDOG_LAYOUTS)}, got {value!r}"
+        )
+    return str(value)
 
 
 def _check_count(value: object, name: str) -> int:
@@ -100,6 +196,16 @@ def _load_pet(path: Path) -> np.ndarray | None:
     return np.asarray(img, dtype=np.uint8)
 
 
+def _log_skipped(skipped: list[str], n_files: int, folder: Path) -> None:
+    """Warn with the count and the first names of the unreadable files of ``folder``."""
+    if not skipped:
+        return
+    shown = ", ".join(skipped[:_N_LOGGED]) + (", ..." if len(skipped) > _N_LOGGED else "")
+    logger.warning(
+        "skipped %d unreadable image(s) of %d in %s: %s", len(skipped), n_files, folder, shown
+    )
+
+
 def _read_class(folder: Path) -> np.ndarray:
     """Readable images of one class folder in sorted file-name order, (n, 64, 64, 3) uint8."""
     files = sorted(
@@ -116,52 +222,30 @@ def _read_class(folder: Path) -> np.ndarray:
             continue
         images[n_read] = image
         n_read += 1
-    if skipped:
-        shown = ", ".join(skipped[:_N_LOGGED]) + (", ..." if len(skipped) > _N_LOGGED else "")
-        logger.warning(
-            "skipped %d unreadable image(s) of %d in %s: %s",
-            len(skipped),
-            len(files),
-            folder,
-            shown,
-        )
+    _log_skipped(skipped, len(files), folder)
     return images[:n_read]
 
 
-def read_catvsdog(
-    root: Path, *, n_train_per_class: int = 10000, n_test_per_class: int = 2500
-) -> ImageDataset:
-    """Read Cat-vs-Dog from ``<root>/PetImages/`` (or ``<root>/catvsdog/PetImages/``).
+def _dataset(parts: dict[str, list[np.ndarray]], folder: Path) -> ImageDataset:
+    """Concatenate the per-class pieces (cats first) into the data set and log its size."""
+    logger.info(
+        "read Cat-vs-Dog from %s: %d train, %d test images",
+        folder,
+        sum(map(len, parts["train_y"])),
+        sum(map(len, parts["test_y"])),
+    )
+    return ImageDataset(
+        name="catvsdog",
+        train_images=np.concatenate(parts["train_x"]),
+        train_labels=np.concatenate(parts["train_y"]),
+        test_images=np.concatenate(parts["test_x"]),
+        test_labels=np.concatenate(parts["test_y"]),
+        class_names=CATVSDOG_CLASSES,
+    )
 
-    Parameters
-    ----------
-    root : Path
-        Data root.
-    n_train_per_class : int, default=10000
-        Training images per class: the first ones of the class's seed-0 permutation.
-    n_test_per_class : int, default=2500
-        Test images per class: the next ones of the same permutation.
 
-    Returns
-    -------
-    ImageDataset
-        ``2 * n_train_per_class`` training and ``2 * n_test_per_class`` test images of shape
-        (64, 64, 3); classes ``("cat", "dog")``. Within a split, cats come first, each class
-        in sorted file-name order.
-
-    Raises
-    ------
-    MissingDataError
-        If neither candidate folder holds both ``Cat/`` and ``Dog/``.
-    DataError
-        If an option is not a positive int, or a class has no readable image left for the
-        test split after ``n_train_per_class`` (the test split takes the rest, at most
-        ``n_test_per_class``). Unreadable images are skipped (logged
-        as a warning with their count), not an error.
-    """
-    n_train = _check_count(n_train_per_class, "n_train_per_class")
-    n_test = _check_count(n_test_per_class, "n_test_per_class")
-    folder = _find_folder(root)
+def _read_petimages(folder: Path, n_train: int, n_test: int) -> ImageDataset:
+    """The PetImages layout: per-class ``default_rng(0)`` split, each split in file order."""
     parts: dict[str, list[np.ndarray]] = {"train_x": [], "train_y": [], "test_x": [], "test_y": []}
     for label, name in enumerate(CATVSDOG_CLASSES):
         class_folder = folder / _FOLDERS[name]
@@ -181,17 +265,163 @@ def read_catvsdog(
         ):
             parts[f"{split}_x"].append(images[index])
             parts[f"{split}_y"].append(np.full(len(index), label, dtype=np.int64))
-    logger.info(
-        "read Cat-vs-Dog from %s: %d train, %d test images",
-        folder,
-        sum(map(len, parts["train_y"])),
-        sum(map(len, parts["test_y"])),
+    return _dataset(parts, folder)
+
+
+def resize_and_crop(pixels: np.ndarray, side: int = CATVSDOG_SIZE) -> np.ndarray:
+    """The released ``resize_and_crop_image``: shorter side to ``side`` (INTER_AREA), centre crop.
+
+    Parameters
+    ----------
+    pixels : np.ndarray
+        uint8 image of shape (H, W, 3).
+    side : int, default=64
+        Output side.
+
+    Returns
+    -------
+    np.ndarray
+        uint8 array of shape (side, side, 3). The longer side is first resized to
+        ``int(side * long / short)`` (truncated, as the released script; a square image
+        takes the width branch), the crop starts at ``(new - side) // 2``.
+    """
+    height, width = pixels.shape[:2]
+    new_height = new_width = side
+    if height > width:
+        new_height = int(side * height / width)
+    else:
+        new_width = int(side * width / height)
+    resized = area_resize(pixels, new_height, new_width)
+    top, left = (new_height - side) // 2, (new_width - side) // 2
+    return resized[top : top + side, left : left + side]
+
+
+def _load_kaggle(path: Path) -> np.ndarray | None:
+    """Decode as ``cv2.imread`` (full size, EXIF orientation applied) then the released crop."""
+    try:
+        with Image.open(path) as img:
+            # No draft mode here: cv2 decodes at full size before INTER_AREA.
+            img = ImageOps.exif_transpose(img).convert("RGB")
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
+        return None
+    return resize_and_crop(np.asarray(img, dtype=np.uint8))
+
+
+def _kaggle_label(name: str, folder: Path) -> int:
+    for prefix, label in _KAGGLE_PREFIXES:
+        if name.startswith(prefix):
+            return label
+    raise DataError(
+        f"{folder / name} is neither a cat.* nor a dog.* file; the Kaggle train/ folder holds "
+        "only those (the released script would give it the previous file's label): move it out"
     )
-    return ImageDataset(
-        name="catvsdog",
-        train_images=np.concatenate(parts["train_x"]),
-        train_labels=np.concatenate(parts["train_y"]),
-        test_images=np.concatenate(parts["test_x"]),
-        test_labels=np.concatenate(parts["test_y"]),
-        class_names=CATVSDOG_CLASSES,
-    )
+
+
+def _kaggle_files(folder: Path) -> tuple[list[str], np.ndarray]:
+    """The released file list: sorted ``.jpg`` names of ``folder`` and their 0/1 labels."""
+    names = sorted(n for n in os.listdir(folder) if n.endswith(".jpg") and (folder / n).is_file())
+    labels = np.array([_kaggle_label(name, folder) for name in names], dtype=np.int64)
+    return names, labels
+
+
+def _released_split(labels: np.ndarray, n_train: int, n_test: int) -> dict[str, np.ndarray]:
+    """Indices of the released ``data/dogvscat.py`` split, per class and split, cats first.
+
+    One ``RandomState(0)`` draws the cats' permutation, then the dogs': the dogs' split
+    depends on the number of cats, as in the released code's ``np.random.seed(0)``.
+    """
+    rng = np.random.RandomState(_SPLIT_SEED)
+    split: dict[str, np.ndarray] = {}
+    for label in range(len(CATVSDOG_CLASSES)):
+        members = np.flatnonzero(labels == label)
+        order = rng.permutation(len(members))
+        split[f"train_{label}"] = members[order[:n_train]]
+        split[f"test_{label}"] = members[order[n_train : n_train + n_test]]
+    return split
+
+
+def _read_kaggle(folder: Path, n_train: int, n_test: int) -> ImageDataset:
+    """The Kaggle layout read, resized and split as the authors' released code does."""
+    names, labels = _kaggle_files(folder)
+    if n_train == 10000 and len(names) != _KAGGLE_N_FILES:
+        logger.warning(
+            "%s holds %d .jpg files; the released prepare_dogvscat.py asserts %d",
+            folder,
+            len(names),
+            _KAGGLE_N_FILES,
+        )
+    images = np.empty((len(names), CATVSDOG_SIZE, CATVSDOG_SIZE, 3), dtype=np.uint8)
+    readable = np.zeros(len(names), dtype=bool)
+    for i, name in enumerate(names):
+        image = _load_kaggle(folder / name)
+        if image is not None:
+            images[i], readable[i] = image, True
+    _log_skipped([n for n, ok in zip(names, readable, strict=True) if not ok], len(names), folder)
+    images, labels = images[readable], labels[readable]
+    counts = np.bincount(labels, minlength=len(CATVSDOG_CLASSES))
+    if counts.min() <= n_train:
+        raise DataError(
+            f"{folder}/ holds {counts[0]} readable cat and {counts[1]} readable dog images; "
+            f"the released split needs more than n_train_per_class = {n_train} of each; "
+            "lower it or complete the folder"
+        )
+    split = _released_split(labels, n_train, n_test)
+    parts: dict[str, list[np.ndarray]] = {"train_x": [], "train_y": [], "test_x": [], "test_y": []}
+    for name in ("train", "test"):
+        for label in range(len(CATVSDOG_CLASSES)):
+            index = split[f"{name}_{label}"]
+            parts[f"{name}_x"].append(images[index])
+            parts[f"{name}_y"].append(labels[index])
+    return _dataset(parts, folder)
+
+
+def read_catvsdog(
+    root: Path,
+    *,
+    layout: str = "auto",
+    n_train_per_class: int = 10000,
+    n_test_per_class: int = 2500,
+) -> ImageDataset:
+    """Read Cat-vs-Dog from the Kaggle ``dogs-vs-cats/train/`` or the ``PetImages/`` layout.
+
+    Parameters
+    ----------
+    root : Path
+        Data root.
+    layout : {"auto", "kaggle", "petimages"}, default="auto"
+        ``kaggle``: ``<root>/dogs-vs-cats/train/{cat,dog}.<id>.jpg``, read, resized and
+        split as the authors' released code; ``petimages``: ``<root>/PetImages/{Cat,Dog}/``
+        (both also under ``<root>/catvsdog/``); ``auto``: Kaggle when its folder exists,
+        else PetImages. See the module docstring for each layout's protocol.
+    n_train_per_class : int, default=10000
+        Training images per class: the first ones of the class's seed-0 permutation (the
+        released split uses 10,000; tests use fewer).
+    n_test_per_class : int, default=2500
+        Test images per class: the next ones of the same permutation.
+
+    Returns
+    -------
+    ImageDataset
+        ``2 * n_train_per_class`` training and up to ``2 * n_test_per_class`` test images of
+        shape (64, 64, 3); classes ``("cat", "dog")``; within a split, cats come first. Each
+        class is in sorted file-name order (``petimages``) or in the order of its
+        permutation, as the released arrays (``kaggle``).
+
+    Raises
+    ------
+    MissingDataError
+        If the layout's folder is missing (the message names the folders searched and the
+        download to unzip there).
+    DataError
+        If an option is invalid, a Kaggle ``.jpg`` name starts with neither ``cat`` nor
+        ``dog``, or a class has no readable image left for the test split after
+        ``n_train_per_class`` (the test split takes the rest, at most ``n_test_per_class``).
+        Unreadable images are skipped (logged as a warning with their count), not an error.
+    """
+    chosen = _check_layout(layout)
+    n_train = _check_count(n_train_per_class, "n_train_per_class")
+    n_test = _check_count(n_test_per_class, "n_test_per_class")
+    found, folder = _find_folder(Path(root), chosen)
+    if found == "kaggle":
+        return _read_kaggle(folder, n_train, n_test)
+    return _read_petimages(folder, n_train, n_test)
