@@ -8,7 +8,8 @@ shows the mean and standard deviation of those class means over seeds. The ``mea
 the mean over data sets weighted by their number of classes, computed per seed first.
 
 Standard deviations are population standard deviations over seeds (``ddof=0``, numpy's
-default) unless ``ddof`` says otherwise; a single seed therefore shows a std of 0.
+default) unless ``ddof`` says otherwise; a single seed therefore has a std of 0 in the long
+frames, and the display tables show ``"(n=1)"`` instead of ``"± 0.0"``.
 
 Missing jobs are never hidden: every cell carries ``n_seeds``, ``n_results`` and their
 expected counts, and ``complete`` is False when any (class, seed) result is missing.
@@ -29,6 +30,7 @@ from pipeline_lib.published import (
     PAPER_DATASET_CLASSES,
     display_name,
 )
+from pipeline_lib.tables import format_mean_std
 
 __all__ = [
     "MAIN_COLUMNS",
@@ -496,12 +498,8 @@ def _published_per_class(
     }
 
 
-def _fmt(mean: float, std: float, decimals: int) -> str:
-    if not np.isfinite(mean):
-        return "—"
-    if not np.isfinite(std):
-        return f"{mean:.{decimals}f}"
-    return f"{mean:.{decimals}f} ± {std:.{decimals}f}"
+def _fmt(mean: float, std: float, decimals: int, n_seeds: int | None = None) -> str:
+    return format_mean_std(mean, std, n_seeds=n_seeds, decimals=decimals)
 
 
 def _fmt_published(
@@ -530,7 +528,8 @@ def format_main_table(long: pd.DataFrame, *, decimals: int = 1) -> pd.DataFrame:
     -------
     DataFrame
         Columns ``Representation``, ``Detector``, then per data set ``<Dataset>``
-        (``"92.4 ± 0.6"``, with ``" [45/50 runs, 4/5 seeds]"`` appended when incomplete,
+        (``"92.4 ± 0.6"``, ``"92.4 (n=1)"`` for one seed, with ``" [45/50 runs, 4/5 seeds]"``
+        appended when incomplete,
         ``"—"`` when there is no result) and, when any published number is present,
         ``<Dataset> paper`` (``"92.5 ± 0.6, Δ -0.1"``; ``(derived)`` marks a published
         mean recomputed over the data sets shown).
@@ -559,7 +558,7 @@ def format_main_table(long: pd.DataFrame, *, decimals: int = 1) -> pd.DataFrame:
                     row[f"{name} paper"] = ""
                 continue
             cell = cells.loc[dataset]
-            text = _fmt(cell["mean"], cell["std"], decimals)
+            text = _fmt(cell["mean"], cell["std"], decimals, cell["n_seeds"])
             if not cell["complete"]:
                 text += (
                     f" [{cell['n_results']}/{cell['expected_results']} runs, "
@@ -592,7 +591,8 @@ def format_per_class_table(long: pd.DataFrame, *, decimals: int = 1) -> pd.DataF
     -------
     DataFrame
         A ``Class`` column, then one column ``"<Representation> / <Detector>"`` per pair with
-        cells ``"90.9 ± 0.5 (paper 90.9 ± 0.5, Δ +0.0)"``; incomplete cells end with
+        cells ``"90.9 ± 0.5 (paper 90.9 ± 0.5, Δ +0.0)"`` (``"90.9 (n=1) (paper ...)"`` for one
+        seed); incomplete cells end with
         ``" [3/5 seeds]"`` and the ``mean`` row with ``" [incomplete]"``.
 
     Raises
@@ -609,7 +609,7 @@ def format_per_class_table(long: pd.DataFrame, *, decimals: int = 1) -> pd.DataF
         texts = []
         for inlier in classes:
             cell = cells.loc[inlier]
-            text = _fmt(cell["mean"], cell["std"], decimals)
+            text = _fmt(cell["mean"], cell["std"], decimals, cell["n_seeds"])
             published = _fmt_published(
                 cell["published_mean"], cell["published_std"], cell["delta"], decimals
             )

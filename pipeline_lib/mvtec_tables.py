@@ -3,7 +3,11 @@
 Input is the tidy frame of every MVTec job (:data:`RESULT_COLUMNS`, one row per category x
 method x detector x seed). Following the paper (App. E.3, Table 6), a group's number is the
 mean over its categories, computed per seed, then reported as mean +- std over seeds; the
-published value of the same (group, representation, detector, metric) sits beside it.
+published value of the same (group, representation, detector, metric) sits beside it only
+when the run's group holds exactly the paper's categories (all 10 objects, all 5 textures,
+all 15): a mean over a subset, or over a user's own categories (``mvtec.paths``), is not the
+paper's quantity, so those groups are compared per category only
+(:func:`paper_comparison_notes` says why in a line above the table).
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline_lib.data.mvtec import MVTEC_CATEGORIES
+from pipeline_lib.data.mvtec import MVTEC_CATEGORIES, MVTEC_OBJECTS, MVTEC_TEXTURES
 from pipeline_lib.published import METHOD_DISPLAY, display_name, load_published
+from pipeline_lib.tables import format_mean_std
 
 __all__ = [
     "GROUPS",
@@ -25,6 +30,7 @@ __all__ = [
     "format_summary",
     "group_summary",
     "mvtec_results_frame",
+    "paper_comparison_notes",
     "per_category_table",
 ]
 
@@ -47,6 +53,12 @@ METRICS: Mapping[str, tuple[str, str | None]] = {
 }
 #: Summary groups in table order ("all" is every category).
 GROUPS: tuple[str, ...] = ("object", "texture", "other", "all")
+#: The categories behind each of the paper's group means (Table 6).
+PAPER_GROUPS: Mapping[str, tuple[str, ...]] = {
+    "object": MVTEC_OBJECTS,
+    "texture": MVTEC_TEXTURES,
+    "all": MVTEC_CATEGORIES,
+}
 
 _DETECTOR_ORDER = ("rotation_classifier", "kde", "gde", "knn", "ocsvm", "ocsvm_linear")
 # Representation order of the tables; from the display names, so no torch import is needed.
@@ -123,7 +135,78 @@ def per_category_table(results: pd.DataFrame, *, metric: str) -> pd.DataFrame:
     return stats.merge(counts, on=keys)
 
 
-def group_summary(results: pd.DataFrame, *, published: pd.DataFrame | None = None) -> pd.DataFrame:
+def _group_members(results: pd.DataFrame, group: str) -> pd.DataFrame:
+    return results if group == "all" else results[results["group"] == group]
+
+
+def _paper_mismatch(
+    categories: Sequence[str], group: str, own_categories: Sequence[str]
+) -> str | None:
+    """Why ``categories`` (a group of the run) cannot stand beside the paper's group mean;
+    None when they are exactly the paper's."""
+    if group not in PAPER_GROUPS:
+        return "the paper has no such group"
+    ran = set(categories)
+    own = sorted(ran & set(own_categories)) + sorted(ran - set(MVTEC_CATEGORIES))
+    own = list(dict.fromkeys(own))
+    expected = PAPER_GROUPS[group]
+    missing = [name for name in expected if name not in ran - set(own)]
+    if not own and not missing:
+        return None
+    reasons = []
+    if own:
+        reasons.append(f"your own categor{'y' if len(own) == 1 else 'ies'} {', '.join(own)}")
+    if len(missing) == len(expected):
+        reasons.append("none of the paper's")
+    elif missing:
+        reasons.append(
+            f"{len(expected) - len(missing)} of the paper's {len(expected)} categories "
+            f"(missing: {', '.join(missing)})"
+        )
+    return " and ".join(reasons)
+
+
+def paper_comparison_notes(
+    results: pd.DataFrame, *, own_categories: Sequence[str] = ()
+) -> list[str]:
+    """Lines saying which group means are left without the paper's number, and why.
+
+    Parameters
+    ----------
+    results : DataFrame
+        :func:`mvtec_results_frame`.
+    own_categories : sequence of str, default=()
+        Categories read from ``mvtec.paths`` (a user's own data, even when named like an
+        MVTec category).
+
+    Returns
+    -------
+    list of str
+        One line per group whose categories are not the paper's; empty when every group
+        that ran matches.
+    """
+    notes = []
+    for group in GROUPS:
+        members = _group_members(results, group)
+        if members.empty:
+            continue
+        why = _paper_mismatch(members["category"].unique(), group, own_categories)
+        if why is not None and group in PAPER_GROUPS:
+            notes.append(
+                f"No paper number beside '{group}': the paper's mean averages all "
+                f"{len(PAPER_GROUPS[group])} MVTec AD "
+                f"{'categories' if group == 'all' else group + ' categories'}, this run has "
+                f"{why}; compare per category (per_category_* tables) instead."
+            )
+    return notes
+
+
+def group_summary(
+    results: pd.DataFrame,
+    *,
+    published: pd.DataFrame | None = None,
+    own_categories: Sequence[str] = (),
+) -> pd.DataFrame:
     """The paper's summary: per metric and group, mean over categories, then over seeds.
 
     Parameters
@@ -132,6 +215,10 @@ def group_summary(results: pd.DataFrame, *, published: pd.DataFrame | None = Non
         :func:`mvtec_results_frame`.
     published : DataFrame or None, default=None
         ``load_published("mvtec_results")``; None loads it.
+    own_categories : sequence of str, default=()
+        Categories from ``mvtec.paths``: never the paper's, whatever their name. A group
+        gets the paper's number only when it holds exactly the paper's categories
+        (:func:`paper_comparison_notes` lists the others and why).
 
     Returns
     -------
@@ -139,6 +226,8 @@ def group_summary(results: pd.DataFrame, *, published: pd.DataFrame | None = Non
         Columns ``metric, group, method, detector, mean, std, n_categories, n_seeds,
         paper_mean, paper_std``. Groups without a category are left out; ``all`` covers
         every category. Metrics that are NaN everywhere (no masks) are left out.
+        ``paper_mean`` / ``paper_std`` are NaN where the group's categories differ from
+        the paper's.
     """
     if published is None:
         published = load_published("mvtec_results")
@@ -151,15 +240,22 @@ def group_summary(results: pd.DataFrame, *, published: pd.DataFrame | None = Non
         if results[metric].notna().sum() == 0:
             continue
         for group in GROUPS:
-            members = results if group == "all" else results[results["group"] == group]
+            members = _group_members(results, group)
             if members.empty:
                 continue
+            comparable = (
+                _paper_mismatch(members["category"].unique(), group, own_categories) is None
+            )
             for method, detector in _pairs(members):
                 one = members[(members["method"] == method) & (members["detector"] == detector)]
                 per_seed = one.groupby("seed")[metric].mean().dropna()
                 if per_seed.empty:
                     continue
-                ref = paper.get((published_metric, group, method, detector), (np.nan, np.nan))
+                ref = (
+                    paper.get((published_metric, group, method, detector), (np.nan, np.nan))
+                    if comparable
+                    else (np.nan, np.nan)
+                )
                 rows.append(
                     {
                         "metric": metric,
@@ -191,12 +287,8 @@ def group_summary(results: pd.DataFrame, *, published: pd.DataFrame | None = Non
     )
 
 
-def _fmt(mean: float, std: float, decimals: int) -> str:
-    if not np.isfinite(mean):
-        return "n/a"
-    if not np.isfinite(std):
-        return f"{mean:.{decimals}f}"
-    return f"{mean:.{decimals}f} ± {std:.{decimals}f}"
+def _fmt(mean: float, std: float, decimals: int, n_seeds: int | None = None) -> str:
+    return format_mean_std(mean, std, n_seeds=n_seeds, decimals=decimals, missing="n/a")
 
 
 def format_per_category(long: pd.DataFrame, *, decimals: int = 1) -> pd.DataFrame:
@@ -206,7 +298,7 @@ def format_per_category(long: pd.DataFrame, *, decimals: int = 1) -> pd.DataFram
     for row in long.itertuples():
         label = f"{row.category} ({row.group})"
         wide.setdefault(label, {})[_label(row.method, row.detector)] = _fmt(
-            row.mean, row.std, decimals
+            row.mean, row.std, decimals, row.n_seeds
         )
     columns = [_label(m, d) for m, d in _pairs(long)]
     frame = pd.DataFrame.from_dict(wide, orient="index").reindex(columns=columns).fillna("")
@@ -216,16 +308,23 @@ def format_per_category(long: pd.DataFrame, *, decimals: int = 1) -> pd.DataFram
 
 def format_summary(long: pd.DataFrame, *, decimals: int = 1) -> pd.DataFrame:
     """Display form of :func:`group_summary` in the paper's shape (Table 6): rows
-    "Detection on object" ..., two columns per representation + detector (ours, paper)."""
+    "Detection on object" ..., two columns per representation + detector (ours, paper).
+
+    A group without a comparable published number (:func:`paper_comparison_notes`) has an
+    empty paper cell; without any, the paper columns are left out."""
     pairs = _pairs(long) if not long.empty else []
     rows: dict[str, dict[str, str]] = {}
     for row in long.itertuples():
         label = f"{METRICS[row.metric][0]} on {row.group}"
         cells = rows.setdefault(label, {})
         name = _label(row.method, row.detector)
-        cells[name] = _fmt(row.mean, row.std, decimals)
-        cells[f"{name} (paper)"] = _fmt(row.paper_mean, row.paper_std, decimals)
-    columns = [c for m, d in pairs for c in (_label(m, d), f"{_label(m, d)} (paper)")]
+        cells[name] = _fmt(row.mean, row.std, decimals, row.n_seeds)
+        if np.isfinite(row.paper_mean):
+            cells[f"{name} (paper)"] = _fmt(row.paper_mean, row.paper_std, decimals)
+    # Paper columns only where some group stands beside a published number.
+    has_paper = bool(long["paper_mean"].notna().any()) if not long.empty else False
+    suffixes = ("", " (paper)") if has_paper else ("",)
+    columns = [f"{_label(m, d)}{suffix}" for m, d in pairs for suffix in suffixes]
     frame = pd.DataFrame.from_dict(rows, orient="index").reindex(columns=columns).fillna("")
     frame.index.name = "AUC"
     return frame

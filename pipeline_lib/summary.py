@@ -20,6 +20,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -190,6 +191,7 @@ def _blocks(
     title: str,
     relative_to: Path | None,
     top: int | None,
+    main: Mapping[str, Any] | None = None,
 ) -> list[tuple]:
     """The page as blocks: ("h", level, text), ("p", text), ("table", DataFrame of cells),
     ("list", [cell, ...]), ("img", alt, href)."""
@@ -203,6 +205,18 @@ def _blocks(
             "is given; cells with missing results are never ranked.",
         )
     )
+    if main is not None:
+        # The table a reader opens the page for, inline, under the protocol line that says
+        # how comparable it is with the paper's.
+        blocks.append(("h", 2, "Main table"))
+        blocks += [("p", line) for line in main.get("protocol", [])]
+        blocks.append(("table", main["table"]))
+        files = [
+            _Link(Path(path).suffix.lstrip("."), _href(path, relative_to))
+            for path in main.get("links", [])
+        ]
+        if files:
+            blocks.append(("list", [["Files: ", *files]]))
 
     def table_links(name: str) -> list[_Link]:
         paths = [Path(p) for p in links.get(name, [])]
@@ -324,6 +338,7 @@ def _blocks(
             continue
         if result.caption:
             blocks.append(("p", result.caption))
+        blocks += [("p", line) for line in result.protocol]
         tables = table_links(name)
         if tables:
             blocks.append(("list", [["Table: ", *tables]]))
@@ -340,7 +355,9 @@ def _md_cell(cell: _Cell) -> str:
     if isinstance(cell, str):
         return cell.replace("|", "\\|").replace("\n", " ")
     parts = [_md_cell(part) for part in cell]
-    return "".join(parts) if parts and parts[0].endswith(": ") else " · ".join(parts)
+    if parts and isinstance(cell[0], str) and cell[0].endswith(": "):
+        return parts[0] + " · ".join(parts[1:])  # "Table: md · html · csv · tex"
+    return " · ".join(parts)
 
 
 def _html_cell(cell: _Cell) -> str:
@@ -350,11 +367,10 @@ def _html_cell(cell: _Cell) -> str:
         text = html.escape(cell)
         return f'<span class="missing">{text}</span>' if "missing" in cell else text
     parts = [_html_cell(part) for part in cell]
-    return (
-        "".join(parts)
-        if cell and isinstance(cell[0], str) and cell[0].endswith(": ")
-        else " · ".join(parts)
-    )
+    if cell and isinstance(cell[0], str) and cell[0].endswith(": "):
+        # a label, then its links: separated, or a browser shows "mdhtmlcsvtex"
+        return parts[0] + " · ".join(parts[1:])
+    return " · ".join(parts)
 
 
 def _render_markdown(blocks: list[tuple]) -> str:
@@ -421,6 +437,7 @@ def build_summary(
     title: str = "droc-bench: the paper's studies beside its published numbers",
     relative_to: Path | None = None,
     top: int | None = None,
+    main: Mapping[str, Any] | None = None,
 ) -> str:
     """The summary page as Markdown.
 
@@ -438,14 +455,19 @@ def build_summary(
         Write links relative to this folder (the page's own folder); None keeps the paths.
     top : int or None, default=None
         Show only the ``top`` largest ranked deviations; None shows all.
+    main : mapping or None, default=None
+        The main table shown inline near the top: ``table`` (its display DataFrame, e.g.
+        :func:`pipeline_lib.aggregate.format_main_table`), ``protocol`` (lines above it:
+        how the run's protocol differs from the paper's) and ``links`` (its files).
 
     Returns
     -------
     str
-        Markdown: overview, ranked deviations, missing results, then each study's links,
-        notes and figures.
+        Markdown: overview, the main table, ranked deviations, missing results, then each
+        study's protocol line, links, notes and figures.
     """
-    return _render_markdown(_blocks(studies, links, title=title, relative_to=relative_to, top=top))
+    blocks = _blocks(studies, links, title=title, relative_to=relative_to, top=top, main=main)
+    return _render_markdown(blocks)
 
 
 def summary_html(
@@ -455,7 +477,8 @@ def summary_html(
     title: str = "droc-bench: the paper's studies beside its published numbers",
     relative_to: Path | None = None,
     top: int | None = None,
+    main: Mapping[str, Any] | None = None,
 ) -> str:
     """The summary page as a standalone HTML document (same content as :func:`build_summary`)."""
-    blocks = _blocks(studies, links, title=title, relative_to=relative_to, top=top)
+    blocks = _blocks(studies, links, title=title, relative_to=relative_to, top=top, main=main)
     return _render_html(blocks, title)

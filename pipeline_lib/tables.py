@@ -5,13 +5,17 @@ from __future__ import annotations
 import html
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-__all__ = ["TABLE_SUFFIXES", "atomic_output", "write_table"]
+__all__ = ["SINGLE_SEED", "TABLE_SUFFIXES", "atomic_output", "format_mean_std", "write_table"]
+
+#: What a cell shows instead of a std when one seed went into it.
+SINGLE_SEED = "(n=1)"
 
 #: Files written by :func:`write_table`, in order.
 TABLE_SUFFIXES: tuple[str, ...] = (".csv", ".md", ".tex", ".html")
@@ -54,6 +58,46 @@ def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
+def format_mean_std(
+    mean: float | None,
+    std: float | None = None,
+    *,
+    n_seeds: int | None = None,
+    decimals: int = 1,
+    missing: str = "—",
+) -> str:
+    """A table cell ``"92.4 ± 0.6"``; ``"92.4 (n=1)"`` for one seed.
+
+    The std over a single seed is 0 (or undefined), and ``"± 0.0"`` reads as a measured
+    zero spread; so one seed shows :data:`SINGLE_SEED` instead.
+
+    Parameters
+    ----------
+    mean, std : float or None
+        The statistics; a NaN or None std prints the mean alone (e.g. published numbers
+        without a spread).
+    n_seeds : int or None, default=None
+        Seeds behind the cell; 1 replaces the std by ``"(n=1)"``. None: unknown.
+    decimals : int, default=1
+        Decimals shown.
+    missing : str, default="—"
+        The cell without a mean.
+
+    Returns
+    -------
+    str
+        The cell text.
+    """
+    if mean is None or not np.isfinite(mean):
+        return missing
+    text = f"{mean:.{decimals}f}"
+    if n_seeds is not None and np.isfinite(n_seeds) and int(n_seeds) == 1:
+        return f"{text} {SINGLE_SEED}"
+    if std is None or not np.isfinite(std):
+        return text
+    return f"{text} ± {std:.{decimals}f}"
+
+
 def _write_text(path: Path, text: str) -> None:
     with atomic_output(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
@@ -83,7 +127,7 @@ def _latex_escape(text: str) -> str:
     return "".join(_LATEX_SPECIALS.get(char, char) for char in text)
 
 
-def _to_latex(df: pd.DataFrame, caption: str, label: str | None) -> str:
+def _to_latex(df: pd.DataFrame, caption: str, label: str | None, notes: Sequence[str] = ()) -> str:
     styler = (
         df.style.format(precision=1, na_rep="", escape="latex")
         .format_index(escape="latex", axis=0)
@@ -98,22 +142,32 @@ def _to_latex(df: pd.DataFrame, caption: str, label: str | None) -> str:
         position="htbp",
         position_float="centering",
     )
+    if notes:
+        # lines above the table, inside the float: they travel with it into a paper
+        lines = "".join(f"{{\\small {_latex_escape(note)}}}\\par\n" for note in notes)
+        latex = latex.replace("\\begin{tabular}", lines + "\\begin{tabular}", 1)
     # symbols the aggregate tables use, in forms that need no extra LaTeX package
     return latex.replace("±", r"$\pm$").replace("Δ", r"$\Delta$").replace("—", "--")
 
 
-def _to_html(df: pd.DataFrame, caption: str) -> str:
+def _to_html(df: pd.DataFrame, caption: str, notes: Sequence[str] = ()) -> str:
     table = df.to_html(index=_has_named_index(df), na_rep="", float_format="{:.1f}".format)
     title = html.escape(caption)
+    lines = "".join(f'<p class="note">{html.escape(note)}</p>\n' for note in notes)
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{title}</title>\n<style>{_HTML_STYLE}</style>\n</head>\n<body>\n"
-        f'<p class="caption"><strong>{title}</strong></p>\n{table}\n</body>\n</html>\n'
+        f'<p class="caption"><strong>{title}</strong></p>\n{lines}{table}\n</body>\n</html>\n'
     )
 
 
 def write_table(
-    df: pd.DataFrame, stem: str | os.PathLike, *, caption: str, label: str | None = None
+    df: pd.DataFrame,
+    stem: str | os.PathLike,
+    *,
+    caption: str,
+    label: str | None = None,
+    notes: Sequence[str] = (),
 ) -> list[Path]:
     """Write ``df`` as ``stem.csv``, ``stem.md``, ``stem.tex`` and ``stem.html``.
 
@@ -132,6 +186,10 @@ def write_table(
         line of the Markdown file.
     label : str or None, default=None
         LaTeX ``\\label``.
+    notes : sequence of str, default=()
+        Lines shown between the caption and the table in the Markdown, LaTeX and HTML files
+        (e.g. how the run's protocol differs from the paper's, or why a published number is
+        left out): a reader of the table sees them before the numbers. Not in the CSV.
 
     Returns
     -------
@@ -153,7 +211,8 @@ def write_table(
     csv_path, md_path, tex_path, html_path = paths
     _write_text(csv_path, df.to_csv(index=index, lineterminator="\n"))
     markdown = df.to_markdown(index=index, floatfmt=".1f")
-    _write_text(md_path, f"{caption}\n\n{markdown}\n")
-    _write_text(tex_path, _to_latex(df, caption, label))
-    _write_text(html_path, _to_html(df, caption))
+    above = "".join(f"{note}\n\n" for note in notes)
+    _write_text(md_path, f"{caption}\n\n{above}{markdown}\n")
+    _write_text(tex_path, _to_latex(df, caption, label, notes))
+    _write_text(html_path, _to_html(df, caption, notes))
     return paths

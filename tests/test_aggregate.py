@@ -215,6 +215,28 @@ def test_format_main_table_cells(results, published) -> None:
     assert wide[wide["Detector"] == "OC-SVM"].iloc[0]["toy_a paper"] == ""
 
 
+def test_one_seed_shows_n1_instead_of_a_zero_std(results, published, tmp_path) -> None:
+    one = results[results["seed"] == 1]
+    long = main_table(one, published)
+    kde = long[(long["detector"] == "kde") & (long["dataset"] == "toy_a")].iloc[0]
+    assert kde["std"] == 0.0 and kde["n_seeds"] == 1  # the long frame keeps the number
+    wide = format_main_table(long)
+    row = wide[wide["Detector"] == "KDE"].iloc[0]
+    assert row["toy_a"] == f"{kde['mean']:.1f} (n=1)" == "83.0 (n=1)"
+    # the published numbers keep their spread: it was measured over the paper's seeds
+    assert row["toy_a paper"] == "82.0 ± 1.0, Δ +1.0"
+    per_class = format_per_class_table(per_class_table(one, "toy_a", published))
+    assert per_class.loc[0, "Contrastive / KDE"] == "81.0 (n=1) (paper 80.0 ± 0.2, Δ +1.0)"
+    paths = write_table(wide, tmp_path / "main", caption="one seed")
+    for path in paths:
+        text = path.read_text()
+        assert "± 0.0" not in text and "$\\pm$ 0.0" not in text
+        assert "83.0 (n=1)" in text
+    cells = wide.drop(columns=["Representation", "Detector"]).to_numpy().ravel()
+    ours = [c for c in cells if c and "Δ" not in c and "derived" not in c]
+    assert ours and all(c.endswith("(n=1)") for c in ours)
+
+
 def test_per_class_table(results, published) -> None:
     long = per_class_table(results, "toy_a", published)
     assert tuple(long.columns) == PER_CLASS_COLUMNS

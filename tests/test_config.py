@@ -308,3 +308,73 @@ def test_paper_config_runs_the_paper_recipe_under_paper_names() -> None:
         if recipe_deviations(variant["method"], variant.get("train", {}))
     ]
     assert deviating and not set(deviating) & set(TRAINED_METHODS)  # e.g. the DA sets
+
+
+def test_celeba_all_means_the_inlier_classes_of_the_registry(config) -> None:
+    from pipeline_lib.data import DATASETS
+
+    config["datasets"] = {"celeba": {"classes": "all"}}
+    filled = validate_config(config, SCHEMA)
+    expected = list(DATASETS["celeba"].inliers)
+    assert expected == ["no_eyeglasses"]
+    assert resolve_classes("celeba", "all", DATASETS["celeba"].class_names) == expected
+    assert filled["datasets"]["celeba"]["classes"] == "all"
+
+
+def test_celeba_eyeglasses_as_inlier_names_the_class_and_the_reason(config) -> None:
+    config["datasets"] = {"celeba": {"classes": ["no_eyeglasses", "eyeglasses"]}}
+    message = _error(config)
+    assert "'datasets.celeba.classes'" in message
+    assert "class 'eyeglasses' cannot be an inlier" in message
+    assert "no training images" in message
+    assert "allowed inlier classes: no_eyeglasses" in message
+
+
+def test_celeba_contamination_is_refused_with_the_reason(config) -> None:
+    config["datasets"] = {"celeba": {"classes": "all"}}
+    config["splits"] = {"contamination": [0, 0.05]}
+    message = _error(config)
+    assert "'splits.contamination': 0.05" in message
+    assert "'celeba'" in message and "no outliers" in message
+    config["splits"] = {"contamination": [0]}
+    assert validate_config(config, SCHEMA)["splits"]["contamination"] == [0.0]
+
+
+@pytest.mark.parametrize(
+    ("settings", "clean", "fragment"),
+    [
+        ({"classes": ["8"], "max_train_per_class": 50}, 51, "max_train_per_class keeps 50"),
+        ({"classes": "all"}, 117, "class '8' of 'digits'"),
+    ],
+)
+def test_clean_inliers_beyond_a_class_training_images_fail(
+    config, settings: dict, clean: int, fragment: str
+) -> None:
+    from pipeline_lib.data import DATASETS, load_dataset
+
+    config["datasets"] = {"digits": settings}
+    config["splits"] = {"clean_inliers": [10, clean]}
+    message = _error(config)
+    assert f"'splits.clean_inliers': {clean}" in message and fragment in message
+    # The registry's count is the real one: the smallest class of the split has exactly it.
+    data = load_dataset("digits")
+    counts = {name: int((data.train_labels == k).sum()) for k, name in enumerate(DIGITS)}
+    assert counts == dict(DATASETS["digits"].train_per_class)
+    config["splits"] = {"clean_inliers": [clean - 1]}
+    validate_config(config, SCHEMA)
+
+
+def test_study_file_with_an_impossible_setting_fails_at_validation(config, tmp_path) -> None:
+    study = {
+        "study": {"kind": "contamination"},
+        "datasets": {"celeba": {"classes": "all"}},
+        "methods": ["raw"],
+        "seeds": [0],
+        "detectors": {"knn": {}},
+        "splits": {"contamination": [0.1]},
+    }
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study))
+    config["studies"] = [str(path)]
+    message = _error(config)
+    assert str(path) in message and "'splits.contamination': 0.1" in message

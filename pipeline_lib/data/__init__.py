@@ -71,34 +71,105 @@ class DatasetSpec:
         nothing to download.
     options : frozenset of str, default=frozenset()
         Names of the keyword options the reader accepts.
+    inliers : tuple of str or None, default=None
+        The classes that can be the inlier class of a one-class split; None: every class.
+        ``classes: all`` in a config means these. The config validation
+        (:func:`pipeline_lib.config.validate_config`) reads them, so a class that cannot be
+        an inlier fails before any job instead of in ``prepare_split`` after the embedding.
+    inlier_reason : str, default=""
+        Why the other classes cannot be inliers (quoted in the error).
+    contamination_reason : str, default=""
+        Non-empty when the training split cannot be contaminated (``splits.contamination``
+        > 0 is impossible): why, quoted in the error.
+    train_per_class : mapping of str to int or None, default=None
+        Training images per class when they are known without the files (the standard
+        splits); the validation checks ``splits.clean_inliers`` against them. None: only
+        known from the files (checked when the split is drawn).
     """
 
     reader: Callable[..., ImageDataset]
     class_names: tuple[str, ...] | Callable[..., tuple[str, ...]]
     download: Callable[[Path], None] | None = None
     options: frozenset[str] = frozenset()
+    inliers: tuple[str, ...] | None = None
+    inlier_reason: str = ""
+    contamination_reason: str = ""
+    train_per_class: Mapping[str, int] | None = None
+
+
+def _same(classes: tuple[str, ...], count: int) -> Mapping[str, int]:
+    return MappingProxyType(dict.fromkeys(classes, count))
+
+
+def _counts(classes: tuple[str, ...], counts: tuple[int, ...]) -> Mapping[str, int]:
+    return MappingProxyType(dict(zip(classes, counts, strict=True)))
+
+
+# Training images per class of the standard splits (CIFAR-10: 5,000 each; CIFAR-100: 2,500
+# per superclass; Fashion-MNIST: 6,000 each; MNIST and sklearn digits (this package's fixed
+# 2/3 hold-out) differ per class).
+_CIFAR10_TRAIN = _same(CIFAR10_CLASSES, 5000)
+_DIGITS_TRAIN = _counts(DIGITS_CLASSES, (119, 121, 118, 122, 121, 121, 121, 119, 116, 120))
+_CELEBA_REASON = (
+    "the CelebA training split holds only the training partition's images without "
+    "eyeglasses (PROTOCOL.md, 'Datasets and splits'), so 'eyeglasses' has no training images"
+)
 
 
 DATASETS: Mapping[str, DatasetSpec] = MappingProxyType(
     {
-        "cifar10": DatasetSpec(read_cifar10, CIFAR10_CLASSES, download_cifar10),
-        "cifar100": DatasetSpec(read_cifar100, CIFAR100_COARSE_CLASSES, download_cifar100),
-        "fmnist": DatasetSpec(read_fmnist, FMNIST_CLASSES, download_fmnist),
-        "mnist": DatasetSpec(read_mnist, MNIST_CLASSES, download_mnist),
-        "digits": DatasetSpec(read_digits, DIGITS_CLASSES),
+        "cifar10": DatasetSpec(
+            read_cifar10, CIFAR10_CLASSES, download_cifar10, train_per_class=_CIFAR10_TRAIN
+        ),
+        "cifar100": DatasetSpec(
+            read_cifar100,
+            CIFAR100_COARSE_CLASSES,
+            download_cifar100,
+            train_per_class=_same(CIFAR100_COARSE_CLASSES, 2500),
+        ),
+        "fmnist": DatasetSpec(
+            read_fmnist,
+            FMNIST_CLASSES,
+            download_fmnist,
+            train_per_class=_same(FMNIST_CLASSES, 6000),
+        ),
+        "mnist": DatasetSpec(
+            read_mnist,
+            MNIST_CLASSES,
+            download_mnist,
+            train_per_class=_counts(
+                MNIST_CLASSES, (5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949)
+            ),
+        ),
+        "digits": DatasetSpec(read_digits, DIGITS_CLASSES, train_per_class=_DIGITS_TRAIN),
         # Every image turned by a random multiple of 90 degrees (App. A.2).
         "cifar10_rotated": DatasetSpec(
-            randomly_rotated(read_cifar10, "cifar10_rotated"), CIFAR10_CLASSES, download_cifar10
+            randomly_rotated(read_cifar10, "cifar10_rotated"),
+            CIFAR10_CLASSES,
+            download_cifar10,
+            train_per_class=_CIFAR10_TRAIN,
         ),
         "digits_rotated": DatasetSpec(
-            randomly_rotated(read_digits, "digits_rotated"), DIGITS_CLASSES
+            randomly_rotated(read_digits, "digits_rotated"),
+            DIGITS_CLASSES,
+            train_per_class=_DIGITS_TRAIN,
         ),
         "catvsdog": DatasetSpec(
             read_catvsdog,
             CATVSDOG_CLASSES,
             options=frozenset({"layout", "n_train_per_class", "n_test_per_class"}),
         ),
-        "celeba": DatasetSpec(read_celeba, CELEBA_CLASSES, download_celeba),
+        "celeba": DatasetSpec(
+            read_celeba,
+            CELEBA_CLASSES,
+            download_celeba,
+            inliers=("no_eyeglasses",),
+            inlier_reason=_CELEBA_REASON,
+            contamination_reason=(
+                "the CelebA training split holds no outliers (no image with eyeglasses) to "
+                "contaminate it with"
+            ),
+        ),
         "image_folder": DatasetSpec(
             read_image_folder,
             image_folder_class_names,

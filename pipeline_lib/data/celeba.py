@@ -11,8 +11,10 @@ partition is not used.
 
 As a two-class data set: label 0 ``"no_eyeglasses"`` (the inlier class of the benchmark),
 label 1 ``"eyeglasses"``. The training split holds label 0 only, so a one-class split with
-inlier ``"eyeglasses"`` or with contamination > 0 has nothing to draw from
-(:func:`pipeline_lib.data.split.one_class_split` raises a ``ValueError`` saying so).
+inlier ``"eyeglasses"`` or with contamination > 0 has nothing to draw from. The data set
+registry (:data:`pipeline_lib.data.DATASETS`) records both facts, so the config validation
+refuses such a config before any job (and ``classes: all`` runs ``no_eyeglasses`` only);
+:func:`pipeline_lib.data.split.one_class_split` would raise a ``ValueError`` too.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from pipeline_lib.io import atomic_path
 from pipeline_lib.published import display_name, load_published
 from pipeline_lib.study_frames import KEY_COLUMNS as RESULT_KEY
 from pipeline_lib.study_frames import VARIANT_COLUMNS
-from pipeline_lib.tables import _to_html, _to_latex
+from pipeline_lib.tables import _to_html, _to_latex, format_mean_std
 
 __all__ = [
     "DEFAULT_DA",
@@ -155,6 +155,9 @@ class StudyResult:
         ``table``.
     caption : str
         Caption of the human table.
+    protocol : list of str
+        Lines shown above the human table: how the run's protocol differs from the
+        paper's (:func:`pipeline_lib.protocol.protocol_notes`); empty when not known.
     """
 
     kind: str
@@ -164,6 +167,7 @@ class StudyResult:
     notes: list[str] = field(default_factory=list)
     display: pd.DataFrame | None = None
     caption: str = ""
+    protocol: list[str] = field(default_factory=list)
 
 
 def check_options(options: Mapping[str, Any], allowed: Iterable[str], kind: str) -> None:
@@ -445,15 +449,17 @@ def label(kind: str, ident: str) -> str:
 
 
 def format_value(
-    mean: float, std: float = np.nan, *, n_missing: int = 0, n_expected: int = 0, decimals: int = 1
+    mean: float,
+    std: float = np.nan,
+    *,
+    n_missing: int = 0,
+    n_expected: int = 0,
+    decimals: int = 1,
+    n_seeds: int | None = None,
 ) -> str:
-    """``"92.4 ± 0.6"``; ``"—"`` without a value; ``" [missing 3/50]"`` when incomplete."""
-    if mean is None or not np.isfinite(mean):
-        text = "—"
-    elif std is None or not np.isfinite(std):
-        text = f"{mean:.{decimals}f}"
-    else:
-        text = f"{mean:.{decimals}f} ± {std:.{decimals}f}"
+    """``"92.4 ± 0.6"``; ``"92.4 (n=1)"`` from one seed (a std of 0 would read as a measured
+    zero spread); ``"—"`` without a value; ``" [missing 3/50]"`` when incomplete."""
+    text = format_mean_std(mean, std, n_seeds=n_seeds, decimals=decimals)
     if n_missing:
         text += f" [missing {int(n_missing)}/{int(n_expected)}]"
     return text
@@ -478,6 +484,7 @@ def format_cell(row: Mapping[str, Any] | pd.Series, decimals: int = 1) -> str:
         n_missing=row["n_missing"],
         n_expected=row["n_expected"],
         decimals=decimals,
+        n_seeds=row.get("n_seeds"),
     )
     paper = format_paper(
         row.get("paper_mean", np.nan),
@@ -680,7 +687,8 @@ def write_study(result: StudyResult, out_dir: Path, name: str) -> list[Path]:
     """Write a study's tables, deviations, notes and figures, each file atomically.
 
     Files: ``<name>.csv`` (the tidy table), ``<name>.md`` / ``.tex`` / ``.html`` (the
-    human table, with the notes in the Markdown and HTML), ``<name>_deviations.csv``,
+    human table, with the protocol line above it and the notes in the Markdown and HTML),
+    ``<name>_deviations.csv``,
     ``<name>.json`` (kind, caption, notes, figure names; what :func:`load_study` reads) and
     ``<name>_<figure>.png`` per figure.
 
@@ -712,10 +720,11 @@ def write_study(result: StudyResult, out_dir: Path, name: str) -> list[Path]:
     caption = result.caption or f"{result.kind} study"
     display = result.display if result.display is not None else result.table
     notes_md = "".join(f"- {note}\n" for note in result.notes)
-    markdown = f"{caption}\n\n{display.to_markdown(index=False, floatfmt='.1f')}\n"
+    above = "".join(f"{line}\n\n" for line in result.protocol)
+    markdown = f"{caption}\n\n{above}{display.to_markdown(index=False, floatfmt='.1f')}\n"
     if notes_md:
         markdown += f"\nNotes:\n\n{notes_md}"
-    html = _to_html(display, caption)
+    html = _to_html(display, caption, result.protocol)
     if result.notes:
         import html as html_lib
 
@@ -724,7 +733,9 @@ def write_study(result: StudyResult, out_dir: Path, name: str) -> list[Path]:
     paths = [
         _frame_to_csv(result.table, out_dir / f"{name}.csv"),
         _text_to_file(markdown, out_dir / f"{name}.md"),
-        _text_to_file(_to_latex(display, caption, f"tab:{name}"), out_dir / f"{name}.tex"),
+        _text_to_file(
+            _to_latex(display, caption, f"tab:{name}", result.protocol), out_dir / f"{name}.tex"
+        ),
         _text_to_file(html, out_dir / f"{name}.html"),
         _frame_to_csv(result.deviations, out_dir / f"{name}_deviations.csv"),
     ]
@@ -732,6 +743,7 @@ def write_study(result: StudyResult, out_dir: Path, name: str) -> list[Path]:
         "kind": result.kind,
         "caption": caption,
         "notes": list(result.notes),
+        "protocol": list(result.protocol),
         "figures": sorted(result.figures),
     }
     paths.append(_text_to_file(json.dumps(meta, indent=2) + "\n", out_dir / f"{name}.json"))
@@ -777,6 +789,7 @@ def load_study(out_dir: Path, name: str) -> StudyResult | None:
         deviations=deviations,
         notes=list(meta.get("notes", [])),
         caption=str(meta.get("caption", "")),
+        protocol=list(meta.get("protocol", [])),
     )
 
 

@@ -183,7 +183,8 @@ def build(
     -------
     StudyResult
         ``table``: one row per (method, detector, dataset), ``dataset="mean"`` the
-        class-weighted mean; ``display``: :func:`format_main_table`; figure ``ours_vs_paper``.
+        class-weighted mean; ``display``: :func:`format_main_table`; figure ``ours_vs_paper``
+        (only when some cell has a published counterpart).
 
     Raises
     ------
@@ -201,10 +202,21 @@ def build(
         "the grid does not hold the paper's five data sets, the published Mean is recomputed "
         "over the data sets shown ('derived')"
     )
+    # The scatter needs a published counterpart; without one (e.g. sklearn digits) it would
+    # be an empty chart, so it is left out and the notes say why.
+    comparable = (table["dataset"] != "mean") & table["paper_mean"].notna() & table["mean"].notna()
+    figures = {}
+    if comparable.any():
+        figures["ours_vs_paper"] = ours_vs_paper(table, "Main table: ours vs. the paper")
+    else:
+        notes.append(
+            "no 'ours vs. the paper' chart: no cell of this grid has a published counterpart "
+            f"(data sets: {', '.join(dict.fromkeys(table['dataset'].astype(str)))})"
+        )
     return StudyResult(
         kind=KIND,
         table=table,
-        figures={"ours_vs_paper": ours_vs_paper(table, "Main table: ours vs. the paper")},
+        figures=figures,
         deviations=deviation_rows(table, lambda r: "main: " + _describe(r)),
         notes=notes,
         display=format_main_table(long, decimals=decimals),

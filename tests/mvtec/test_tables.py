@@ -6,13 +6,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from pipeline_lib.data.mvtec import MVTEC_CATEGORIES, MVTEC_GROUPS, MVTEC_OBJECTS
 from pipeline_lib.mvtec_tables import (
     format_per_category,
     format_summary,
     group_summary,
     mvtec_results_frame,
+    paper_comparison_notes,
     per_category_table,
 )
+from pipeline_lib.published import load_published
 
 
 def _records() -> list[dict]:
@@ -53,7 +56,8 @@ def test_group_means_are_per_seed_then_over_seeds():
     # seed 0: (90 + 70) / 2 = 80, seed 1: 70 -> mean 75, std sqrt(50)
     assert obj["mean"] == pytest.approx(75.0) and obj["std"] == pytest.approx(np.sqrt(50.0))
     assert obj["n_categories"] == 2 and obj["n_seeds"] == 2
-    assert obj["paper_mean"] == 85.9 and obj["paper_std"] == 2.1  # RotNet + KDE, paper
+    # 2 of the paper's 10 object categories: not the paper's quantity, so no paper number
+    assert summary["paper_mean"].isna().all() and summary["paper_std"].isna().all()
     assert summary.loc[("image_auroc", "all"), "mean"] == pytest.approx(65.0)
     assert summary.loc[("image_auroc", "texture"), "mean"] == pytest.approx(45.0)
     # no masks for the texture: its localisation row is left out, 'all' uses what exists
@@ -66,9 +70,11 @@ def test_display_tables_have_the_paper_shape():
     frame = mvtec_results_frame(_records())
     summary = format_summary(group_summary(frame))
     assert summary.index[0] == "Detection on object"
-    assert list(summary.columns) == ["RotNet + KDE", "RotNet + KDE (paper)"]
+    assert list(summary.columns) == ["RotNet + KDE"]  # a subset: no paper column at all
     assert summary.loc["Detection on object", "RotNet + KDE"] == "75.0 ± 7.1"
-    assert summary.loc["Detection on object", "RotNet + KDE (paper)"] == "85.9 ± 2.1"
+    full = format_summary(group_summary(mvtec_results_frame(_all_categories())))
+    assert list(full.columns) == ["RotNet + KDE", "RotNet + KDE (paper)"]
+    assert full.loc["Detection on object", "RotNet + KDE (paper)"] == "85.9 ± 2.1"
     per_category = format_per_category(per_category_table(frame, metric="image_auroc"))
     assert per_category.loc["grid (texture)", "RotNet + KDE"] == "45.0 ± 7.1"
     pixel = format_per_category(per_category_table(frame, metric="pixel_auroc"))
@@ -79,5 +85,66 @@ def test_one_seed_has_no_std():
     frame = mvtec_results_frame([r for r in _records() if r["seed"] == 0])
     table = per_category_table(frame, metric="image_auroc")
     assert table["std"].isna().all() and (table["n_seeds"] == 1).all()
-    assert format_per_category(table).iloc[0, 0] == "90.0"
+    assert format_per_category(table).iloc[0, 0] == "90.0 (n=1)"
     assert isinstance(group_summary(frame), pd.DataFrame)
+
+
+def _all_categories(extra: dict[str, str] | None = None) -> list[dict]:
+    """One rotnet + KDE record per seed 0/1 of every MVTec category (and ``extra``)."""
+    groups = {**MVTEC_GROUPS, **(extra or {})}
+    return [
+        {
+            "category": category,
+            "group": group,
+            "method": "rotnet",
+            "detector": "kde",
+            "seed": seed,
+            "image_auroc": 70.0 + index + seed,
+            "pixel_auroc": None,
+            "aupro": None,
+        }
+        for index, (category, group) in enumerate(groups.items())
+        for seed in (0, 1)
+    ]
+
+
+def test_paper_means_only_beside_the_papers_categories():
+    paper = load_published("mvtec_results").set_index(["metric", "inlier", "method", "detector"])
+    full = group_summary(mvtec_results_frame(_all_categories())).set_index("group")
+    for group in ("object", "texture", "all"):
+        assert full.loc[group, "paper_mean"] == paper.loc[("auroc", group, "rotnet", "kde"), "mean"]
+    assert paper_comparison_notes(mvtec_results_frame(_all_categories())) == []
+    # the 15 categories plus the user's own object category 'screwdriver' (mvtec.paths)
+    frame = mvtec_results_frame(_all_categories({"screwdriver": "object"}))
+    mixed = group_summary(frame, own_categories=["screwdriver"]).set_index("group")
+    assert np.isnan(mixed.loc["object", "paper_mean"]) and np.isnan(mixed.loc["all", "paper_mean"])
+    assert (
+        mixed.loc["texture", "paper_mean"]
+        == paper.loc[("auroc", "texture", "rotnet", "kde"), "mean"]
+    )
+    notes = paper_comparison_notes(frame, own_categories=["screwdriver"])
+    assert len(notes) == 2 and all("your own category screwdriver" in n for n in notes)
+    assert notes[0].startswith("No paper number beside 'object'")
+
+
+def test_own_category_alone_gets_per_category_numbers_and_a_reason():
+    records = [r for r in _all_categories({"bottle": "object"}) if r["category"] == "bottle"]
+    frame = mvtec_results_frame(records)
+    # named like an MVTec category, but read from mvtec.paths: the user's own data
+    summary = group_summary(frame, own_categories=["bottle"])
+    assert summary["paper_mean"].isna().all()
+    assert list(format_summary(summary).columns) == ["RotNet + KDE"]
+    notes = paper_comparison_notes(frame, own_categories=["bottle"])
+    assert [n.split(":")[0] for n in notes] == [
+        "No paper number beside 'object'",
+        "No paper number beside 'all'",
+    ]
+    # named as the user's data, not counted as one of the paper's categories
+    assert "your own category bottle and none of the paper's" in notes[0]
+    assert f"all {len(MVTEC_OBJECTS)} MVTec AD object categories" in notes[0]
+    assert f"all {len(MVTEC_CATEGORIES)} MVTec AD categories" in notes[1]
+    assert "per_category" in notes[0]
+    subset = mvtec_results_frame(_records())
+    assert "2 of the paper's 10 categories (missing: capsule," in paper_comparison_notes(subset)[0]
+    per_category = format_per_category(per_category_table(frame, metric="image_auroc"))
+    assert per_category.loc["bottle (object)", "RotNet + KDE"] == "70.5 ± 0.7"

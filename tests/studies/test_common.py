@@ -14,6 +14,7 @@ from pipeline_lib.studies.common import (
     DEVIATION_COLUMNS,
     STAT_COLUMNS,
     cell_stats,
+    format_cell,
     format_value,
     is_default_variant,
     join_expected,
@@ -93,6 +94,20 @@ def test_format_value_marks_missing_and_absent_values() -> None:
     assert format_value(92.44, 0.61) == "92.4 ± 0.6"
     assert format_value(92.44, np.nan, n_missing=3, n_expected=50) == "92.4 [missing 3/50]"
     assert format_value(np.nan, np.nan, n_missing=50, n_expected=50) == "— [missing 50/50]"
+
+
+def test_one_seed_cell_shows_n1_not_a_zero_std(grid) -> None:
+    one_seed = grid[grid["seed"] == 0]
+    stats = cell_stats(
+        join_expected(fake_results(one_seed, seed=4), one_seed), ["method", "detector"]
+    )
+    assert (stats["n_seeds"] == 1).all()
+    for _, row in stats.iterrows():
+        text = format_cell(row.to_dict() | {"paper_mean": np.nan})
+        assert text == f"{row['mean']:.1f} (n=1)"
+        assert "±" not in text
+    assert format_value(92.44, 0.0, n_seeds=1) == "92.4 (n=1)"
+    assert format_value(92.44, 0.61, n_seeds=2) == "92.4 ± 0.6"
 
 
 def test_default_variant_rules() -> None:

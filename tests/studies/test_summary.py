@@ -3,6 +3,7 @@ missing marks, "not run", and a ranking that leaves incomplete cells out."""
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import numpy as np
@@ -113,3 +114,45 @@ def test_html_variant_has_the_same_sections(results_folder) -> None:
     assert '<img src="main_ours_vs_paper.png"' in page
     assert "ensembles: not run (no outputs)" in page
     assert page.count("<tr>") > 10
+
+
+def test_main_table_inline_under_its_protocol_line(results_folder) -> None:
+    out, studies, links, _, _ = results_folder
+    display = pd.DataFrame(
+        {"Representation": ["Rotation", "Contrastive (DA)"], "Detector": ["KDE", "KDE"]}
+        | {"CIFAR-10": ["90.1 (n=1)", "92.0 (n=1)"]}
+    )
+    protocol = ["Protocol differs from the paper's: 20 training epochs (paper 2048)."]
+    main = {"table": display, "protocol": protocol, "links": [out / "main_table.md"]}
+    page = build_summary(studies, links, relative_to=out, main=main)
+    section = page.split("## Main table")[1].split("## Largest deviations")[0]
+    assert section.index(protocol[0]) < section.index("| Representation | Detector | CIFAR-10 |")
+    for row in display.itertuples(index=False):
+        assert f"| {row[0]} | {row[1]} | {row[2]} |" in section
+    assert "- Files: [md](main_table.md)" in section
+    html_page = summary_html(studies, links, relative_to=out, main=main)
+    assert f"<p>{html.escape(protocol[0])}</p>" in html_page
+    assert "<td>92.0 (n=1)</td>" in html_page
+    # a label then its links, separated: the browser shows "Table: md · html · csv · tex"
+    assert 'Table: <a href="main.md">md</a> · <a href="main.html">html</a>' in html_page
+    assert "- Table: [md](main.md) · [html](main.html) · [csv](main.csv) · [tex](main.tex)" in page
+
+
+def test_study_protocol_line_is_written_above_its_table_and_read_back(tmp_path) -> None:
+    grid = expected_grid(
+        classes={"digits": ["0", "8"]}, seeds=[0], variants=[variant("rotation")], detectors=["kde"]
+    )
+    study = build_study("main", fake_results(grid, seed=3), grid)
+    # digits has no published counterpart: no empty 'ours vs. the paper' chart
+    assert study.figures == {}
+    assert any("no 'ours vs. the paper' chart" in note for note in study.notes)
+    study.protocol = ["Protocol differs from the paper's: 1 seed (paper 5)."]
+    write_study(study, tmp_path, "main")
+    markdown = (tmp_path / "main.md").read_text()
+    assert markdown.index(study.protocol[0]) < markdown.index("| Representation")
+    assert "(n=1)" in markdown and "± 0.0" not in markdown
+    html_text = (tmp_path / "main.html").read_text()
+    assert html_text.index(html.escape(study.protocol[0])) < html_text.index("<table")
+    assert load_study(tmp_path, "main").protocol == study.protocol
+    page = build_summary({"main": load_study(tmp_path, "main")}, {"main": []})
+    assert study.protocol[0] in page.split("### main (main)")[1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,14 @@ def _dry_run_with(tmp_path: Path, **changes: object) -> str:
             {"datasets": {"digits": {"classes": ["0", "eleven"]}}},
             ["datasets.digits.classes", "'eleven'", "allowed: 0, 1, 2"],
         ),
+        (
+            {"datasets": {"celeba": {"classes": "all"}}},
+            ["splits.contamination", "0.1", "'celeba'", "no outliers"],
+        ),
+        (
+            {"splits": {"contamination": [0.0], "clean_inliers": [61]}},
+            ["splits.clean_inliers", "61", "max_train_per_class keeps 60"],
+        ),
     ],
 )
 def test_invalid_config_names_the_key(tmp_path: Path, changes: dict, expected: list[str]) -> None:
@@ -46,6 +55,29 @@ def test_invalid_config_names_the_key(tmp_path: Path, changes: dict, expected: l
     assert "Invalid config" in message
     for fragment in expected:
         assert fragment in message
+
+
+def test_celeba_all_plans_only_the_inlier_class(tmp_path: Path) -> None:
+    """`classes: all` on CelebA means its one possible inlier class (data set registry)."""
+    config = {**BASE, "datasets": {"celeba": {"classes": "all"}}, "splits": {}}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = run_snakemake(tmp_path, "-n", "--configfile", str(path))
+    planned = result.stdout + result.stderr
+    assert "results/celeba/no_eyeglasses/" in planned
+    assert "results/celeba/eyeglasses/" not in planned
+
+
+def test_celeba_eyeglasses_inlier_fails_at_validation_within_5_s(tmp_path: Path) -> None:
+    """The error comes from the config validation, not from prepare_split after the
+    embedding: no job runs, the class is named with the reason, in under 5 s."""
+    start = time.monotonic()
+    message = _dry_run_with(tmp_path, datasets={"celeba": {"classes": ["eyeglasses"]}})
+    elapsed = time.monotonic() - start
+    assert "Invalid config: config key 'datasets.celeba.classes'" in message
+    assert "class 'eyeglasses' cannot be an inlier" in message
+    assert "no training images" in message and "no_eyeglasses" in message
+    assert elapsed < 5.0, f"validation took {elapsed:.1f} s"
 
 
 def test_missing_data_set_names_the_expected_path(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from pipeline_lib.grids import (
     variant_train_size,
     variant_training,
 )
+from pipeline_lib.protocol import mvtec_protocol_notes, protocol_notes
 from pipeline_lib.methods import (
     FROZEN_METHODS,
     ROTATION_DETECTORS,

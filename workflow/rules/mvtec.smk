@@ -196,6 +196,7 @@ if MVTEC:
             "results/benchmarks/make_mvtec_tables/make_mvtec_tables.tsv"
         params:
             metrics=MVTEC_METRICS,
+            protocol=mvtec_protocol_notes(config),
         threads: 1
         resources:
             mem_mb=2000,

@@ -62,6 +62,7 @@ rule make_tables:
         "results/benchmarks/make_tables/make_tables.tsv"
     params:
         datasets=MAIN_DATASETS,
+        protocol=protocol_notes(config, MAIN) if MAIN else [],
     threads: 1
     resources:
         mem_mb=4000,

@@ -98,6 +98,7 @@ if STUDIES:
             "results/logs/make_study/{study}.log",
         params:
             kind=lambda wildcards: STUDY_BY_NAME[wildcards.study].kind,
+            protocol=lambda wildcards: protocol_notes(config, STUDY_BY_NAME[wildcards.study]),
             options=lambda wildcards: STUDY_BY_NAME[wildcards.study].options,
             result_keys=study_keys,
             uniformity=lambda wildcards: uniformity_files(STUDY_BY_NAME[wildcards.study]),
@@ -121,6 +122,7 @@ if MAIN:
     rule make_summary:
         input:
             manifests=study_outputs(),
+            main_table="results/summary/main_table.csv",
         output:
             html=report(
                 "results/summary/index.html",
@@ -132,6 +134,7 @@ if MAIN:
             "results/logs/make_summary/make_summary.log",
         params:
             studies=[grid.name for grid in STUDIES],
+            protocol=protocol_notes(config, MAIN),
         threads: 1
         resources:
             mem_mb=4000,
@@ -156,6 +159,7 @@ if MAIN:
                     "keys": [key for key, _ in grid_results(grid)],
                     "paths": [path for _, path in grid_results(grid)],
                     "uniformity": uniformity_files(grid),
+                    "protocol": protocol_notes(config, grid),
                 }
                 for grid in GRIDS
             },

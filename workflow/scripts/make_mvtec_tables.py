@@ -11,6 +11,7 @@ from pipeline_lib.mvtec_tables import (
     format_summary,
     group_summary,
     mvtec_results_frame,
+    paper_comparison_notes,
     per_category_table,
 )
 from pipeline_lib.tables import write_table
@@ -25,9 +26,12 @@ with job_logging(snakemake.log[0]):
     with atomic_path(snakemake.output.results) as tmp:
         results.to_csv(tmp, index=False)
     folder = Path(snakemake.output.results).parent
+    # Categories from mvtec.paths are the user's own data, whatever their name.
+    own = list(snakemake.config["mvtec"]["paths"])
     write_table(
-        format_summary(group_summary(results)),
+        format_summary(group_summary(results, own_categories=own)),
         folder / "summary",
+        notes=[*snakemake.params.protocol, *paper_comparison_notes(results, own_categories=own)],
         caption=(
             "MVTec AD: mean over categories, mean +- std over seeds (x100), beside the "
             "paper's Table 6 (no published AUPRO)."
@@ -38,4 +42,5 @@ with job_logging(snakemake.log[0]):
             format_per_category(per_category_table(results, metric=metric)),
             folder / f"per_category_{metric}",
             caption=f"MVTec AD per category: {METRICS[metric][0]} (x100), mean +- std over seeds.",
+            notes=snakemake.params.protocol,
         )

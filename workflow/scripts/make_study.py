@@ -1,6 +1,7 @@
 """One study: its tidy results, its table (CSV, Markdown, LaTeX, HTML) and its figures,
 beside the paper's numbers."""
 
+import dataclasses
 from pathlib import Path
 
 from pipeline_lib.logs import job_logging
@@ -19,6 +20,8 @@ with job_logging(snakemake.log[0]):
     # Ensembles combine the per-seed test scores saved beside each result.
     scores = load_scores(frame) if kind == "ensembles" else None
     result = build_study(kind, frame, expected, options=snakemake.params.options, scores=scores)
+    # How this grid's protocol differs from the paper's: a line above its table.
+    result = dataclasses.replace(result, protocol=list(snakemake.params.protocol))
     figures = Path(snakemake.output.figures)
     figures.mkdir(parents=True, exist_ok=True)
     for path in write_study(result, study, snakemake.wildcards.study):

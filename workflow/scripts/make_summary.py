@@ -3,6 +3,8 @@
 import os
 from pathlib import Path
 
+import pandas as pd
+
 from pipeline_lib.io import atomic_path
 from pipeline_lib.logs import job_logging
 from pipeline_lib.studies import load_study
@@ -20,8 +22,19 @@ with job_logging(snakemake.log[0]):
     out = Path(snakemake.output.html).parent
     # Links relative to the page, so the results folder can be moved or zipped.
     links = {name: [Path(os.path.relpath(p, out)) for p in paths] for name, paths in links.items()}
-    markdown = build_summary(studies, links)
+    # The main table inline (its display form, as make_tables wrote it), with the line on
+    # how the run's protocol differs from the paper's above it.
+    main_csv = Path(snakemake.input.main_table)
+    main = {
+        "table": pd.read_csv(main_csv, dtype=str, keep_default_na=False),
+        "protocol": list(snakemake.params.protocol),
+        "links": [
+            Path(os.path.relpath(main_csv.with_suffix(suffix), out))
+            for suffix in (".md", ".html", ".csv", ".tex")
+        ],
+    }
+    markdown = build_summary(studies, links, main=main)
     with atomic_path(snakemake.output.markdown) as tmp:
         tmp.write_text(markdown)
     with atomic_path(snakemake.output.html) as tmp:
-        tmp.write_text(summary_html(studies, links))
+        tmp.write_text(summary_html(studies, links, main=main))

@@ -21,10 +21,12 @@ with job_logging(snakemake.log[0]):
         format_main_table(main),
         Path(snakemake.output.main[0]).with_suffix(""),
         caption="Mean +- std over seeds of the class-mean ROC AUC (x100), beside the paper.",
+        notes=snakemake.params.protocol,
     )
     for dataset in snakemake.params.datasets:
         write_table(
             format_per_class_table(per_class_table(results, dataset, published)),
             Path(snakemake.output.main[0]).parent / "per_class" / dataset,
             caption=f"Per-class ROC AUC (x100) on {dataset}, beside the paper.",
+            notes=snakemake.params.protocol,
         )

@@ -1,5 +1,6 @@
 """Summary of whatever results exist now, every missing one marked (no job is started)."""
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -19,8 +20,9 @@ with job_logging(snakemake.log[0]):
             uniformity=grid["uniformity"],
         )
         scores = load_scores(frame) if grid["kind"] == "ensembles" else None
-        studies[name] = build_study(
-            grid["kind"], frame, expected, options=grid["options"], scores=scores
+        studies[name] = dataclasses.replace(
+            build_study(grid["kind"], frame, expected, options=grid["options"], scores=scores),
+            protocol=list(grid["protocol"]),
         )
         paths = write_study(studies[name], out / name, name)
         links[name] = [Path(os.path.relpath(path, out)) for path in paths]

@@ -1,0 +1,85 @@
+"""The protocol line: how a run differs from the paper's, computed from its config."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import yaml
+
+from pipeline_lib.config import validate_config
+from pipeline_lib.grids import study_grids
+from pipeline_lib.protocol import (
+    PAPER_PROTOCOL,
+    mvtec_protocol_notes,
+    protocol_differences,
+    protocol_notes,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def _config(path: str) -> dict:
+    return validate_config(yaml.safe_load((ROOT / path).read_text()), SCHEMA)
+
+
+def test_tiny_config_lists_each_difference_from_its_own_values() -> None:
+    config = _config("tests/configs/tiny.yaml")
+    digits = config["datasets"]["digits"]
+    differences = protocol_differences(config)
+    assert differences == [
+        f"ResNet width {config['embed']['width']} (paper {PAPER_PROTOCOL['width']})",
+        f"{len(config['seeds'])} seeds (paper {PAPER_PROTOCOL['seeds']})",
+        f"digits: at most {digits['max_train_per_class']} training images per class and at "
+        f"most {digits['max_test_per_class']} test images per class (paper: all)",
+        f"digits: {len(digits['classes'])} of 10 classes ({', '.join(digits['classes'])}) "
+        "(paper: all)",
+        "contamination 0.1 (paper's main table: 0)",
+    ]
+    (line,) = protocol_notes(config)
+    assert line.startswith("Protocol differs from the paper's: ResNet width")
+    # raw and resnet18_random train nothing: no word about epochs
+    assert "epochs" not in line
+
+
+def test_epochs_training_settings_and_variants_are_named() -> None:
+    config = _config("tests/configs/tiny.yaml")
+    config = copy.deepcopy(config)
+    config["methods"] = ["rotnet", "contrastive_h2"]
+    config["variants"] = {"contrastive_h2": {"method": "contrastive", "train": {"head_depth": 2}}}
+    config["train"] |= {"epochs": 20, "lr": 0.1}
+    differences = protocol_differences(config)
+    assert "20 training epochs (paper 2048)" in differences
+    assert "training: lr 0.1 (paper 0.01)" in differences
+    assert "non-paper variant contrastive_h2 (contrastive: head_depth=2)" in differences
+    # a study's variants are its design, not a departure
+    study = protocol_differences(config, main=False)
+    assert not any(d.startswith("non-paper variant") for d in study)
+    assert not any(d.startswith("contamination") for d in study)
+
+
+def test_paper_config_and_its_studies_follow_the_paper() -> None:
+    config = _config("config/paper.yaml")
+    assert protocol_differences(config) == []
+    assert protocol_notes(config)[0].startswith("Protocol: the paper's")
+    for grid in study_grids(config, config["studies"]):
+        assert protocol_notes(config, grid) == protocol_notes(config), grid.name
+
+
+def test_mvtec_notes_name_the_patch_protocol_and_subsets() -> None:
+    raw = yaml.safe_load((ROOT / "config/mvtec_bottle_reduced.yaml").read_text())
+    raw["mvtec"] |= {"image_size": 128, "max_train_images": 10}
+    raw["mvtec"]["patches"] = {"size": 32, "stride": 8}
+    config = validate_config(raw, SCHEMA)
+    (line,) = mvtec_protocol_notes(config)
+    assert line.startswith("Protocol differs from the paper's:")
+    for fragment in (
+        "image size 128 (paper 256)",
+        "patch stride 8 (paper 4)",
+        "at most 10 training images per category (paper: all)",
+        f"ResNet width {config['embed']['width']} (paper 64)",
+        f"{len(config['seeds'])} seed (paper 5)",
+    ):
+        assert fragment in line
+    assert "patch size" not in line  # 32 is the paper's

@@ -1,0 +1,139 @@
+"""The summary page of a real run, opened in a real headless browser (Debian's chromium).
+
+The tiny config runs sklearn digits, which has no published counterpart: the page must show
+the main table inline under the protocol line, readable link texts, and no empty "ours vs.
+the paper" chart. CI (``.ci/run``) installs chromium; the test skips, saying why, only where
+it can be neither found nor installed.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from PIL import Image
+
+from pipeline_lib.config import validate_config
+from pipeline_lib.protocol import protocol_notes
+from tests.workflow.conftest import REPO
+
+pytestmark = pytest.mark.workflow
+
+
+def _chromium() -> str:
+    """Path of chromium; installs Debian's package when root with apt-get, else skips."""
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found:
+        return found
+    if shutil.which("apt-get") and os.geteuid() == 0:
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", "chromium"],
+            capture_output=True,
+            timeout=900,
+            check=False,
+        )
+        found = shutil.which("chromium")
+        if found:
+            return found
+    pytest.skip("chromium not found and could not be installed (needs root and apt-get)")
+
+
+def _browser(chromium: str, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+
+class _Text(HTMLParser):
+    """Visible text of a DOM, its table rows (cell texts) and the src of every image."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+        self.images: list[str] = []
+        self.rows: list[list[str]] = []
+        self._cell: list[str] | None = None
+        self._skip = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("style", "script", "title"):
+            self._skip += 1
+        elif tag == "img":
+            self.images.append(dict(attrs).get("src") or "")
+        elif tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("style", "script", "title"):
+            self._skip -= 1
+        elif tag in ("td", "th") and self._cell is not None:
+            self.rows[-1].append(" ".join("".join(self._cell).split()))
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if not self._skip:
+            self.parts.append(data)
+            if self._cell is not None:
+                self._cell.append(data)
+
+
+def test_summary_page_in_a_headless_browser(tiny_run: Path, tmp_path: Path) -> None:
+    chromium = _chromium()
+    page = tiny_run / "results/summary/index.html"
+    assert page.is_file()
+    url = page.resolve().as_uri()
+
+    shot = tmp_path / "summary.png"
+    result = _browser(
+        chromium, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1280,2400", url
+    )
+    assert shot.is_file(), result.stderr[-2000:]
+    pixels = np.asarray(Image.open(shot).convert("L"))
+    assert pixels.shape == (2400, 1280)
+    # non-blank: text and table borders, not one flat colour
+    assert pixels.std() > 5 and (pixels < 128).mean() > 0.001
+
+    dom = _browser(chromium, tmp_path / "profile", "--dump-dom", url)
+    assert dom.returncode == 0 and "<table" in dom.stdout, dom.stderr[-2000:]
+    parser = _Text()
+    parser.feed(dom.stdout)
+    text = re.sub(r"\s+", " ", html.unescape("".join(parser.parts)))
+
+    # the main table inline, every row of the run's own main table, under the protocol line
+    config = validate_config(
+        yaml.safe_load((REPO / "tests/configs/tiny.yaml").read_text()),
+        REPO / "workflow/schemas/config.schema.yaml",
+    )
+    (protocol,) = protocol_notes(config)
+    main = pd.read_csv(tiny_run / "results/summary/main_table.csv", dtype=str)
+    section = text.split("Main table", 1)[1].split("Largest deviations", 1)[0]
+    assert protocol in section
+    assert list(main.columns) in parser.rows  # the header, then every row
+    for row in main.itertuples(index=False):
+        assert list(row) in parser.rows
+        assert row[0] in section and row[-1] in section
+    assert "(n=1)" not in section  # two seeds: a std over seeds (raw pixels: truly 0)
+    # link texts separated, not "mdhtmlcsvtex"
+    assert "Table: md · html · csv · tex" in text
+    assert "Files: md · html · csv · tex" in text
+    assert "mdhtml" not in text
+    # digits has no published counterpart: no empty "ours vs. the paper" chart
+    assert not any("ours_vs_paper" in src for src in parser.images)
+    assert "no 'ours vs. the paper' chart" in text
