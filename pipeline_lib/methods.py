@@ -56,6 +56,10 @@ VIEW_FLIPS: tuple[str, ...] = ("auto", "always", "never")
 #: operations or the former torchvision-style variant.
 VIEW_JITTERS: tuple[str, ...] = ("released", "torchvision")
 
+#: When the cosine learning rate moves: once an epoch (released ``--sched_freq=epoch``) or
+#: every step.
+LR_SCHEDULES: tuple[str, ...] = ("per_epoch", "per_step")
+
 #: Settings of the ``train`` config that only methods with augmented views read.
 VIEW_SETTINGS: tuple[str, ...] = ("view_flip", "view_jitter", "view_blur")
 
@@ -65,6 +69,7 @@ VIEW_SETTINGS: tuple[str, ...] = ("view_flip", "view_jitter", "view_blur")
 #: size, head depth) are reported as protocol differences instead.
 PAPER_RECIPE: dict[str, Any] = {
     "exclude_bn_from_decay": False,
+    "lr_schedule": "per_epoch",
     "loss_form": "paper",
     "distributions": ["rot90", "rot180", "rot270"],
     "da_batching": "expanded",
@@ -79,6 +84,7 @@ PAPER_RECIPE: dict[str, Any] = {
 #: its row unfaithful).
 _RECIPE_READERS: dict[str, tuple[str, ...]] = {
     "exclude_bn_from_decay": TRAINED_METHODS,
+    "lr_schedule": TRAINED_METHODS,
     "loss_form": ("contrastive", "contrastive_da"),
     "distributions": ("contrastive_da",),
     "da_batching": ("contrastive_da",),

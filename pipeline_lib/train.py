@@ -1,7 +1,8 @@
 """Self-supervised representation training: one plain epoch loop for every proxy task.
 
 PROTOCOL.md, "Training": ResNet-18 (3x3 stem, no max-pool), SGD with momentum 0.9,
-lr 0.01 with a single cosine decay to 0 over all steps and no warm-up, L2 weight decay
+lr 0.01 with a single cosine decay to 0 and no warm-up (stepped once an epoch, as the
+released code's default ``--sched_freq=epoch``), L2 weight decay
 3e-4 on every parameter, BatchNorm included (the released code's ``--regularize_bn=false``
 leaves its exclusion list empty), inputs in [0, 1].
 
@@ -36,7 +37,13 @@ from pipeline_lib.augment import (
     parse_distribution,
 )
 from pipeline_lib.checkpoints import load_checkpoint, plain, save_checkpoint
-from pipeline_lib.methods import DA_BATCHINGS, DENOISING_TARGETS, VIEW_FLIPS, VIEW_JITTERS
+from pipeline_lib.methods import (
+    DA_BATCHINGS,
+    DENOISING_TARGETS,
+    LR_SCHEDULES,
+    VIEW_FLIPS,
+    VIEW_JITTERS,
+)
 from pipeline_lib.models.proxy import ProxyModel, build_proxy_model
 from pipeline_lib.representations import TRAINED_METHODS
 from pipeline_lib.ssl.contrastive import LOSS_FORMS, contrastive_step
@@ -177,6 +184,7 @@ def train_representation(
     view_flip: str = VIEW_FLIPS[0],
     view_jitter: str = VIEW_JITTERS[0],
     view_blur: bool = False,
+    lr_schedule: str = LR_SCHEDULES[0],
     noise_std: float = DEFAULT_NOISE_STD,
     denoising_views: bool = False,
     denoising_target: str = DENOISING_TARGETS[0],
@@ -216,7 +224,10 @@ def train_representation(
         fresh seeded permutation each epoch); with fewer instances than ``batch_size``
         every step uses all of them.
     lr, momentum, weight_decay : float, default=0.01, 0.9, 3e-4
-        SGD; the learning rate follows ``lr * (1 + cos(pi * t / T)) / 2`` for step ``t`` of
+        SGD; the learning rate follows ``lr * (1 + cos(pi * t / T)) / 2``, see ``lr_schedule``.
+    lr_schedule : {"per_epoch", "per_step"}, default="per_epoch"
+        ``per_epoch`` (released code): ``t`` is the first step of the current epoch, so the
+        rate is constant within an epoch; ``per_step``: ``t`` is the step itself. Both for
         ``T = epochs * steps_per_epoch``, no warm-up.
     exclude_bn_from_decay : bool, default=False
         ``True`` exempts BatchNorm weights and biases from weight decay (a variant); the
@@ -329,6 +340,7 @@ def train_representation(
         ("da_batching", da_batching, DA_BATCHINGS),
         ("view_flip", view_flip, VIEW_FLIPS),
         ("view_jitter", view_jitter, VIEW_JITTERS),
+        ("lr_schedule", lr_schedule, LR_SCHEDULES),
     ):
         if value not in allowed:
             raise ValueError(f"unknown {name} {value!r}; allowed: {', '.join(allowed)}")
@@ -364,6 +376,8 @@ def train_representation(
     total_steps = epochs * steps_per_epoch
 
     def cosine(step_index: int) -> float:
+        if lr_schedule == "per_epoch":
+            step_index -= step_index % steps_per_epoch  # the epoch's first step
         return 0.5 * (1.0 + math.cos(math.pi * min(step_index, total_steps) / total_steps))
 
     def fresh_state() -> tuple[Any, ...]:
@@ -419,6 +433,7 @@ def train_representation(
             "epochs": epochs,
             "batch_size": batch_size,
             "lr": lr,
+            "lr_schedule": lr_schedule,
             "momentum": momentum,
             "weight_decay": weight_decay,
             "exclude_bn_from_decay": exclude_bn_from_decay,

@@ -60,15 +60,20 @@ def test_each_method_lowers_its_loss(method: str, digits64: np.ndarray) -> None:
     assert ("g" in out) == (method != "denoising")
 
 
-def test_cosine_schedule_and_history_fields(digits64: np.ndarray) -> None:
-    _, history = _train("contrastive", digits64, epochs=3, lr=0.05)
+@pytest.mark.parametrize("schedule", ["per_epoch", "per_step"])
+def test_cosine_schedule_and_history_fields(digits64: np.ndarray, schedule: str) -> None:
+    _, history = _train("contrastive", digits64, epochs=3, lr=0.05, lr_schedule=schedule)
     steps, total = 64 // 16, 3 * (64 // 16)
     for record in history:
         last_step = record["epoch"] * steps - 1
-        expected = 0.05 * 0.5 * (1 + math.cos(math.pi * last_step / total))
+        # Released --sched_freq=epoch: the rate of an epoch is that of its first step.
+        t = last_step - last_step % steps if schedule == "per_epoch" else last_step
+        expected = 0.05 * 0.5 * (1 + math.cos(math.pi * t / total))
         assert record["lr"] == pytest.approx(expected)
         assert record["images_per_s"] > 0 and record["seconds"] > 0
-    assert history[-1]["lr"] < 0.05 * 0.1
+    if schedule == "per_epoch":
+        assert history[0]["lr"] == pytest.approx(0.05)  # constant through the first epoch
+    assert history[-1]["lr"] < 0.05 * 0.3
 
 
 def test_same_seed_same_weights_and_global_rng_untouched(digits64: np.ndarray) -> None:
