@@ -1,12 +1,15 @@
-# Two commands: `make demo` runs the embedded default; `make test` runs the test suite.
-# Both create .venv first when it is missing.
+# Two commands: `make demo` runs the embedded default; `make test` runs every check and test.
+# `make test-fast` is the edit loop: lint and the unit tests, without Snakemake runs.
+# All of them create .venv first when it is missing.
 VENV ?= .venv
 PYTHON ?= python3
 CORES ?= 2
 BIN := $(abspath $(VENV))/bin
 export PATH := $(BIN):$(PATH)
+# Unit tests only: no Snakemake runs, no real data sets, no SLURM cluster.
+FAST := not workflow and not realdata and not cluster
 
-.PHONY: demo test lint report clean
+.PHONY: demo test test-fast lint rulegraph report clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,9 +23,24 @@ demo: $(VENV)/.installed
 	@echo "Tables and plots: results/summary/   Report: results/report.html"
 	@echo "MLflow: $(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/results/mlflow/mlflow.db"
 
-test: $(VENV)/.installed
+# Style and structure: ruff (lint and format), snakefmt, the import layering contracts
+# (pyproject's [tool.importlinter]) and Snakemake's own linter.
+lint: $(VENV)/.installed
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/snakefmt --check Snakefile workflow/rules/
+	$(BIN)/lint-imports
+	$(BIN)/snakemake --lint --configfile tests/configs/tiny.yaml
+
+test: lint
 	$(BIN)/python -m pytest
+
+test-fast: lint
+	$(BIN)/python -m pytest -m "$(FAST)" -q
+
+# The rule graph drawn in README.md (needs Graphviz's `dot`).
+rulegraph: $(VENV)/.installed
+	$(BIN)/snakemake --rulegraph --configfile config/paper.yaml | dot -Tsvg > docs/rulegraph.svg
 
 clean:
 	rm -rf results .snakemake

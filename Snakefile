@@ -19,6 +19,20 @@ if not config:
 
 
 include: "workflow/rules/common.smk"
+
+
+# Every wildcard is one of the config's values (lists built in common.smk); here rather than
+# in common.smk, which `snakemake --lint` wants free of workflow directives.
+wildcard_constraints:
+    dataset=_one_of(CLASSES),
+    inlier=_one_of(ALL_CLASSES),
+    method=_one_of(METHODS),
+    seed=_one_of(SEEDS),
+    contamination=_one_of(CONTAMINATIONS),
+    fitset=_one_of(FITSETS),
+    detector=_one_of(DETECTORS + list(ROTATION_DETECTORS)),
+
+
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/embed.smk"
@@ -26,6 +40,7 @@ include: "workflow/rules/detect.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/studies.smk"
 include: "workflow/rules/mvtec.smk"
+include: "workflow/rules/explain.smk"
 
 
 rule all:

@@ -3,7 +3,7 @@
 Both sides produce one augmented float32 view per image of the same 5,000 random uint8
 CIFAR-sized images, in batches of 256:
 
-* ours: :class:`pipeline_lib.augment.ViewAugment` on whole batches (crop + flip, colour
+* ours: :class:`pipeline_lib.ssl.augment.ViewAugment` on whole batches (crop + flip, colour
   jitter in random order, grayscale), on ``--device`` with ``--threads`` torch threads;
 * torchvision: ``transforms.v2`` per image (``RandomResizedCrop(32, scale=(0.25, 1),
   ratio=(1, 1))`` -- the crop-side range [0.5 H, H] -- ``RandomHorizontalFlip``,
@@ -30,7 +30,7 @@ from torch.utils.data import DataLoader, Dataset
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 
-from pipeline_lib.augment import ViewAugment
+from pipeline_lib.ssl.augment import ViewAugment
 
 
 class _PerImage(Dataset):

@@ -2,9 +2,10 @@
 
 For each N of ``--jobs`` (default 1 and 4) the script starts N worker processes at once, as
 Snakemake would start N ``train_representation`` jobs given ``--resources gpu=N`` on one GPU.
-Each worker, like a real job, takes its device through :func:`pipeline_lib.devices.job_device`
-(a lock-file slot on the least-loaded visible GPU; every worker sees only ``--gpu``), then runs
-:func:`pipeline_lib.train.train_representation` on random uint8 32x32 images at the paper's
+Each worker, like a real job, takes its device through
+:func:`pipeline_lib.runtime.devices.job_device` (a lock-file slot on the least-loaded visible
+GPU; every worker sees only ``--gpu``), then runs
+:func:`pipeline_lib.ssl.train.train_representation` on random uint8 32x32 images at the paper's
 batch size (32 source images for the contrastive methods, 64 otherwise):
 
 * an untimed warm-up call of one step (CUDA context, cuDNN algorithm choice, allocator);
@@ -43,7 +44,7 @@ import time
 import traceback
 from typing import Any
 
-from pipeline_lib.methods import TRAINED_METHODS, default_batch_size
+from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
 
 #: Source images per step in the paper (PROTOCOL.md, "Training").
 PAPER_BATCH_SIZE: dict[str, int] = {m: default_batch_size(m) for m in TRAINED_METHODS}
@@ -58,8 +59,8 @@ def _worker(settings: dict[str, Any], barrier: Any, results: Any) -> None:
     try:
         import torch
 
-        from pipeline_lib.devices import job_device, set_threads
-        from pipeline_lib.train import train_representation
+        from pipeline_lib.runtime.devices import job_device, set_threads
+        from pipeline_lib.ssl.train import train_representation
 
         set_threads(settings["threads"])
         batch = PAPER_BATCH_SIZE[settings["method"]]

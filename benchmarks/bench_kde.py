@@ -22,7 +22,7 @@ import torch
 from scipy.special import logsumexp
 from sklearn.neighbors import KernelDensity
 
-from pipeline_lib.detectors import KernelDensityScore
+from pipeline_lib.detection.detectors import KernelDensityScore
 
 
 def random_unit_features(n: int, dim: int, rng: np.random.Generator) -> np.ndarray:

@@ -24,16 +24,16 @@ import torch
 import yaml
 
 from pipeline_lib.data.mvtec import read_mvtec_category, resolve_category_paths
-from pipeline_lib.embed import extract_embeddings
-from pipeline_lib.localize import IMAGE_SIZE, PATCH_SIZE, STRIDE, grid_side
-from pipeline_lib.methods import ROTATION_METHODS, training_arguments
-from pipeline_lib.patches import (
+from pipeline_lib.models.embed import extract_embeddings
+from pipeline_lib.models.representation import TRAINED_METHODS, build_representation
+from pipeline_lib.mvtec.localize import IMAGE_SIZE, PATCH_SIZE, STRIDE, grid_side
+from pipeline_lib.mvtec.patches import (
     embed_category_patches,
     embed_patches,
     score_category,
     train_on_patches,
 )
-from pipeline_lib.representations import TRAINED_METHODS, build_representation
+from pipeline_lib.registry import ROTATION_METHODS, training_arguments
 
 REPO = Path(__file__).resolve().parents[1]
 

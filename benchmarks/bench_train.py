@@ -2,7 +2,7 @@
 
 For every trained method (rotnet, rotation, denoising, contrastive, contrastive_da) at the
 paper's batch size (32 source images for the contrastive methods, 64 otherwise), the script
-trains the full training loop, :func:`pipeline_lib.train.train_representation` (views built
+trains the full training loop, :func:`pipeline_lib.ssl.train.train_representation` (views built
 on the device, SGD, autocast on CUDA), on random uint8 32x32 images:
 
 * one untimed warm-up call of a single step (CUDA context, cuDNN algorithm choice, allocator),
@@ -49,9 +49,9 @@ import torch
 import yaml
 from torch.utils.flop_counter import FlopCounterMode
 
-from pipeline_lib.methods import TRAINED_METHODS, default_batch_size
 from pipeline_lib.models.proxy import build_proxy_model
-from pipeline_lib.train import train_representation
+from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
+from pipeline_lib.ssl.train import train_representation
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from pipeline_lib.grids import base_method, variant_training
+from pipeline_lib.dag.grids import base_method, variant_training
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -55,7 +55,7 @@ class Job:
 
 def load_config(path: Path) -> dict[str, Any]:
     """The config validated and filled with defaults exactly as the workflow does."""
-    from pipeline_lib.config import validate_config
+    from pipeline_lib.dag.config import validate_config
 
     raw = yaml.safe_load(path.read_text())
     return validate_config(raw, REPO / "workflow" / "schemas" / "config.schema.yaml")
@@ -74,10 +74,10 @@ def restrict_methods(config: dict[str, Any], methods: list[str], *, source: Path
 
 def prepare_datasets(config: dict[str, Any], out: Path) -> dict[str, tuple[str, list[str]]]:
     """Read and subsample each data set once into ``out`` (the workflow's dataset cache)."""
-    from pipeline_lib.config import resolve_classes
+    from pipeline_lib.dag.config import resolve_classes
     from pipeline_lib.data import load_dataset
     from pipeline_lib.data.subsample import subsample_dataset
-    from pipeline_lib.io import save_image_dataset
+    from pipeline_lib.runtime.io import save_image_dataset
 
     prepared = {}
     for name, settings in config["datasets"].items():
@@ -99,16 +99,16 @@ def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
     import torch
 
+    from pipeline_lib.dag.grids import base_method, variant_train_size, variant_training
     from pipeline_lib.data.split import one_class_split, training_subset
-    from pipeline_lib.devices import set_threads
-    from pipeline_lib.embed import embed_dataset, embed_split
-    from pipeline_lib.grids import base_method, variant_train_size, variant_training
-    from pipeline_lib.io import load_image_dataset, save_json
-    from pipeline_lib.methods import ROTATION_DETECTORS, ROTATION_METHODS, training_arguments
-    from pipeline_lib.representations import FROZEN_METHODS, build_representation
+    from pipeline_lib.detection.runner import run_detection, run_rotation_detection
+    from pipeline_lib.models.embed import embed_dataset, embed_split
+    from pipeline_lib.models.representation import FROZEN_METHODS, build_representation
+    from pipeline_lib.registry import ROTATION_DETECTORS, ROTATION_METHODS, training_arguments
+    from pipeline_lib.runtime.devices import set_threads
+    from pipeline_lib.runtime.io import load_image_dataset, save_json
     from pipeline_lib.ssl.rotation import rotation_scores
-    from pipeline_lib.steps import run_detection, run_rotation_detection
-    from pipeline_lib.train import train_representation
+    from pipeline_lib.ssl.train import train_representation
 
     set_threads(job.threads)
     device = torch.device(job.device)
@@ -287,7 +287,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from pipeline_lib.io import save_json
+    from pipeline_lib.runtime.io import save_json
 
     args = parse_args(argv)
     start = time.perf_counter()

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline_lib.aggregate import (
+from pipeline_lib.report.aggregate import (
     MAIN_COLUMNS,
     PER_CLASS_COLUMNS,
     format_main_table,
@@ -25,8 +25,8 @@ from pipeline_lib.aggregate import (
     main_table,
     per_class_table,
 )
-from pipeline_lib.published import CLASS_NAMES, PAPER_DATASET_CLASSES, load_published
-from pipeline_lib.tables import TABLE_SUFFIXES, write_table
+from pipeline_lib.report.published import CLASS_NAMES, PAPER_DATASET_CLASSES, load_published
+from pipeline_lib.report.tables import TABLE_SUFFIXES, write_table
 
 STD3 = math.sqrt(2.0 / 3.0)  # population std of three consecutive integers
 

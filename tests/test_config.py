@@ -1,4 +1,4 @@
-"""Config validation of ``pipeline_lib.config`` against the shipped JSON schema."""
+"""Config validation of ``pipeline_lib.dag.config`` against the shipped JSON schema."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline_lib.config import ConfigError, resolve_classes, sweep_id, validate_config
+from pipeline_lib.dag.config import ConfigError, resolve_classes, sweep_id, validate_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -255,14 +255,14 @@ def test_schema_ids_match_the_library_registries() -> None:
     import yaml
 
     from pipeline_lib.data import DATASETS as DATA_REGISTRY
-    from pipeline_lib.detectors import DETECTORS as DETECTOR_REGISTRY
-    from pipeline_lib.representations import METHODS, TRAINED_METHODS
+    from pipeline_lib.detection.detectors import DETECTORS as DETECTOR_REGISTRY
+    from pipeline_lib.models.representation import METHODS, TRAINED_METHODS
 
     schema = yaml.safe_load(SCHEMA.read_text())["properties"]
     assert set(schema["datasets"]["propertyNames"]["enum"]) == set(DATA_REGISTRY)
     assert set(schema["detectors"]["propertyNames"]["enum"]) == set(DETECTOR_REGISTRY)
-    # Methods are checked in pipeline_lib.grids (variants are named by the config).
-    from pipeline_lib.grids import BASE_METHODS
+    # Methods are checked in pipeline_lib.dag.grids (variants are named by the config).
+    from pipeline_lib.dag.grids import BASE_METHODS
 
     assert set(BASE_METHODS) == set(METHODS)
     trained = schema["variants"]["additionalProperties"]["properties"]["method"]["enum"]
@@ -298,7 +298,7 @@ def test_a_switch_the_method_ignores_keeps_its_row_faithful(config) -> None:
 
 
 def test_paper_config_runs_the_paper_recipe_under_paper_names() -> None:
-    from pipeline_lib.methods import PAPER_RECIPE, TRAINED_METHODS, recipe_deviations
+    from pipeline_lib.registry import PAPER_RECIPE, TRAINED_METHODS, recipe_deviations
 
     paper = validate_config(yaml.safe_load((ROOT / "config" / "paper.yaml").read_text()), SCHEMA)
     assert {key: paper["train"][key] for key in PAPER_RECIPE} == PAPER_RECIPE
@@ -378,3 +378,20 @@ def test_study_file_with_an_impossible_setting_fails_at_validation(config, tmp_p
     config["studies"] = [str(path)]
     message = _error(config)
     assert str(path) in message and "'splits.contamination': 0.1" in message
+
+
+def test_validating_a_config_leaves_torch_unimported() -> None:
+    # The Snakefile validates the config at parse time: importing torch there would cost
+    # every snakemake invocation (a dry run, each cluster job) several seconds.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, yaml\n"
+        "from pipeline_lib.dag.config import validate_config\n"
+        f"validate_config(yaml.safe_load(open({str(ROOT / 'config' / 'paper.yaml')!r})), "
+        f"{str(SCHEMA)!r})\n"
+        "print(sorted(m for m in ('torch', 'torchvision') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,4 +1,4 @@
-"""GPU packing: the lock-file slot allocator of ``pipeline_lib.devices``, with simulated devices.
+"""GPU packing: the lock-file slot allocator of ``pipeline_lib.runtime.devices``, simulated.
 
 No CUDA needed: devices are plain keys, and "jobs" are this process's open slots or forked
 processes holding one (flock is per open file, so both count as separate holders).
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pipeline_lib.devices import (
+from pipeline_lib.runtime.devices import (
     LOCK_DIR_ENV,
     SLOTS_ENV,
     UNCAPPED_SLOTS,
@@ -32,7 +32,7 @@ from pipeline_lib.devices import (
 #: A "job" in its own process: take a slot, print its device index, hold it until stdin closes.
 HOLD_SLOT = """
 import sys
-from pipeline_lib.gpu_slots import SlotAllocator
+from pipeline_lib.runtime.gpu_slots import SlotAllocator
 allocator = SlotAllocator(sys.argv[1].split(","), lock_dir=sys.argv[2])
 with allocator.acquire(poll_s=0.05) as slot:
     print(slot.index, flush=True)
@@ -165,7 +165,7 @@ def test_job_device_without_a_gpu_resource_is_the_cpu_and_takes_no_slot(tmp_path
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU fallback")
 def test_job_device_without_cuda_warns_and_uses_the_cpu(tmp_path: Path, caplog) -> None:
-    with caplog.at_level(logging.WARNING, logger="pipeline_lib.devices"):
+    with caplog.at_level(logging.WARNING, logger="pipeline_lib.runtime.devices"):
         with job_device(1, lock_dir=tmp_path / "locks") as device:
             assert device == torch.device("cpu")
     assert "CUDA is not available" in caplog.text

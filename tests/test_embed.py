@@ -1,4 +1,4 @@
-"""Batched feature extraction of ``pipeline_lib.embed``."""
+"""Batched feature extraction of ``pipeline_lib.models.embed``."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import torch
 from torch import nn
 
 from pipeline_lib.data import ImageDataset
-from pipeline_lib.embed import embed_dataset, extract_embeddings, images_to_tensor
-from pipeline_lib.representations import Representation, build_representation
+from pipeline_lib.models.embed import embed_dataset, extract_embeddings, images_to_tensor
+from pipeline_lib.models.representation import Representation, build_representation
 
 
 @pytest.fixture(scope="module")

@@ -1,13 +1,13 @@
-"""Sign convention and bookkeeping of ``pipeline_lib.evaluate``."""
+"""Sign convention and bookkeeping of ``pipeline_lib.detection.evaluate``."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from pipeline_lib.detectors import DETECTORS, make_detector
-from pipeline_lib.evaluate import DetectionResult, evaluate_detector, score_with_detector
-from pipeline_lib.metrics import auroc
+from pipeline_lib.detection.detectors import DETECTORS, make_detector
+from pipeline_lib.detection.evaluate import DetectionResult, evaluate_detector, score_with_detector
+from pipeline_lib.detection.metrics import auroc
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Study grids and representation variants (pipeline_lib.grids, config validation)."""
+"""Study grids and representation variants (pipeline_lib.dag.grids, config validation)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import yaml
 
-from pipeline_lib.config import ConfigError, validate_config
+from pipeline_lib.dag.config import ConfigError, validate_config
+from pipeline_lib.dag.grids import BASE_METHODS, base_method, study_grids, variant_training
 from pipeline_lib.data.split import training_subset
-from pipeline_lib.grids import BASE_METHODS, base_method, study_grids, variant_training
-from pipeline_lib.methods import training_arguments
-from pipeline_lib.representations import METHODS
+from pipeline_lib.models.representation import METHODS
+from pipeline_lib.registry import training_arguments
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"

@@ -1,4 +1,4 @@
-"""Atomic writes and the file formats of ``pipeline_lib.io``."""
+"""Atomic writes and the file formats of ``pipeline_lib.runtime.io``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pipeline_lib.data import ImageDataset
-from pipeline_lib.io import (
+from pipeline_lib.runtime.io import (
     atomic_path,
     load_dataset_labels,
     load_image_dataset,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline_lib.metrics import auroc, roc_curve_points, uniformity_mmd
+from pipeline_lib.detection.metrics import auroc, roc_curve_points, uniformity_mmd
 
 
 def test_auroc_outlier_is_positive_class() -> None:

@@ -1,4 +1,4 @@
-"""The cost planner (``pipeline_lib.planner``): dry-run parsing, costs, and a real plan."""
+"""The cost planner (``pipeline_lib.dag.planner``): dry-run parsing, costs, and a real plan."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline_lib.planner import (
+from pipeline_lib.dag.planner import (
     DEFAULT_IMAGES_PER_S,
     DEFAULT_JOB_SECONDS,
     Job,

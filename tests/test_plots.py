@@ -12,7 +12,7 @@ from matplotlib.collections import PathCollection
 from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 
-from pipeline_lib.plots import DPI, plot_per_class_auc, plot_roc_curves, save_figure
+from pipeline_lib.report.plots import DPI, plot_per_class_auc, plot_roc_curves, save_figure
 
 
 def _results() -> pd.DataFrame:

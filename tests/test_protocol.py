@@ -7,9 +7,9 @@ from pathlib import Path
 
 import yaml
 
-from pipeline_lib.config import validate_config
-from pipeline_lib.grids import study_grids
-from pipeline_lib.protocol import (
+from pipeline_lib.dag.config import validate_config
+from pipeline_lib.dag.grids import study_grids
+from pipeline_lib.report.protocol import (
     PAPER_PROTOCOL,
     mvtec_protocol_notes,
     protocol_differences,

@@ -17,9 +17,9 @@ import pytest
 from pipeline_lib.data import DataError, load_dataset
 from pipeline_lib.data.split import one_class_split
 from pipeline_lib.data.subsample import subsample_dataset
-from pipeline_lib.embed import embed_dataset
-from pipeline_lib.representations import build_representation
-from pipeline_lib.steps import run_detection
+from pipeline_lib.detection.runner import run_detection
+from pipeline_lib.models.embed import embed_dataset
+from pipeline_lib.models.representation import build_representation
 
 pytestmark = pytest.mark.realdata
 

@@ -7,13 +7,13 @@ import pytest
 import torch
 from torch import nn
 
-from pipeline_lib.embed import extract_embeddings
-from pipeline_lib.models.resnet import SmallImageResNet, resnet18_small
-from pipeline_lib.representations import (
+from pipeline_lib.models.embed import extract_embeddings
+from pipeline_lib.models.representation import (
     FROZEN_METHODS,
     Representation,
     build_representation,
 )
+from pipeline_lib.models.resnet import SmallImageResNet, resnet18_small
 
 
 @pytest.mark.parametrize("size", [32, 64])

@@ -1,4 +1,4 @@
-"""The tidy results table of ``pipeline_lib.results``."""
+"""The tidy results table of ``pipeline_lib.report.results``."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipeline_lib.io import save_json
-from pipeline_lib.results import (
+from pipeline_lib.report.results import (
     KEY_COLUMNS,
     load_result_records,
     load_results_csv,
     save_results_csv,
 )
+from pipeline_lib.runtime.io import save_json
 
 
 def _record(inlier: str, seed: int, auroc: float, detector: str = "knn") -> dict:

@@ -1,4 +1,4 @@
-"""The pure step functions of ``pipeline_lib.steps``."""
+"""The pure step functions of ``pipeline_lib.detection.runner``."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from pipeline_lib.data.split import OneClassSplit, one_class_split
-from pipeline_lib.detectors import make_detector
-from pipeline_lib.metrics import auroc
-from pipeline_lib.steps import fit_index_for, limit_fit_index, rows_for, run_detection
+from pipeline_lib.detection.detectors import make_detector
+from pipeline_lib.detection.metrics import auroc
+from pipeline_lib.detection.runner import fit_index_for, limit_fit_index, rows_for, run_detection
 
 N_CLASSES, N_TRAIN_PER_CLASS, N_TEST_PER_CLASS, DIM = 3, 40, 15, 4
 

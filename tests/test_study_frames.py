@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline_lib.study_frames import collect_study, read_frames, save_frames, study_records
+from pipeline_lib.report.study_frames import collect_study, read_frames, save_frames, study_records
 
 VARIANTS = {"contrastive_bs8": {"method": "contrastive", "train": {"batch_size": 8}}}
 

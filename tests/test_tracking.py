@@ -1,4 +1,4 @@
-"""MLflow logging of ``pipeline_lib.tracking`` against a real SQLite store."""
+"""MLflow logging of ``pipeline_lib.report.tracking`` against a real SQLite store."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from pipeline_lib.tracking import (
+from pipeline_lib.report.tracking import (
     HASH_TAG,
     KEY_TAG,
     KIND_TAG,
@@ -187,7 +187,7 @@ def test_artifacts_land_on_the_parent_run(store: dict, tmp_path: Path) -> None:
 def test_a_bad_record_fails_softly(store: dict, caplog: pytest.LogCaptureFixture) -> None:
     record = _records(1)[0]
     del record["result_key"]
-    with caplog.at_level(logging.WARNING, logger="pipeline_lib.tracking"):
+    with caplog.at_level(logging.WARNING, logger="pipeline_lib.report.tracking"):
         summary = _log(store, [record], "bad-record")
     assert summary["status"] == "failed"
     assert summary["warning"].startswith("KeyError")
@@ -196,7 +196,7 @@ def test_a_bad_record_fails_softly(store: dict, caplog: pytest.LogCaptureFixture
 
 def test_unreachable_server_warns_quickly(tmp_path: Path, caplog) -> None:
     start = time.perf_counter()
-    with caplog.at_level(logging.WARNING, logger="pipeline_lib.tracking"):
+    with caplog.at_level(logging.WARNING, logger="pipeline_lib.report.tracking"):
         summary = log_sweep(
             _records(2),
             uri="http://127.0.0.1:9",

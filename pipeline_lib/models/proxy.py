@@ -1,6 +1,6 @@
 """The network trained by a self-supervised proxy task: backbone ``f``, head ``g``, proxy module.
 
-A :class:`ProxyModel` *is* a :class:`~pipeline_lib.representations.Representation`
+A :class:`ProxyModel` *is* a :class:`~pipeline_lib.models.representation.Representation`
 (``forward`` returns ``f`` and, when there is a head, ``g``), so the embedding step treats a
 trained model like a frozen one. The extra ``proxy`` module is what the proxy loss needs on
 top of the representation and is not part of the features: the 4-way rotation classifier
@@ -14,10 +14,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from pipeline_lib.methods import DENOISING_TARGETS
 from pipeline_lib.models.heads import Decoder, contrastive_head, head_output_dim, rotation_head
+from pipeline_lib.models.representation import TRAINED_METHODS, Representation
 from pipeline_lib.models.resnet import resnet18_small
-from pipeline_lib.representations import TRAINED_METHODS, Representation
+from pipeline_lib.registry import DENOISING_TARGETS
 
 #: Head depth per method when the caller passes ``head_depth=None`` (PROTOCOL.md).
 DEFAULT_HEAD_DEPTH: dict[str, int] = {
@@ -73,7 +73,7 @@ def build_proxy_model(
     Parameters
     ----------
     method : str
-        One of :data:`~pipeline_lib.representations.TRAINED_METHODS`.
+        One of :data:`~pipeline_lib.models.representation.TRAINED_METHODS`.
     width : int, default=64
         First-stage width of the ResNet-18 (``f`` has ``8 * width`` dimensions).
     head_depth : int or None, default=None

@@ -2,7 +2,7 @@
 
 Every ``*_step(model, batch, *, generator, ...)`` takes a :class:`~pipeline_lib.models.proxy.
 ProxyModel` and a uint8 batch ``(n, 3, h, w)`` already on the training device, builds the
-views with :mod:`pipeline_lib.augment` (random parameters from the explicit CPU
+views with :mod:`pipeline_lib.ssl.augment` (random parameters from the explicit CPU
 ``generator``), and returns the scalar loss in float32. The training loop
-(:mod:`pipeline_lib.train`) owns autocast, the optimiser and the batches.
+(:mod:`pipeline_lib.ssl.train`) owns autocast, the optimiser and the batches.
 """

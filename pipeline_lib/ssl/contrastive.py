@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from pipeline_lib.augment import distribution_copies, two_views
+from pipeline_lib.ssl.augment import distribution_copies, two_views
 
 #: Accepted values of ``form``.
 LOSS_FORMS: tuple[str, ...] = ("paper", "released", "ntxent")
@@ -143,7 +143,7 @@ def contrastive_step(
     generator : torch.Generator
         CPU generator of the view augmentation.
     augment : callable
-        ``augment(images, generator) -> views`` (a :class:`~pipeline_lib.augment.ViewAugment`).
+        ``augment(images, generator) -> views`` (a :class:`~pipeline_lib.ssl.augment.ViewAugment`).
     temperature : float, default=0.2
     form : str, default="paper"
     distributions : sequence of str, default=()

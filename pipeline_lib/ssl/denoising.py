@@ -26,9 +26,9 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from pipeline_lib.augment import to_unit_float
-from pipeline_lib.methods import DENOISING_TARGETS
 from pipeline_lib.models.proxy import ProxyModel
+from pipeline_lib.registry import DENOISING_TARGETS
+from pipeline_lib.ssl.augment import to_unit_float
 
 #: Default standard deviation of the Gaussian corruption (images in [0, 1]).
 DEFAULT_NOISE_STD = 0.1

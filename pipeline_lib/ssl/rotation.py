@@ -14,8 +14,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pipeline_lib.augment import rotate90, rotation_views, to_unit_float
 from pipeline_lib.models.proxy import ProxyModel, rotation_logits
+from pipeline_lib.ssl.augment import rotate90, rotation_views, to_unit_float
 
 
 def rotation_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -10,7 +10,7 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.estimator_checks import check_estimator
 
-from pipeline_lib.detectors import DETECTORS
+from pipeline_lib.detection.detectors import DETECTORS
 
 
 @pytest.mark.parametrize("name", sorted(DETECTORS))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
 
-from pipeline_lib.detectors import GaussianDensity
+from pipeline_lib.detection.detectors import GaussianDensity
 from tests.detectors._oracles import unit_rows
 
 

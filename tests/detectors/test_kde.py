@@ -8,7 +8,7 @@ import torch
 from scipy.special import logsumexp
 from sklearn.neighbors import KernelDensity
 
-from pipeline_lib.detectors import KernelDensityScore
+from pipeline_lib.detection.detectors import KernelDensityScore
 from tests.detectors._oracles import paper_gamma, unit_rows
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline_lib.detectors import KNNCosine
+from pipeline_lib.detection.detectors import KNNCosine
 from tests.detectors._oracles import unit_rows
 
 

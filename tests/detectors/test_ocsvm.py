@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.svm import OneClassSVM
 
-from pipeline_lib.detectors import LinearOneClassSVM, RBFOneClassSVM
+from pipeline_lib.detection.detectors import LinearOneClassSVM, RBFOneClassSVM
 from tests.detectors._oracles import paper_gamma, unit_rows
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline_lib.detectors import (
+from pipeline_lib.detection.detectors import (
     DETECTORS,
     GaussianDensity,
     KernelDensityScore,

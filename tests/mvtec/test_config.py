@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline_lib.config import ConfigError, validate_config
+from pipeline_lib.dag.config import ConfigError, validate_config
 
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow/schemas/config.schema.yaml"
 
@@ -68,7 +68,7 @@ def test_explain_needs_a_sweep_dataset_and_methods():
 
 
 def test_method_ids_kept_as_text_match_the_representations():
-    from pipeline_lib.config import _METHOD_IDS
-    from pipeline_lib.representations import METHODS
+    from pipeline_lib.dag.config import _METHOD_IDS
+    from pipeline_lib.models.representation import METHODS
 
     assert _METHOD_IDS == METHODS

@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from pipeline_lib.detectors.kde import KernelDensityScore
-from pipeline_lib.explain import (
+from pipeline_lib.detection.detectors.kde import KernelDensityScore
+from pipeline_lib.detection.explain import (
     explain_images,
     explanation_layer,
     gradcam,
@@ -17,7 +17,7 @@ from pipeline_lib.explain import (
     rotation_anomaly_function,
 )
 from pipeline_lib.models.proxy import build_proxy_model
-from pipeline_lib.representations import Representation, build_representation
+from pipeline_lib.models.representation import Representation, build_representation
 
 
 def _trained_like(method: str) -> nn.Module:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline_lib.heatmaps import plot_explanations, plot_localization
+from pipeline_lib.mvtec.heatmaps import plot_explanations, plot_localization
 
 RNG = np.random.default_rng(0)
 

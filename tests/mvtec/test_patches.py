@@ -10,16 +10,16 @@ import torch
 import torch.nn.functional as F
 
 from pipeline_lib.data.mvtec import read_mvtec_category
-from pipeline_lib.detectors.kde import KernelDensityScore
-from pipeline_lib.localize import (
+from pipeline_lib.detection.detectors.kde import KernelDensityScore
+from pipeline_lib.models.proxy import build_proxy_model
+from pipeline_lib.mvtec.localize import (
     evaluate_score_maps,
     gaussian_kernel,
     grid_side,
     image_scores,
     upsample_score_maps,
 )
-from pipeline_lib.models.proxy import build_proxy_model
-from pipeline_lib.patches import (
+from pipeline_lib.mvtec.patches import (
     dense_positions,
     embed_category_patches,
     embed_patches,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline_lib.pro import aupro, pro_curve, pro_curve_reference, truncated_area
+from pipeline_lib.mvtec.pro import aupro, pro_curve, pro_curve_reference, truncated_area
 
 
 def _random_case(seed: int) -> tuple[np.ndarray, np.ndarray]:

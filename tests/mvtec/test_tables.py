@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from pipeline_lib.data.mvtec import MVTEC_CATEGORIES, MVTEC_GROUPS, MVTEC_OBJECTS
-from pipeline_lib.mvtec_tables import (
+from pipeline_lib.mvtec.tables import (
     format_per_category,
     format_summary,
     group_summary,
@@ -15,7 +15,7 @@ from pipeline_lib.mvtec_tables import (
     paper_comparison_notes,
     per_category_table,
 )
-from pipeline_lib.published import load_published
+from pipeline_lib.report.published import load_published
 
 
 def _records() -> list[dict]:

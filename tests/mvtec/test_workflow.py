@@ -20,13 +20,13 @@ import torch
 import yaml
 from PIL import Image
 
-from pipeline_lib.checkpoints import save_representation
 from pipeline_lib.data import load_dataset
 from pipeline_lib.data.split import one_class_split, save_split
-from pipeline_lib.embed import embed_dataset, embed_split
-from pipeline_lib.io import save_image_dataset, save_npz
-from pipeline_lib.representations import build_representation
-from pipeline_lib.train import train_representation
+from pipeline_lib.models.checkpoints import save_representation
+from pipeline_lib.models.embed import embed_dataset, embed_split
+from pipeline_lib.models.representation import build_representation
+from pipeline_lib.runtime.io import save_image_dataset, save_npz
+from pipeline_lib.ssl.train import train_representation
 from tests.mvtec.conftest import write_category
 from tests.workflow.conftest import REPO, run_snakemake
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torchvision.transforms.v2 import functional as TF
 
-from pipeline_lib.augment import (
+from pipeline_lib.ssl.augment import (
     ViewAugment,
     crop_and_resize,
     distribution_copies,
@@ -20,8 +20,8 @@ from pipeline_lib.augment import (
     to_unit_float,
     two_views,
 )
-from pipeline_lib.color_ops import GRAY_WEIGHTS, TF_GRAY_WEIGHTS, affine_color_jitter
-from pipeline_lib.train import _view_augment
+from pipeline_lib.ssl.color_ops import GRAY_WEIGHTS, TF_GRAY_WEIGHTS, affine_color_jitter
+from pipeline_lib.ssl.train import _view_augment
 
 
 def _images(n: int = 6, size: int = 16, seed: int = 0) -> torch.Tensor:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline_lib.color_ops import (
+from pipeline_lib.ssl.color_ops import (
     GRAY_WEIGHTS,
     TF_GRAY_WEIGHTS,
     adjust_brightness,

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline_lib.augment import distribution_copies, to_unit_float
 from pipeline_lib.models.proxy import build_proxy_model
+from pipeline_lib.ssl.augment import distribution_copies, to_unit_float
 from pipeline_lib.ssl.contrastive import (
     LOSS_FORMS,
     contrastive_loss,

@@ -13,7 +13,7 @@ from pipeline_lib.ssl.denoising import (
     denoising_target,
     normalize_patches,
 )
-from pipeline_lib.train import train_representation
+from pipeline_lib.ssl.train import train_representation
 
 
 def test_every_block_of_every_channel_is_standardised() -> None:

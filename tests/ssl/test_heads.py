@@ -14,7 +14,7 @@ from pipeline_lib.models.heads import (
     rotation_head,
 )
 from pipeline_lib.models.proxy import build_proxy_model, rotation_logits
-from pipeline_lib.representations import FROZEN_METHODS, METHODS, TRAINED_METHODS
+from pipeline_lib.models.representation import FROZEN_METHODS, METHODS, TRAINED_METHODS
 
 
 def test_trained_methods_are_listed() -> None:

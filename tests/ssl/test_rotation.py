@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pipeline_lib.augment import rotate90, to_unit_float
 from pipeline_lib.models.proxy import build_proxy_model, rotation_logits
+from pipeline_lib.ssl.augment import rotate90, to_unit_float
 from pipeline_lib.ssl.rotation import rotation_loss, rotation_scores, rotation_step
 
 

@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline_lib.augment import distribution_copies
-from pipeline_lib.checkpoints import (
+from pipeline_lib.models.checkpoints import (
     load_checkpoint,
     load_trained_representation,
     save_representation,
 )
-from pipeline_lib.embed import extract_embeddings
-from pipeline_lib.representations import TRAINED_METHODS, Representation
-from pipeline_lib.train import TrainingDivergedError, train_representation
+from pipeline_lib.models.embed import extract_embeddings
+from pipeline_lib.models.representation import TRAINED_METHODS, Representation
+from pipeline_lib.ssl.augment import distribution_copies
+from pipeline_lib.ssl.train import TrainingDivergedError, train_representation
 
 #: Tiny but learnable settings per method (width-8 ResNet-18, 64 digits, 2 epochs).
 TINY = {
@@ -108,7 +108,7 @@ def test_kill_and_resume_gives_identical_weights(method, digits64, tmp_path, cap
         )
     assert checkpoint.exists()
     epochs_run: list[int] = []
-    with caplog.at_level(logging.INFO, logger="pipeline_lib.train"):
+    with caplog.at_level(logging.INFO, logger="pipeline_lib.ssl.train"):
         resumed, history = _train(
             method,
             images,
@@ -139,7 +139,7 @@ def test_corrupt_checkpoint_warns_and_restarts_cleanly(digits64, tmp_path, caplo
     fresh, _ = _train("rotnet", images, epochs=1)
     checkpoint = tmp_path / "ckpt.pt"
     checkpoint.write_bytes(b"not a checkpoint at all")
-    with caplog.at_level(logging.WARNING, logger="pipeline_lib.train"):
+    with caplog.at_level(logging.WARNING, logger="pipeline_lib.ssl.train"):
         restarted, history = _train("rotnet", images, epochs=1, checkpoint_path=checkpoint)
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and str(checkpoint) in warnings[0].getMessage()
@@ -152,7 +152,7 @@ def test_checkpoint_of_other_arguments_is_not_resumed(digits64, tmp_path, caplog
     images = digits64[:32]
     checkpoint = tmp_path / "ckpt.pt"
     _train("rotnet", images, epochs=1, checkpoint_path=checkpoint)
-    with caplog.at_level(logging.WARNING, logger="pipeline_lib.train"):
+    with caplog.at_level(logging.WARNING, logger="pipeline_lib.ssl.train"):
         _, history = _train("rotnet", images, epochs=1, lr=0.05, checkpoint_path=checkpoint)
     assert "differs in ['lr']" in caplog.text
     assert len(history) == 1
@@ -218,7 +218,7 @@ def test_unreadable_representation_file_is_named(tmp_path) -> None:
 
 def _recording_contrastive_step(monkeypatch) -> list[torch.Tensor]:
     """Replace the contrastive step by a spy that records each batch and returns a loss."""
-    import pipeline_lib.train as train_module
+    import pipeline_lib.ssl.train as train_module
 
     batches: list[torch.Tensor] = []
     real = train_module.contrastive_step
@@ -278,7 +278,7 @@ def test_default_optimiser_decays_batchnorm_parameters() -> None:
     import inspect
 
     from pipeline_lib.models.proxy import build_proxy_model
-    from pipeline_lib.train import _parameter_groups
+    from pipeline_lib.ssl.train import _parameter_groups
 
     default = inspect.signature(train_representation).parameters["exclude_bn_from_decay"]
     assert default.default is False  # released --regularize_bn=false: nothing excluded

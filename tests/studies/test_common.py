@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline_lib.studies import STUDY_KINDS, STUDY_OPTIONS, StudyResult, build_study
-from pipeline_lib.studies.common import (
+from pipeline_lib.report.studies import STUDY_KINDS, STUDY_OPTIONS, StudyResult, build_study
+from pipeline_lib.report.studies.common import (
     DEVIATION_COLUMNS,
     STAT_COLUMNS,
     cell_stats,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline_lib.published import COLUMNS
-from pipeline_lib.published.text_values import (
+from pipeline_lib.report.published import COLUMNS
+from pipeline_lib.report.published.text_values import (
     TEXT_VALUES,
     load_text_values,
     main,
@@ -18,7 +18,7 @@ from pipeline_lib.published.text_values import (
     text_value,
     write_text_values,
 )
-from pipeline_lib.studies.common import DEFAULT_DA
+from pipeline_lib.report.studies.common import DEFAULT_DA
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,7 +37,7 @@ def paper_text() -> str:
 
 def test_reparsing_the_paper_reproduces_text_values_csv(paper_text, tmp_path) -> None:
     path = write_text_values(parse_text_values(paper_text), tmp_path)
-    kept = resources.files("pipeline_lib.published").joinpath(TEXT_VALUES).read_bytes()
+    kept = resources.files("pipeline_lib.report.published").joinpath(TEXT_VALUES).read_bytes()
     assert path.read_bytes() == kept
 
 
@@ -72,7 +72,7 @@ def test_quoted_values() -> None:
 
 
 def test_default_distributions_mirror_the_training_code() -> None:
-    # read the constant from the source: importing pipeline_lib.augment would import torch
+    # read the constant from the source: importing pipeline_lib.ssl.augment would import torch
     source = (REPO_ROOT / "pipeline_lib" / "augment.py").read_text(encoding="utf-8")
     values = [
         ast.literal_eval(node.value)

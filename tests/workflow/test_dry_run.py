@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from pipeline_lib.data import dataset_class_names
-from pipeline_lib.methods import TRAINED_METHODS
+from pipeline_lib.registry import TRAINED_METHODS
 from tests.workflow.conftest import REPO, run_snakemake
 
 pytestmark = pytest.mark.workflow

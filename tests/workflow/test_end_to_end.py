@@ -11,7 +11,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from pipeline_lib.results import load_results_csv
+from pipeline_lib.report.results import load_results_csv
 from tests.workflow.conftest import REPO, run_snakemake
 
 pytestmark = pytest.mark.workflow

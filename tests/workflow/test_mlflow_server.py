@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from pipeline_lib.tracking import KEY_TAG, KIND_TAG, SWEEP_TAG, log_sweep
+from pipeline_lib.report.tracking import KEY_TAG, KIND_TAG, SWEEP_TAG, log_sweep
 from tests.workflow.conftest import REPO, run_snakemake
 
 pytestmark = pytest.mark.workflow
@@ -163,7 +163,7 @@ def test_pipeline_logs_to_the_server(server: str, tiny_run: Path, tmp_path: Path
 WRITER = """
 import json, sys, time
 from pathlib import Path
-from pipeline_lib.tracking import log_sweep
+from pipeline_lib.report.tracking import log_sweep
 uri, records, lock, go = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
 print("ready", flush=True)
 while not go.exists():

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline_lib.planner import parse_dry_run
+from pipeline_lib.dag.planner import parse_dry_run
 from tests.workflow.conftest import REPO, run_snakemake
 
 pytestmark = pytest.mark.workflow

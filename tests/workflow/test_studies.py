@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from pipeline_lib.results import load_results_csv
+from pipeline_lib.report.results import load_results_csv
 from tests.workflow.conftest import REPO, run_snakemake
 
 pytestmark = pytest.mark.workflow

@@ -5,7 +5,7 @@ import re
 import sys
 from pathlib import Path
 
-from pipeline_lib.config import (
+from pipeline_lib.dag.config import (
     ConfigError,
     export_data_settings,
     resolve_classes,
@@ -13,7 +13,7 @@ from pipeline_lib.config import (
     validate_config,
 )
 from pipeline_lib.data import DataError, dataset_class_names
-from pipeline_lib.grids import (
+from pipeline_lib.dag.grids import (
     GridError,
     base_method,
     merge_datasets,
@@ -21,8 +21,8 @@ from pipeline_lib.grids import (
     variant_train_size,
     variant_training,
 )
-from pipeline_lib.protocol import mvtec_protocol_notes, protocol_notes
-from pipeline_lib.methods import (
+from pipeline_lib.report.protocol import mvtec_protocol_notes, protocol_notes
+from pipeline_lib.registry import (
     FROZEN_METHODS,
     ROTATION_DETECTORS,
     ROTATION_METHODS,
@@ -30,7 +30,9 @@ from pipeline_lib.methods import (
 )
 
 try:
-    _validated = validate_config(config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
+    _validated = validate_config(
+        config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
+    )
     GRIDS = study_grids(_validated, _validated["studies"])
     # Per grid (main table, each study): data set -> inlier classes.
     GRID_CLASSES = {
@@ -38,7 +40,9 @@ try:
             name: resolve_classes(
                 name,
                 settings.get("classes", "all"),
-                dataset_class_names(name, root=_validated["data"]["root"], **settings.get("options", {})),
+                dataset_class_names(
+                    name, root=_validated["data"]["root"], **settings.get("options", {})
+                ),
             )
             for name, settings in grid.datasets.items()
         }
@@ -67,7 +71,9 @@ def _union(lists):
 
 SWEEP = sweep_id(config)
 VARIANTS = config["variants"]
-MAIN = GRIDS[0] if GRIDS else None  # the top-level grid: the main table (None: MVTec only)
+MAIN = (
+    GRIDS[0] if GRIDS else None
+)  # the top-level grid: the main table (None: MVTec only)
 # Data set -> every class any grid runs (the main grid's first, so tables keep their order).
 CLASSES = {
     name: _union(classes.get(name, []) for classes in GRID_CLASSES.values())
@@ -79,11 +85,19 @@ TRAINED = [name for name in METHODS if BASE[name] in TRAINED_METHODS]
 SEEDS = [str(seed) for seed in _union(grid.seeds for grid in GRIDS)]
 DETECTOR_PARAMS = dict(config["detectors"])
 for _study in config["studies"]:
-    DETECTOR_PARAMS.update({k: v for k, v in _study["detectors"].items() if k not in DETECTOR_PARAMS})
+    DETECTOR_PARAMS.update(
+        {k: v for k, v in _study["detectors"].items() if k not in DETECTOR_PARAMS}
+    )
 DETECTORS = list(DETECTOR_PARAMS)
 # RotNet and rotation prediction are also scored by their own rotation classifier.
-SCORED_ROTATION = [m for m in TRAINED if BASE[m] in ROTATION_METHODS] if config["detect"]["rotation_classifier"] else []
-CONTAMINATIONS = [f"{ratio:g}" for ratio in _union(grid.contamination for grid in GRIDS)]
+SCORED_ROTATION = (
+    [m for m in TRAINED if BASE[m] in ROTATION_METHODS]
+    if config["detect"]["rotation_classifier"]
+    else []
+)
+CONTAMINATIONS = [
+    f"{ratio:g}" for ratio in _union(grid.contamination for grid in GRIDS)
+]
 FITSETS = _union(grid.fitsets for grid in GRIDS)
 CLEAN_INLIERS = sorted(_union(grid.clean_inliers for grid in GRIDS))
 ALL_CLASSES = sorted({name for names in CLASSES.values() for name in names})
@@ -92,17 +106,9 @@ MAIN_DATASETS = list(GRID_CLASSES[MAIN.name]) if MAIN else []
 
 
 def _one_of(values):
-    return "|".join(re.escape(str(value)) for value in sorted(values, key=len, reverse=True))
-
-
-wildcard_constraints:
-    dataset=_one_of(CLASSES),
-    inlier=_one_of(ALL_CLASSES),
-    method=_one_of(METHODS),
-    seed=_one_of(SEEDS),
-    contamination=_one_of(CONTAMINATIONS),
-    fitset=_one_of(FITSETS),
-    detector=_one_of(DETECTORS + list(ROTATION_DETECTORS)),
+    return "|".join(
+        re.escape(str(value)) for value in sorted(values, key=len, reverse=True)
+    )
 
 
 SPLIT = "results/{dataset}/{inlier}/contam{contamination}/seed{seed}"
@@ -131,7 +137,10 @@ def grid_results(grid, dataset=None):
             for contamination in grid.contamination:
                 for seed in grid.seeds:
                     split = dict(
-                        dataset=name, inlier=inlier, contamination=f"{contamination:g}", seed=str(seed)
+                        dataset=name,
+                        inlier=inlier,
+                        contamination=f"{contamination:g}",
+                        seed=str(seed),
                     )
                     for method in grid.methods:
                         combos = [
@@ -142,11 +151,25 @@ def grid_results(grid, dataset=None):
                             if space == "f" or method in TRAINED
                         ]
                         if method in SCORED_ROTATION:
-                            combos += [("train", d, "rotation_classifier") for d in ROTATION_DETECTORS]
+                            combos += [
+                                ("train", d, "rotation_classifier")
+                                for d in ROTATION_DETECTORS
+                            ]
                         for fitset, detector, space in combos:
-                            key = dict(split, method=method, fitset=fitset, detector=detector, space=space)
+                            key = dict(
+                                split,
+                                method=method,
+                                fitset=fitset,
+                                detector=detector,
+                                space=space,
+                            )
                             pattern = RESULT_G if space == "g" else RESULT
-                            rows.append((key, os.path.join(pattern.format(**key), "result.json")))
+                            rows.append(
+                                (
+                                    key,
+                                    os.path.join(pattern.format(**key), "result.json"),
+                                )
+                            )
     return rows
 
 
@@ -178,7 +201,11 @@ def get_train_size(wildcards):
 def get_imagenet_size(wildcards):
     """Input side of resnet50_imagenet; None for the other frozen methods, so changing it
     never re-runs their jobs."""
-    return config["embed"]["imagenet_size"] if wildcards.method == "resnet50_imagenet" else None
+    return (
+        config["embed"]["imagenet_size"]
+        if wildcards.method == "resnet50_imagenet"
+        else None
+    )
 
 
 def get_dataset_settings(wildcards):
@@ -190,9 +217,9 @@ def summary_outputs():
     tables = ["results/summary/main_table.csv"] + [
         f"results/summary/per_class/{dataset}.csv" for dataset in MAIN_DATASETS
     ]
-    plots = [f"results/summary/plots/per_class_{dataset}.png" for dataset in MAIN_DATASETS] + [
-        f"results/summary/plots/roc_{dataset}.png" for dataset in MAIN_DATASETS
-    ]
+    plots = [
+        f"results/summary/plots/per_class_{dataset}.png" for dataset in MAIN_DATASETS
+    ] + [f"results/summary/plots/roc_{dataset}.png" for dataset in MAIN_DATASETS]
     return tables + plots
 
 
@@ -206,7 +233,9 @@ def roc_score_files(dataset):
         fitset="train",
     )
     return [
-        os.path.join(RESULT.format(**first, method=method, detector=detector), "scores.npz")
+        os.path.join(
+            RESULT.format(**first, method=method, detector=detector), "scores.npz"
+        )
         for method in MAIN.methods
         for detector in MAIN.detectors
     ]
@@ -216,7 +245,12 @@ def training_histories():
     """Per-epoch loss / learning-rate records of every trained model of every grid."""
     paths = [
         os.path.join(
-            SPLIT.format(dataset=name, inlier=inlier, contamination=f"{contamination:g}", seed=seed),
+            SPLIT.format(
+                dataset=name,
+                inlier=inlier,
+                contamination=f"{contamination:g}",
+                seed=seed,
+            ),
             method,
             "train_history.json",
         )
@@ -236,7 +270,9 @@ def training_histories():
 # The main grid is a study too (kind main), so the summary ranks its deviations with the rest.
 STUDIES = list(GRIDS)
 STUDY_BY_NAME = {grid.name: grid for grid in STUDIES}
-G_METHODS = _union([m for m in grid.methods if m in TRAINED] for grid in GRIDS if "g" in grid.spaces)
+G_METHODS = _union(
+    [m for m in grid.methods if m in TRAINED] for grid in GRIDS if "g" in grid.spaces
+)
 UNIFORMITY_GRIDS = [grid for grid in STUDIES if grid.kind == "uniformity"]
 STUDY = "results/studies/{study}"
 
@@ -260,7 +296,10 @@ def uniformity_files(grid):
     """uniformity.json of every trained model of a uniformity study (model folder -> file)."""
     if grid.kind != "uniformity":
         return {}
-    return {folder: os.path.join(folder, "uniformity.json") for folder in _model_folders(grid)}
+    return {
+        folder: os.path.join(folder, "uniformity.json")
+        for folder in _model_folders(grid)
+    }
 
 
 def study_keys(wildcards):
@@ -277,8 +316,15 @@ def summary_page():
 
 
 def get_final_output():
-    outputs = ["results/summary/results.csv", *summary_outputs(), *study_outputs(), *summary_page()]
-    outputs.append("results/summary/provenance.json")  # report.smk: config and code version
-    if config["tracking"]["enabled"]:
-        outputs.append("results/mlflow/logged.json")
-    return outputs
+    """The default target's inputs: the image benchmarks, MVTec AD and the explanation figure.
+
+    Called by the Snakefile after every include, so the helpers of mvtec_common.smk and
+    explain.smk are defined by then.
+    """
+    outputs = []
+    if CLASSES:  # a config without `datasets` runs MVTec alone
+        outputs += ["results/summary/results.csv", *summary_outputs(), *study_outputs()]
+        outputs += [*summary_page(), "results/summary/provenance.json"]
+        if config["tracking"]["enabled"]:
+            outputs.append("results/mlflow/logged.json")
+    return outputs + mvtec_outputs() + explanation_outputs()

@@ -8,14 +8,14 @@ rule prepare_dataset:
         "results/logs/prepare_dataset/{dataset}.log",
     benchmark:
         "results/benchmarks/prepare_dataset/{dataset}.tsv"
-    params:
-        settings=get_dataset_settings,
+    conda:
+        "../../environment.yml"
     threads: 1
     resources:
         mem_mb=8000,
         runtime=30,
-    conda:
-        "../../environment.yml"
+    params:
+        settings=get_dataset_settings,
     script:
         "../scripts/prepare_dataset.py"
 
@@ -29,13 +29,13 @@ rule prepare_split:
         "results/logs/prepare_split/{dataset}/{inlier}/contam{contamination}/seed{seed}.log",
     benchmark:
         "results/benchmarks/prepare_split/{dataset}/{inlier}/contam{contamination}/seed{seed}.tsv"
-    params:
-        clean_inliers=CLEAN_INLIERS,  # every grid's sizes: one split file serves all studies
+    conda:
+        "../../environment.yml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
-    conda:
-        "../../environment.yml"
+    params:
+        clean_inliers=CLEAN_INLIERS,  # every grid's sizes: one split file serves all studies
     script:
         "../scripts/prepare_split.py"

@@ -5,7 +5,7 @@ scikit-learn costs more than fitting a detector on a few thousand features. A de
 to the config re-runs only these light jobs; the cached features are reused.
 """
 
-from pipeline_lib.resources import mem_mb_by_attempt
+from pipeline_lib.dag.resources import mem_mb_by_attempt
 
 
 rule score_detectors:
@@ -13,23 +13,27 @@ rule score_detectors:
         split=os.path.join(SPLIT, "split.npz"),
         features=get_features,
     output:
-        results=expand(os.path.join(RESULT, "result.json"), detector=DETECTORS, allow_missing=True),
-        scores=expand(os.path.join(RESULT, "scores.npz"), detector=DETECTORS, allow_missing=True),
+        results=expand(
+            os.path.join(RESULT, "result.json"), detector=DETECTORS, allow_missing=True
+        ),
+        scores=expand(
+            os.path.join(RESULT, "scores.npz"), detector=DETECTORS, allow_missing=True
+        ),
     log:
         "results/logs/score_detectors/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}/{fitset}.log",
     benchmark:
         "results/benchmarks/score_detectors/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}/{fitset}.tsv"
-    params:
-        detectors=DETECTOR_PARAMS,
-        max_fit=config["detect"]["max_fit"],
-    threads: 1
     retries: 1
+    conda:
+        "../../environment.yml"
+    threads: 1
     resources:
         mem_mb=mem_mb_by_attempt(8000),
         runtime=60,
         gpu=0,
-    conda:
-        "../../environment.yml"
+    params:
+        detectors=DETECTOR_PARAMS,
+        max_fit=config["detect"]["max_fit"],
     script:
         "../scripts/score_detectors.py"
 
@@ -57,14 +61,14 @@ rule score_rotation_classifier:
         "results/benchmarks/score_rotation_classifier/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.tsv"
     wildcard_constraints:
         method=_one_of([m for m in TRAINED if BASE[m] in ROTATION_METHODS] or ["none"]),
-    params:
-        detectors=ROTATION_DETECTORS,
-    threads: 1
     retries: 1
+    conda:
+        "../../environment.yml"
+    threads: 1
     resources:
         mem_mb=mem_mb_by_attempt(2000),
         runtime=10,
-    conda:
-        "../../environment.yml"
+    params:
+        detectors=ROTATION_DETECTORS,
     script:
         "../scripts/score_rotation_classifier.py"

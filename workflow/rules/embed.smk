@@ -1,6 +1,6 @@
 """Embedding: cache f (and g(f)) so adding a detector never recomputes features."""
 
-from pipeline_lib.resources import mem_mb_by_attempt
+from pipeline_lib.dag.resources import mem_mb_by_attempt
 
 
 rule embed_frozen_dataset:
@@ -14,17 +14,17 @@ rule embed_frozen_dataset:
         "results/benchmarks/embed_frozen_dataset/{dataset}/{method}/seed{seed}.tsv"
     wildcard_constraints:
         method=_one_of(FROZEN_METHODS),
-    params:
-        batch_size=config["embed"]["batch_size"],
-        width=config["embed"]["width"],
-        imagenet_size=get_imagenet_size,  # the weights path comes as $DROC_IMAGENET_WEIGHTS
-    threads: 2
     retries: 1
+    conda:
+        "../../environment.yml"
+    threads: 2
     resources:
         mem_mb=mem_mb_by_attempt(12000),
         runtime=120,
         gpu=0,
-    conda:
-        "../../environment.yml"
+    params:
+        batch_size=config["embed"]["batch_size"],
+        width=config["embed"]["width"],
+        imagenet_size=get_imagenet_size,  # the weights path comes as $DROC_IMAGENET_WEIGHTS
     script:
         "../scripts/embed_frozen_dataset.py"

@@ -1,12 +1,10 @@
-"""MVTec AD with the patch protocol (docs/mvtec.md), and visual explanations (Sec. 5.3).
+"""MVTec AD with the patch protocol (docs/mvtec.md).
 
 prepare_mvtec_category -> train_patch_representation (trained methods) -> embed_patches
 -> score_patches (score_patches_and_rotation_classifier for RotNet / rotation prediction)
 -> make_mvtec_tables (the tidy CSV and the tables), plot_mvtec_heatmaps
-(-> log_mvtec_to_mlflow). Runs when the config has an `mvtec` section. `explain_detectors`
-draws the explanation figure of one class of the image benchmarks when the config has an
-`explain` section. Helpers (targets, params, the extended get_final_output) are in
-mvtec_common.smk.
+(-> log_mvtec_to_mlflow). Runs when the config has an `mvtec` section. Helpers (targets,
+params) are in mvtec_common.smk.
 """
 
 
@@ -20,7 +18,6 @@ if MVTEC:
 
     # Rules with {seed} or {method} also constrain them themselves: the global constraints
     # (common.smk) list only the image benchmarks' seeds and methods.
-
     rule prepare_mvtec_category:
         output:
             os.path.join(MVTEC_CATEGORY, "category.npz"),
@@ -28,18 +25,18 @@ if MVTEC:
             "results/logs/prepare_mvtec_category/{category}.log",
         benchmark:
             "results/benchmarks/prepare_mvtec_category/{category}.tsv"
+        conda:
+            "../../environment.yml"
+        threads: 1
+        resources:
+            mem_mb=4000,
+            runtime=30,
         params:
             group=get_category_group,
             image_size=MVTEC["image_size"],
             masks=MVTEC["masks"],
             max_train=MVTEC["max_train_images"],
             max_test_per_type=MVTEC["max_test_per_type"],
-        threads: 1
-        resources:
-            mem_mb=4000,
-            runtime=30,
-        conda:
-            "../../environment.yml"
         script:
             "../scripts/prepare_mvtec_category.py"
 
@@ -55,19 +52,21 @@ if MVTEC:
             "results/benchmarks/train_patch_representation/{category}/seed{seed}/{method}.tsv"
         wildcard_constraints:
             seed=_one_of(MVTEC_SEEDS),
-            method=_one_of([m for m in MVTEC_METHODS if m in TRAINED_METHODS] or ["none"]),
-        params:
-            training=get_patch_training,
-            width=config["embed"]["width"],
-            patch_size=MVTEC["patches"]["size"],
-            per_image=MVTEC["patches"]["per_image"],
+            method=_one_of(
+                [m for m in MVTEC_METHODS if m in TRAINED_METHODS] or ["none"]
+            ),
+        conda:
+            "../../environment.yml"
         threads: 2
         resources:
             mem_mb=12000,
             runtime=1440,
             gpu=0,
-        conda:
-            "../../environment.yml"
+        params:
+            training=get_patch_training,
+            width=config["embed"]["width"],
+            patch_size=MVTEC["patches"]["size"],
+            per_image=MVTEC["patches"]["per_image"],
         script:
             "../scripts/train_patch_representation.py"
 
@@ -86,6 +85,13 @@ if MVTEC:
         wildcard_constraints:
             seed=_one_of(MVTEC_SEEDS),
             method=_one_of(MVTEC_METHODS),
+        conda:
+            "../../environment.yml"
+        threads: 2
+        resources:
+            mem_mb=16000,
+            runtime=240,
+            gpu=0,
         params:
             patch_size=MVTEC["patches"]["size"],
             stride=MVTEC["patches"]["stride"],
@@ -94,13 +100,6 @@ if MVTEC:
             width=config["embed"]["width"],
             imagenet_size=config["embed"]["imagenet_size"],
             rotation=get_patch_rotation,
-        threads: 2
-        resources:
-            mem_mb=16000,
-            runtime=240,
-            gpu=0,
-        conda:
-            "../../environment.yml"
         script:
             "../scripts/embed_patches.py"
 
@@ -126,6 +125,13 @@ if MVTEC:
         wildcard_constraints:
             seed=_one_of(MVTEC_SEEDS),
             method=_one_of([m for m in MVTEC_METHODS if m not in MVTEC_SCORED_ROTATION]),
+        conda:
+            "../../environment.yml"
+        threads: 2
+        resources:
+            mem_mb=16000,
+            runtime=240,
+            gpu=0,
         params:
             detectors=MVTEC["detectors"],
             patch_size=MVTEC["patches"]["size"],
@@ -133,13 +139,6 @@ if MVTEC:
             sigma=MVTEC["localize"]["sigma"],
             normalize=MVTEC["localize"]["normalize"],
             pro_max_fpr=MVTEC["pro_max_fpr"],
-        threads: 2
-        resources:
-            mem_mb=16000,
-            runtime=240,
-            gpu=0,
-        conda:
-            "../../environment.yml"
         script:
             "../scripts/score_patches.py"
 
@@ -167,6 +166,13 @@ if MVTEC:
         wildcard_constraints:
             seed=_one_of(MVTEC_SEEDS),
             method=_one_of(MVTEC_SCORED_ROTATION),
+        conda:
+            "../../environment.yml"
+        threads: 2
+        resources:
+            mem_mb=16000,
+            runtime=240,
+            gpu=0,
         params:
             detectors={**MVTEC["detectors"], "rotation_classifier": {}},
             patch_size=MVTEC["patches"]["size"],
@@ -174,13 +180,6 @@ if MVTEC:
             sigma=MVTEC["localize"]["sigma"],
             normalize=MVTEC["localize"]["normalize"],
             pro_max_fpr=MVTEC["pro_max_fpr"],
-        threads: 2
-        resources:
-            mem_mb=16000,
-            runtime=240,
-            gpu=0,
-        conda:
-            "../../environment.yml"
         script:
             "../scripts/score_patches.py"
 
@@ -194,15 +193,15 @@ if MVTEC:
             "results/logs/make_mvtec_tables/make_mvtec_tables.log",
         benchmark:
             "results/benchmarks/make_mvtec_tables/make_mvtec_tables.tsv"
-        params:
-            metrics=MVTEC_METRICS,
-            protocol=mvtec_protocol_notes(config),
+        conda:
+            "../../environment.yml"
         threads: 1
         resources:
             mem_mb=2000,
             runtime=10,
-        conda:
-            "../../environment.yml"
+        params:
+            metrics=MVTEC_METRICS,
+            protocol=mvtec_protocol_notes(config),
         script:
             "../scripts/make_mvtec_tables.py"
 
@@ -216,6 +215,12 @@ if MVTEC:
             "results/logs/plot_mvtec_heatmaps/{category}.log",
         benchmark:
             "results/benchmarks/plot_mvtec_heatmaps/{category}.tsv"
+        conda:
+            "../../environment.yml"
+        threads: 1
+        resources:
+            mem_mb=4000,
+            runtime=10,
         params:
             methods=MVTEC_METHODS,
             detector=MVTEC_DETECTORS[0],
@@ -224,12 +229,6 @@ if MVTEC:
             stride=MVTEC["patches"]["stride"],
             sigma=MVTEC["localize"]["sigma"],
             normalize=MVTEC["localize"]["normalize"],
-        threads: 1
-        resources:
-            mem_mb=4000,
-            runtime=10,
-        conda:
-            "../../environment.yml"
         script:
             "../scripts/plot_mvtec_heatmaps.py"
 
@@ -246,61 +245,16 @@ if MVTEC:
             "results/logs/log_mvtec_to_mlflow/log_mvtec_to_mlflow.log",
         benchmark:
             "results/benchmarks/log_mvtec_to_mlflow/log_mvtec_to_mlflow.tsv"
+        conda:
+            "../../environment.yml"
+        threads: 1
+        resources:
+            mem_mb=4000,
+            runtime=60,
         params:
             experiment=config["experiment"],
             # Its own parent run, beside the image benchmarks' sweep.
             sweep=f"{SWEEP}-mvtec",
             timeout_s=config["tracking"]["timeout_s"],
-        threads: 1
-        resources:
-            mem_mb=4000,
-            runtime=60,
-        conda:
-            "../../environment.yml"
         script:
             "../scripts/log_mvtec_to_mlflow.py"
-
-
-# --- Visual explanations of the image benchmarks (paper Sec. 5.3, App. A.6) -------------
-
-if EXPLAIN:
-
-    rule explain_detectors:
-        input:
-            dataset=f"results/{_explain_dataset}/dataset.npz",
-            split=os.path.join(_explain_split, "split.npz"),
-            features=list(_explain_features.values()),
-            models=[
-                os.path.join(_explain_split, method, "model.pt")
-                for method in EXPLAIN["methods"]
-                if method in TRAINED_METHODS
-            ],
-        output:
-            figure=f"results/summary/explanations/{_explain_dataset}/{_explain_inlier}.png",
-            maps=f"results/summary/explanations/{_explain_dataset}/{_explain_inlier}.npz",
-        log:
-            f"results/logs/explain_detectors/{_explain_dataset}/{_explain_inlier}.log",
-        benchmark:
-            f"results/benchmarks/explain_detectors/{_explain_dataset}/{_explain_inlier}.tsv"
-        params:
-            methods=EXPLAIN["methods"],
-            features=json.dumps(_explain_features),
-            rotation=[m for m in EXPLAIN["methods"] if m in ROTATION_METHODS],
-            n_images=EXPLAIN["n_images"],
-            test_index=EXPLAIN["test_index"],
-            ig_steps=EXPLAIN["ig_steps"],
-            baseline=EXPLAIN["baseline"],
-            seed=int(SEEDS[0]),
-            max_fit=config["detect"]["max_fit"],
-            detector_params=config["detectors"].get("kde", {}),
-            width=config["embed"]["width"],
-            imagenet_size=config["embed"]["imagenet_size"],
-        threads: 2
-        resources:
-            mem_mb=8000,
-            runtime=60,
-            gpu=0,
-        conda:
-            "../../environment.yml"
-        script:
-            "../scripts/explain_detectors.py"

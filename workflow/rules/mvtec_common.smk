@@ -3,8 +3,12 @@
 import json
 
 from pipeline_lib.data import resolve_data_root
-from pipeline_lib.data.mvtec import category_group, export_category_paths, resolve_category_paths
-from pipeline_lib.methods import training_arguments
+from pipeline_lib.data.mvtec import (
+    category_group,
+    export_category_paths,
+    resolve_category_paths,
+)
+from pipeline_lib.registry import training_arguments
 
 MVTEC = config.get("mvtec")
 # The top-level seeds: SEEDS (common.smk) holds those of the image benchmarks' grids only.
@@ -15,8 +19,12 @@ MVTEC_DETECTORS = []
 MVTEC_SCORED_ROTATION = []
 if MVTEC:
     try:
-        _mvtec_root = MVTEC["root"] or resolve_data_root(config["data"]["root"]) / "mvtec_ad"
-        _mvtec_paths = resolve_category_paths(_mvtec_root, MVTEC["categories"], MVTEC["paths"])
+        _mvtec_root = (
+            MVTEC["root"] or resolve_data_root(config["data"]["root"]) / "mvtec_ad"
+        )
+        _mvtec_paths = resolve_category_paths(
+            _mvtec_root, MVTEC["categories"], MVTEC["paths"]
+        )
     except DataError as error:
         sys.exit(f"Invalid config: {error}")
     # Like the data root: an environment variable, so moving the data re-runs nothing.
@@ -44,7 +52,9 @@ def mvtec_results():
     combos += [(m, "rotation_classifier") for m in MVTEC_SCORED_ROTATION]
     return [
         os.path.join(
-            MVTEC_RESULT.format(category=category, seed=seed, method=method, detector=detector),
+            MVTEC_RESULT.format(
+                category=category, seed=seed, method=method, detector=detector
+            ),
             "result.json",
         )
         for category in MVTEC_CATEGORIES
@@ -66,7 +76,9 @@ def mvtec_heatmap_outputs():
 
 def mvtec_histories():
     return [
-        os.path.join(MVTEC_MODEL.format(category=c, seed=s, method=m), "train_history.json")
+        os.path.join(
+            MVTEC_MODEL.format(category=c, seed=s, method=m), "train_history.json"
+        )
         for c in MVTEC_CATEGORIES
         for s in MVTEC_SEEDS
         for m in MVTEC_METHODS
@@ -77,7 +89,11 @@ def mvtec_histories():
 def mvtec_outputs():
     if not MVTEC:
         return []
-    outputs = [f"{MVTEC_SUMMARY}/results.csv", *mvtec_table_outputs(), *mvtec_heatmap_outputs()]
+    outputs = [
+        f"{MVTEC_SUMMARY}/results.csv",
+        *mvtec_table_outputs(),
+        *mvtec_heatmap_outputs(),
+    ]
     if config["tracking"]["enabled"]:
         outputs.append("results/mlflow/mvtec_logged.json")
     return outputs
@@ -119,54 +135,3 @@ def get_heatmap_scores(wildcards):
         )
         for method in MVTEC_METHODS
     ]
-
-
-# The main table's targets (common.smk) plus MVTec's and the explanation figure's. Snakefile's
-# `rule all` calls get_final_output() after every include, so extending it here adds these
-# targets without touching common.smk; a config without `datasets` runs MVTec alone.
-_main_final_output = get_final_output
-
-
-def get_final_output():
-    main = _main_final_output() if CLASSES else []
-    return main + mvtec_outputs() + explanation_outputs()
-
-
-# --- Visual explanations of the image benchmarks (paper Sec. 5.3, App. A.6) -------------
-
-EXPLAIN = config.get("explain")
-
-
-def _explain_target():
-    """(data set, inlier, split folder) of the explanation figure."""
-    dataset = EXPLAIN["dataset"]
-    inlier = EXPLAIN["inlier"] or CLASSES[dataset][0]
-    if inlier not in CLASSES[dataset]:
-        sys.exit(
-            f"Invalid config: config key 'explain.inlier': {inlier!r} is not a class of the "
-            f"sweep's {dataset} ({', '.join(CLASSES[dataset])})"
-        )
-    split = SPLIT.format(
-        dataset=dataset, inlier=inlier, contamination=CONTAMINATIONS[0], seed=SEEDS[0]
-    )
-    return dataset, inlier, split
-
-
-def explanation_outputs():
-    if not EXPLAIN:
-        return []
-    dataset, inlier, _ = _explain_target()
-    return [f"results/summary/explanations/{dataset}/{inlier}.png"]
-
-
-if EXPLAIN:
-    _explain_dataset, _explain_inlier, _explain_split = _explain_target()
-    # Same files as get_features (common.smk): frozen features are shared by the classes.
-    _explain_features = {
-        method: (
-            f"results/{_explain_dataset}/_frozen/{method}/seed{SEEDS[0]}/features.npz"
-            if method in FROZEN_METHODS
-            else os.path.join(_explain_split, method, "features.npz")
-        )
-        for method in EXPLAIN["methods"]
-    }

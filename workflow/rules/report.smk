@@ -26,12 +26,12 @@ rule collect_results:
         "results/logs/collect_results/collect_results.log",
     benchmark:
         "results/benchmarks/collect_results/collect_results.tsv"
+    conda:
+        "../../environment.yml"
     threads: 1
     resources:
         mem_mb=4000,
         runtime=30,
-    conda:
-        "../../environment.yml"
     script:
         "../scripts/collect_results.py"
 
@@ -60,15 +60,15 @@ rule make_tables:
         "results/logs/make_tables/make_tables.log",
     benchmark:
         "results/benchmarks/make_tables/make_tables.tsv"
-    params:
-        datasets=MAIN_DATASETS,
-        protocol=protocol_notes(config, MAIN) if MAIN else [],
+    conda:
+        "../../environment.yml"
     threads: 1
     resources:
         mem_mb=4000,
         runtime=30,
-    conda:
-        "../../environment.yml"
+    params:
+        datasets=MAIN_DATASETS,
+        protocol=protocol_notes(config, MAIN) if MAIN else [],
     script:
         "../scripts/make_tables.py"
 
@@ -87,12 +87,12 @@ rule plot_per_class:
         "results/logs/plot_per_class/{dataset}.log",
     benchmark:
         "results/benchmarks/plot_per_class/{dataset}.tsv"
+    conda:
+        "../../environment.yml"
     threads: 1
     resources:
         mem_mb=4000,
         runtime=30,
-    conda:
-        "../../environment.yml"
     script:
         "../scripts/plot_per_class.py"
 
@@ -111,12 +111,12 @@ rule plot_roc_curves:
         "results/logs/plot_roc_curves/{dataset}.log",
     benchmark:
         "results/benchmarks/plot_roc_curves/{dataset}.tsv"
+    conda:
+        "../../environment.yml"
     threads: 1
     resources:
         mem_mb=4000,
         runtime=30,
-    conda:
-        "../../environment.yml"
     script:
         "../scripts/plot_roc_curves.py"
 
@@ -126,11 +126,11 @@ rule init_tracking:
         "results/mlflow/store.json",
     log:
         "results/logs/init_tracking/init_tracking.log",
+    conda:
+        "../../environment.yml"
     params:
         experiment=config["experiment"],
         timeout_s=config["tracking"]["timeout_s"],
-    conda:
-        "../../environment.yml"
     script:
         "../scripts/init_tracking.py"
 
@@ -153,16 +153,16 @@ rule log_to_mlflow:
         "results/logs/log_to_mlflow/log_to_mlflow.log",
     benchmark:
         "results/benchmarks/log_to_mlflow/log_to_mlflow.tsv"
-    params:
-        experiment=config["experiment"],
-        sweep=SWEEP,
-        timeout_s=config["tracking"]["timeout_s"],
+    conda:
+        "../../environment.yml"
     threads: 1
     resources:
         mem_mb=4000,
         runtime=60,
-    conda:
-        "../../environment.yml"
+    params:
+        experiment=config["experiment"],
+        sweep=SWEEP,
+        timeout_s=config["tracking"]["timeout_s"],
     script:
         "../scripts/log_to_mlflow.py"
 
@@ -180,14 +180,14 @@ rule write_provenance:
         ),
     log:
         "results/logs/write_provenance/write_provenance.log",
-    params:
-        config=config,
-        sweep=SWEEP,
+    conda:
+        "../../environment.yml"
     threads: 1
     resources:
         mem_mb=1000,
         runtime=5,
-    conda:
-        "../../environment.yml"
+    params:
+        config=config,
+        sweep=SWEEP,
     script:
         "../scripts/write_provenance.py"

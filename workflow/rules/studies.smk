@@ -5,8 +5,7 @@ Each grid of the config (GRIDS in common.smk: the main table and each study) nee
 from the shared results tree; a study only adds the rules below on top of it.
 """
 
-from pipeline_lib.resources import mem_mb_by_attempt
-
+from pipeline_lib.dag.resources import mem_mb_by_attempt
 
 if STUDIES:
 
@@ -25,26 +24,34 @@ if G_METHODS:
             split=os.path.join(SPLIT, "split.npz"),
             features=os.path.join(SPLIT, "{method}", "features.npz"),
         output:
-            results=expand(os.path.join(RESULT_G, "result.json"), detector=DETECTORS, allow_missing=True),
-            scores=expand(os.path.join(RESULT_G, "scores.npz"), detector=DETECTORS, allow_missing=True),
+            results=expand(
+                os.path.join(RESULT_G, "result.json"),
+                detector=DETECTORS,
+                allow_missing=True,
+            ),
+            scores=expand(
+                os.path.join(RESULT_G, "scores.npz"),
+                detector=DETECTORS,
+                allow_missing=True,
+            ),
         log:
             "results/logs/score_detectors_g/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}/{fitset}.log",
         benchmark:
             "results/benchmarks/score_detectors_g/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}/{fitset}.tsv"
         wildcard_constraints:
             method=_one_of(G_METHODS),
-        params:
-            detectors=DETECTOR_PARAMS,
-            max_fit=config["detect"]["max_fit"],
-            space="g",
-        threads: 1
         retries: 1
+        conda:
+            "../../environment.yml"
+        threads: 1
         resources:
             mem_mb=mem_mb_by_attempt(8000),
             runtime=60,
             gpu=0,
-        conda:
-            "../../environment.yml"
+        params:
+            detectors=DETECTOR_PARAMS,
+            max_fit=config["detect"]["max_fit"],
+            space="g",
         script:
             "../scripts/score_detectors.py"
 
@@ -60,12 +67,12 @@ if UNIFORMITY_GRIDS:
             "results/logs/measure_uniformity/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.log",
         wildcard_constraints:
             method=_one_of(TRAINED or ["none"]),
+        conda:
+            "../../environment.yml"
         threads: 1
         resources:
             mem_mb=4000,
             runtime=10,
-        conda:
-            "../../environment.yml"
         script:
             "../scripts/measure_uniformity.py"
 
@@ -75,14 +82,18 @@ if STUDIES:
     rule make_study:
         input:
             results=study_results,
-            uniformity=lambda wildcards: list(uniformity_files(STUDY_BY_NAME[wildcards.study]).values()),
+            uniformity=lambda wildcards: list(
+                uniformity_files(STUDY_BY_NAME[wildcards.study]).values()
+            ),
         output:
             results=os.path.join(STUDY, "results.csv"),
             expected=os.path.join(STUDY, "expected.csv"),
             manifest=os.path.join(STUDY, "{study}.json"),
             deviations=os.path.join(STUDY, "{study}_deviations.csv"),
             tables=report(
-                multiext(os.path.join(STUDY, "{study}"), ".csv", ".md", ".tex", ".html"),
+                multiext(
+                    os.path.join(STUDY, "{study}"), ".csv", ".md", ".tex", ".html"
+                ),
                 caption="../report/study.rst",
                 category="Studies",
                 subcategory="{study}",
@@ -96,19 +107,23 @@ if STUDIES:
             ),
         log:
             "results/logs/make_study/{study}.log",
-        params:
-            kind=lambda wildcards: STUDY_BY_NAME[wildcards.study].kind,
-            protocol=lambda wildcards: protocol_notes(config, STUDY_BY_NAME[wildcards.study]),
-            options=lambda wildcards: STUDY_BY_NAME[wildcards.study].options,
-            result_keys=study_keys,
-            uniformity=lambda wildcards: uniformity_files(STUDY_BY_NAME[wildcards.study]),
-            variants=VARIANTS,
+        conda:
+            "../../environment.yml"
         threads: 1
         resources:
             mem_mb=8000,
             runtime=30,
-        conda:
-            "../../environment.yml"
+        params:
+            kind=lambda wildcards: STUDY_BY_NAME[wildcards.study].kind,
+            protocol=lambda wildcards: protocol_notes(
+                config, STUDY_BY_NAME[wildcards.study]
+            ),
+            options=lambda wildcards: STUDY_BY_NAME[wildcards.study].options,
+            result_keys=study_keys,
+            uniformity=lambda wildcards: uniformity_files(
+                STUDY_BY_NAME[wildcards.study]
+            ),
+            variants=VARIANTS,
         script:
             "../scripts/make_study.py"
 
@@ -132,15 +147,15 @@ if MAIN:
             markdown="results/summary/index.md",
         log:
             "results/logs/make_summary/make_summary.log",
-        params:
-            studies=[grid.name for grid in STUDIES],
-            protocol=protocol_notes(config, MAIN),
+        conda:
+            "../../environment.yml"
         threads: 1
         resources:
             mem_mb=4000,
             runtime=30,
-        conda:
-            "../../environment.yml"
+        params:
+            studies=[grid.name for grid in STUDIES],
+            protocol=protocol_notes(config, MAIN),
         script:
             "../scripts/make_summary.py"
 
@@ -151,6 +166,12 @@ if MAIN:
             "results/summary/partial/index.html",
         log:
             "results/logs/partial_summary/partial_summary.log",
+        conda:
+            "../../environment.yml"
+        threads: 1
+        resources:
+            mem_mb=8000,
+            runtime=30,
         params:
             grids=lambda wildcards: {
                 grid.name: {
@@ -164,11 +185,5 @@ if MAIN:
                 for grid in GRIDS
             },
             variants=VARIANTS,
-        threads: 1
-        resources:
-            mem_mb=8000,
-            runtime=30,
-        conda:
-            "../../environment.yml"
         script:
             "../scripts/partial_summary.py"

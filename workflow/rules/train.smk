@@ -1,6 +1,6 @@
 """Representation learning: one self-supervised model per (data set, class, split, seed)."""
 
-from pipeline_lib.resources import mem_mb_by_attempt
+from pipeline_lib.dag.resources import mem_mb_by_attempt
 
 
 rule train_representation:
@@ -16,21 +16,21 @@ rule train_representation:
         "results/benchmarks/train_representation/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.tsv"
     wildcard_constraints:
         method=_one_of(TRAINED or ["none"]),
+    # A killed, timed-out or out-of-memory job retries with more memory and resumes from its
+    # checkpoint (docs/cluster.md).
+    retries: 2
+    conda:
+        "../../environment.yml"
+    threads: 2
+    resources:
+        mem_mb=mem_mb_by_attempt(12000),
+        runtime=1440,
+        gpu=0,
     params:
         method=get_base_method,
         training=get_training,
         train_size=get_train_size,
         width=config["embed"]["width"],
-    threads: 2
-    # A killed, timed-out or out-of-memory job retries with more memory and resumes from its
-    # checkpoint (docs/cluster.md).
-    retries: 2
-    resources:
-        mem_mb=mem_mb_by_attempt(12000),
-        runtime=1440,
-        gpu=0,
-    conda:
-        "../../environment.yml"
     script:
         "../scripts/train_representation.py"
 
@@ -48,16 +48,16 @@ rule embed_trained:
         "results/benchmarks/embed_trained/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.tsv"
     wildcard_constraints:
         method=_one_of(TRAINED or ["none"]),
-    params:
-        method=get_base_method,
-        batch_size=config["embed"]["batch_size"],
-    threads: 2
     retries: 1
+    conda:
+        "../../environment.yml"
+    threads: 2
     resources:
         mem_mb=mem_mb_by_attempt(8000),
         runtime=60,
         gpu=0,
-    conda:
-        "../../environment.yml"
+    params:
+        method=get_base_method,
+        batch_size=config["embed"]["batch_size"],
     script:
         "../scripts/embed_trained.py"

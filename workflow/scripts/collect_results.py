@@ -1,7 +1,7 @@
 """Gather every job's result.json into one tidy CSV."""
 
-from pipeline_lib.logs import job_logging
-from pipeline_lib.results import load_result_records, save_results_csv
+from pipeline_lib.report.results import load_result_records, save_results_csv
+from pipeline_lib.runtime.logs import job_logging
 
 with job_logging(snakemake.log[0]):
     save_results_csv(load_result_records(snakemake.input), snakemake.output[0])

@@ -1,10 +1,10 @@
 """Embed a whole data set with a frozen representation (shared by every inlier class)."""
 
-from pipeline_lib.devices import select_device, set_threads
-from pipeline_lib.embed import embed_dataset
-from pipeline_lib.io import load_image_dataset, save_npz
-from pipeline_lib.logs import job_logging, show_progress
-from pipeline_lib.representations import build_representation, imagenet_weights_from_env
+from pipeline_lib.models.embed import embed_dataset
+from pipeline_lib.models.representation import build_representation, imagenet_weights_from_env
+from pipeline_lib.runtime.devices import select_device, set_threads
+from pipeline_lib.runtime.io import load_image_dataset, save_npz
+from pipeline_lib.runtime.logs import job_logging, show_progress
 
 with job_logging(snakemake.log[0]):
     set_threads(snakemake.threads)

@@ -1,12 +1,12 @@
 """Embed a category's training patches (the detector's fit set) and every test patch densely."""
 
-from pipeline_lib.checkpoints import load_trained_representation
 from pipeline_lib.data.mvtec import category_from_arrays
-from pipeline_lib.devices import select_device, set_threads
-from pipeline_lib.io import load_npz, save_npz
-from pipeline_lib.logs import job_logging, show_progress
-from pipeline_lib.patches import embed_category_patches
-from pipeline_lib.representations import build_representation, imagenet_weights_from_env
+from pipeline_lib.models.checkpoints import load_trained_representation
+from pipeline_lib.models.representation import build_representation, imagenet_weights_from_env
+from pipeline_lib.mvtec.patches import embed_category_patches
+from pipeline_lib.runtime.devices import select_device, set_threads
+from pipeline_lib.runtime.io import load_npz, save_npz
+from pipeline_lib.runtime.logs import job_logging, show_progress
 
 with job_logging(snakemake.log[0]):
     set_threads(snakemake.threads)

@@ -2,13 +2,13 @@
 
 import numpy as np
 
-from pipeline_lib.checkpoints import load_trained_representation
 from pipeline_lib.data.split import load_split
-from pipeline_lib.devices import gpus_requested, job_device, set_threads
-from pipeline_lib.embed import embed_split
-from pipeline_lib.io import load_image_dataset, save_npz
-from pipeline_lib.logs import job_logging, show_progress
-from pipeline_lib.methods import ROTATION_METHODS
+from pipeline_lib.models.checkpoints import load_trained_representation
+from pipeline_lib.models.embed import embed_split
+from pipeline_lib.registry import ROTATION_METHODS
+from pipeline_lib.runtime.devices import gpus_requested, job_device, set_threads
+from pipeline_lib.runtime.io import load_image_dataset, save_npz
+from pipeline_lib.runtime.logs import job_logging, show_progress
 from pipeline_lib.ssl.rotation import rotation_scores
 
 with (

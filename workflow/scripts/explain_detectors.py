@@ -7,17 +7,17 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline_lib.checkpoints import load_trained_representation
 from pipeline_lib.data.split import load_split
-from pipeline_lib.devices import select_device, set_threads
-from pipeline_lib.explain import explain_images
-from pipeline_lib.heatmaps import plot_explanations
-from pipeline_lib.io import load_image_dataset, load_npz, save_npz
-from pipeline_lib.logs import job_logging
-from pipeline_lib.plots import save_figure
-from pipeline_lib.published import display_name
-from pipeline_lib.representations import build_representation, imagenet_weights_from_env
-from pipeline_lib.steps import limit_fit_index, rows_for
+from pipeline_lib.detection.explain import explain_images
+from pipeline_lib.detection.runner import limit_fit_index, rows_for
+from pipeline_lib.models.checkpoints import load_trained_representation
+from pipeline_lib.models.representation import build_representation, imagenet_weights_from_env
+from pipeline_lib.mvtec.heatmaps import plot_explanations
+from pipeline_lib.report.plots import save_figure
+from pipeline_lib.report.published import display_name
+from pipeline_lib.runtime.devices import select_device, set_threads
+from pipeline_lib.runtime.io import load_image_dataset, load_npz, save_npz
+from pipeline_lib.runtime.logs import job_logging
 
 log = logging.getLogger("explain_detectors")
 

@@ -3,9 +3,7 @@ summary beside the paper, in four formats."""
 
 from pathlib import Path
 
-from pipeline_lib.io import atomic_path, load_json
-from pipeline_lib.logs import job_logging
-from pipeline_lib.mvtec_tables import (
+from pipeline_lib.mvtec.tables import (
     METRICS,
     format_per_category,
     format_summary,
@@ -14,7 +12,9 @@ from pipeline_lib.mvtec_tables import (
     paper_comparison_notes,
     per_category_table,
 )
-from pipeline_lib.tables import write_table
+from pipeline_lib.report.tables import write_table
+from pipeline_lib.runtime.io import atomic_path, load_json
+from pipeline_lib.runtime.logs import job_logging
 
 with job_logging(snakemake.log[0]):
     results = mvtec_results_frame(

@@ -4,9 +4,9 @@ beside the paper's numbers."""
 import dataclasses
 from pathlib import Path
 
-from pipeline_lib.logs import job_logging
-from pipeline_lib.studies import build_study, write_study
-from pipeline_lib.study_frames import collect_study, load_scores, save_frames
+from pipeline_lib.report.studies import build_study, write_study
+from pipeline_lib.report.study_frames import collect_study, load_scores, save_frames
+from pipeline_lib.runtime.logs import job_logging
 
 with job_logging(snakemake.log[0]):
     kind = snakemake.params.kind

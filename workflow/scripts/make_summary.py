@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline_lib.io import atomic_path
-from pipeline_lib.logs import job_logging
-from pipeline_lib.studies import load_study
-from pipeline_lib.summary import build_summary, summary_html
+from pipeline_lib.report.studies import load_study
+from pipeline_lib.report.summary import build_summary, summary_html
+from pipeline_lib.runtime.io import atomic_path
+from pipeline_lib.runtime.logs import job_logging
 
 with job_logging(snakemake.log[0]):
     studies, links = {}, {}

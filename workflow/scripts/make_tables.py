@@ -2,16 +2,16 @@
 
 from pathlib import Path
 
-from pipeline_lib.aggregate import (
+from pipeline_lib.report.aggregate import (
     format_main_table,
     format_per_class_table,
     main_table,
     per_class_table,
 )
-from pipeline_lib.logs import job_logging
-from pipeline_lib.published import load_published
-from pipeline_lib.results import load_results_csv
-from pipeline_lib.tables import write_table
+from pipeline_lib.report.published import load_published
+from pipeline_lib.report.results import load_results_csv
+from pipeline_lib.report.tables import write_table
+from pipeline_lib.runtime.logs import job_logging
 
 with job_logging(snakemake.log[0]):
     results = load_results_csv(snakemake.input[0])

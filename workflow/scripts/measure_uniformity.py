@@ -2,9 +2,9 @@
 
 import numpy as np
 
-from pipeline_lib.io import load_npz, save_json
-from pipeline_lib.logs import job_logging
-from pipeline_lib.metrics import uniformity_mmd
+from pipeline_lib.detection.metrics import uniformity_mmd
+from pipeline_lib.runtime.io import load_npz, save_json
+from pipeline_lib.runtime.logs import job_logging
 
 MAX_POINTS = 2000
 

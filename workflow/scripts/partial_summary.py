@@ -4,11 +4,11 @@ import dataclasses
 import os
 from pathlib import Path
 
-from pipeline_lib.io import atomic_path
-from pipeline_lib.logs import job_logging
-from pipeline_lib.studies import build_study, write_study
-from pipeline_lib.study_frames import collect_study, load_scores
-from pipeline_lib.summary import build_summary, summary_html
+from pipeline_lib.report.studies import build_study, write_study
+from pipeline_lib.report.study_frames import collect_study, load_scores
+from pipeline_lib.report.summary import build_summary, summary_html
+from pipeline_lib.runtime.io import atomic_path
+from pipeline_lib.runtime.logs import job_logging
 
 with job_logging(snakemake.log[0]):
     out = Path(snakemake.output[0]).parent

@@ -1,11 +1,11 @@
 """Localisation figure of one category: input, mask and every representation's heat map."""
 
 from pipeline_lib.data.mvtec import category_from_arrays
-from pipeline_lib.heatmaps import plot_localization
-from pipeline_lib.io import load_npz
-from pipeline_lib.localize import localization_panels
-from pipeline_lib.logs import job_logging
-from pipeline_lib.plots import save_figure
+from pipeline_lib.mvtec.heatmaps import plot_localization
+from pipeline_lib.mvtec.localize import localization_panels
+from pipeline_lib.report.plots import save_figure
+from pipeline_lib.runtime.io import load_npz
+from pipeline_lib.runtime.logs import job_logging
 
 with job_logging(snakemake.log[0]):
     category = category_from_arrays(load_npz(snakemake.input.category))

@@ -1,9 +1,9 @@
 """ROC curves of one class and seed, one curve per representation and detector."""
 
-from pipeline_lib.io import load_npz
-from pipeline_lib.logs import job_logging
-from pipeline_lib.plots import plot_roc_curves, save_figure
-from pipeline_lib.roc import roc_curve_from_scores
+from pipeline_lib.report.plots import plot_roc_curves, save_figure
+from pipeline_lib.report.roc import roc_curve_from_scores
+from pipeline_lib.runtime.io import load_npz
+from pipeline_lib.runtime.logs import job_logging
 
 with job_logging(snakemake.log[0]):
     curves = [roc_curve_from_scores(load_npz(path), path) for path in snakemake.input]

@@ -4,8 +4,8 @@ import os
 
 from pipeline_lib.data import load_dataset
 from pipeline_lib.data.subsample import subsample_dataset
-from pipeline_lib.io import save_image_dataset
-from pipeline_lib.logs import job_logging
+from pipeline_lib.runtime.io import save_image_dataset
+from pipeline_lib.runtime.logs import job_logging
 
 with job_logging(snakemake.log[0]):
     settings = snakemake.params.settings

@@ -1,8 +1,8 @@
 """Read one MVTec AD category (or a user category in that layout) into a compact cache."""
 
 from pipeline_lib.data.mvtec import category_path_from_env, category_to_arrays, read_mvtec_category
-from pipeline_lib.io import save_npz
-from pipeline_lib.logs import job_logging
+from pipeline_lib.runtime.io import save_npz
+from pipeline_lib.runtime.logs import job_logging
 
 with job_logging(snakemake.log[0]):
     name = snakemake.wildcards.category

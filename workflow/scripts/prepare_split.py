@@ -1,8 +1,8 @@
 """Draw the (class, contamination, seed) split and save its indices beside the results."""
 
 from pipeline_lib.data.split import one_class_split, save_split
-from pipeline_lib.io import load_dataset_labels
-from pipeline_lib.logs import job_logging
+from pipeline_lib.runtime.io import load_dataset_labels
+from pipeline_lib.runtime.logs import job_logging
 
 with job_logging(snakemake.log[0]):
     train_labels, test_labels, class_names = load_dataset_labels(snakemake.input.dataset)

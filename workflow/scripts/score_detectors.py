@@ -1,10 +1,10 @@
 """Fit each configured detector on one split's features; save AUC and scores per detector."""
 
 from pipeline_lib.data.split import load_split
-from pipeline_lib.devices import set_threads
-from pipeline_lib.io import load_npz, save_json, save_npz
-from pipeline_lib.logs import job_logging
-from pipeline_lib.steps import run_detection
+from pipeline_lib.detection.runner import run_detection
+from pipeline_lib.runtime.devices import set_threads
+from pipeline_lib.runtime.io import load_npz, save_json, save_npz
+from pipeline_lib.runtime.logs import job_logging
 
 with job_logging(snakemake.log[0]):
     set_threads(snakemake.threads)

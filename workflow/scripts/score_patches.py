@@ -1,10 +1,10 @@
 """Fit each patch detector, score every test patch into maps; image / pixel AUC and AUPRO."""
 
 from pipeline_lib.data.mvtec import category_from_arrays
-from pipeline_lib.devices import select_device, set_threads
-from pipeline_lib.io import load_npz, save_json, save_npz
-from pipeline_lib.logs import job_logging
-from pipeline_lib.patches import score_category
+from pipeline_lib.mvtec.patches import score_category
+from pipeline_lib.runtime.devices import select_device, set_threads
+from pipeline_lib.runtime.io import load_npz, save_json, save_npz
+from pipeline_lib.runtime.logs import job_logging
 
 with job_logging(snakemake.log[0]):
     set_threads(snakemake.threads)

@@ -1,9 +1,9 @@
 """RotNet's own detector: AUC of the rotation classifier's scores (nothing is fitted)."""
 
 from pipeline_lib.data.split import load_split
-from pipeline_lib.io import load_npz, save_json, save_npz
-from pipeline_lib.logs import job_logging
-from pipeline_lib.steps import run_rotation_detection
+from pipeline_lib.detection.runner import run_rotation_detection
+from pipeline_lib.runtime.io import load_npz, save_json, save_npz
+from pipeline_lib.runtime.logs import job_logging
 
 with job_logging(snakemake.log[0]):
     wildcards = snakemake.wildcards

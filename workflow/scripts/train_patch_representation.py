@@ -2,12 +2,12 @@
 
 from pathlib import Path
 
-from pipeline_lib.checkpoints import save_representation
 from pipeline_lib.data.mvtec import category_from_arrays
-from pipeline_lib.devices import select_device, set_threads
-from pipeline_lib.io import load_npz, save_json
-from pipeline_lib.logs import job_logging, show_progress
-from pipeline_lib.patches import train_on_patches
+from pipeline_lib.models.checkpoints import save_representation
+from pipeline_lib.mvtec.patches import train_on_patches
+from pipeline_lib.runtime.devices import select_device, set_threads
+from pipeline_lib.runtime.io import load_npz, save_json
+from pipeline_lib.runtime.logs import job_logging, show_progress
 
 with job_logging(snakemake.log[0]):
     set_threads(snakemake.threads)

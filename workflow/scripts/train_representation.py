@@ -2,13 +2,13 @@
 
 from pathlib import Path
 
-from pipeline_lib.checkpoints import save_representation
 from pipeline_lib.data.split import load_split, training_subset
-from pipeline_lib.devices import gpus_requested, job_device, set_threads
-from pipeline_lib.io import load_image_dataset, save_json
-from pipeline_lib.logs import job_logging, show_progress
-from pipeline_lib.methods import training_arguments
-from pipeline_lib.train import train_representation
+from pipeline_lib.models.checkpoints import save_representation
+from pipeline_lib.registry import training_arguments
+from pipeline_lib.runtime.devices import gpus_requested, job_device, set_threads
+from pipeline_lib.runtime.io import load_image_dataset, save_json
+from pipeline_lib.runtime.logs import job_logging, show_progress
+from pipeline_lib.ssl.train import train_representation
 
 with job_logging(snakemake.log[0]):
     set_threads(snakemake.threads)

@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from pipeline_lib.io import atomic_path, save_json
-from pipeline_lib.logs import job_logging
-from pipeline_lib.provenance import collect_provenance, provenance_html
+from pipeline_lib.report.provenance import collect_provenance, provenance_html
+from pipeline_lib.runtime.io import atomic_path, save_json
+from pipeline_lib.runtime.logs import job_logging
 
 with job_logging(snakemake.log[0]):
     provenance = collect_provenance(

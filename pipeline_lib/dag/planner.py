@@ -1,0 +1,557 @@
+"""Cost planner: the jobs of a config per rule, and what they will cost, before running them.
+
+``python -m pipeline_lib.dag.planner --configfile config/paper.yaml`` (or ``droc-plan``) plans
+the real DAG with ``snakemake --dry-run --forceall`` (so its job counts are Snakemake's own),
+then projects per rule:
+
+* **device-hours**: training jobs cost ``epochs x images per epoch / images per second``;
+  every other job a fixed number of seconds. Rates and seconds come, in this order, from
+  measurements of earlier runs in the working directory (per-epoch ``images_per_s`` in the
+  ``train_history.json`` files; the median wall time ``s`` of each rule's ``benchmark:``
+  files under ``results/benchmarks/``), else from the documented defaults
+  :data:`DEFAULT_IMAGES_PER_S` and :data:`DEFAULT_JOB_SECONDS`. The torch rules
+  (:data:`DEVICE_RULES`) are counted as device-hours on ``--device``; the rest as CPU-hours.
+* **disk**: the median size of the rule's existing outputs when there are any, else an
+  estimate from the data set sizes in :data:`DATASET_SIZES`.
+
+Each ``--configfile`` is planned on its own (a study file gives that study's jobs; jobs that
+two studies share are counted in both, but run once when the studies run together).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pipeline_lib.registry import TRAINED_METHODS as REGISTRY_TRAINED
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: Rules that run on the accelerator when given a GPU (the rest always use the CPU).
+DEVICE_RULES: tuple[str, ...] = ("train_representation", "embed_trained", "embed_frozen_dataset")
+
+#: Trained representations, longest name first (a study variant ``contrastive_da_b64`` maps to
+#: ``contrastive_da``).
+TRAINED_METHODS: tuple[str, ...] = tuple(sorted(REGISTRY_TRAINED, key=len, reverse=True))
+
+#: Source images per second of training, ResNet-18 width 64 on 32x32 images at the paper's
+#: batch size, per device: measured with ``benchmarks/bench_train.py``. ``cpu``: a 2-core
+#: CPU (the CI machine). ``cuda``: one job alone on an H200 (below); earlier runs' benchmark
+#: files or ``--images-per-s`` take precedence.
+DEFAULT_IMAGES_PER_S: dict[str, dict[str, float | None]] = {
+    "cpu": {
+        "rotnet": 5.8,
+        "rotation": 6.7,
+        "denoising": 26.4,
+        "contrastive": 12.0,
+        "contrastive_da": 3.0,
+    },
+    # One job alone on an NVIDIA H200 (bf16 autocast, channels-last, width 64), measured with
+    # `benchmarks/bench_train.py --device cuda --steps 40` on 2026-11-26. Packing several jobs
+    # on one GPU raises the total (bench_gpu_packing.py: contrastive 4.0x with 8 jobs,
+    # RotNet 2.0x with 4); these single-job figures therefore err high on GPU-hours.
+    "cuda": {
+        "rotnet": 5663.8,
+        "rotation": 4549.6,
+        "denoising": 4770.0,
+        "contrastive": 1701.9,
+        "contrastive_da": 1655.4,
+    },
+}
+
+#: Wall seconds per job of the rules that do not train, at the paper's sizes, when no
+#: ``benchmark:`` file measured them: rough guesses (a Python start with torch and
+#: scikit-learn is ~5 s; embedding a 60,000-image data set through ResNet-18 takes minutes
+#: on a CPU; OC-SVM and KDE on 5,000 x 512 features about a minute). Replace them by
+#: measurements: run a few jobs first, then plan again in the same working directory.
+DEFAULT_JOB_SECONDS: dict[str, float] = {
+    "prepare_dataset": 120.0,
+    "prepare_split": 5.0,
+    "embed_frozen_dataset": 600.0,
+    "embed_trained": 120.0,
+    "score_detectors": 120.0,
+    "score_rotation_classifier": 10.0,
+}
+#: Any rule not in :data:`DEFAULT_JOB_SECONDS` (aggregation, plots, MLflow, ...).
+DEFAULT_OTHER_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class DatasetSize:
+    """Standard split sizes: training images per inlier class, test images, image side."""
+
+    train_per_class: int
+    n_test: int
+    side: int
+    n_classes: int
+
+
+#: The readers' standard splits (pipeline_lib.data and PROTOCOL.md, "Datasets and splits").
+#: CelebA: the train split without eyeglasses (~152,000 of 162,770); digits: 70 % of 1,797.
+DATASET_SIZES: dict[str, DatasetSize] = {
+    "cifar10": DatasetSize(5000, 10000, 32, 10),
+    "cifar100": DatasetSize(2500, 10000, 32, 20),
+    "fmnist": DatasetSize(6000, 10000, 32, 10),
+    "mnist": DatasetSize(6000, 10000, 32, 10),
+    "digits": DatasetSize(126, 540, 32, 10),
+    "catvsdog": DatasetSize(10000, 5000, 64, 2),
+    "celeba": DatasetSize(152_000, 19_962, 64, 1),
+}
+#: Used for a data set the table does not know (an image folder, say); reported as a guess.
+UNKNOWN_DATASET = DatasetSize(1000, 2000, 32, 10)
+
+#: Parameters of ResNet-18 at width 64 plus the depth-8 MLP head (about 11.2 M + 2.2 M).
+PARAMS_WIDTH_64 = 13_400_000
+#: Outputs under this size count as this (logs, JSON, small score files).
+SMALL_OUTPUT_BYTES = 50_000
+
+
+class PlanError(RuntimeError):
+    """The dry run failed or printed nothing the planner could read."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job of the dry run: its rule, wildcards and output paths."""
+
+    rule: str
+    wildcards: dict[str, str]
+    outputs: tuple[str, ...]
+
+
+@dataclass
+class RuleCost:
+    """What one rule's jobs cost in all; ``sources`` says where each number came from."""
+
+    jobs: int = 0
+    hours: float | None = 0.0
+    disk_bytes: float = 0.0
+    sources: set[str] = field(default_factory=set)
+
+
+_RULE_LINE = re.compile(r"^\s*(?:local)?rule (\w+):\s*$")
+_FIELD_LINE = re.compile(r"^\s*(wildcards|output): (.*)$")
+_STATS_LINE = re.compile(r"^(\w+)\s+(\d+)$")
+
+
+def dry_run(
+    configfiles: Sequence[str | os.PathLike],
+    *,
+    workdir: str | os.PathLike,
+    snakefile: str | os.PathLike = REPO / "Snakefile",
+    snakemake: str | os.PathLike | None = None,
+    forceall: bool = True,
+    extra_args: Sequence[str] = (),
+) -> str:
+    """Text of ``snakemake --dry-run`` for ``configfiles`` in ``workdir``.
+
+    Raises
+    ------
+    PlanError
+        If Snakemake fails; the message holds the end of its output.
+    """
+    executable = snakemake or Path(sys.executable).with_name("snakemake")
+    command = [
+        str(executable),
+        "--snakefile",
+        str(snakefile),
+        "--directory",
+        str(workdir),
+        "--dry-run",
+        *(["--forceall"] if forceall else []),
+        *extra_args,
+        "--configfile",
+        *map(str, configfiles),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    if result.returncode != 0:
+        raise PlanError(
+            f"snakemake --dry-run failed ({result.returncode}):\n"
+            f"{(result.stdout + result.stderr)[-3000:]}"
+        )
+    return result.stdout
+
+
+def parse_dry_run(text: str) -> tuple[list[Job], dict[str, int]]:
+    """Jobs of a dry run's job listing, and its "Job stats" table (rule -> count).
+
+    Raises
+    ------
+    PlanError
+        If the listing and the table disagree (Snakemake changed its output format).
+    """
+    jobs: list[Job] = []
+    rule: str | None = None
+    fields: dict[str, str] = {}
+
+    def close() -> None:
+        if rule is not None:
+            wildcards = dict(
+                item.split("=", 1) for item in fields.get("wildcards", "").split(", ") if item
+            )
+            outputs = tuple(path for path in fields.get("output", "").split(", ") if path)
+            jobs.append(Job(rule, wildcards, outputs))
+
+    lines = text.splitlines()
+    # Snakemake 9 prints the table before the listing and again after it: read the last one.
+    starts = [i for i, line in enumerate(lines) if line.startswith("Job stats:")]
+    stats_at = starts[-1] if starts else None
+    for line in lines:
+        if match := _RULE_LINE.match(line):
+            close()
+            rule, fields = match.group(1), {}
+        elif rule is not None and (match := _FIELD_LINE.match(line)):
+            fields[match.group(1)] = match.group(2).strip()
+    close()
+    stats: dict[str, int] = {}
+    if stats_at is not None:
+        for line in lines[stats_at + 1 :]:
+            if match := _STATS_LINE.match(line.strip()):
+                if match.group(1) == "total":
+                    break
+                stats[match.group(1)] = int(match.group(2))
+    counted: dict[str, int] = {}
+    for job in jobs:
+        counted[job.rule] = counted.get(job.rule, 0) + 1
+    if counted != stats:
+        raise PlanError(f"dry-run listing {counted} disagrees with its job stats {stats}")
+    return jobs, stats
+
+
+def base_method(method: str) -> str | None:
+    """The trained method a method wildcard (or a study variant of it) trains, else None."""
+    for name in TRAINED_METHODS:
+        if method == name or method.startswith(name + "_"):
+            return name
+    return None
+
+
+def dataset_size(config: Mapping[str, Any], dataset: str) -> tuple[DatasetSize, bool]:
+    """Sizes of ``dataset`` under ``config``'s subsampling; the flag says whether known."""
+    # A randomly rotated copy (``cifar10_rotated``, the rotation study) has its source's size.
+    size = DATASET_SIZES.get(dataset) or DATASET_SIZES.get(dataset.removesuffix("_rotated"))
+    known = size is not None
+    size = size or UNKNOWN_DATASET
+    settings = (config.get("datasets") or {}).get(dataset) or {}
+    options = settings.get("options") or {}
+    train = int(options.get("n_train_per_class", size.train_per_class))
+    n_test = size.n_test
+    if "n_test_per_class" in options:
+        n_test = int(options["n_test_per_class"]) * size.n_classes
+    if settings.get("max_train_per_class"):
+        train = min(train, int(settings["max_train_per_class"]))
+    if settings.get("max_test_per_class"):
+        n_test = min(n_test, int(settings["max_test_per_class"]) * size.n_classes)
+    return DatasetSize(train, n_test, size.side, size.n_classes), known
+
+
+def measured_images_per_s(
+    results: Path, *, device: str | None = None, width: int | None = None
+) -> dict[str, list[float]]:
+    """Per-epoch training rates (epochs after the first) of earlier runs, per method.
+
+    With ``device`` / ``width``, only runs on that device type and at that network width
+    count (a CPU smoke run at width 8 says nothing about a GPU plan at width 64); histories
+    that do not record them are left out then.
+    """
+    rates: dict[str, list[float]] = {}
+    for path in results.glob("**/train_history.json"):
+        try:
+            record = json.loads(path.read_text())
+            if device is not None and record.get("device") != device:
+                continue
+            if width is not None and record.get("width") != width:
+                continue
+            method = base_method(str(record["method"]))
+            history = record["history"][1:] or record["history"]
+            values = [float(epoch["images_per_s"]) for epoch in history]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if method is not None:
+            rates.setdefault(method, []).extend(value for value in values if value > 0)
+    return rates
+
+
+def measured_job_seconds(benchmarks: Path) -> dict[str, list[float]]:
+    """Wall seconds (column ``s``) of every ``benchmark:`` file, per rule (first folder)."""
+    seconds: dict[str, list[float]] = {}
+    for path in benchmarks.glob("*/**/*.tsv"):
+        rule = path.relative_to(benchmarks).parts[0]
+        try:
+            with open(path, newline="") as handle:
+                rows = list(csv.DictReader(handle, delimiter="\t"))
+            seconds.setdefault(rule, []).extend(float(row["s"]) for row in rows)
+        except (OSError, ValueError, KeyError):
+            continue
+    return seconds
+
+
+def measured_output_bytes(workdir: Path, jobs: Iterable[Job]) -> dict[str, list[int]]:
+    """Sizes of the planned outputs that already exist (an earlier run), per rule."""
+    sizes: dict[str, list[int]] = {}
+    for job in jobs:
+        existing = [workdir / path for path in job.outputs if (workdir / path).is_file()]
+        if existing and len(existing) == len(job.outputs):
+            sizes.setdefault(job.rule, []).append(sum(path.stat().st_size for path in existing))
+    return sizes
+
+
+def estimated_output_bytes(job: Job, config: Mapping[str, Any]) -> float:
+    """Disk of one job's outputs from the data set sizes (no earlier run to measure)."""
+    if not job.outputs:
+        return 0.0
+    width = int((config.get("embed") or {}).get("width", 64))
+    feature_dim = 512 * width / 64
+    dataset = job.wildcards.get("dataset")
+    size, _ = dataset_size(config, dataset) if dataset else (UNKNOWN_DATASET, False)
+    n_train = size.train_per_class * size.n_classes
+    if job.rule == "prepare_dataset":
+        return (n_train + size.n_test) * size.side**2 * 3
+    if job.rule == "train_representation":
+        return PARAMS_WIDTH_64 * (width / 64) ** 2 * 4
+    if job.rule == "embed_trained":
+        return (size.train_per_class + size.n_test) * (feature_dim + 128) * 4
+    if job.rule == "embed_frozen_dataset":
+        dim = size.side**2 * 3 if job.wildcards.get("method") == "raw" else feature_dim
+        return (n_train + size.n_test) * dim * 4
+    if job.rule == "score_detectors":
+        return len(job.outputs) / 2 * (size.n_test * 8 + 1000)
+    return SMALL_OUTPUT_BYTES
+
+
+def _median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+def plan_costs(
+    jobs: Sequence[Job],
+    config: Mapping[str, Any],
+    *,
+    device: str = "cuda",
+    workdir: str | os.PathLike | None = None,
+    images_per_s: Mapping[str, float] | None = None,
+) -> dict[str, RuleCost]:
+    """Hours and disk of ``jobs`` per rule (see the module docstring for the sources).
+
+    Parameters
+    ----------
+    jobs : sequence of Job
+        From :func:`parse_dry_run`.
+    config : mapping
+        The config the jobs were planned from (epochs, batch size, subsampling, width).
+    device : {"cuda", "cpu"}, default="cuda"
+        Which default training rates apply to the torch rules.
+    workdir : str or PathLike or None, default=None
+        A working directory with earlier results to measure; ``None`` = defaults only.
+    images_per_s : mapping or None, default=None
+        Training rates per method that override everything else.
+
+    Returns
+    -------
+    dict
+        Rule -> :class:`RuleCost`; ``hours`` is None when a training rate is unknown.
+
+    Raises
+    ------
+    ValueError
+        On an unknown ``device``.
+    """
+    if device not in DEFAULT_IMAGES_PER_S:
+        raise ValueError(f"device must be one of {sorted(DEFAULT_IMAGES_PER_S)}, got {device!r}")
+    train = config.get("train") or {}
+    epochs = int(train.get("epochs") or 2048)
+    rates_measured: dict[str, list[float]] = {}
+    seconds_measured: dict[str, list[float]] = {}
+    bytes_measured: dict[str, list[int]] = {}
+    if workdir is not None:
+        root = Path(workdir)
+        rates_measured = measured_images_per_s(
+            root / "results",
+            device=device,
+            width=int((config.get("embed") or {}).get("width") or 64),
+        )
+        seconds_measured = measured_job_seconds(root / "results" / "benchmarks")
+        bytes_measured = measured_output_bytes(root, jobs)
+    costs: dict[str, RuleCost] = {}
+    for job in jobs:
+        cost = costs.setdefault(job.rule, RuleCost())
+        cost.jobs += 1
+        if job.rule in bytes_measured:
+            cost.disk_bytes += _median(bytes_measured[job.rule])
+            cost.sources.add("disk measured")
+        else:
+            cost.disk_bytes += estimated_output_bytes(job, config)
+            cost.sources.add("disk estimated")
+        method = base_method(job.wildcards.get("method", ""))
+        if job.rule == "train_representation" and method is not None:
+            rate, source = _training_rate(method, device, images_per_s, rates_measured)
+            if rate is None or cost.hours is None:
+                cost.hours = None
+                cost.sources.add(f"no {device} rate for {method}")
+                continue
+            cost.sources.add(source)
+            size, known = dataset_size(config, job.wildcards.get("dataset", ""))
+            if not known:
+                cost.sources.add(f"size of {job.wildcards.get('dataset')} guessed")
+            batch = int(train.get("batch_size") or (32 if method.startswith("contrastive") else 64))
+            per_epoch = max(size.train_per_class // batch, 1) * min(batch, size.train_per_class)
+            # 64x64 images cost 4x the FLOPs of 32x32 (the defaults are measured at 32x32).
+            cost.hours += epochs * per_epoch * (size.side / 32) ** 2 / rate / 3600
+        elif cost.hours is not None:
+            if job.rule in seconds_measured:
+                seconds = _median(seconds_measured[job.rule])
+                cost.sources.add("time measured")
+            else:
+                seconds = DEFAULT_JOB_SECONDS.get(job.rule, DEFAULT_OTHER_SECONDS)
+                cost.sources.add("time default")
+            cost.hours += seconds / 3600
+    return costs
+
+
+def _training_rate(
+    method: str,
+    device: str,
+    overrides: Mapping[str, float] | None,
+    measured: Mapping[str, list[float]],
+) -> tuple[float | None, str]:
+    if overrides and method in overrides:
+        return float(overrides[method]), "rate given"
+    if measured.get(method):
+        return _median(measured[method]), "rate measured"
+    return DEFAULT_IMAGES_PER_S[device][method], f"rate default ({device})"
+
+
+def _human_bytes(value: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1000
+    raise AssertionError("unreachable")
+
+
+def format_plan(name: str, costs: Mapping[str, RuleCost], *, device: str) -> str:
+    """A plain-text table: jobs, hours (device-hours for the torch rules) and disk per rule."""
+    lines = [f"plan of {name} (device {device})"]
+    lines.append(f"{'rule':<28}{'jobs':>8}{'hours':>12}  {'on':<7}{'disk':>12}  source")
+    totals = {"jobs": 0, "device": 0.0, "cpu": 0.0, "disk": 0.0}
+    unknown = False
+    for rule, cost in costs.items():
+        on = device if rule in DEVICE_RULES else "cpu"
+        hours = "unknown" if cost.hours is None else f"{cost.hours:,.1f}"
+        lines.append(
+            f"{rule:<28}{cost.jobs:>8,}{hours:>12}  {on:<7}{_human_bytes(cost.disk_bytes):>12}"
+            f"  {', '.join(sorted(cost.sources))}"
+        )
+        totals["jobs"] += cost.jobs
+        totals["disk"] += cost.disk_bytes
+        if cost.hours is None:
+            unknown = True
+        else:
+            totals["device" if rule in DEVICE_RULES else "cpu"] += cost.hours
+    device_hours = "unknown" if unknown else f"{totals['device']:,.1f}"
+    lines.append(
+        f"total: {totals['jobs']:,} jobs, {device_hours} {device}-hours on the torch rules, "
+        f"{totals['cpu']:,.1f} CPU-hours on the others, {_human_bytes(totals['disk'])} of "
+        f"outputs"
+    )
+    return "\n".join(lines)
+
+
+def plan(
+    configfile: str | os.PathLike,
+    *,
+    workdir: str | os.PathLike | None = None,
+    device: str = "cuda",
+    images_per_s: Mapping[str, float] | None = None,
+    measure: bool = True,
+) -> tuple[dict[str, int], dict[str, RuleCost]]:
+    """Plan one config: (Snakemake's job counts per rule, costs per rule).
+
+    ``workdir`` is where the sweep runs (its ``results/`` is measured when ``measure``);
+    ``None`` plans in an empty temporary folder with defaults only.
+    """
+    config = yaml.safe_load(Path(configfile).read_text()) or {}
+    with tempfile.TemporaryDirectory(prefix="droc-plan-") as empty:
+        where = Path(workdir) if workdir is not None else Path(empty)
+        jobs, stats = parse_dry_run(dry_run([configfile], workdir=where))
+        costs = plan_costs(
+            jobs,
+            config,
+            device=device,
+            workdir=where if (measure and workdir is not None) else None,
+            images_per_s=images_per_s,
+        )
+    return stats, costs
+
+
+def _parse_rates(values: Sequence[str]) -> dict[str, float]:
+    rates = {}
+    for value in values:
+        method, _, rate = value.partition("=")
+        if method not in TRAINED_METHODS or not rate:
+            raise argparse.ArgumentTypeError(
+                f"--images-per-s takes METHOD=RATE with METHOD in {', '.join(TRAINED_METHODS)}; "
+                f"got {value!r}"
+            )
+        rates[method] = float(rate)
+    return rates
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: print the plan of each ``--configfile``."""
+    parser = argparse.ArgumentParser(
+        prog="droc-plan", description=__doc__.split("\n\n")[0] if __doc__ else None
+    )
+    parser.add_argument("--configfile", nargs="+", required=True, type=Path)
+    parser.add_argument(
+        "--directory",
+        type=Path,
+        default=Path.cwd(),
+        help="working directory of the sweep, measured for rates, times and sizes (default: .)",
+    )
+    parser.add_argument("--device", choices=sorted(DEFAULT_IMAGES_PER_S), default="cuda")
+    parser.add_argument(
+        "--images-per-s", nargs="+", default=[], metavar="METHOD=RATE", help="training rates"
+    )
+    parser.add_argument(
+        "--no-measured", action="store_true", help="ignore earlier runs: defaults only"
+    )
+    args = parser.parse_args(argv)
+    try:
+        rates = _parse_rates(args.images_per_s)
+    except argparse.ArgumentTypeError as error:
+        parser.error(str(error))
+    for configfile in args.configfile:
+        if not configfile.is_file():
+            parser.error(f"no such config file: {configfile}")
+        try:
+            _, costs = plan(
+                configfile,
+                workdir=args.directory,
+                device=args.device,
+                images_per_s=rates,
+                measure=not args.no_measured,
+            )
+        except PlanError as error:
+            print(f"{configfile}: {error}", file=sys.stderr)
+            return 1
+        print(format_plan(str(configfile), costs, device=args.device))
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

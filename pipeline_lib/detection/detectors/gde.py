@@ -1,0 +1,129 @@
+"""Gaussian density estimator: one full-covariance Gaussian fitted to the inlier features.
+
+Paper, appendix "Details of Experimental Setting" (one-component scikit-learn Gaussian
+mixture, no tuned hyper-parameters) and the released code
+``deep_representation_one_class/util/train.py``: ``GaussianMixture(n_components=1,
+init_params='kmeans', covariance_type='full')`` on L2-normalised features.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.mixture import GaussianMixture
+from sklearn.utils.validation import check_is_fitted
+
+from pipeline_lib.detection.detectors._common import (
+    check_bool,
+    check_positive,
+    maybe_normalize,
+    validate_features,
+)
+
+
+class GaussianDensity(BaseEstimator):
+    """Log-density of a single full-covariance Gaussian fitted to the inlier features.
+
+    With one component, EM reduces to the maximum-likelihood estimate: the sample mean and
+    the biased sample covariance plus ``reg_covar`` on the diagonal. The score is
+    :meth:`sklearn.mixture.GaussianMixture.score_samples`, the log of that Gaussian's density.
+
+    Parameters
+    ----------
+    normalize : bool, default=True
+        L2-normalise every row (fit and score) first, as in the paper.
+    reg_covar : float, default=1e-6
+        Added to the covariance diagonal (scikit-learn's default); keeps the covariance
+        invertible when ``n_samples <= n_features`` or features are collinear.
+    random_state : int or None, default=0
+        Seed of scikit-learn's initialisation. With one component the fit does not depend on
+        it; fixed so that the estimator is deterministic by construction.
+
+    Attributes
+    ----------
+    gmm_ : sklearn.mixture.GaussianMixture
+        The fitted one-component mixture.
+    n_features_in_ : int
+        Number of feature columns seen in ``fit``.
+    """
+
+    def __init__(
+        self,
+        *,
+        normalize: bool = True,
+        reg_covar: float = 1e-6,
+        random_state: int | None = 0,
+    ) -> None:
+        self.normalize = normalize
+        self.reg_covar = reg_covar
+        self.random_state = random_state
+
+    def _check_params(self) -> None:
+        """Raise ``ValueError`` naming the first invalid hyper-parameter."""
+        check_bool("normalize", self.normalize)
+        check_positive("reg_covar", self.reg_covar)
+        if self.random_state is not None and (
+            isinstance(self.random_state, bool)
+            or not isinstance(self.random_state, numbers.Integral)
+        ):
+            raise ValueError(f"random_state must be an int or None, got {self.random_state!r}")
+
+    def fit(self, X: Any, y: Any = None) -> GaussianDensity:
+        """Fit the Gaussian on inlier features.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inlier features; finite, at least 2 rows.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : GaussianDensity
+            The fitted detector.
+
+        Raises
+        ------
+        ValueError
+            If a hyper-parameter is invalid or ``X`` is not a finite 2-D array with at least
+            two rows.
+        """
+        self._check_params()
+        X = validate_features(self, X, reset=True)
+        if X.shape[0] < 2:
+            raise ValueError(f"GaussianDensity needs >= 2 fit rows, got n_samples={X.shape[0]}")
+        self.gmm_ = GaussianMixture(
+            n_components=1,
+            covariance_type="full",
+            reg_covar=self.reg_covar,
+            random_state=self.random_state,
+        ).fit(maybe_normalize(X, self.normalize))
+        return self
+
+    def score_samples(self, X: Any) -> np.ndarray:
+        """Gaussian log-density; higher = more normal.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features to score.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,)
+            ``log N(x; mean, cov + reg_covar I)``.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If called before ``fit``.
+        ValueError
+            If ``X`` is not finite, not 2-D or has a different number of columns.
+        """
+        check_is_fitted(self, "gmm_")
+        X = validate_features(self, X, reset=False)
+        return np.asarray(self.gmm_.score_samples(maybe_normalize(X, self.normalize)), np.float64)

@@ -1,0 +1,189 @@
+"""k-nearest-neighbour cosine similarity score, as in the authors' released code.
+
+Source: google-research/google-research, ``deep_representation_one_class/util/train.py``,
+``BaseTrain.eval_embed`` (the metrics named ``*.auc``):
+
+.. code-block:: text
+
+    squared_difference(a, b, do_normalization=True) = -2 * matmul(l2n(a), l2n(b)^T)
+    sim  = -0.5 * squared_difference(test, train, True)     # cosine similarities
+    dist = reduce_mean(1.0 - top_k(sim, k=1).values, axis=1)  # anomaly score
+    auc  = roc(pr=dist, gt=labels)                           # outlier = positive
+
+i.e. the anomaly score is one minus the mean of the top-k cosine similarities to the fit
+features, with ``k`` hard-coded to 1 (the nearest neighbour). This module returns the
+normality score ``mean of the top-k cosine similarities``; its negation differs from the
+released ``dist`` by the constant 1, so AUCs are identical.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from pipeline_lib.detection.detectors._common import (
+    check_positive,
+    full_precision_matmul,
+    l2_normalize,
+    resolve_device,
+    resolve_dtype,
+    validate_features,
+)
+
+
+def top_k_similarity(x: torch.Tensor, y: torch.Tensor, *, k: int, chunk_size: int) -> torch.Tensor:
+    """The ``k`` largest inner products ``<x_i, y_j>`` over ``j`` for every row ``x_i``.
+
+    Blocked like the KDE: ``chunk_size`` query rows at a time, and within those the
+    reference rows ``chunk_size`` at a time, keeping a running top-k (merge the current
+    top-k with the block's top-k), so memory is ``O(chunk_size * (chunk_size + k))``.
+
+    Parameters
+    ----------
+    x : Tensor of shape (n_x, d)
+        Query rows (moved block by block to ``y.device``).
+    y : Tensor of shape (n_y, d)
+        Reference rows on the compute device; ``n_y >= k``.
+    k : int
+        Number of neighbours.
+    chunk_size : int
+        Block side.
+
+    Returns
+    -------
+    top : Tensor of shape (n_x, k)
+        Largest similarities in descending order, on ``y.device``.
+    """
+    out = torch.empty((x.shape[0], k), dtype=y.dtype, device=y.device)
+    for start in range(0, x.shape[0], chunk_size):
+        xb = x[start : start + chunk_size].to(device=y.device, dtype=y.dtype)  # (b, d)
+        best = torch.full((xb.shape[0], 0), -torch.inf, dtype=y.dtype, device=y.device)
+        for ref in range(0, y.shape[0], chunk_size):
+            sim = xb @ y[ref : ref + chunk_size].T  # (b, c)
+            merged = torch.cat([best, sim], dim=1)  # (b, <= k + c)
+            best = torch.topk(merged, min(k, merged.shape[1]), dim=1).values
+        out[start : start + xb.shape[0]] = best
+    return out
+
+
+class KNNCosine(BaseEstimator):
+    """Mean cosine similarity to the ``k`` nearest fit features (released code's kNN score).
+
+    ``score(x) = mean_{y in topk(x)} <x/||x||, y/||y||>`` over the fit features ``y``; with the
+    default ``n_neighbors=1`` it is the cosine similarity to the nearest fit feature. The
+    released code (google-research/google-research,
+    ``deep_representation_one_class/util/train.py``, ``BaseTrain.eval_embed``) reports
+    ``1 - mean(top_k(cosine similarity, k=1))`` as its anomaly score for the ``*.auc``
+    metrics; this is the same quantity as a normality score (higher = more normal). Rows are
+    always L2-normalised (that is what makes the similarity a cosine), so there is no
+    ``normalize`` parameter.
+
+    Parameters
+    ----------
+    n_neighbors : int, default=1
+        ``k``; the released code uses 1. Must not exceed the number of fit rows.
+    chunk_size : int, default=2048
+        Block size over test rows and fit rows: memory beyond the fit features is about
+        ``chunk_size * (chunk_size + n_neighbors)`` values.
+    dtype : {"float32", "float64"}, default="float32"
+        Compute precision.
+    device : str, default="auto"
+        Torch device; "auto" is CUDA when available, else CPU.
+
+    Attributes
+    ----------
+    fit_features_ : ndarray of shape (n_fit, n_features)
+        L2-normalised fit features.
+    n_features_in_ : int
+        Number of feature columns seen in ``fit``.
+    """
+
+    def __init__(
+        self,
+        *,
+        n_neighbors: int = 1,
+        chunk_size: int = 2048,
+        dtype: str = "float32",
+        device: str = "auto",
+    ) -> None:
+        self.n_neighbors = n_neighbors
+        self.chunk_size = chunk_size
+        self.dtype = dtype
+        self.device = device
+
+    def _check_params(self) -> None:
+        """Raise ``ValueError`` naming the first invalid hyper-parameter."""
+        check_positive("n_neighbors", self.n_neighbors, integer=True)
+        check_positive("chunk_size", self.chunk_size, integer=True)
+        resolve_dtype(self.dtype)
+        resolve_device(self.device)
+
+    def fit(self, X: Any, y: Any = None) -> KNNCosine:
+        """Store the L2-normalised fit features.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inlier features; finite, at least ``n_neighbors`` rows.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : KNNCosine
+            The fitted detector.
+
+        Raises
+        ------
+        ValueError
+            If a hyper-parameter is invalid, ``X`` is not a finite 2-D array, or it has fewer
+            rows than ``n_neighbors``.
+        """
+        self._check_params()
+        X = validate_features(self, X, reset=True)
+        if X.shape[0] < self.n_neighbors:
+            raise ValueError(
+                f"n_neighbors={self.n_neighbors} exceeds the number of fit rows ({X.shape[0]})"
+            )
+        self.fit_features_ = l2_normalize(X)
+        return self
+
+    def score_samples(self, X: Any) -> np.ndarray:
+        """Mean top-k cosine similarity; higher = more normal.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features to score.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,), float64
+            In ``[-1, 1]``.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If called before ``fit``.
+        ValueError
+            If ``X`` is not finite, not 2-D or has a different number of columns.
+        """
+        check_is_fitted(self, "fit_features_")
+        self._check_params()
+        if self.n_neighbors > self.fit_features_.shape[0]:
+            raise ValueError(
+                f"n_neighbors={self.n_neighbors} exceeds the number of fit rows "
+                f"({self.fit_features_.shape[0]})"
+            )
+        X = validate_features(self, X, reset=False)
+        device = resolve_device(self.device)
+        dtype = resolve_dtype(self.dtype)
+        x = torch.from_numpy(l2_normalize(X)).to(dtype)
+        y = torch.from_numpy(self.fit_features_).to(device=device, dtype=dtype)
+        with torch.inference_mode(), full_precision_matmul():
+            top = top_k_similarity(x, y, k=self.n_neighbors, chunk_size=self.chunk_size)
+        return top.double().mean(dim=1).cpu().numpy()

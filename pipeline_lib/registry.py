@@ -1,0 +1,159 @@
+"""The registry of representation ids and their per-method training defaults, torch-free.
+
+The Snakefile, the config checks and the cost planner import this module at parse time;
+keeping torch out of it saves every ``snakemake`` invocation (a dry run, a cluster job) the
+seconds that importing torch and torchvision costs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Representations that need no training: their features depend at most on the seed
+#: (random initialisation) and never on the inlier class, so the DAG embeds a data set once
+#: per seed.
+FROZEN_METHODS: tuple[str, ...] = ("raw", "resnet18_random", "resnet50_imagenet")
+
+#: Representations learned by a self-supervised proxy task, one model per (data set, inlier
+#: class, contamination, seed): see :func:`pipeline_lib.ssl.train.train_representation`.
+TRAINED_METHODS: tuple[str, ...] = (
+    "rotnet",
+    "rotation",
+    "denoising",
+    "contrastive",
+    "contrastive_da",
+)
+
+#: Every representation id of the main table (PROTOCOL.md, "Representations").
+METHODS: tuple[str, ...] = FROZEN_METHODS + TRAINED_METHODS
+
+#: Representations trained by rotation prediction, whose classifier is itself a detector.
+ROTATION_METHODS: tuple[str, ...] = ("rotnet", "rotation")
+
+#: Detectors read from the rotation classifier -> the feature-file key of their scores:
+#: Golan et al.'s sum over k of log p(k | rot_k x), and p(y=0 | x).
+ROTATION_DETECTORS: dict[str, str] = {
+    "rotation_classifier": "log_p_rotations",
+    "rotation_p0": "p_rot0",
+}
+
+#: What the denoising decoder reconstructs (:mod:`pipeline_lib.ssl.denoising`); the first is
+#: the default: the clean image, the paper's denoising autoencoder.
+DENOISING_TARGETS: tuple[str, ...] = ("pixels", "patch_normalized")
+
+#: How contrastive DA forms its batches: ``expanded`` (released ``data/cifar.py``: the
+#: training set is expanded once by the distribution set and a batch draws ``batch_size``
+#: instances from it) or ``per_image`` (a batch of ``batch_size`` images brings all their
+#: transformed copies, the project's former way).
+DA_BATCHINGS: tuple[str, ...] = ("expanded", "per_image")
+
+#: The horizontal flip of the view augmentation: ``auto`` flips with p = 0.5 unless
+#: ``hflip`` is a distribution of DA (paper Sec. 5.2 and the released script of that
+#: figure), ``always`` keeps it, ``never`` drops it.
+VIEW_FLIPS: tuple[str, ...] = ("auto", "always", "never")
+
+#: Colour jitter of the views (:mod:`pipeline_lib.ssl.color_ops`): the released code's TF
+#: operations or the former torchvision-style variant.
+VIEW_JITTERS: tuple[str, ...] = ("released", "torchvision")
+
+#: When the cosine learning rate moves: once an epoch (released ``--sched_freq=epoch``) or
+#: every step.
+LR_SCHEDULES: tuple[str, ...] = ("per_epoch", "per_step")
+
+#: Settings of the ``train`` config that only methods with augmented views read.
+VIEW_SETTINGS: tuple[str, ...] = ("view_flip", "view_jitter", "view_blur")
+
+#: The paper's recipe where a ``train`` switch can leave it (docs/protocol.md). A row named
+#: after a paper method must keep these values; any other value belongs to a named variant.
+#: Budget settings (epochs) and the search-grid hyper-parameters of reduced runs (lr, batch
+#: size, head depth) are reported as protocol differences instead.
+PAPER_RECIPE: dict[str, Any] = {
+    "exclude_bn_from_decay": False,
+    "lr_schedule": "per_epoch",
+    "loss_form": "paper",
+    "distributions": ["rot90", "rot180", "rot270"],
+    "da_batching": "expanded",
+    "view_flip": "auto",
+    "view_jitter": "released",
+    "view_blur": False,
+    "denoising_target": "pixels",
+    "denoising_views": False,
+}
+
+#: Which trained methods read each recipe switch (a switch that a method ignores cannot make
+#: its row unfaithful).
+_RECIPE_READERS: dict[str, tuple[str, ...]] = {
+    "exclude_bn_from_decay": TRAINED_METHODS,
+    "lr_schedule": TRAINED_METHODS,
+    "loss_form": ("contrastive", "contrastive_da"),
+    "distributions": ("contrastive_da",),
+    "da_batching": ("contrastive_da",),
+    "view_flip": ("rotnet", "rotation", "contrastive", "contrastive_da"),
+    "view_jitter": ("rotnet", "rotation", "contrastive", "contrastive_da"),
+    "view_blur": ("rotnet", "rotation", "contrastive", "contrastive_da"),
+    "denoising_target": ("denoising",),
+    "denoising_views": ("denoising",),
+}
+
+
+def recipe_deviations(method: str, training: dict[str, Any]) -> dict[str, Any]:
+    """The ``train`` settings that take a paper ``method`` off the paper's recipe.
+
+    Returns ``{key: value}`` for every switch of :data:`PAPER_RECIPE` that ``method`` reads
+    and ``training`` sets to another value (an empty dict for a faithful row).
+    """
+    return {
+        key: training[key]
+        for key, paper in PAPER_RECIPE.items()
+        if key in training
+        and method in _RECIPE_READERS[key]
+        and _plain(training[key]) != _plain(paper)
+    }
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+#: Settings of the ``train`` config that only the denoising autoencoder reads.
+DENOISING_SETTINGS: tuple[str, ...] = (
+    "noise_std",
+    "denoising_views",
+    "denoising_target",
+    "denoising_patch",
+)
+
+#: The paper's batch sizes (source images per step) when the config leaves them open.
+DEFAULT_BATCH_SIZE = {"contrastive": 32, "contrastive_da": 32}
+DEFAULT_BATCH_SIZE_OTHERS = 64
+
+
+def default_batch_size(method: str) -> int:
+    """The paper's source images per step for a trained ``method`` (PROTOCOL.md, "Training")."""
+    return DEFAULT_BATCH_SIZE.get(method, DEFAULT_BATCH_SIZE_OTHERS)
+
+
+def training_arguments(method: str, training: dict[str, Any]) -> dict[str, Any]:
+    """Keyword arguments of ``train_representation`` for ``method`` from the ``train`` config.
+
+    Fills the paper's per-method batch size and drops settings that do not apply to the
+    method (so, e.g., a contrastive temperature does not enter a rotation model's record).
+    """
+    arguments = dict(training)
+    if arguments.get("batch_size") is None:
+        arguments["batch_size"] = default_batch_size(method)
+    if not method.startswith("contrastive"):
+        arguments.pop("temperature", None)
+        arguments.pop("loss_form", None)
+    if method != "contrastive_da":
+        arguments.pop("distributions", None)
+        arguments.pop("da_batching", None)
+    if method == "denoising" and not arguments.get("denoising_views"):
+        for name in VIEW_SETTINGS:
+            arguments.pop(name, None)
+    if method != "denoising":
+        for name in DENOISING_SETTINGS:
+            arguments.pop(name, None)
+    if method in ("rotnet", "denoising"):
+        arguments["head_depth"] = None
+    return arguments

@@ -1,0 +1,53 @@
+"""The tidy table of job results: one row per (data set, class, split, seed, method, fit set,
+detector), read from the small ``result.json`` files the detection jobs leave."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from pipeline_lib.runtime.io import atomic_path, load_json
+
+#: Columns that identify a job (the wildcards), in display order.
+KEY_COLUMNS = ["dataset", "inlier", "contamination", "seed", "method", "fitset", "detector"]
+
+
+def load_result_records(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
+    """Read result files into a tidy frame; ``result_key`` is each file's folder.
+
+    Raises
+    ------
+    ValueError
+        Naming a result file that lacks an identity column or the AUC.
+    """
+    rows = []
+    for path in paths:
+        record = load_json(path)
+        missing = [column for column in [*KEY_COLUMNS, "auroc"] if column not in record]
+        if missing:
+            raise ValueError(f"{path} lacks {missing}: delete it and re-run its job")
+        rows.append({**record, "result_key": Path(path).parent.as_posix()})
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return pd.DataFrame(columns=[*KEY_COLUMNS, "auroc", "result_key"])
+    other = [column for column in frame.columns if column not in KEY_COLUMNS]
+    return frame[KEY_COLUMNS + other].sort_values(KEY_COLUMNS, ignore_index=True)
+
+
+def save_results_csv(frame: pd.DataFrame, path: str | os.PathLike) -> None:
+    """Write the tidy table atomically."""
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False)
+
+
+def load_results_csv(path: str | os.PathLike) -> pd.DataFrame:
+    """Read the tidy table back with the identity columns' types (class names stay strings)."""
+    return pd.read_csv(
+        path,
+        dtype={"dataset": str, "inlier": str, "method": str, "fitset": str, "detector": str},
+        keep_default_na=False,
+        na_values=[""],
+    )

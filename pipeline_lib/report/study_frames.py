@@ -1,0 +1,158 @@
+"""A study's tidy frame: the results its grid expects, whichever of them exist.
+
+The study builders (:mod:`pipeline_lib.report.studies`) get two frames: ``frame``, one row per
+result found, and ``expected``, one row per result the grid asks for. Keeping both lets a
+table say "missing 3/50" instead of averaging silently over fewer seeds when some jobs of a
+large sweep failed or have not run yet.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipeline_lib.dag.grids import base_method, variant_train_size
+from pipeline_lib.runtime.io import load_json, load_npz
+
+#: Columns naming one result, in display order.
+KEY_COLUMNS: tuple[str, ...] = (
+    "dataset",
+    "inlier",
+    "contamination",
+    "seed",
+    "method",
+    "fitset",
+    "detector",
+    "space",
+)
+
+#: Variant parameters the study figures put on their x axes.
+VARIANT_COLUMNS: tuple[str, ...] = ("batch_size", "head_depth", "distributions", "train_size")
+
+
+def variant_columns(method: str, variants: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Base method and the parameters that make ``method`` a variant (NaN / "" = default)."""
+    train = (variants.get(method) or {}).get("train") or {}
+    size = variant_train_size(method, variants)
+    distributions = train.get("distributions")
+    return {
+        "base_method": base_method(method, variants),
+        "batch_size": float(train["batch_size"]) if "batch_size" in train else np.nan,
+        "head_depth": float(train["head_depth"]) if "head_depth" in train else np.nan,
+        "distributions": ",".join(distributions) if distributions else "",
+        "train_size": float(size) if size is not None else np.nan,
+    }
+
+
+def _normalised_key(key: Mapping[str, Any]) -> dict[str, Any]:
+    row = {column: key[column] for column in KEY_COLUMNS}
+    row["contamination"] = float(row["contamination"])
+    row["seed"] = int(row["seed"])
+    return row
+
+
+def collect_study(
+    expected: Sequence[tuple[Mapping[str, Any], str | os.PathLike]],
+    variants: Mapping[str, Mapping[str, Any]],
+    uniformity: Mapping[str, str | os.PathLike] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Read the results a study expects; return ``(frame, expected)``.
+
+    Parameters
+    ----------
+    expected : sequence of (key, path)
+        Each result the grid asks for: its key (the columns of :data:`KEY_COLUMNS`) and
+        the path of its ``result.json``. Paths that do not exist are missing results.
+    variants : mapping
+        The config's variant registry (adds ``base_method`` and the variant parameters).
+    uniformity : mapping of model folder -> uniformity.json path, optional
+        Adds ``mmd`` to every row of that model (``NaN`` where absent).
+
+    Raises
+    ------
+    ValueError
+        Naming a result file without an ``auroc`` (a half-written or foreign file).
+    """
+    mmd = {}
+    for folder, path in (uniformity or {}).items():
+        if Path(path).is_file():
+            mmd[Path(folder).as_posix()] = float(load_json(path)["mmd"])
+    found, wanted = [], []
+    for key, path in expected:
+        row = _normalised_key(key) | variant_columns(key["method"], variants)
+        row["result_key"] = Path(path).parent.as_posix()
+        wanted.append(row)
+        if not Path(path).is_file():
+            continue
+        record = load_json(path)
+        if "auroc" not in record:
+            raise ValueError(f"{path} has no 'auroc': delete it and re-run its job")
+        # .../{method}/{fitset}[/g]/{detector}/result.json -> .../{method}
+        model = Path(path).parents[3 if key["space"] == "g" else 2].as_posix()
+        found.append(row | {"auroc": float(record["auroc"]), "mmd": mmd.get(model, np.nan)})
+    columns = [*KEY_COLUMNS, "base_method", *VARIANT_COLUMNS, "result_key"]
+    frame = pd.DataFrame(found, columns=[*columns, "auroc", "mmd"])
+    return frame, pd.DataFrame(wanted, columns=columns)
+
+
+def load_scores(frame: pd.DataFrame) -> dict[tuple, list[tuple[int, np.ndarray, np.ndarray]]]:
+    """Test scores of every found result, grouped over seeds for ensembles.
+
+    Returns
+    -------
+    dict
+        ``(dataset, inlier, contamination, method, fitset, detector, space)`` -> list of
+        ``(seed, anomaly_score, is_outlier)``, seeds in increasing order.
+    """
+    grouped: dict[tuple, list[tuple[int, np.ndarray, np.ndarray]]] = {}
+    group_columns = [c for c in KEY_COLUMNS if c != "seed"]
+    for row in frame.sort_values("seed").itertuples(index=False):
+        scores = load_npz(Path(row.result_key) / "scores.npz")
+        key = tuple(getattr(row, column) for column in group_columns)
+        grouped.setdefault(key, []).append(
+            (int(row.seed), scores["anomaly_score"], scores["is_outlier"].astype(bool))
+        )
+    return grouped
+
+
+def save_frames(frame: pd.DataFrame, expected: pd.DataFrame, folder: str | os.PathLike) -> None:
+    """Write ``results.csv`` and ``expected.csv`` atomically."""
+    from pipeline_lib.runtime.io import atomic_path
+
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    for name, table in (("results.csv", frame), ("expected.csv", expected)):
+        with atomic_path(Path(folder) / name) as tmp:
+            table.to_csv(tmp, index=False)
+
+
+def read_frames(paths: Iterable[str | os.PathLike]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Read back ``(results.csv, expected.csv)`` with the key dtypes restored."""
+    frame, expected = (
+        pd.read_csv(
+            p, dtype={"inlier": str, "distributions": str}, keep_default_na=False, na_values=[""]
+        )
+        for p in paths
+    )
+    for table in (frame, expected):
+        table["distributions"] = table["distributions"].fillna("")
+    return frame, expected
+
+
+def study_records(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """A study's results.csv as MLflow records: keys and numbers, without empty cells."""
+    frame, _ = read_frames([path, path])
+    records = []
+    for row in frame.to_dict("records"):
+        records.append(
+            {
+                key: value
+                for key, value in row.items()
+                if not (isinstance(value, float) and np.isnan(value)) and value != ""
+            }
+        )
+    return records

@@ -1,0 +1,218 @@
+"""Write a table as CSV, Markdown, LaTeX and a small standalone HTML page, atomically."""
+
+from __future__ import annotations
+
+import html
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["SINGLE_SEED", "TABLE_SUFFIXES", "atomic_output", "format_mean_std", "write_table"]
+
+#: What a cell shows instead of a std when one seed went into it.
+SINGLE_SEED = "(n=1)"
+
+#: Files written by :func:`write_table`, in order.
+TABLE_SUFFIXES: tuple[str, ...] = (".csv", ".md", ".tex", ".html")
+
+_HTML_STYLE = (
+    "body{font-family:system-ui,sans-serif;margin:2em}"
+    "table{border-collapse:collapse;font-size:0.9em}"
+    "th,td{border:1px solid #ccc;padding:0.3em 0.6em;text-align:left}"
+    "th{background:#f3f3f3}caption{caption-side:top;font-weight:bold;margin-bottom:0.5em}"
+)
+
+
+@contextmanager
+def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; move it onto ``path`` on success.
+
+    The temporary file lives in the same folder, so ``os.replace`` is atomic: readers see
+    either the old file or the complete new one. On an exception the temporary file is
+    removed and ``path`` is left untouched.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        Final destination; its parent folder is created if needed.
+
+    Yields
+    ------
+    Path
+        The temporary path to write to (same suffix as ``path``).
+    """
+    final = Path(path)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=final.suffix)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        os.replace(tmp, final)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def format_mean_std(
+    mean: float | None,
+    std: float | None = None,
+    *,
+    n_seeds: int | None = None,
+    decimals: int = 1,
+    missing: str = "—",
+) -> str:
+    """A table cell ``"92.4 ± 0.6"``; ``"92.4 (n=1)"`` for one seed.
+
+    The std over a single seed is 0 (or undefined), and ``"± 0.0"`` reads as a measured
+    zero spread; so one seed shows :data:`SINGLE_SEED` instead.
+
+    Parameters
+    ----------
+    mean, std : float or None
+        The statistics; a NaN or None std prints the mean alone (e.g. published numbers
+        without a spread).
+    n_seeds : int or None, default=None
+        Seeds behind the cell; 1 replaces the std by ``"(n=1)"``. None: unknown.
+    decimals : int, default=1
+        Decimals shown.
+    missing : str, default="—"
+        The cell without a mean.
+
+    Returns
+    -------
+    str
+        The cell text.
+    """
+    if mean is None or not np.isfinite(mean):
+        return missing
+    text = f"{mean:.{decimals}f}"
+    if n_seeds is not None and np.isfinite(n_seeds) and int(n_seeds) == 1:
+        return f"{text} {SINGLE_SEED}"
+    if std is None or not np.isfinite(std):
+        return text
+    return f"{text} ± {std:.{decimals}f}"
+
+
+def _write_text(path: Path, text: str) -> None:
+    with atomic_output(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def _has_named_index(df: pd.DataFrame) -> bool:
+    return not isinstance(df.index, pd.RangeIndex) or any(
+        name is not None for name in df.index.names
+    )
+
+
+_LATEX_SPECIALS = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
+
+
+def _latex_escape(text: str) -> str:
+    return "".join(_LATEX_SPECIALS.get(char, char) for char in text)
+
+
+def _to_latex(df: pd.DataFrame, caption: str, label: str | None, notes: Sequence[str] = ()) -> str:
+    styler = (
+        df.style.format(precision=1, na_rep="", escape="latex")
+        .format_index(escape="latex", axis=0)
+        .format_index(escape="latex", axis=1)
+    )
+    if not _has_named_index(df):
+        styler = styler.hide(axis="index")
+    latex = styler.to_latex(
+        caption=_latex_escape(caption),
+        label=label,
+        hrules=True,
+        position="htbp",
+        position_float="centering",
+    )
+    if notes:
+        # lines above the table, inside the float: they travel with it into a paper
+        lines = "".join(f"{{\\small {_latex_escape(note)}}}\\par\n" for note in notes)
+        latex = latex.replace("\\begin{tabular}", lines + "\\begin{tabular}", 1)
+    # symbols the aggregate tables use, in forms that need no extra LaTeX package
+    return latex.replace("±", r"$\pm$").replace("Δ", r"$\Delta$").replace("—", "--")
+
+
+def _to_html(df: pd.DataFrame, caption: str, notes: Sequence[str] = ()) -> str:
+    table = df.to_html(index=_has_named_index(df), na_rep="", float_format="{:.1f}".format)
+    title = html.escape(caption)
+    lines = "".join(f'<p class="note">{html.escape(note)}</p>\n' for note in notes)
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{title}</title>\n<style>{_HTML_STYLE}</style>\n</head>\n<body>\n"
+        f'<p class="caption"><strong>{title}</strong></p>\n{lines}{table}\n</body>\n</html>\n'
+    )
+
+
+def write_table(
+    df: pd.DataFrame,
+    stem: str | os.PathLike,
+    *,
+    caption: str,
+    label: str | None = None,
+    notes: Sequence[str] = (),
+) -> list[Path]:
+    """Write ``df`` as ``stem.csv``, ``stem.md``, ``stem.tex`` and ``stem.html``.
+
+    Each file is written atomically (temporary file in the same folder, then
+    ``os.replace``). The index is written only when it carries information (not a plain
+    ``RangeIndex``).
+
+    Parameters
+    ----------
+    df : DataFrame
+        The table, e.g. from :func:`pipeline_lib.report.aggregate.format_main_table`.
+    stem : str or PathLike
+        Output path without suffix; the parent folder is created if needed.
+    caption : str
+        Caption of the LaTeX table and the HTML page (title and heading); also the first
+        line of the Markdown file.
+    label : str or None, default=None
+        LaTeX ``\\label``.
+    notes : sequence of str, default=()
+        Lines shown between the caption and the table in the Markdown, LaTeX and HTML files
+        (e.g. how the run's protocol differs from the paper's, or why a published number is
+        left out): a reader of the table sees them before the numbers. Not in the CSV.
+
+    Returns
+    -------
+    list of Path
+        The four files, in :data:`TABLE_SUFFIXES` order.
+
+    Raises
+    ------
+    ValueError
+        If ``stem`` already has one of the table suffixes or ``caption`` is empty.
+    """
+    stem = Path(stem)
+    if stem.suffix in TABLE_SUFFIXES:
+        raise ValueError(f"stem={str(stem)!r} must not end in a table suffix {TABLE_SUFFIXES}")
+    if not caption.strip():
+        raise ValueError(f"caption={caption!r} must not be empty")
+    index = _has_named_index(df)
+    paths = [stem.with_name(stem.name + suffix) for suffix in TABLE_SUFFIXES]
+    csv_path, md_path, tex_path, html_path = paths
+    _write_text(csv_path, df.to_csv(index=index, lineterminator="\n"))
+    markdown = df.to_markdown(index=index, floatfmt=".1f")
+    above = "".join(f"{note}\n\n" for note in notes)
+    _write_text(md_path, f"{caption}\n\n{above}{markdown}\n")
+    _write_text(tex_path, _to_latex(df, caption, label, notes))
+    _write_text(html_path, _to_html(df, caption, notes))
+    return paths

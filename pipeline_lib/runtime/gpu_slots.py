@@ -1,0 +1,239 @@
+"""GPU slots: several jobs share one device through one ``flock`` per (device, slot).
+
+Snakemake caps how many GPU jobs run at once (``--resources gpu=K``); each job then picks its
+device at run time with :class:`SlotAllocator`: one lock file per (device, slot) in a
+node-local directory, locked with ``fcntl.flock`` for the job's whole life, so the kernel
+frees the slot even when the job is killed with SIGKILL. A job takes a free slot on the
+least-loaded visible device, which spreads K jobs evenly over the GPUs of a machine, and also
+across several Snakemake runs that share the machine.
+
+No torch here: devices are plain string keys (:func:`pipeline_lib.runtime.devices.visible_gpu_keys`
+makes them for CUDA), so the allocator is cheap to import and testable without a GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import re
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: Directory of the slot lock files (must be node-local: flock is unreliable on NFS).
+LOCK_DIR_ENV = "DROC_GPU_LOCK_DIR"
+#: Most jobs one device takes at once; unset = :data:`UNCAPPED_SLOTS` (balance only, the
+#: number of GPU jobs is then capped by Snakemake's ``--resources gpu=K`` alone).
+SLOTS_ENV = "DROC_GPU_SLOTS"
+#: Seconds a job waits for a free slot before it fails; unset = wait as long as it takes.
+WAIT_ENV = "DROC_GPU_WAIT_S"
+UNCAPPED_SLOTS = 64
+
+
+def gpus_requested(resources: Mapping[str, Any]) -> int:
+    """GPUs a job asked its scheduler for: ``gpu=N``, or a SLURM ``gres`` naming a GPU.
+
+    ``gres`` is how a bundle of jobs shares one GPU on SLURM (docs/cluster.md): the members
+    declare ``gpu=0`` and the bundle ``gres="gpu:1"`` (or a ``shard``/``mps`` share).
+
+    Parameters
+    ----------
+    resources : mapping
+        The job's resources (``snakemake.resources``).
+
+    Returns
+    -------
+    int
+        ``gpu`` when positive, else the count in ``gres`` (``gpu:2`` -> 2, ``gpu:a100:1`` -> 1,
+        ``shard:4`` or ``mps:50`` -> 1), else 0.
+    """
+    gpus = int(resources.get("gpu", 0) or 0)
+    if gpus > 0:
+        return gpus
+    for part in str(resources.get("gres", "") or "").split(","):
+        fields = part.strip().split(":")
+        if fields[0] == "gpu":
+            count = fields[-1] if len(fields) > 1 else "1"
+            return int(count) if count.isdigit() else 1
+        if fields[0] in ("shard", "mps"):
+            return 1
+    return 0
+
+
+def default_lock_dir() -> Path:
+    """``$DROC_GPU_LOCK_DIR``, else ``$XDG_RUNTIME_DIR/droc-gpu-slots``, else a per-user
+    folder in the system temporary directory (node-local on clusters)."""
+    if os.environ.get(LOCK_DIR_ENV):
+        return Path(os.environ[LOCK_DIR_ENV])
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        return Path(os.environ["XDG_RUNTIME_DIR"]) / "droc-gpu-slots"
+    return Path(tempfile.gettempdir()) / f"droc-gpu-slots-{os.getuid()}"
+
+
+def slots_from_env() -> int:
+    """Slots per device from ``$DROC_GPU_SLOTS`` (a positive integer), else uncapped."""
+    value = os.environ.get(SLOTS_ENV, "").strip()
+    if not value:
+        return UNCAPPED_SLOTS
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"${SLOTS_ENV} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class GpuSlot:
+    """A held slot: ``index`` is the device's position among the visible devices (``cuda:i``),
+    ``key`` its stable identity, ``slot`` the slot number on it, ``load`` the jobs on the
+    device including this one when it was taken."""
+
+    index: int
+    key: str
+    slot: int
+    load: int
+    lock_path: Path
+
+
+def _safe(key: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", key)
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    with open(path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class SlotAllocator:
+    """Share devices between jobs with one ``flock`` per (device, slot).
+
+    Parameters
+    ----------
+    devices : sequence of str
+        Stable identities of the visible devices, in ``cuda:i`` order (see
+        :func:`visible_gpu_keys`); the same physical GPU must get the same key in every job,
+        whatever its ``CUDA_VISIBLE_DEVICES``.
+    slots_per_device : int, default=UNCAPPED_SLOTS
+        Most jobs one device takes at once.
+    lock_dir : str or PathLike or None, default=None
+        Folder of the lock files; ``None`` = :func:`default_lock_dir`.
+
+    Raises
+    ------
+    ValueError
+        If ``devices`` is empty or has duplicates, or ``slots_per_device`` < 1.
+    """
+
+    def __init__(
+        self,
+        devices: Sequence[str],
+        *,
+        slots_per_device: int = UNCAPPED_SLOTS,
+        lock_dir: str | os.PathLike | None = None,
+    ) -> None:
+        if not devices:
+            raise ValueError("no devices to allocate slots on")
+        if len(set(devices)) != len(devices):
+            raise ValueError(f"device keys must be unique, got {list(devices)}")
+        if slots_per_device < 1:
+            raise ValueError(f"slots_per_device must be >= 1, got {slots_per_device}")
+        self.devices = list(devices)
+        self.slots_per_device = slots_per_device
+        self.lock_dir = Path(lock_dir) if lock_dir is not None else default_lock_dir()
+
+    def _slot_path(self, key: str, slot: int) -> Path:
+        return self.lock_dir / f"{_safe(key)}.slot{slot}.lock"
+
+    def _free_slots(self) -> dict[str, list[int]]:
+        """Free slot numbers per device, found by trying each lock without blocking."""
+        free: dict[str, list[int]] = {}
+        for key in self.devices:
+            free[key] = []
+            for slot in range(self.slots_per_device):
+                with open(self._slot_path(key, slot), "a+") as handle:
+                    try:
+                        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        continue
+                    fcntl.flock(handle, fcntl.LOCK_UN)
+                    free[key].append(slot)
+        return free
+
+    def loads(self) -> dict[str, int]:
+        """Jobs holding a slot on each device now."""
+        self.lock_dir.mkdir(parents=True, exist_ok=True)
+        with _exclusive(self.lock_dir / "allocate.lock"):
+            free = self._free_slots()
+        return {key: self.slots_per_device - len(slots) for key, slots in free.items()}
+
+    def _try_acquire(self) -> tuple[GpuSlot, Any] | None:
+        # One allocator at a time looks and takes, so two jobs starting together cannot both
+        # pick the same "least loaded" device; holders never need this lock to let go.
+        with _exclusive(self.lock_dir / "allocate.lock"):
+            free = self._free_slots()
+            candidates = [key for key in self.devices if free[key]]
+            if not candidates:
+                return None
+            # Least loaded first; ties go to the lowest device index (deterministic).
+            key = min(candidates, key=lambda k: (-len(free[k]), self.devices.index(k)))
+            slot = free[key][0]
+            path = self._slot_path(key, slot)
+            handle = open(path, "a+")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # taken by a process that skipped allocate.lock
+                handle.close()
+                return None
+            handle.truncate(0)
+            handle.write(f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
+            handle.flush()
+            load = self.slots_per_device - len(free[key]) + 1
+            return GpuSlot(self.devices.index(key), key, slot, load, path), handle
+
+    @contextlib.contextmanager
+    def acquire(self, *, timeout_s: float | None = None, poll_s: float = 0.5) -> Iterator[GpuSlot]:
+        """Hold a slot on the least-loaded device with a free one until the block ends.
+
+        Waits (polling every ``poll_s`` seconds) while every slot is taken.
+
+        Raises
+        ------
+        TimeoutError
+            If no slot frees up within ``timeout_s`` seconds; the message names the lock
+            folder and the slot count.
+        """
+        self.lock_dir.mkdir(parents=True, exist_ok=True)
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        waited = False
+        while True:
+            taken = self._try_acquire()
+            if taken is not None:
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"no free GPU slot within {timeout_s:g} s: all {self.slots_per_device} "
+                    f"slots of {len(self.devices)} device(s) are held (lock files in "
+                    f"{self.lock_dir}); raise ${SLOTS_ENV} or lower --resources gpu"
+                )
+            if not waited:
+                log.info(
+                    "all GPU slots are held; waiting for one (lock files in %s)", self.lock_dir
+                )
+                waited = True
+            time.sleep(poll_s)
+        slot, handle = taken
+        try:
+            yield slot
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            handle.close()

@@ -1,0 +1,576 @@
+"""Self-supervised representation training: one plain epoch loop for every proxy task.
+
+PROTOCOL.md, "Training": ResNet-18 (3x3 stem, no max-pool), SGD with momentum 0.9,
+lr 0.01 with a single cosine decay to 0 and no warm-up (stepped once an epoch, as the
+released code's default ``--sched_freq=epoch``), L2 weight decay
+3e-4 on every parameter, BatchNorm included (the released code's ``--regularize_bn=false``
+leaves its exclusion list empty), inputs in [0, 1].
+
+The whole training set lives on the device as one uint8 tensor; every step indexes a batch
+from it and builds the views there (:mod:`pipeline_lib.ssl.augment`), so there is no
+DataLoader and no host-to-device image traffic.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import hashlib
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from pipeline_lib.models.checkpoints import load_checkpoint, plain, save_checkpoint
+from pipeline_lib.models.proxy import ProxyModel, build_proxy_model
+from pipeline_lib.models.representation import TRAINED_METHODS
+from pipeline_lib.registry import (
+    DA_BATCHINGS,
+    DENOISING_TARGETS,
+    LR_SCHEDULES,
+    VIEW_FLIPS,
+    VIEW_JITTERS,
+)
+from pipeline_lib.ssl.augment import (
+    DEFAULT_DISTRIBUTIONS,
+    ViewAugment,
+    distribution_copies,
+    parse_distribution,
+)
+from pipeline_lib.ssl.contrastive import LOSS_FORMS, contrastive_step
+from pipeline_lib.ssl.denoising import DEFAULT_NOISE_STD, DEFAULT_TARGET_PATCH, denoising_step
+from pipeline_lib.ssl.rotation import rotation_step
+
+__all__ = ["TrainingDivergedError", "train_representation"]
+
+log = logging.getLogger(__name__)
+
+_AMP_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class TrainingDivergedError(RuntimeError):
+    """The proxy loss or the weights became NaN or infinite.
+
+    The message names the epoch (and, for a loss, the step) and suggests a lower lr.
+    """
+
+
+def _stream_seed(seed: int, stream: int) -> int:
+    """Independent 64-bit seeds per purpose (model init, shuffling, augmentation)."""
+    state = np.random.SeedSequence([seed, stream]).generate_state(2, dtype=np.uint32)
+    return int(state[0]) << 32 | int(state[1])
+
+
+def _images_on_device(images: np.ndarray | torch.Tensor, device: torch.device) -> torch.Tensor:
+    """uint8 ``(n, h, w, 3)`` -> contiguous uint8 ``(n, 3, h, w)`` on ``device``."""
+    if isinstance(images, np.ndarray):
+        images = torch.from_numpy(np.ascontiguousarray(images))
+    if images.dtype != torch.uint8 or images.ndim != 4 or images.shape[-1] != 3:
+        raise ValueError(
+            f"images must be uint8 of shape (n, h, w, 3), got {images.dtype} {tuple(images.shape)}"
+        )
+    if images.shape[1] != images.shape[2]:
+        raise ValueError(f"training images must be square, got {tuple(images.shape[1:3])}")
+    if len(images) < 2:
+        raise ValueError(f"need at least 2 training images, got {len(images)}")
+    return images.to(device).permute(0, 3, 1, 2).contiguous()
+
+
+def _data_digest(images: torch.Tensor) -> str:
+    """SHA-1 of the pixels, so a checkpoint never resumes on different data."""
+    array = np.ascontiguousarray(images.cpu().numpy())
+    return hashlib.sha1(memoryview(array).cast("B")).hexdigest()
+
+
+def _all_finite(model: nn.Module) -> bool:
+    """Whether every floating-point parameter and buffer is finite (one host sync)."""
+    tensors = [t for t in model.state_dict().values() if t.is_floating_point()]
+    return bool(torch.stack([torch.isfinite(t).all() for t in tensors]).all())
+
+
+def _parameter_groups(
+    model: nn.Module, *, weight_decay: float, exclude_bn_from_decay: bool
+) -> list[dict[str, Any]]:
+    norm_types = (nn.modules.batchnorm._BatchNorm,)
+    no_decay: list[nn.Parameter] = []
+    decay: list[nn.Parameter] = []
+    for module in model.modules():
+        for parameter in module.parameters(recurse=False):
+            exempt = exclude_bn_from_decay and isinstance(module, norm_types)
+            (no_decay if exempt else decay).append(parameter)
+    groups = [{"params": decay, "weight_decay": weight_decay}]
+    if no_decay:
+        groups.append({"params": no_decay, "weight_decay": 0.0})
+    return groups
+
+
+def _step_function(
+    method: str,
+    *,
+    augment: ViewAugment | None,
+    temperature: float,
+    loss_form: str,
+    distributions: Sequence[str],
+    noise_std: float,
+    denoising_target: str,
+    denoising_patch: int,
+) -> Callable[..., torch.Tensor]:
+    if method in ("rotnet", "rotation"):
+        return functools.partial(rotation_step, augment=augment)
+    if method == "contrastive":
+        return functools.partial(
+            contrastive_step, augment=augment, temperature=temperature, form=loss_form
+        )
+    if method == "contrastive_da":
+        # With ``expanded`` batching the copies are already instances of the training set
+        # (``distributions`` is empty here); ``per_image`` makes them inside the step.
+        return functools.partial(
+            contrastive_step,
+            augment=augment,
+            temperature=temperature,
+            form=loss_form,
+            distributions=tuple(distributions),
+        )
+    return functools.partial(
+        denoising_step,
+        noise_std=noise_std,
+        target=denoising_target,
+        patch=denoising_patch,
+        augment=augment,
+    )
+
+
+def _view_augment(
+    seed: int, distributions: Sequence[str], *, view_flip: str, view_jitter: str, blur: bool
+) -> ViewAugment:
+    """The released view augmentation with the run's switches applied."""
+    flips_distribution = any("hflip" in name.split("+") for name in distributions)
+    flip = view_flip == "always" or (view_flip == "auto" and not flips_distribution)
+    return ViewAugment(
+        flip_p=0.5 if flip else 0.0,
+        jitter=view_jitter,
+        order_seed=_stream_seed(seed, 3),
+        blur_p=0.5 if blur else 0.0,
+    )
+
+
+def train_representation(
+    method: str,
+    images_uint8: np.ndarray | torch.Tensor,
+    *,
+    seed: int,
+    epochs: int,
+    batch_size: int,
+    lr: float = 0.01,
+    momentum: float = 0.9,
+    weight_decay: float = 3e-4,
+    exclude_bn_from_decay: bool = False,
+    head_depth: int | None = None,
+    head_hidden: int = 512,
+    proj_dim: int = 128,
+    temperature: float = 0.2,
+    loss_form: str = "paper",
+    distributions: Sequence[str] = DEFAULT_DISTRIBUTIONS,
+    da_batching: str = DA_BATCHINGS[0],
+    view_flip: str = VIEW_FLIPS[0],
+    view_jitter: str = VIEW_JITTERS[0],
+    view_blur: bool = False,
+    lr_schedule: str = LR_SCHEDULES[0],
+    noise_std: float = DEFAULT_NOISE_STD,
+    denoising_views: bool = False,
+    denoising_target: str = DENOISING_TARGETS[0],
+    denoising_patch: int = DEFAULT_TARGET_PATCH,
+    width: int = 64,
+    augment: ViewAugment | None = None,
+    amp: str | None = "bfloat16",
+    device: torch.device | str = "cpu",
+    checkpoint_path: str | os.PathLike | None = None,
+    checkpoint_every: int = 1,
+    progress: bool = False,
+    log_every: int = 10,
+    callback: Callable[[dict[str, float]], None] | None = None,
+) -> tuple[ProxyModel, list[dict[str, float]]]:
+    """Train a representation with a self-supervised proxy task.
+
+    Parameters
+    ----------
+    method : str
+        One of :data:`~pipeline_lib.models.representation.TRAINED_METHODS`: ``rotnet``
+        (rotation prediction, linear classifier on ``f``), ``rotation`` (MLP head),
+        ``denoising``, ``contrastive``, ``contrastive_da``.
+    images_uint8 : ndarray or Tensor of shape (n, h, w, 3), uint8
+        The training images (square; 32x32 or 64x64 in the protocol), moved once to
+        ``device`` as a single uint8 tensor.
+    seed : int
+        Seeds the initialisation, the per-epoch batch order and the augmentations, via
+        three independent streams.
+    epochs : int
+    batch_size : int
+        Training instances per step: source images, except for contrastive DA with
+        ``da_batching="expanded"``, whose instances are the ``n (1 + len(distributions))``
+        transformed copies. Rotation methods see ``4 * batch_size`` views, contrastive
+        ``2 * batch_size``, contrastive DA ``2 * batch_size`` (``expanded``) or
+        ``2 * batch_size * (1 + len(distributions))`` (``per_image``). Steps per epoch:
+        ``instances // batch_size`` (the last partial batch is dropped; the order is a
+        fresh seeded permutation each epoch); with fewer instances than ``batch_size``
+        every step uses all of them.
+    lr, momentum, weight_decay : float, default=0.01, 0.9, 3e-4
+        SGD; the learning rate follows ``lr * (1 + cos(pi * t / T)) / 2``, see ``lr_schedule``.
+    lr_schedule : {"per_epoch", "per_step"}, default="per_epoch"
+        ``per_epoch`` (released code): ``t`` is the first step of the current epoch, so the
+        rate is constant within an epoch; ``per_step``: ``t`` is the step itself. Both for
+        ``T = epochs * steps_per_epoch``, no warm-up.
+    exclude_bn_from_decay : bool, default=False
+        ``True`` exempts BatchNorm weights and biases from weight decay (a variant); the
+        paper and the released code decay every parameter.
+    head_depth : int or None, default=None
+        Hidden layers of the MLP head; ``None`` = method default (8; RotNet 0; denoising
+        has no head). Must be 0/None for ``rotnet`` and ``denoising``.
+    head_hidden, proj_dim : int, default=512, 128
+        Hidden width of the head and output of the contrastive head.
+    temperature : float, default=0.2
+    loss_form : {"paper", "released", "ntxent"}, default="paper"
+        Contrastive loss (see :mod:`pipeline_lib.ssl.contrastive`).
+    distributions : sequence of str, default=("rot90", "rot180", "rot270")
+        Distribution-augmentation set of ``contrastive_da`` (identity always included);
+        ignored by the other methods.
+    da_batching : {"expanded", "per_image"}, default="expanded"
+        ``contrastive_da``: draw each batch from the training set expanded once by the
+        distribution set (released code), or take ``batch_size`` images with all their
+        copies (a variant; the other copies of an image are then always in its batch).
+    view_flip : {"auto", "always", "never"}, default="auto"
+        Horizontal flip of the views; ``auto`` drops it when ``hflip`` is a distribution.
+    view_jitter : {"released", "torchvision"}, default="released"
+        Colour jitter of the views (:mod:`pipeline_lib.ssl.color_ops`).
+    view_blur : bool, default=False
+        SimCLR's Gaussian blur (p = 0.5) in the views; the released code never applies it.
+    noise_std : float, default=0.1
+        Gaussian corruption of ``denoising``.
+    width : int, default=64
+        ResNet-18 first-stage width (tests use 8).
+    denoising_views : bool, default=False
+        ``denoising`` only: corrupt and reconstruct one augmented view of each image (the
+        view augmentation of the other methods) instead of the image itself.
+    denoising_target : {"pixels", "patch_normalized"}, default="pixels"
+        ``denoising`` only: reconstruct the clean image (the paper's denoising autoencoder)
+        or the clean image with each ``denoising_patch``-sided block of each channel
+        standardised (the ``denoising_patchnorm`` variant; docs/denoising.md).
+    denoising_patch : int, default=8
+        Side of those blocks; must divide the image side.
+    augment : ViewAugment or None, default=None
+        View augmentation; ``None`` builds one from ``view_flip``, ``view_jitter`` and
+        ``view_blur`` (released-code settings by default) for the rotation and contrastive
+        methods, and uses *no* augmentation for ``denoising``.
+    amp : {"bfloat16", "float16"} or None, default="bfloat16"
+        Autocast dtype on CUDA (float16 adds a GradScaler); CPU always trains in float32.
+        Channels-last memory format is also CUDA-only.
+    device : torch.device or str, default="cpu"
+    checkpoint_path : str or PathLike or None, default=None
+        Resumable checkpoint. If the file exists and was written for the same arguments
+        and data, training resumes after its last epoch (on the CPU the result is
+        bit-identical to an uninterrupted run). A file that cannot be loaded, or that was
+        written for other arguments, is logged as a warning naming it, and training starts
+        from scratch (and overwrites it). The file is left in place at the end (a re-run
+        with the same arguments returns at once); delete it once the representation is
+        saved if it is not wanted.
+    checkpoint_every : int, default=1
+        Epochs between checkpoints (the last epoch is always checkpointed).
+    progress : bool, default=False
+        tqdm bar over epochs.
+    log_every : int, default=10
+        Epochs between INFO log lines (the first and last epoch are always logged).
+    callback : callable or None, default=None
+        Called with each epoch's history record after its checkpoint is written
+        (for tracking; an exception raised there stops training, as a kill would).
+
+    Returns
+    -------
+    model : ProxyModel
+        In inference mode, on ``device``. A Representation: ``f`` is the pooled backbone
+        feature; ``g`` is the contrastive projection (contrastive methods) or the output of
+        the rotation MLP, i.e. the input of the 4-way classifier (``rotation``; equals ``f``
+        for ``rotnet``); ``denoising`` has no ``g``. The rotation classifier / decoder is
+        ``model.proxy``.
+    history : list of dict
+        One record per epoch: ``epoch`` (1-based), ``loss`` (mean over the epoch's steps),
+        ``lr`` (of the epoch's last step), ``images_per_s`` (training instances per second of
+        training, excluding checkpointing), ``seconds``.
+
+    Raises
+    ------
+    ValueError
+        On a bad argument (the message names it).
+    TrainingDivergedError
+        If a loss or a weight is NaN or infinite (checked at the end of every epoch, before
+        its checkpoint is written, so a checkpoint never holds diverged weights).
+    """
+    if method not in TRAINED_METHODS:
+        raise ValueError(
+            f"unknown trained representation {method!r}; allowed: {', '.join(TRAINED_METHODS)}"
+        )
+    for name, value in (("epochs", epochs), ("batch_size", batch_size)):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    if checkpoint_every < 1 or log_every < 1:
+        raise ValueError(
+            f"checkpoint_every and log_every must be >= 1, got {checkpoint_every}, {log_every}"
+        )
+    if lr <= 0 or not 0 <= momentum < 1 or weight_decay < 0:
+        raise ValueError(
+            f"need lr > 0, 0 <= momentum < 1, weight_decay >= 0; got {lr}, "
+            f"{momentum}, {weight_decay}"
+        )
+    if amp is not None and amp not in _AMP_DTYPES:
+        raise ValueError(f"amp must be one of {', '.join(_AMP_DTYPES)} or None, got {amp!r}")
+    if method.startswith("contrastive"):
+        if loss_form not in LOSS_FORMS:
+            raise ValueError(f"unknown loss_form {loss_form!r}; allowed: {', '.join(LOSS_FORMS)}")
+        if temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+    for name, value, allowed in (
+        ("da_batching", da_batching, DA_BATCHINGS),
+        ("view_flip", view_flip, VIEW_FLIPS),
+        ("view_jitter", view_jitter, VIEW_JITTERS),
+        ("lr_schedule", lr_schedule, LR_SCHEDULES),
+    ):
+        if value not in allowed:
+            raise ValueError(f"unknown {name} {value!r}; allowed: {', '.join(allowed)}")
+    distributions = tuple(distributions) if method == "contrastive_da" else ()
+    if method == "contrastive_da":
+        if not distributions:
+            raise ValueError("contrastive_da needs at least one distribution transform")
+        for name in distributions:
+            parse_distribution(name)
+    if augment is None and (method != "denoising" or denoising_views):
+        augment = _view_augment(
+            seed, distributions, view_flip=view_flip, view_jitter=view_jitter, blur=view_blur
+        )
+
+    device = torch.device(device)
+    on_cuda = device.type == "cuda"
+    data = _images_on_device(images_uint8, device)
+    n, _, side, _ = data.shape
+    data_sha1 = _data_digest(data)
+    expand = method == "contrastive_da" and da_batching == "expanded"
+    if expand:
+        # Released data/cifar.py: every transformed copy is an instance of the training set.
+        data = distribution_copies(data, distributions).images
+    instances = len(data)
+    if method == "denoising" and denoising_target == "patch_normalized":
+        if denoising_patch < 2 or side % denoising_patch:
+            raise ValueError(
+                f"denoising_patch must be >= 2 and divide the image side {side}, "
+                f"got {denoising_patch}"
+            )
+    per_step = min(batch_size, instances)
+    steps_per_epoch = instances // per_step
+    total_steps = epochs * steps_per_epoch
+
+    def cosine(step_index: int) -> float:
+        if lr_schedule == "per_epoch":
+            step_index -= step_index % steps_per_epoch  # the epoch's first step
+        return 0.5 * (1.0 + math.cos(math.pi * min(step_index, total_steps) / total_steps))
+
+    def fresh_state() -> tuple[Any, ...]:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(_stream_seed(seed, 0))
+            model = build_proxy_model(
+                method,
+                width=width,
+                head_depth=head_depth,
+                head_hidden=head_hidden,
+                proj_dim=proj_dim,
+                image_size=side,
+                denoising_target=denoising_target,
+            )
+        model = model.to(device)
+        if on_cuda:
+            model = model.to(memory_format=torch.channels_last)
+        groups = _parameter_groups(
+            model, weight_decay=weight_decay, exclude_bn_from_decay=exclude_bn_from_decay
+        )
+        optimizer = torch.optim.SGD(groups, lr=lr, momentum=momentum)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, cosine)
+        scaler = torch.amp.GradScaler(device.type, enabled=use_scaler)
+        shuffle_generator = torch.Generator().manual_seed(_stream_seed(seed, 1))
+        augment_generator = torch.Generator().manual_seed(_stream_seed(seed, 2))
+        return model, optimizer, scheduler, scaler, shuffle_generator, augment_generator
+
+    use_scaler = on_cuda and amp == "float16"
+    autocast = (
+        functools.partial(torch.autocast, device_type="cuda", dtype=_AMP_DTYPES[amp])
+        if on_cuda and amp is not None
+        else contextlib.nullcontext
+    )
+    model, optimizer, scheduler, scaler, shuffle_generator, augment_generator = fresh_state()
+    step = _step_function(
+        method,
+        augment=augment,
+        temperature=temperature,
+        loss_form=loss_form,
+        distributions=() if expand else distributions,
+        noise_std=noise_std,
+        denoising_target=denoising_target,
+        denoising_patch=denoising_patch,
+    )
+
+    fingerprint = plain(
+        {
+            "method": method,
+            "data_sha1": data_sha1,
+            "n_images": n,
+            "image_size": side,
+            "seed": seed,
+            "epochs": epochs,
+            "batch_size": batch_size,
+            "lr": lr,
+            "lr_schedule": lr_schedule,
+            "momentum": momentum,
+            "weight_decay": weight_decay,
+            "exclude_bn_from_decay": exclude_bn_from_decay,
+            "arch": model.arch,
+            "temperature": temperature,
+            "loss_form": loss_form,
+            "distributions": list(distributions),
+            "da_batching": da_batching if method == "contrastive_da" else None,
+            "noise_std": noise_std,
+            "denoising_patch": denoising_patch,
+            "augment": dataclasses.asdict(augment) if augment is not None else None,
+            "amp": amp if on_cuda else None,
+        }
+    )
+    history: list[dict[str, float]] = []
+    start_epoch = 0
+    if checkpoint_path is not None and Path(checkpoint_path).exists():
+        try:
+            state = load_checkpoint(checkpoint_path)
+            if state["fingerprint"] != fingerprint:
+                changed = sorted(
+                    key
+                    for key in set(fingerprint) | set(state["fingerprint"])
+                    if fingerprint.get(key) != state["fingerprint"].get(key)
+                )
+                raise ValueError(f"written for other arguments or data (differs in {changed})")
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["scheduler"])
+            if use_scaler and state.get("scaler"):
+                scaler.load_state_dict(state["scaler"])
+            shuffle_generator.set_state(state["rng"]["shuffle"])
+            augment_generator.set_state(state["rng"]["augment"])
+            torch.random.set_rng_state(state["rng"]["torch"])
+            if on_cuda and state["rng"].get("cuda") is not None:
+                torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+            history = list(state["history"])
+            start_epoch = int(state["epoch"])
+            log.info(
+                "resuming %s from %s after epoch %d/%d",
+                method,
+                checkpoint_path,
+                start_epoch,
+                epochs,
+            )
+        except Exception as error:  # a damaged file raises many types; never fatal
+            log.warning(
+                "could not resume from checkpoint %s (%s: %s); training from scratch",
+                checkpoint_path,
+                type(error).__name__,
+                error,
+            )
+            # Loading may have changed the model or optimiser half-way: rebuild everything.
+            model, optimizer, scheduler, scaler, shuffle_generator, augment_generator = (
+                fresh_state()
+            )
+            history, start_epoch = [], 0
+
+    epochs_bar = tqdm(
+        range(start_epoch, epochs),
+        desc=f"train {method}",
+        unit="epoch",
+        disable=not progress,
+        initial=start_epoch,
+        total=epochs,
+    )
+    for epoch in epochs_bar:
+        model.train()
+        order = torch.randperm(instances, generator=shuffle_generator).to(device)
+        losses = torch.zeros(steps_per_epoch, device=device)
+        started = time.perf_counter()
+        for index in range(steps_per_epoch):
+            batch = data[order[index * per_step : (index + 1) * per_step]]
+            with autocast():
+                loss = step(model, batch, generator=augment_generator)
+            optimizer.zero_grad(set_to_none=True)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+            losses[index] = loss.detach()
+        finite = torch.isfinite(losses)
+        if not bool(finite.all()):  # one host sync per epoch
+            bad = int((~finite).nonzero()[0, 0])
+            raise TrainingDivergedError(
+                f"{method} loss is {losses[bad].item()} at epoch {epoch + 1}/{epochs}, step "
+                f"{bad + 1}/{steps_per_epoch} (global step {epoch * steps_per_epoch + bad + 1}); "
+                f"training diverged: lower the learning rate (lr={lr})"
+            )
+        if not _all_finite(model):
+            raise TrainingDivergedError(
+                f"{method} weights became NaN or infinite during epoch {epoch + 1}/{epochs} "
+                f"(losses were finite, last {losses[-1].item():.4g}); training diverged: "
+                f"lower the learning rate (lr={lr})"
+            )
+        seconds = time.perf_counter() - started
+        record = {
+            "epoch": epoch + 1,
+            "loss": float(losses.mean()),
+            "lr": lr * cosine((epoch + 1) * steps_per_epoch - 1),
+            "images_per_s": steps_per_epoch * per_step / seconds,
+            "seconds": seconds,
+            "steps": steps_per_epoch,
+        }
+        history.append(record)
+        epochs_bar.set_postfix(loss=f"{record['loss']:.4f}")
+        if epoch == start_epoch or (epoch + 1) % log_every == 0 or epoch + 1 == epochs:
+            log.info(
+                "%s epoch %d/%d: loss %.4f, lr %.3g, %.0f images/s",
+                method,
+                epoch + 1,
+                epochs,
+                record["loss"],
+                record["lr"],
+                record["images_per_s"],
+            )
+        if checkpoint_path is not None and (
+            (epoch + 1) % checkpoint_every == 0 or epoch + 1 == epochs
+        ):
+            save_checkpoint(
+                checkpoint_path,
+                {
+                    "fingerprint": fingerprint,
+                    "epoch": epoch + 1,
+                    "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(),
+                    "scaler": scaler.state_dict() if use_scaler else None,
+                    "history": history,
+                    "rng": {
+                        "torch": torch.random.get_rng_state(),
+                        "cuda": torch.cuda.get_rng_state_all() if on_cuda else None,
+                        "shuffle": shuffle_generator.get_state(),
+                        "augment": augment_generator.get_state(),
+                    },
+                },
+            )
+        if callback is not None:
+            callback(dict(record))
+    return model.eval(), history
