@@ -114,6 +114,25 @@ def _client(uri: str, *, timeout_s: float) -> Any:
     return MlflowClient(tracking_uri=uri)
 
 
+def _refusal(uri: str, error: Exception) -> str | None:
+    """The warning for a server that refused this client's credentials, else ``None``."""
+    code = getattr(error, "error_code", "")
+    if code not in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
+        return None
+    user = os.environ.get("MLFLOW_TRACKING_USERNAME")
+    if code == "PERMISSION_DENIED":
+        reason = f"user {user!r} is not allowed to write there (HTTP 403)"
+    elif user:
+        reason = f"it refused the password of user {user!r} (HTTP 401)"
+    else:
+        reason = "it requires a login and MLFLOW_TRACKING_USERNAME is not set (HTTP 401)"
+    return (
+        f"MLflow tracking server {uri} refused access: {reason}. Set MLFLOW_TRACKING_USERNAME "
+        "and MLFLOW_TRACKING_PASSWORD to an account of that server and re-run log_to_mlflow; "
+        "runs are not logged, results/ still holds every result"
+    )
+
+
 def ensure_experiment(
     uri: str, experiment: str, *, artifact_dir: str | os.PathLike | None, timeout_s: float = 5.0
 ) -> dict[str, Any]:
@@ -123,18 +142,40 @@ def ensure_experiment(
     the experiments it creates (``mlflow server --artifacts-destination``) and takes them over
     HTTP, so the UI can show them without sharing a file system with the cluster.
 
+    A server with authentication (``mlflow server --app-name basic-auth``) takes the user and
+    password from ``MLFLOW_TRACKING_USERNAME`` and ``MLFLOW_TRACKING_PASSWORD``; when it refuses
+    them, this warns and returns ``"unauthorized"`` instead of failing the pipeline.
+
     Returns
     -------
     dict
-        ``status`` ("ready" or "unreachable"), ``tracking_uri``, ``experiment_id``.
+        ``status`` ("ready", "unreachable" or "unauthorized"), ``tracking_uri``,
+        ``experiment_id``, and a ``warning`` unless ready.
     """
     if not server_reachable(uri, timeout_s=timeout_s):
         log.warning("MLflow tracking server %s does not answer: runs will not be logged", uri)
-        return {"status": "unreachable", "tracking_uri": uri, "experiment_id": None}
+        return {
+            "status": "unreachable",
+            "tracking_uri": uri,
+            "experiment_id": None,
+            "warning": f"tracking server {uri} did not answer",
+        }
     from mlflow.exceptions import MlflowException
 
     client = _client(uri, timeout_s=timeout_s)
-    found = client.get_experiment_by_name(experiment)
+    try:
+        found = client.get_experiment_by_name(experiment)
+    except MlflowException as error:
+        refused = _refusal(uri, error)
+        if refused is None:
+            raise
+        log.warning("%s", refused)
+        return {
+            "status": "unauthorized",
+            "tracking_uri": uri,
+            "experiment_id": None,
+            "warning": refused,
+        }
     if found is not None:
         experiment_id = found.experiment_id
     else:
@@ -254,7 +295,7 @@ def log_sweep(
                 uri, experiment, artifact_dir=artifact_dir, timeout_s=timeout_s
             )
             if store["status"] != "ready":
-                return summary | store | {"warning": f"tracking server {uri} did not answer"}
+                return summary | store
             client = _client(uri, timeout_s=timeout_s)
             experiment_id = store["experiment_id"]
             existing = _existing_runs(client, experiment_id, sweep)
@@ -358,6 +399,10 @@ def log_sweep(
                 **counts,
             }
     except Exception as error:  # noqa: BLE001 - tracking must never fail the pipeline
+        refused = _refusal(uri, error)
+        if refused is not None:  # e.g. a user who may read the experiment but not write
+            log.warning("%s", refused)
+            return summary | {"status": "unauthorized", "warning": refused}
         log.warning(
             "MLflow logging failed (%s: %s); results/ still holds every result",
             type(error).__name__,

@@ -1,21 +1,29 @@
 """MLflow server mode: the pipeline's single writer logs to a real ``mlflow server`` over HTTP.
 
-The server is started by this module on 127.0.0.1 (a free port, SQLite store and artifact
-folder in a temporary directory) and stopped at the end. Nothing is mocked.
+The server is started by this module as docs/cluster.md says, with basic authentication
+(``mlflow server --app-name basic-auth``), on 127.0.0.1 (a free port, SQLite stores and artifact
+folder in a temporary directory), and stopped at the end. The admin's password and the
+writer's account are made up per run and reach the processes through environment variables
+only (``MLFLOW_AUTH_ADMIN_PASSWORD`` for the server, ``MLFLOW_TRACKING_USERNAME`` and
+``MLFLOW_TRACKING_PASSWORD`` for the pipeline). Nothing is mocked.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -44,18 +52,68 @@ def _healthy(uri: str) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class Server:
+    uri: str
+    user: str
+    password: str
+
+    def env(self, password: str | None = None) -> dict[str, str]:
+        """The client side's environment: the account, never in a config or the repo."""
+        return {
+            "MLFLOW_TRACKING_URI": self.uri,
+            "MLFLOW_TRACKING_USERNAME": self.user,
+            "MLFLOW_TRACKING_PASSWORD": self.password if password is None else password,
+        }
+
+
+def _request(
+    url: str, *, auth: tuple[str, str] | None = None, body: dict | None = None
+) -> tuple[int, str]:
+    """HTTP status and body of a GET (or a JSON POST when ``body`` is given)."""
+    headers = {"Content-Type": "application/json"}
+    if auth is not None:
+        token = base64.b64encode(":".join(auth).encode()).decode()
+        headers["Authorization"] = f"Basic {token}"
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real ``mlflow server`` for this module; yields its URI."""
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A real ``mlflow server --app-name basic-auth`` and a writer account on it."""
     root = tmp_path_factory.mktemp("mlflow_server")
     port = _free_port()
     uri = f"http://127.0.0.1:{port}"
+    admin = ("admin", secrets.token_urlsafe(16))
+    # The auth app's settings file: its user database; the admin's password is not in it.
+    (root / "basic_auth.ini").write_text(
+        "[mlflow]\n"
+        "default_permission = READ\n"
+        f"database_uri = sqlite:///{root / 'basic_auth.db'}\n"
+        f"admin_username = {admin[0]}\n"
+        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+        # Without it every request hashes the password again (PBKDF2): about 3x slower.
+        "auth_cache_ttl_seconds = 300\n"
+    )
     environment = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    environment |= {
+        "MLFLOW_AUTH_CONFIG_PATH": str(root / "basic_auth.ini"),
+        "MLFLOW_AUTH_ADMIN_PASSWORD": admin[1],  # read once, when the user store is created
+        "MLFLOW_FLASK_SERVER_SECRET_KEY": secrets.token_hex(16),  # CSRF protection needs one
+    }
     with open(root / "server.log", "w") as log:
         process = subprocess.Popen(
             [
                 str(MLFLOW),
                 "server",
+                "--app-name",
+                "basic-auth",
                 "--backend-store-uri",
                 f"sqlite:///{root / 'mlflow.db'}",
                 "--artifacts-destination",
@@ -74,13 +132,20 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         )
     try:
         deadline = time.monotonic() + 120
-        while not _healthy(uri):
+        while not _healthy(uri):  # /health needs no login
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(
                     f"mlflow server did not start:\n{(root / 'server.log').read_text()[-3000:]}"
                 )
             time.sleep(0.5)
-        yield uri
+        writer = Server(uri, "droc-writer", secrets.token_urlsafe(16))
+        status, body = _request(
+            f"{uri}/api/2.0/mlflow/users/create",
+            auth=admin,
+            body={"username": writer.user, "password": writer.password},
+        )
+        assert status == 200, body
+        yield writer
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         try:
@@ -88,6 +153,21 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+@pytest.fixture
+def login(server: Server, monkeypatch: pytest.MonkeyPatch) -> Server:
+    """The writer's account in this process's environment, for the test's own MlflowClient."""
+    for name, value in server.env().items():
+        monkeypatch.setenv(name, value)
+    return server
+
+
+def test_the_server_refuses_requests_without_the_right_credentials(server: Server) -> None:
+    search = f"{server.uri}/api/2.0/mlflow/experiments/search?max_results=5"
+    assert _request(search)[0] == 401
+    assert _request(search, auth=(server.user, "wrong-password"))[0] == 401
+    assert _request(search, auth=(server.user, server.password))[0] == 200
 
 
 def _records(n: int) -> list[dict]:
@@ -107,7 +187,8 @@ def _records(n: int) -> list[dict]:
     ]
 
 
-def test_pipeline_logs_to_the_server(server: str, tiny_run: Path, tmp_path: Path) -> None:
+def test_pipeline_logs_to_the_server(login: Server, tiny_run: Path, tmp_path: Path) -> None:
+    server = login.uri
     # A copy of the finished tiny run, so the shared fixture keeps its own MLflow store.
     workdir = tmp_path / "run"
     shutil.copytree(tiny_run, workdir, symlinks=True)
@@ -119,7 +200,7 @@ def test_pipeline_logs_to_the_server(server: str, tiny_run: Path, tmp_path: Path
         str(TINY),
         "--forcerun",
         "log_to_mlflow",
-        env={"MLFLOW_TRACKING_URI": server},
+        env=login.env(),
     )
     logged = json.loads((workdir / "results/mlflow/logged.json").read_text())
     assert logged["status"] == "logged" and logged["tracking_uri"] == server
@@ -174,8 +255,9 @@ print(json.dumps(summary), flush=True)
 
 
 def test_two_aggregations_at_once_and_a_rerun_leave_one_run_per_result(
-    server: str, tmp_path: Path
+    login: Server, tmp_path: Path
 ) -> None:
+    server = login.uri
     records = _records(20)
     go = tmp_path / "go"
     writers = [
@@ -191,7 +273,7 @@ def test_two_aggregations_at_once_and_a_rerun_leave_one_run_per_result(
             ],
             stdout=subprocess.PIPE,
             text=True,
-            env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
+            env=os.environ | login.env(),
         )
         for index in range(2)
     ]
@@ -229,3 +311,48 @@ def test_two_aggregations_at_once_and_a_rerun_leave_one_run_per_result(
     )
     assert (rerun["created"], rerun["unchanged"], rerun["duplicates_removed"]) == (0, 20, 0)
     check_one_run_per_result()
+
+
+def test_a_wrong_password_warns_and_keeps_every_result(
+    server: Server, tiny_run: Path, tmp_path: Path
+) -> None:
+    workdir = tmp_path / "run"
+    shutil.copytree(tiny_run, workdir, symlinks=True)
+    started = time.monotonic()
+    run_snakemake(  # check=True: a refused login must not fail the pipeline
+        workdir,
+        "--cores",
+        "1",
+        "--configfile",
+        str(TINY),
+        "--forcerun",
+        "init_tracking",  # and so log_to_mlflow, which needs its output
+        env=server.env(password="not-the-password"),
+    )
+    assert time.monotonic() - started < 120
+    for step in ("init_tracking", "log_to_mlflow"):
+        log = (workdir / f"results/logs/{step}/{step}.log").read_text()
+        assert f"MLflow tracking server {server.uri} refused access" in log, log
+        assert f"refused the password of user '{server.user}' (HTTP 401)" in log
+        assert "MLFLOW_TRACKING_PASSWORD" in log
+    store = json.loads((workdir / "results/mlflow/store.json").read_text())
+    logged = json.loads((workdir / "results/mlflow/logged.json").read_text())
+    assert store["status"] == logged["status"] == "unauthorized"
+    assert "refused access" in logged["warning"]
+    assert (
+        "not-the-password"
+        not in logged["warning"]
+        + (workdir / "results").joinpath("logs/log_to_mlflow/log_to_mlflow.log").read_text()
+    )
+
+    # results/ is complete: every file of the local run is there, the summary unchanged.
+    def files(root: Path) -> set[str]:
+        return {
+            path.relative_to(root).as_posix()
+            for path in (root / "results").rglob("*")
+            if path.is_file() and path.relative_to(root).parts[1] not in ("mlflow", "benchmarks")
+        }
+
+    assert files(tiny_run) <= files(workdir)
+    for table in (tiny_run / "results/summary").glob("*.csv"):
+        assert (workdir / "results/summary" / table.name).read_bytes() == table.read_bytes()
