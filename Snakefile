@@ -26,6 +26,7 @@ include: "workflow/rules/detect.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/studies.smk"
 include: "workflow/rules/mvtec.smk"
+include: "workflow/rules/deploy.smk"
 
 
 rule all:
