@@ -2,7 +2,8 @@
 
 Builds a digits cell in-process (frozen ResNet-18, width 64 as in the paper, KDE on the
 class-0 training features), packages it, and scores the same 256 test images (uint8 32x32,
-one request at most) through ``mlflow.pyfunc`` (base64 PNG rows, as a served request decodes them) and through
+one request at most) through ``mlflow.pyfunc`` (base64 PNG rows, as a served request
+decodes them) and through
 onnxruntime on pixels. Prints images/s of each and their ratio, measured in one run.
 
 Usage: ``PYTHONPATH=. python benchmarks/bench_deploy.py [--width 64] [--repeats 3]``
