@@ -41,6 +41,7 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/studies.smk"
 include: "workflow/rules/mvtec.smk"
 include: "workflow/rules/explain.smk"
+include: "workflow/rules/deploy.smk"
 
 
 rule all:

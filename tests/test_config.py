@@ -136,8 +136,9 @@ def test_unknown_top_level_key_lists_allowed_keys(config) -> None:
     assert "'<top level>'" in message
     assert "'bogus' was unexpected" in message
     assert (
-        "allowed keys: data, datasets, detect, detectors, embed, experiment, explain, methods, "
-        "mvtec, seeds, spaces, splits, studies, study, tracking, train, variants" in message
+        "allowed keys: data, datasets, deploy, detect, detectors, embed, experiment, explain, "
+        "methods, mvtec, seeds, spaces, splits, studies, study, tracking, train, "
+        "variants" in message
     )
 
 

@@ -135,6 +135,8 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
         _check_mvtec(filled)
     if "explain" in filled:
         _check_explain(filled)
+    if "deploy" in filled:
+        _check_deploy(filled)
     return filled
 
 
@@ -236,6 +238,30 @@ def _check_explain(config: dict[str, Any]) -> None:
             f"config key 'explain.methods': {missing or 'none left'} must be methods of the "
             f"sweep other than raw (methods: {', '.join(config['methods'])})"
         )
+
+
+def _check_deploy(config: dict[str, Any]) -> None:
+    """The deployed cell must be one the sweep computes (or ``best`` must choose it)."""
+    deploy = config["deploy"]
+    where = "config key 'deploy"
+    if deploy["dataset"] not in config.get("datasets", {}):
+        raise ConfigError(
+            f"{where}.dataset': {deploy['dataset']!r} is not one of the sweep's datasets "
+            f"({', '.join(config.get('datasets', {})) or 'none'})"
+        )
+    if deploy["seed"] is not None and deploy["seed"] not in config["seeds"]:
+        raise ConfigError(f"{where}.seed': {deploy['seed']} is not a seed of the sweep")
+    if deploy["best"]:
+        given = [key for key in ("method", "detector") if deploy[key] is not None]
+        if given:
+            raise ConfigError(f"{where}': best chooses {' and '.join(given)}; leave it null")
+        return
+    for key, allowed in (("method", config["methods"]), ("detector", config["detectors"])):
+        if deploy[key] not in allowed:
+            raise ConfigError(
+                f"{where}.{key}': {deploy[key]!r} must be one of the sweep's {key}s "
+                f"({', '.join(allowed)}), or set deploy.best: true"
+            )
 
 
 def _check_imagenet_weights(config: Mapping[str, Any]) -> None:
@@ -362,7 +388,10 @@ def sweep_id(config: Mapping[str, Any]) -> str:
     The ImageNet weights path (``embed.imagenet_weights``) is a file location like the data
     root, so it is left out too.
     """
-    science = {key: value for key, value in config.items() if key not in {"data", "tracking"}}
+    # deploy only packages finished results: choosing another cell changes no result.
+    science = {
+        key: value for key, value in config.items() if key not in {"data", "tracking", "deploy"}
+    }
     if isinstance(science.get("embed"), Mapping):
         science["embed"] = {k: v for k, v in science["embed"].items() if k != "imagenet_weights"}
     digest = hashlib.sha256(json.dumps(science, sort_keys=True, default=str).encode())

@@ -46,6 +46,15 @@ class DetectionResult:
     n_test: int
 
 
+def to_anomaly_scores(normality: Any) -> np.ndarray:
+    """``-normality`` as float64: the pipeline's one sign flip (higher = more anomalous).
+
+    Public so that scoring outside the benchmark (:mod:`pipeline_lib.deploy`) flips the
+    sign in the same single place.
+    """
+    return -np.asarray(normality, dtype=np.float64)
+
+
 def _fit_and_score(
     fit_features: Any, test_features: Any, detector: str, detector_params: dict[str, Any]
 ) -> tuple[np.ndarray, float, float]:
@@ -57,7 +66,7 @@ def _fit_and_score(
     start = time.perf_counter()
     normality = np.asarray(estimator.score_samples(test_features), dtype=np.float64)
     score_seconds = time.perf_counter() - start
-    anomaly_scores = -normality  # the one sign flip of the pipeline
+    anomaly_scores = to_anomaly_scores(normality)  # the one sign flip of the pipeline
     if not np.all(np.isfinite(anomaly_scores)):
         n_bad = int(np.count_nonzero(~np.isfinite(anomaly_scores)))
         raise ValueError(
@@ -171,7 +180,7 @@ def evaluate_normality_scores(normality: Any, is_outlier: Any) -> DetectionResul
         raise ValueError(
             f"is_outlier has {len(is_outlier)} entries but there are {len(normality)} scores"
         )
-    anomaly_scores = -normality
+    anomaly_scores = to_anomaly_scores(normality)
     return DetectionResult(
         anomaly_scores=anomaly_scores,
         auroc=auroc(anomaly_scores, is_outlier),

@@ -316,10 +316,10 @@ def summary_page():
 
 
 def get_final_output():
-    """The default target's inputs: the image benchmarks, MVTec AD and the explanation figure.
+    """The default target's inputs: image benchmarks, MVTec AD, explanations, deployment.
 
-    Called by the Snakefile after every include, so the helpers of mvtec_common.smk and
-    explain.smk are defined by then.
+    Called by the Snakefile after every include, so the helpers of mvtec_common.smk,
+    explain_common.smk and deploy_common.smk are defined by then.
     """
     outputs = []
     if CLASSES:  # a config without `datasets` runs MVTec alone
@@ -327,4 +327,4 @@ def get_final_output():
         outputs += [*summary_page(), "results/summary/provenance.json"]
         if config["tracking"]["enabled"]:
             outputs.append("results/mlflow/logged.json")
-    return outputs + mvtec_outputs() + explanation_outputs()
+    return outputs + mvtec_outputs() + explanation_outputs() + deploy_outputs()

@@ -1,0 +1,16 @@
+"""Deployment: a trained (representation, detector) cell as a product.
+
+Small modules, one job each:
+
+* :mod:`~pipeline_lib.deploy.images`: read image files, folders, bytes and arrays of any size
+  into the training resolution, with a per-item error instead of an exception;
+* :mod:`~pipeline_lib.deploy.export`: the representation and the fitted detector as one
+  TorchScript / ONNX graph (detectors as matrix products) and the parity check;
+* :mod:`~pipeline_lib.deploy.package`: the packaged model (weights, preprocessing, detector,
+  calibrated threshold) and :func:`~pipeline_lib.deploy.package.package_cell`;
+* :mod:`~pipeline_lib.deploy.pyfunc`: the MLflow ``pyfunc`` wrapper, logging and registry;
+* :mod:`~pipeline_lib.deploy.cli`: ``droc score --model URI PATH...``.
+
+Nothing here is imported by the benchmark itself; mlflow is imported only inside
+:mod:`~pipeline_lib.deploy.pyfunc` and where a ``models:/`` / ``runs:/`` URI is resolved.
+"""

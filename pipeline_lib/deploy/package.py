@@ -1,0 +1,437 @@
+"""The packaged model of one benchmark cell: weights, preprocessing, detector, threshold.
+
+A package is a folder (what the MLflow pyfunc carries as its artifact, and what
+``droc score --model FOLDER`` reads directly):
+
+==================  ======================================================================
+``package.json``    format, cell, preprocessing (input side), threshold, metrics, parity
+``representation.pt``  ``torch.save`` dict of tensors and plain values (``weights_only``)
+``detector.pkl``    the fitted scikit-learn detector (pickle: load trusted packages only)
+``model.ts``        TorchScript graph uint8 images -> normality (:mod:`.export`)
+``model.onnx``      the same graph in ONNX (onnxruntime, no torch needed)
+==================  ======================================================================
+
+The eager scorer (:meth:`PackagedDetector.normality`) is the pipeline's own code path
+(:func:`~pipeline_lib.models.embed.extract_embeddings` then ``detector.score_samples``), so a
+packaged cell scores exactly as the benchmark did; the exported graphs are checked against
+it at packaging time (:func:`~pipeline_lib.deploy.export.check_parity`).
+
+Threshold: an image is an anomaly when its anomaly score (``-score_samples``) exceeds the
+threshold, chosen at a target false-positive rate on **held-out** inlier scores. Scoring
+the detector's own fit rows would be optimistic (a 1-NN detector gives each its own
+similarity 1), so the held-out scores come from k-fold cross-fitting: the detector is
+refitted on k-1 folds of the fit features and scores the k-th. The representation did see
+those images in training, so the threshold may still be somewhat tight; the FPR / TPR it
+gives on the test split are measured and stored beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from pipeline_lib.data.split import load_split
+from pipeline_lib.deploy.export import (
+    ScoringGraph,
+    check_parity,
+    detector_graph,
+    export_onnx,
+    export_torchscript,
+    onnx_scorer,
+    torchscript_scorer,
+)
+from pipeline_lib.detection.detectors import make_detector
+from pipeline_lib.detection.evaluate import to_anomaly_scores
+from pipeline_lib.detection.metrics import auroc
+from pipeline_lib.detection.runner import fit_index_for, limit_fit_index, rows_for
+from pipeline_lib.models.checkpoints import load_trained_representation
+from pipeline_lib.models.embed import extract_embeddings
+from pipeline_lib.models.proxy import build_proxy_model
+from pipeline_lib.models.representation import build_representation
+from pipeline_lib.registry import FROZEN_METHODS, TRAINED_METHODS
+from pipeline_lib.runtime.io import atomic_path, load_image_dataset, load_npz
+
+PACKAGE_FORMAT = "droc-deploy-package/1"
+REPRESENTATION_FORMAT = "droc-deploy-representation/1"
+#: Frozen methods a package can rebuild from its own file (resnet50_imagenet needs an
+#: outside weights file at build time and is not packaged).
+PACKABLE_FROZEN = ("raw", "resnet18_random")
+#: Folds of the threshold's cross-fitting.
+THRESHOLD_FOLDS = 5
+#: Test images (inliers and outliers, a seeded draw) of the export-time parity check.
+PARITY_IMAGES = 64
+
+
+class PackageError(ValueError):
+    """A package cannot be built or read; the message names the file and what to do."""
+
+
+@dataclass
+class PackagedDetector:
+    """A representation, a fitted detector and the threshold, scoring uint8 images.
+
+    Parameters
+    ----------
+    representation : nn.Module
+        A :class:`~pipeline_lib.models.representation.Representation` in inference mode.
+    detector : sklearn estimator
+        Fitted on the representation's ``f`` features.
+    image_size : int
+        Side of the square input images (the training resolution).
+    threshold : float
+        Anomaly scores above it are anomalies.
+    info : dict
+        Everything else of ``package.json`` (cell, metrics, parity).
+    batch_size : int, default=64
+        Images per forward pass.
+    """
+
+    representation: nn.Module
+    detector: Any
+    image_size: int
+    threshold: float
+    info: dict[str, Any] = field(default_factory=dict)
+    batch_size: int = 64
+
+    def normality(self, images: np.ndarray) -> np.ndarray:
+        """``score_samples`` of uint8 images ``(n, s, s, 3)``: higher = more normal."""
+        features = extract_embeddings(
+            self.representation, images, batch_size=self.batch_size, device="cpu"
+        )["f"]
+        return np.asarray(self.detector.score_samples(features), np.float64)
+
+    def anomaly_scores(self, images: np.ndarray) -> np.ndarray:
+        """Anomaly scores (higher = more anomalous) of uint8 images ``(n, s, s, 3)``."""
+        return to_anomaly_scores(self.normality(images))
+
+    def graph(self) -> ScoringGraph:
+        """The exportable graph: ``f`` then the detector as matrix products."""
+        return ScoringGraph(self.representation.backbone, detector_graph(self.detector))
+
+    def save(self, folder: str | os.PathLike) -> Path:
+        """Write ``package.json``, ``representation.pt`` and ``detector.pkl`` into ``folder``."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        payload = {
+            "format": REPRESENTATION_FORMAT,
+            **self.info["representation"],
+            "state_dict": {
+                name: value.detach().cpu()
+                for name, value in self.representation.state_dict().items()
+            },
+        }
+        with atomic_path(folder / "representation.pt") as tmp:
+            torch.save(payload, tmp)
+        with atomic_path(folder / "detector.pkl") as tmp, open(tmp, "wb") as handle:
+            pickle.dump(self.detector, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        document = {
+            "format": PACKAGE_FORMAT,
+            "image_size": self.image_size,
+            "threshold": self.threshold,
+            **self.info,
+        }
+        with atomic_path(folder / "package.json") as tmp:
+            Path(tmp).write_text(json.dumps(document, indent=2, sort_keys=True))
+        return folder
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike, *, batch_size: int = 64) -> PackagedDetector:
+        """Read a package folder written by :meth:`save`.
+
+        Raises
+        ------
+        PackageError
+            If a file is missing, unreadable or of another format (the message names it).
+        """
+        folder = Path(folder)
+        meta_path = folder / "package.json"
+        try:
+            document = json.loads(meta_path.read_text())
+        except (OSError, ValueError) as error:
+            raise PackageError(
+                f"{meta_path} is missing or not JSON ({error}); --model must name a package "
+                "folder written by the deploy step, or an MLflow model URI"
+            ) from error
+        if document.get("format") != PACKAGE_FORMAT:
+            raise PackageError(f"{meta_path} is not a {PACKAGE_FORMAT} file")
+        representation = _load_representation(folder / "representation.pt")
+        try:
+            with open(folder / "detector.pkl", "rb") as handle:
+                detector = pickle.load(handle)  # noqa: S301 - packages are trusted artefacts
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError) as error:
+            raise PackageError(
+                f"{folder / 'detector.pkl'} cannot be read ({type(error).__name__}: {error}); "
+                "re-run the deploy step"
+            ) from error
+        info = {k: v for k, v in document.items() if k not in {"format", "image_size", "threshold"}}
+        return cls(
+            representation=representation,
+            detector=detector,
+            image_size=int(document["image_size"]),
+            threshold=float(document["threshold"]),
+            info=info,
+            batch_size=batch_size,
+        )
+
+
+def representation_spec(method: str, *, seed: int, width: int, arch: dict | None) -> dict:
+    """What rebuilds the network before its state dict is loaded (stored in the package)."""
+    if method in TRAINED_METHODS:
+        return {"kind": "trained", "method": method, "arch": dict(arch or {})}
+    if method in PACKABLE_FROZEN:
+        return {"kind": "frozen", "method": method, "seed": int(seed), "width": int(width)}
+    raise PackageError(
+        f"method {method!r} cannot be packaged; allowed: {', '.join(PACKABLE_FROZEN)} and the "
+        f"trained methods {', '.join(TRAINED_METHODS)} (resnet50_imagenet needs its outside "
+        "weights file)"
+    )
+
+
+def _load_representation(path: Path) -> nn.Module:
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch raises many types for a damaged file
+        raise PackageError(
+            f"{path} is not a readable representation ({type(error).__name__}: {error}); "
+            "re-run the deploy step"
+        ) from error
+    if not isinstance(payload, dict) or payload.get("format") != REPRESENTATION_FORMAT:
+        raise PackageError(f"{path} is not a {REPRESENTATION_FORMAT} file")
+    if payload["kind"] == "trained":
+        arch = dict(payload["arch"])
+        model: nn.Module = build_proxy_model(arch.pop("method"), **arch)
+    else:
+        model = build_representation(
+            payload["method"], seed=payload["seed"], width=payload["width"]
+        )
+    model.load_state_dict(payload["state_dict"])
+    return model.eval()
+
+
+def _to_full_size(detector: str, fitted: Any, normality: np.ndarray, ratio: float) -> np.ndarray:
+    """Put a fold detector's scores on the scale of the detector fitted on all rows.
+
+    Two detectors' scores grow with the number of fit rows: a one-class SVM's
+    ``sum_i a_i k(s_i, x)`` (libsvm's dual coefficients sum to ``nu * n``), and the KDE's
+    ``(1/g) log sum_j`` (a sum over ``n`` rows). Fitted on ``n / ratio`` rows they are
+    rescaled by ``ratio`` (SVMs) or shifted by ``log(ratio) / g`` (KDE); Gaussian density
+    and k-NN similarity do not depend on ``n``.
+    """
+    normality = np.asarray(normality, np.float64)
+    if detector in ("ocsvm", "ocsvm_linear"):
+        return normality * ratio
+    if detector == "kde":
+        return normality + np.log(ratio) / fitted.gamma_
+    return normality
+
+
+def calibrate_threshold(
+    fit_features: np.ndarray,
+    *,
+    detector: str,
+    detector_params: dict[str, Any],
+    target_fpr: float,
+    seed: int,
+    folds: int = THRESHOLD_FOLDS,
+) -> tuple[float, np.ndarray]:
+    """Threshold at ``target_fpr`` on cross-fitted (held-out) inlier anomaly scores.
+
+    Returns
+    -------
+    threshold : float
+        The smallest held-out score with at most ``target_fpr`` of the held-out scores above
+        it (``np.quantile(..., 1 - target_fpr, method="higher")``).
+    held_out : ndarray of shape (n_fit,)
+        The held-out anomaly score of every fit row.
+
+    Raises
+    ------
+    ValueError
+        If ``target_fpr`` is not in (0, 1) or there are fewer fit rows than ``2 * folds``.
+    """
+    if not 0.0 < target_fpr < 1.0:
+        raise ValueError(f"target_fpr must be in (0, 1), got {target_fpr}")
+    n = len(fit_features)
+    if n < 2 * folds:
+        raise ValueError(
+            f"{n} fit rows are too few to hold out inliers for the threshold ({2 * folds} needed)"
+        )
+    order = np.random.default_rng(seed).permutation(n)
+    held_out = np.empty(n, dtype=np.float64)
+    for part in np.array_split(order, folds):
+        rest = np.setdiff1d(order, part)
+        fitted = make_detector(detector, **detector_params).fit(fit_features[rest])
+        normality = _to_full_size(
+            detector, fitted, fitted.score_samples(fit_features[part]), n / len(rest)
+        )
+        held_out[part] = to_anomaly_scores(normality)
+    threshold = float(np.quantile(held_out, 1.0 - target_fpr, method="higher"))
+    return threshold, held_out
+
+
+def rates(anomaly_scores: np.ndarray, is_outlier: np.ndarray, threshold: float) -> dict[str, float]:
+    """False- and true-positive rates of ``score > threshold`` (outlier = positive)."""
+    flagged = np.asarray(anomaly_scores) > threshold
+    outlier = np.asarray(is_outlier).astype(bool)
+    return {
+        "fpr": float(flagged[~outlier].mean()) if (~outlier).any() else float("nan"),
+        "tpr": float(flagged[outlier].mean()) if outlier.any() else float("nan"),
+    }
+
+
+def package_cell(
+    out_dir: str | os.PathLike,
+    *,
+    dataset_path: str | os.PathLike,
+    split_path: str | os.PathLike,
+    features_path: str | os.PathLike,
+    model_path: str | os.PathLike | None,
+    cell: dict[str, Any],
+    detector_params: dict[str, Any],
+    width: int,
+    max_fit: int,
+    target_fpr: float,
+    recorded_auroc: float | None = None,
+    fitset: str = "train",
+) -> dict[str, Any]:
+    """Package one benchmark cell into ``out_dir``; returns the package's metrics record.
+
+    Fits the cell's detector exactly as the detection step did (same fit rows of the stored
+    features), chooses the threshold (module docstring), measures it on the test split,
+    re-scores the test images from pixels through the package, exports TorchScript and
+    ONNX and checks their parity.
+
+    Parameters
+    ----------
+    out_dir : str or PathLike
+        Package folder (replaced if it exists).
+    dataset_path, split_path, features_path : str or PathLike
+        The cell's ``dataset.npz``, ``split.npz`` and ``features.npz``.
+    model_path : str or PathLike or None
+        The trained ``model.pt``; None for a frozen method.
+    cell : dict
+        ``dataset``, ``inlier``, ``method``, ``detector``, ``seed`` (``contamination``).
+    detector_params : dict
+        The detector's hyper-parameters from the config.
+    width : int
+        ``embed.width`` (frozen ResNet).
+    max_fit : int
+        ``detect.max_fit``.
+    target_fpr : float
+        Target false-positive rate of the threshold.
+    recorded_auroc : float or None
+        The AUC the detection step recorded for this cell, compared with the package's.
+    fitset : str, default="train"
+
+    Returns
+    -------
+    dict
+        Threshold, its test FPR / TPR, AUCs (from features, from pixels, recorded) and the
+        parity report.
+
+    Raises
+    ------
+    PackageError
+        If the method cannot be packaged, or the exported graphs disagree with the eager
+        scores beyond the parity tolerance.
+    """
+    method, detector, seed = cell["method"], cell["detector"], int(cell["seed"])
+    split = load_split(split_path)
+    features = load_npz(features_path)
+    fit_index = limit_fit_index(fit_index_for(split, fitset), max_fit=max_fit, seed=seed)
+    fit_features = rows_for(fit_index, features["train_index"], features["f_train"])
+    test_features = rows_for(split.test_index, features["test_index"], features["f_test"])
+    fitted = make_detector(detector, **detector_params).fit(fit_features)
+    test_scores = to_anomaly_scores(fitted.score_samples(test_features))
+    threshold, held_out = calibrate_threshold(
+        fit_features,
+        detector=detector,
+        detector_params=detector_params,
+        target_fpr=target_fpr,
+        seed=seed,
+    )
+    if method in TRAINED_METHODS:
+        if model_path is None:
+            raise PackageError(f"trained method {method!r} needs its model.pt")
+        representation = load_trained_representation(model_path)
+        arch = dict(representation.arch)
+    elif method in FROZEN_METHODS:
+        representation, arch = build_representation(method, seed=seed, width=width), None
+    else:
+        raise PackageError(f"unknown method {method!r}")
+    dataset = load_image_dataset(dataset_path)
+    test_images = dataset.test_images[split.test_index]
+    info: dict[str, Any] = {
+        "cell": {**cell, "fitset": fitset},
+        "detector_params": detector_params,
+        "representation": representation_spec(method, seed=seed, width=width, arch=arch),
+        "target_fpr": float(target_fpr),
+        "threshold_rule": (
+            f"anomaly score > threshold; threshold = {1 - target_fpr:g} quantile of "
+            f"{THRESHOLD_FOLDS}-fold cross-fitted scores of the {len(fit_features)} fit rows"
+        ),
+    }
+    package = PackagedDetector(
+        representation=representation,
+        detector=fitted,
+        image_size=int(test_images.shape[1]),
+        threshold=threshold,
+        info=info,
+    )
+    pixel_scores = package.anomaly_scores(test_images)
+    metrics = {
+        "threshold": threshold,
+        "heldout_fpr": float(np.mean(held_out > threshold)),
+        **{f"test_{k}": v for k, v in rates(test_scores, split.test_is_outlier, threshold).items()},
+        "auroc_features": auroc(test_scores, split.test_is_outlier),
+        "auroc_pixels": auroc(pixel_scores, split.test_is_outlier),
+        "max_abs_diff_pixels_vs_features": float(np.max(np.abs(pixel_scores - test_scores))),
+        "n_fit": int(len(fit_features)),
+        "n_test": int(len(test_scores)),
+    }
+    if recorded_auroc is not None:
+        metrics["auroc_recorded"] = float(recorded_auroc)
+    info["metrics"] = metrics
+
+    out_dir = Path(out_dir)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    package.save(out_dir)
+    rng = np.random.default_rng(seed)
+    sample = test_images[np.sort(rng.permutation(len(test_images))[:PARITY_IMAGES])]
+    graph = package.graph()
+    export_torchscript(graph, sample[:2], out_dir / "model.ts")
+    export_onnx(graph, sample[:2], out_dir / "model.onnx")
+    reloaded = PackagedDetector.load(out_dir)
+    report = check_parity(
+        sample,
+        package.normality,
+        {
+            "package_reloaded": reloaded.normality,
+            "torchscript": torchscript_scorer(out_dir / "model.ts"),
+            "onnx": onnx_scorer(out_dir / "model.onnx"),
+        },
+        seed=seed,
+    )
+    info["parity"] = {
+        "n_images": int(len(sample)),
+        "tolerance": report.tolerance,
+        "max_abs_diff": report.max_abs_diff,
+    }
+    package.save(out_dir)  # with the parity report
+    if not report.ok:
+        raise PackageError(f"exported graphs disagree with the eager model: {report.describe()}")
+    return {
+        **metrics,
+        "parity_tolerance": report.tolerance,
+        **{f"parity_{name}": diff for name, diff in report.max_abs_diff.items()},
+    }

@@ -1,0 +1,180 @@
+"""The workflow's deploy step: choose the cell, package it, log and register it in MLflow.
+
+Called by ``workflow/scripts/deploy_model.py`` (rule ``deploy_model``). The rule runs after
+``log_to_mlflow`` and takes the same writer lock, so it is the only MLflow writer at its
+time (SQLite allows one writer).
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import io
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipeline_lib.deploy.package import package_cell
+from pipeline_lib.report.results import load_results_csv
+from pipeline_lib.runtime.io import load_image_dataset
+
+
+def choose_cell(results: pd.DataFrame, deploy: Mapping[str, Any], *, contamination: float) -> dict:
+    """The (method, detector) of ``deploy``, or with ``best`` the highest mean AUC over seeds.
+
+    Only rows of the deployed data set and class, fit set ``train``, space ``f`` and the
+    given contamination count. Ties go to the first pair in sorted order.
+
+    Raises
+    ------
+    ValueError
+        If no result matches (the message names the filter).
+    """
+    rows = results[
+        (results["dataset"] == deploy["dataset"])
+        & (results["inlier"].astype(str) == str(deploy["inlier"]))
+        & (results["fitset"] == "train")
+        & np.isclose(results["contamination"].astype(float), contamination)
+    ]
+    if "space" in rows:
+        rows = rows[rows["space"].fillna("f") == "f"]
+    if not deploy["best"]:
+        return {"method": deploy["method"], "detector": deploy["detector"]}
+    if rows.empty:
+        raise ValueError(
+            f"no results for {deploy['dataset']} class {deploy['inlier']} (fit set train, "
+            f"contamination {contamination:g}) to choose the best cell from"
+        )
+    means = rows.groupby(["method", "detector"])["auroc"].mean().sort_index()
+    method, detector = means.idxmax()
+    return {"method": method, "detector": detector, "best_mean_auroc": float(means.max())}
+
+
+def recorded_auroc(results: pd.DataFrame, cell: Mapping[str, Any]) -> float:
+    """The AUC the detection step recorded for ``cell`` (fit set train, space f)."""
+    match = results[
+        (results["dataset"] == cell["dataset"])
+        & (results["inlier"].astype(str) == str(cell["inlier"]))
+        & (results["method"] == cell["method"])
+        & (results["detector"] == cell["detector"])
+        & (results["seed"].astype(int) == int(cell["seed"]))
+        & (results["fitset"] == "train")
+        & np.isclose(results["contamination"].astype(float), float(cell["contamination"]))
+    ]
+    if "space" in match:
+        match = match[match["space"].fillna("f") == "f"]
+    if len(match) != 1:
+        raise ValueError(f"expected one recorded result for {dict(cell)}, found {len(match)}")
+    return float(match["auroc"].iloc[0])
+
+
+def input_example(dataset_path: str | os.PathLike, n: int = 2) -> pd.DataFrame:
+    """A request of ``n`` test images as base64 PNG, logged with the model as its example."""
+    from PIL import Image
+
+    images = load_image_dataset(dataset_path).test_images[:n]
+    encoded = []
+    for image in images:
+        buffer = io.BytesIO()
+        Image.fromarray(image).save(buffer, format="PNG")
+        encoded.append(base64.b64encode(buffer.getvalue()).decode())
+    return pd.DataFrame({"name": [f"example{i}" for i in range(n)], "image": encoded})
+
+
+def deploy_cell(
+    out_dir: str | os.PathLike,
+    *,
+    cell: Mapping[str, Any],
+    results_csv: str | os.PathLike,
+    files: Mapping[str, Mapping[str, str | None]],
+    detector_params: Mapping[str, Mapping[str, Any]],
+    width: int,
+    max_fit: int,
+    target_fpr: float,
+    registered_name: str,
+    tracking: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """Package the configured cell into ``out_dir`` and register it (when tracking is on).
+
+    Parameters
+    ----------
+    out_dir : str or PathLike
+        Package folder.
+    cell : mapping
+        ``deploy`` settings resolved by the workflow: ``dataset``, ``inlier``, ``seed``,
+        ``contamination``, ``best``, ``method``, ``detector``.
+    results_csv : str or PathLike
+        The sweep's tidy results (for ``best`` and the recorded AUC).
+    files : mapping
+        Method -> its ``dataset``, ``split``, ``features`` and ``model`` (None if frozen).
+    detector_params : mapping
+        Detector id -> hyper-parameters (the config's ``detectors``).
+    width, max_fit : int
+        ``embed.width``, ``detect.max_fit``.
+    target_fpr : float
+    registered_name : str
+    tracking : mapping or None
+        ``tracking_uri``, ``experiment_id`` and ``lock_path``; None to package only.
+
+    Returns
+    -------
+    dict
+        The cell, the package's metrics, and the registry entry (or why there is none).
+    """
+    results = load_results_csv(results_csv)
+    chosen = choose_cell(results, cell, contamination=float(cell["contamination"]))
+    full = {
+        "dataset": cell["dataset"],
+        "inlier": str(cell["inlier"]),
+        "method": chosen["method"],
+        "detector": chosen["detector"],
+        "seed": int(cell["seed"]),
+        "contamination": float(cell["contamination"]),
+    }
+    recorded = recorded_auroc(results, full)
+    paths = files[full["method"]]
+    metrics = package_cell(
+        out_dir,
+        dataset_path=paths["dataset"],
+        split_path=paths["split"],
+        features_path=paths["features"],
+        model_path=paths.get("model"),
+        cell=full,
+        detector_params=dict(detector_params[full["detector"]]),
+        width=width,
+        max_fit=max_fit,
+        target_fpr=target_fpr,
+        recorded_auroc=recorded,
+    )
+    record: dict[str, Any] = {"cell": full, "metrics": metrics, "package": str(out_dir)}
+    if "best_mean_auroc" in chosen:
+        record["best_mean_auroc"] = chosen["best_mean_auroc"]
+    if tracking is None:
+        record["registry"] = {"status": "skipped: tracking disabled"}
+        return record
+    from pipeline_lib.deploy.pyfunc import log_and_register
+
+    lock_path = Path(tracking["lock_path"])
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as handle:  # the pipeline's MLflow writer lock
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            registry = log_and_register(
+                out_dir,
+                tracking_uri=tracking["tracking_uri"],
+                experiment_id=tracking["experiment_id"],
+                registered_name=registered_name,
+                run_name=f"deploy {registered_name}",
+                params={**full, "target_fpr": target_fpr, "best": bool(cell["best"])},
+                metrics={k: v for k, v in metrics.items() if np.isfinite(v)},
+                tags={"droc.kind": "deploy"},
+                input_example=input_example(paths["dataset"]),
+            )
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    record["registry"] = {"status": "registered", **registry}
+    return record
