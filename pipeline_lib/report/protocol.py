@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipeline_lib.data import DATASETS
+from pipeline_lib.registry import PAPER_RECIPE, TRAINED_METHODS
 
 __all__ = [
     "PAPER_PROTOCOL",
@@ -40,20 +41,19 @@ PAPER_PROTOCOL: Mapping[str, Any] = {
 }
 
 #: The paper's training settings besides the epochs (``train`` keys of the config; null
-#: batch size and head depth mean the paper's per-method values).
+#: batch size and head depth mean the paper's per-method values), and its recipe switches
+#: from the registry (docs/protocol.md).
 PAPER_TRAIN: Mapping[str, Any] = {
     "batch_size": None,
     "lr": 0.01,
     "momentum": 0.9,
     "weight_decay": 0.0003,
-    "exclude_bn_from_decay": True,
     "head_depth": None,
     "temperature": 0.2,
-    "loss_form": "paper",
-    "distributions": ["rot90", "rot180", "rot270"],
+    **PAPER_RECIPE,
 }
 
-_TRAINED = ("rotnet", "rotation", "denoising", "contrastive", "contrastive_da")
+_TRAINED = TRAINED_METHODS
 
 
 def _trained(methods: Sequence[str], variants: Mapping[str, Any]) -> bool:
