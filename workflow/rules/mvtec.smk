@@ -202,6 +202,7 @@ if MVTEC:
         params:
             metrics=MVTEC_METRICS,
             protocol=mvtec_protocol_notes(config),
+            own_categories=list(config["mvtec"]["paths"]),
         script:
             "../scripts/make_mvtec_tables.py"
 

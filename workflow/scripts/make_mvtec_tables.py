@@ -27,7 +27,7 @@ with job_logging(snakemake.log[0]):
         results.to_csv(tmp, index=False)
     folder = Path(snakemake.output.results).parent
     # Categories from mvtec.paths are the user's own data, whatever their name.
-    own = list(snakemake.config["mvtec"]["paths"])
+    own = snakemake.params.own_categories
     write_table(
         format_summary(group_summary(results, own_categories=own)),
         folder / "summary",
