@@ -139,11 +139,75 @@ def default_batch_size(method: str) -> int:
     return DEFAULT_BATCH_SIZE.get(method, DEFAULT_BATCH_SIZE_OTHERS)
 
 
-def training_arguments(method: str, training: dict[str, Any]) -> dict[str, Any]:
+#: Trained methods without an MLP head: RotNet classifies rotations from the features
+#: directly and the denoising autoencoder decodes them (PROTOCOL.md). A head depth has no
+#: meaning for them.
+HEADLESS_METHODS: tuple[str, ...] = ("rotnet", "denoising")
+
+
+def method_training(
+    method: str, training: Mapping[str, Any], overrides: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The ``train`` settings ``method`` runs with: the top-level ones, then ``overrides``.
+
+    The top-level ``train.head_depth`` sizes the MLP head of the methods that have one; the
+    methods of :data:`HEADLESS_METHODS` have none, so they do not inherit it (its value is
+    None for them) and a config with ``methods: [rotnet, contrastive]`` and
+    ``train.head_depth: 2`` stays valid. A head depth set in ``overrides`` (a variant's
+    ``train`` or ``mvtec.train``) names this one method, so a headless method there is an
+    error rather than a setting ignored without a word.
+
+    Parameters
+    ----------
+    method : str
+        A trained method id (the base method of a variant).
+    training : mapping
+        The top-level ``train`` settings.
+    overrides : mapping, optional
+        The variant's (or ``mvtec.train``'s) settings, which win.
+
+    Returns
+    -------
+    dict
+        The merged settings, to hand to :func:`training_arguments`.
+
+    Raises
+    ------
+    ValueError
+        If ``overrides`` sets a head depth for a method of :data:`HEADLESS_METHODS`.
+    """
+    merged = dict(training)
+    if method in HEADLESS_METHODS:
+        merged["head_depth"] = None
+    overrides = dict(overrides or {})
+    if method in HEADLESS_METHODS and overrides.get("head_depth") is not None:
+        raise ValueError(headless_error(method, overrides["head_depth"]))
+    merged.update(overrides)
+    return merged
+
+
+def headless_error(method: str, depth: Any) -> str:
+    """The message for a head depth given to a method of :data:`HEADLESS_METHODS`."""
+    return (
+        f"head_depth: {depth} but {method} has no MLP head (methods with one: "
+        f"{', '.join(m for m in TRAINED_METHODS if m not in HEADLESS_METHODS)}); drop "
+        "head_depth or set it to null. The top-level train.head_depth applies only to the "
+        "methods with an MLP head."
+    )
+
+
+def training_arguments(method: str, training: Mapping[str, Any]) -> dict[str, Any]:
     """Keyword arguments of ``train_representation`` for ``method`` from the ``train`` config.
 
     Fills the paper's per-method batch size and drops settings that do not apply to the
     method (so, e.g., a contrastive temperature does not enter a rotation model's record).
+    ``training`` is the result of :func:`method_training`, whose head depth is None for a
+    headless method; any other head depth for one raises instead of being dropped.
+
+    Raises
+    ------
+    ValueError
+        If ``training`` sets a head depth for a method of :data:`HEADLESS_METHODS`.
     """
     arguments = dict(training)
     if arguments.get("batch_size") is None:
@@ -160,7 +224,9 @@ def training_arguments(method: str, training: dict[str, Any]) -> dict[str, Any]:
     if method != "denoising":
         for name in DENOISING_SETTINGS:
             arguments.pop(name, None)
-    if method in ("rotnet", "denoising"):
+    if method in HEADLESS_METHODS:
+        if arguments.get("head_depth") is not None:
+            raise ValueError(headless_error(method, arguments["head_depth"]))
         arguments["head_depth"] = None
     return arguments
 
