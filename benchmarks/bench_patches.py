@@ -33,7 +33,7 @@ from pipeline_lib.mvtec.patches import (
     score_category,
     train_on_patches,
 )
-from pipeline_lib.registry import ROTATION_METHODS, training_arguments
+from pipeline_lib.registry import ROTATION_METHODS, method_training, training_arguments
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -141,7 +141,9 @@ def main() -> None:
                     device=device,
                     **{
                         k: v
-                        for k, v in training_arguments(method, train).items()
+                        for k, v in training_arguments(
+                            method, method_training(method, train)
+                        ).items()
                         if k != "checkpoint_every"
                     },
                 )

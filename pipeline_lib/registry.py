@@ -1,4 +1,9 @@
-"""The registry of representation ids and their per-method training defaults, torch-free.
+"""The registry of method, detector and data set ids and their defaults, torch-free.
+
+Method ids and per-method training defaults, detector ids with their accepted parameters
+and defaults (the paper's RBF gamma scale is stated here once), and the rule for the MLP
+head depth. Data set ids live in the data set registry, :data:`pipeline_lib.data.DATASETS`,
+which is torch-free too.
 
 The Snakefile, the config checks and the cost planner import this module at parse time;
 keeping torch out of it saves every ``snakemake`` invocation (a dry run, a cluster job) the
@@ -7,6 +12,7 @@ seconds that importing torch and torchvision costs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 #: Representations that need no training: their features depend at most on the seed
@@ -133,11 +139,75 @@ def default_batch_size(method: str) -> int:
     return DEFAULT_BATCH_SIZE.get(method, DEFAULT_BATCH_SIZE_OTHERS)
 
 
-def training_arguments(method: str, training: dict[str, Any]) -> dict[str, Any]:
+#: Trained methods without an MLP head: RotNet classifies rotations from the features
+#: directly and the denoising autoencoder decodes them (PROTOCOL.md). A head depth has no
+#: meaning for them.
+HEADLESS_METHODS: tuple[str, ...] = ("rotnet", "denoising")
+
+
+def method_training(
+    method: str, training: Mapping[str, Any], overrides: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The ``train`` settings ``method`` runs with: the top-level ones, then ``overrides``.
+
+    The top-level ``train.head_depth`` sizes the MLP head of the methods that have one; the
+    methods of :data:`HEADLESS_METHODS` have none, so they do not inherit it (its value is
+    None for them) and a config with ``methods: [rotnet, contrastive]`` and
+    ``train.head_depth: 2`` stays valid. A head depth set in ``overrides`` (a variant's
+    ``train`` or ``mvtec.train``) names this one method, so a headless method there is an
+    error rather than a setting ignored without a word.
+
+    Parameters
+    ----------
+    method : str
+        A trained method id (the base method of a variant).
+    training : mapping
+        The top-level ``train`` settings.
+    overrides : mapping, optional
+        The variant's (or ``mvtec.train``'s) settings, which win.
+
+    Returns
+    -------
+    dict
+        The merged settings, to hand to :func:`training_arguments`.
+
+    Raises
+    ------
+    ValueError
+        If ``overrides`` sets a head depth for a method of :data:`HEADLESS_METHODS`.
+    """
+    merged = dict(training)
+    if method in HEADLESS_METHODS:
+        merged["head_depth"] = None
+    overrides = dict(overrides or {})
+    if method in HEADLESS_METHODS and overrides.get("head_depth") is not None:
+        raise ValueError(headless_error(method, overrides["head_depth"]))
+    merged.update(overrides)
+    return merged
+
+
+def headless_error(method: str, depth: Any) -> str:
+    """The message for a head depth given to a method of :data:`HEADLESS_METHODS`."""
+    return (
+        f"head_depth: {depth} but {method} has no MLP head (methods with one: "
+        f"{', '.join(m for m in TRAINED_METHODS if m not in HEADLESS_METHODS)}); drop "
+        "head_depth or set it to null. The top-level train.head_depth applies only to the "
+        "methods with an MLP head."
+    )
+
+
+def training_arguments(method: str, training: Mapping[str, Any]) -> dict[str, Any]:
     """Keyword arguments of ``train_representation`` for ``method`` from the ``train`` config.
 
     Fills the paper's per-method batch size and drops settings that do not apply to the
     method (so, e.g., a contrastive temperature does not enter a rotation model's record).
+    ``training`` is the result of :func:`method_training`, whose head depth is None for a
+    headless method; any other head depth for one raises instead of being dropped.
+
+    Raises
+    ------
+    ValueError
+        If ``training`` sets a head depth for a method of :data:`HEADLESS_METHODS`.
     """
     arguments = dict(training)
     if arguments.get("batch_size") is None:
@@ -154,6 +224,73 @@ def training_arguments(method: str, training: dict[str, Any]) -> dict[str, Any]:
     if method != "denoising":
         for name in DENOISING_SETTINGS:
             arguments.pop(name, None)
-    if method in ("rotnet", "denoising"):
+    if method in HEADLESS_METHODS:
+        if arguments.get("head_depth") is not None:
+            raise ValueError(headless_error(method, arguments["head_depth"]))
         arguments["head_depth"] = None
     return arguments
+
+
+#: The paper's RBF kernel-width multiplier: ``gamma = GAMMA_SCALE / (d * Var(X_fit))``, ten
+#: times scikit-learn's ``gamma="scale"`` ("we reduce [the kernel width] by 10 times than
+#: default", Sec. 3.2; appendix "Details of shallow one-class classifiers"). The one place
+#: this number is written: the RBF one-class SVM, the KDE and the explanations read it here.
+GAMMA_SCALE: float = 10.0
+
+#: Detector id -> every keyword parameter its class accepts, with the default the class
+#: uses (the paper's where the paper fixes one). The detector classes
+#: (:mod:`pipeline_lib.detection.detectors`) take their ``__init__`` defaults from here and
+#: the config check (:func:`pipeline_lib.dag.config.validate_config`) rejects any other
+#: name before a job runs. ``gamma=None`` derives the kernel width from ``gamma_scale``.
+DETECTOR_DEFAULTS: dict[str, dict[str, Any]] = {
+    "ocsvm": {
+        "nu": 0.5,
+        "gamma": None,
+        "gamma_scale": GAMMA_SCALE,
+        "normalize": True,
+        "tol": 1e-3,
+        "cache_size": 200.0,
+        "max_iter": -1,
+    },
+    "ocsvm_linear": {
+        "nu": 0.5,
+        "normalize": False,
+        "tol": 1e-3,
+        "cache_size": 200.0,
+        "max_iter": -1,
+    },
+    "kde": {
+        "gamma": None,
+        "gamma_scale": GAMMA_SCALE,
+        "normalize": True,
+        "chunk_size": 2048,
+        "dtype": "float32",
+        "device": "auto",
+    },
+    "gde": {"normalize": True, "reg_covar": 1e-6, "random_state": 0},
+    "knn": {"n_neighbors": 1, "chunk_size": 2048, "dtype": "float32", "device": "auto"},
+}
+
+#: Every detector id of the feature detectors (the schema's ``detectors`` names).
+DETECTORS: tuple[str, ...] = tuple(DETECTOR_DEFAULTS)
+
+
+def unknown_detector_parameters(detector: str, params: Mapping[str, Any]) -> list[str]:
+    """The names in ``params`` that ``detector`` does not accept, in the given order.
+
+    Raises
+    ------
+    KeyError
+        If ``detector`` is not an id of :data:`DETECTOR_DEFAULTS`.
+    """
+    accepted = DETECTOR_DEFAULTS[detector]
+    return [name for name in params if name not in accepted]
+
+
+def detector_settings(detector: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Every parameter of ``detector`` with ``params`` over the registry defaults.
+
+    Two parameter sets are the same detector exactly when these are equal
+    (``{}`` and ``{nu: 0.5}`` both run the paper's one-class SVM).
+    """
+    return {**DETECTOR_DEFAULTS[detector], **(params or {})}

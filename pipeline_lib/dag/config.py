@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import difflib
 import hashlib
 import json
 import os
@@ -22,23 +23,22 @@ from pipeline_lib.dag.grids import (
     study_grids,
 )
 from pipeline_lib.data import DATASETS
-from pipeline_lib.registry import PAPER_RECIPE, TRAINED_METHODS, recipe_deviations
+from pipeline_lib.registry import (
+    DETECTOR_DEFAULTS,
+    HEADLESS_METHODS,
+    METHODS,
+    PAPER_RECIPE,
+    TRAINED_METHODS,
+    detector_settings,
+    headless_error,
+    recipe_deviations,
+    unknown_detector_parameters,
+)
 
 # Kept here as text so validating a config never imports torch
 # (pipeline_lib.models.representation.IMAGENET_WEIGHTS_URL / IMAGENET_WEIGHTS_ENV; a test checks).
 _IMAGENET_WEIGHTS_URL = "https://download.pytorch.org/models/resnet50-0676ba61.pth"
 _IMAGENET_WEIGHTS_ENV = "DROC_IMAGENET_WEIGHTS"
-# pipeline_lib.models.representation.METHODS, as text for the same reason (a test checks).
-_METHOD_IDS = (
-    "raw",
-    "resnet18_random",
-    "resnet50_imagenet",
-    "rotnet",
-    "rotation",
-    "denoising",
-    "contrastive",
-    "contrastive_da",
-)
 
 
 class ConfigError(ValueError):
@@ -123,11 +123,14 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
         if options is not None and not isinstance(options, dict):
             raise ConfigError("detector parameters must be a mapping")
     filled["detectors"] = {name: dict(opts or {}) for name, opts in filled["detectors"].items()}
+    _check_detector_parameters(filled["detectors"], "detectors")
     # 0 and 0.0 are the same ratio: one spelling keeps sweep ids and paths stable.
     splits = filled["splits"]
     splits["contamination"] = [float(ratio) for ratio in splits["contamination"]]
     _check_imagenet_weights(filled)
     _check_grids(filled, schema_path)
+    _check_head_depth(filled)
+    merge_detectors(filled)
     _check_recipe(filled)
     for name, settings in filled.get("datasets", {}).items():
         check_dataset_settings(name, settings, filled["splits"])
@@ -153,6 +156,77 @@ def _check_grids(config: dict[str, Any], schema_path: str | os.PathLike) -> None
         merge_datasets(study_grids(config, config["studies"]))
     except GridError as error:
         raise ConfigError(str(error)) from error
+
+
+def _check_detector_parameters(detectors: Mapping[str, Mapping[str, Any]], where: str) -> None:
+    """Every detector parameter is one its class accepts (:data:`DETECTOR_DEFAULTS`).
+
+    The schema types the parameters only as a mapping; checked here, a misspelt name fails
+    before any job instead of in the detection job, after the representation was trained.
+    """
+    for name, params in detectors.items():
+        unknown = unknown_detector_parameters(name, params)
+        if unknown:
+            allowed = list(DETECTOR_DEFAULTS[name])
+            close = difflib.get_close_matches(unknown[0], allowed, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(
+                f"config key '{where}.{name}': unknown parameter {unknown[0]!r}{hint}; "
+                f"allowed: {', '.join(allowed)}"
+            )
+
+
+def _check_head_depth(config: Mapping[str, Any]) -> None:
+    """A variant may not give a head depth to a method without an MLP head.
+
+    The top-level ``train.head_depth`` applies to the methods with an MLP head only (RotNet
+    and the denoising autoencoder ignore it by definition, see
+    :func:`pipeline_lib.registry.method_training`); a variant names one method, so a head
+    depth there that the method would ignore is a mistake in the config.
+    """
+    for name, variant in (config.get("variants") or {}).items():
+        depth = (variant.get("train") or {}).get("head_depth")
+        if variant["method"] in HEADLESS_METHODS and depth is not None:
+            raise ConfigError(
+                f"config key 'variants.{name}.train.head_depth': "
+                f"{headless_error(variant['method'], depth)}"
+            )
+
+
+def merge_detectors(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Detector id -> parameters over the config's ``detectors`` and its studies' ones.
+
+    The result path of a detector names its id, not its parameters, so one sweep runs each
+    detector with one parameter set: the first source that lists a detector gives its
+    parameters (the top level, then the studies in order), and a later source may only
+    repeat them (compared with the registry defaults filled, so ``{}`` equals
+    ``{nu: 0.5}``).
+
+    Raises
+    ------
+    ConfigError
+        Naming the detector and both sources when two of them give it different parameters.
+    """
+    sources = [("the top-level detectors", config.get("detectors") or {})]
+    sources += [
+        (f"study {study.get('_source', '?')!r}", study.get("detectors") or {})
+        for study in config.get("studies", [])
+    ]
+    merged: dict[str, dict[str, Any]] = {}
+    first: dict[str, str] = {}
+    for where, detectors in sources:
+        for name, params in detectors.items():
+            params = dict(params or {})
+            if name not in merged:
+                merged[name], first[name] = params, where
+            elif detector_settings(name, params) != detector_settings(name, merged[name]):
+                raise ConfigError(
+                    f"config key 'detectors.{name}': {where} sets {params} but "
+                    f"{first[name]} sets {merged[name]}; a sweep runs a detector with one "
+                    "parameter set (its results share one path), so make them equal or "
+                    f"drop {name} from one of them"
+                )
+    return merged
 
 
 #: Suggested variant-name suffixes for the recipe switches (e.g. ``denoising_patchnorm``).
@@ -202,13 +276,14 @@ def _check_mvtec(config: dict[str, Any]) -> None:
     mvtec = config["mvtec"]
     if mvtec["methods"] is None:
         # Study variants (pipeline_lib.dag.grids) are not run on MVTec: only plain method ids.
-        mvtec["methods"] = [m for m in config["methods"] if m in _METHOD_IDS]
+        mvtec["methods"] = [m for m in config["methods"] if m in METHODS]
         if not mvtec["methods"]:
             raise ConfigError(
                 "config key 'mvtec.methods' must be set: the top-level methods hold no plain "
-                f"method id ({', '.join(_METHOD_IDS)})"
+                f"method id ({', '.join(METHODS)})"
             )
     mvtec["detectors"] = {name: dict(opts or {}) for name, opts in mvtec["detectors"].items()}
+    _check_detector_parameters(mvtec["detectors"], "mvtec.detectors")
     size, patch, stride = mvtec["image_size"], mvtec["patches"]["size"], mvtec["patches"]["stride"]
     if patch > size:
         raise ConfigError(
@@ -231,7 +306,7 @@ def _check_explain(config: dict[str, Any]) -> None:
             f"datasets ({', '.join(config['datasets']) or 'none'})"
         )
     if explain["methods"] is None:
-        explain["methods"] = [m for m in config["methods"] if m in _METHOD_IDS and m != "raw"]
+        explain["methods"] = [m for m in config["methods"] if m in METHODS and m != "raw"]
     missing = [m for m in explain["methods"] if m not in config["methods"]]
     if missing or not explain["methods"]:
         raise ConfigError(

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from pipeline_lib.registry import METHODS
+from pipeline_lib.registry import METHODS, method_training
 
 #: Methods of the main table.
 BASE_METHODS: tuple[str, ...] = METHODS
@@ -78,11 +78,13 @@ def base_method(name: str, variants: Mapping[str, Mapping[str, Any]]) -> str:
 def variant_training(
     name: str, training: Mapping[str, Any], variants: Mapping[str, Mapping[str, Any]]
 ) -> dict[str, Any]:
-    """The ``train`` settings of ``name``: the global ones with the variant's overrides."""
-    merged = dict(training)
-    if name in variants:
-        merged.update(variants[name].get("train") or {})
-    return merged
+    """The ``train`` settings of ``name``: the global ones with the variant's overrides.
+
+    Merged by :func:`pipeline_lib.registry.method_training`, so a method without an MLP
+    head does not inherit the top-level ``head_depth`` (and a variant giving it one raises).
+    """
+    overrides = (variants.get(name) or {}).get("train")
+    return method_training(base_method(name, variants), training, overrides)
 
 
 def variant_train_size(name: str, variants: Mapping[str, Mapping[str, Any]]) -> int | None:

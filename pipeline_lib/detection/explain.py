@@ -34,6 +34,7 @@ from torch import nn
 from pipeline_lib.detection.detectors._common import l2_normalize, rbf_gamma
 from pipeline_lib.models.proxy import ProxyModel, rotation_logits
 from pipeline_lib.models.representation import Representation
+from pipeline_lib.registry import GAMMA_SCALE
 from pipeline_lib.ssl.augment import rotate90
 
 __all__ = [
@@ -61,7 +62,7 @@ def kde_anomaly_function(
     fit_features: np.ndarray,
     *,
     gamma: float | None = None,
-    gamma_scale: float = 10.0,
+    gamma_scale: float = GAMMA_SCALE,
     space: str = "f",
 ) -> ScoreFunction:
     """Differentiable ``-KDE(normalize(f(x)))`` with the detector's own fit set and gamma.
@@ -77,7 +78,7 @@ def kde_anomaly_function(
     fit_features : ndarray of shape (n_fit, d)
         Training features (un-normalised, as stored in ``features.npz``).
     gamma : float or None, default=None
-    gamma_scale : float, default=10.0
+    gamma_scale : float, default=:data:`~pipeline_lib.registry.GAMMA_SCALE`
     space : {"f", "g"}, default="f"
         The paper explains ``f``.
 
@@ -271,7 +272,7 @@ def explain_images(
     baseline: np.ndarray | None = None,
     ig_steps: int = 64,
     gamma: float | None = None,
-    gamma_scale: float = 10.0,
+    gamma_scale: float = GAMMA_SCALE,
     device: torch.device | str = "cpu",
 ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, np.ndarray]]]:
     """Integrated gradients and GradCAM of every representation's KDE score (and RotNet's

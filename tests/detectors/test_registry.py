@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 from pipeline_lib.detection.detectors import (
@@ -58,3 +60,16 @@ def test_make_detector_bad_value_named() -> None:
         make_detector("ocsvm", nu=2.0)
     with pytest.raises(ValueError, match="n_neighbors"):
         make_detector("knn", n_neighbors=-1)
+
+
+def test_every_detector_accepts_exactly_the_registry_parameters_with_its_defaults() -> None:
+    # The config check rejects names outside DETECTOR_DEFAULTS before any job runs, so a
+    # parameter a class gains must be registered too, and no default may differ.
+    from pipeline_lib.registry import DETECTOR_DEFAULTS
+
+    assert list(DETECTORS) == list(DETECTOR_DEFAULTS)
+    for name, cls in DETECTORS.items():
+        signature = inspect.signature(cls.__init__).parameters
+        defaults = {p: v.default for p, v in signature.items() if p != "self"}
+        assert defaults == DETECTOR_DEFAULTS[name], name
+        assert make_detector(name).get_params() == DETECTOR_DEFAULTS[name], name

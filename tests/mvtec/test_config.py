@@ -65,10 +65,3 @@ def test_explain_needs_a_sweep_dataset_and_methods():
     config["explain"] = {"dataset": "digits", "methods": ["contrastive"]}
     with pytest.raises(ConfigError, match="'explain.methods'"):
         validate_config(config, SCHEMA)
-
-
-def test_method_ids_kept_as_text_match_the_representations():
-    from pipeline_lib.dag.config import _METHOD_IDS
-    from pipeline_lib.models.representation import METHODS
-
-    assert _METHOD_IDS == METHODS

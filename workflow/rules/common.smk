@@ -8,6 +8,7 @@ from pathlib import Path
 from pipeline_lib.dag.config import (
     ConfigError,
     export_data_settings,
+    merge_detectors,
     resolve_classes,
     sweep_id,
     validate_config,
@@ -83,11 +84,8 @@ METHODS = _union(grid.methods for grid in GRIDS)
 BASE = {name: base_method(name, VARIANTS) for name in METHODS}
 TRAINED = [name for name in METHODS if BASE[name] in TRAINED_METHODS]
 SEEDS = [str(seed) for seed in _union(grid.seeds for grid in GRIDS)]
-DETECTOR_PARAMS = dict(config["detectors"])
-for _study in config["studies"]:
-    DETECTOR_PARAMS.update(
-        {k: v for k, v in _study["detectors"].items() if k not in DETECTOR_PARAMS}
-    )
+# The top level's, then the studies' (validation rejects a detector given two parameter sets).
+DETECTOR_PARAMS = merge_detectors(config)
 DETECTORS = list(DETECTOR_PARAMS)
 # RotNet and rotation prediction are also scored by their own rotation classifier.
 SCORED_ROTATION = (

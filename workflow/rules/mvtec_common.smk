@@ -8,7 +8,7 @@ from pipeline_lib.data.mvtec import (
     export_category_paths,
     resolve_category_paths,
 )
-from pipeline_lib.registry import training_arguments
+from pipeline_lib.registry import method_training, training_arguments
 
 MVTEC = config.get("mvtec")
 # The top-level seeds: SEEDS (common.smk) holds those of the image benchmarks' grids only.
@@ -109,7 +109,10 @@ def get_patch_model(wildcards):
 def get_patch_training(wildcards):
     """The top-level train keys with mvtec.train's overrides (null = keep)."""
     overrides = {k: v for k, v in MVTEC["train"].items() if v is not None}
-    return training_arguments(wildcards.method, {**config["train"], **overrides})
+    return training_arguments(
+        wildcards.method,
+        method_training(wildcards.method, config["train"], overrides),
+    )
 
 
 def get_patch_rotation(wildcards):

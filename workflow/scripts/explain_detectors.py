@@ -13,6 +13,7 @@ from pipeline_lib.detection.runner import limit_fit_index, rows_for
 from pipeline_lib.models.checkpoints import load_trained_representation
 from pipeline_lib.models.representation import build_representation, imagenet_weights_from_env
 from pipeline_lib.mvtec.heatmaps import plot_explanations
+from pipeline_lib.registry import detector_settings
 from pipeline_lib.report.plots import save_figure
 from pipeline_lib.report.published import display_name
 from pipeline_lib.runtime.devices import select_device, set_threads
@@ -52,7 +53,7 @@ with job_logging(snakemake.log[0]):
             len(outliers), size=min(params.n_images, len(outliers)), replace=False
         )
         test_index = np.sort(outliers[draw])
-    kde = params.detector_params
+    kde = detector_settings("kde", params.detector_params)  # registry defaults filled
     baseline = None
     if params.baseline == "mean":
         baseline = dataset.train_images[split.train_index].mean(axis=0) / 255.0
@@ -64,8 +65,8 @@ with job_logging(snakemake.log[0]):
         labels={m: display_name("method", m) for m in params.methods},
         baseline=baseline,
         ig_steps=params.ig_steps,
-        gamma=kde.get("gamma"),
-        gamma_scale=kde.get("gamma_scale", 10.0),
+        gamma=kde["gamma"],
+        gamma_scale=kde["gamma_scale"],
         device=device,
     )
     # The sanity check of integrated gradients: attributions add up to the score change.

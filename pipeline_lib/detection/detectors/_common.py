@@ -16,6 +16,8 @@ import torch
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import validate_data
 
+from pipeline_lib.registry import GAMMA_SCALE
+
 # Same floor as ``tf.nn.l2_normalize`` (epsilon on the squared norm) in the released code:
 # an all-zero row stays all-zero instead of becoming NaN.
 _NORM_EPS_SQ = 1e-12
@@ -79,19 +81,19 @@ def maybe_normalize(X: np.ndarray, normalize: bool) -> np.ndarray:
     return l2_normalize(X) if normalize else X
 
 
-def rbf_gamma(X: np.ndarray, *, gamma_scale: float = 10.0) -> float:
+def rbf_gamma(X: np.ndarray, *, gamma_scale: float = GAMMA_SCALE) -> float:
     """The paper's RBF kernel parameter, ``gamma = gamma_scale / (d * Var(X))``.
 
     ``Var`` is the variance of all entries of ``X`` (not per column), ``d`` the number of
-    columns. ``gamma_scale=1`` is scikit-learn's ``gamma="scale"``; the paper uses 10
-    ("we reduce [the kernel width] by 10 times than default", Sec. 3.2; appendix "Details of
-    Experimental Setting"; the released code).
+    columns. ``gamma_scale=1`` is scikit-learn's ``gamma="scale"``; the paper uses 10,
+    :data:`pipeline_lib.registry.GAMMA_SCALE` ("we reduce [the kernel width] by 10 times
+    than default", Sec. 3.2; appendix "Details of Experimental Setting"; the released code).
 
     Parameters
     ----------
     X : ndarray of shape (n_samples, n_features)
         The fit features, already L2-normalised if the detector normalises.
-    gamma_scale : float, default=10.0
+    gamma_scale : float, default=:data:`~pipeline_lib.registry.GAMMA_SCALE`
         Multiplier of the scikit-learn default.
 
     Returns

@@ -22,6 +22,11 @@ from pipeline_lib.detection.detectors._common import (
     maybe_normalize,
     validate_features,
 )
+from pipeline_lib.registry import DETECTOR_DEFAULTS
+
+# Defaults come from the registry, where the config check reads them too (one statement of
+# each value; tests/detectors/test_registry.py checks that the two agree).
+_DEFAULTS = DETECTOR_DEFAULTS["gde"]
 
 
 class GaussianDensity(BaseEstimator):
@@ -53,9 +58,9 @@ class GaussianDensity(BaseEstimator):
     def __init__(
         self,
         *,
-        normalize: bool = True,
-        reg_covar: float = 1e-6,
-        random_state: int | None = 0,
+        normalize: bool = _DEFAULTS["normalize"],
+        reg_covar: float = _DEFAULTS["reg_covar"],
+        random_state: int | None = _DEFAULTS["random_state"],
     ) -> None:
         self.normalize = normalize
         self.reg_covar = reg_covar

@@ -1,7 +1,8 @@
 """Kernel density score with an RBF kernel, computed in blocks with PyTorch.
 
 Paper, Appendix A.1, ``KDE_gamma(x) = (1/gamma) log sum_y exp(-gamma ||x - y||^2)``, with y
-over the (L2-normalised) fit features and gamma = 10 / (d * Var(X_fit)) (Sec. 3.2 and the
+over the (L2-normalised) fit features and gamma = GAMMA_SCALE / (d * Var(X_fit)),
+GAMMA_SCALE = 10 (:data:`pipeline_lib.registry.GAMMA_SCALE`) (Sec. 3.2 and the
 appendix "Details of Experimental Setting").
 """
 
@@ -25,6 +26,11 @@ from pipeline_lib.detection.detectors._common import (
     resolve_dtype,
     validate_features,
 )
+from pipeline_lib.registry import DETECTOR_DEFAULTS
+
+# Defaults come from the registry, where the config check reads them too (one statement of
+# each value; tests/detectors/test_registry.py checks that the two agree).
+_DEFAULTS = DETECTOR_DEFAULTS["kde"]
 
 
 def rbf_log_sum_exp(
@@ -101,7 +107,7 @@ class KernelDensityScore(BaseEstimator):
     gamma : float or None, default=None
         Kernel parameter. None derives ``gamma_scale / (d * Var(X_fit))`` from the
         (normalised) fit features, Var over all entries.
-    gamma_scale : float, default=10.0
+    gamma_scale : float, default=:data:`~pipeline_lib.registry.GAMMA_SCALE`
         Multiplier of the scikit-learn "scale" gamma; ignored when ``gamma`` is given.
     normalize : bool, default=True
         L2-normalise every row (fit and score) before anything else.
@@ -128,12 +134,12 @@ class KernelDensityScore(BaseEstimator):
     def __init__(
         self,
         *,
-        gamma: float | None = None,
-        gamma_scale: float = 10.0,
-        normalize: bool = True,
-        chunk_size: int = 2048,
-        dtype: str = "float32",
-        device: str = "auto",
+        gamma: float | None = _DEFAULTS["gamma"],
+        gamma_scale: float = _DEFAULTS["gamma_scale"],
+        normalize: bool = _DEFAULTS["normalize"],
+        chunk_size: int = _DEFAULTS["chunk_size"],
+        dtype: str = _DEFAULTS["dtype"],
+        device: str = _DEFAULTS["device"],
     ) -> None:
         self.gamma = gamma
         self.gamma_scale = gamma_scale

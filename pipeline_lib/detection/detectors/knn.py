@@ -33,6 +33,11 @@ from pipeline_lib.detection.detectors._common import (
     resolve_dtype,
     validate_features,
 )
+from pipeline_lib.registry import DETECTOR_DEFAULTS
+
+# Defaults come from the registry, where the config check reads them too (one statement of
+# each value; tests/detectors/test_registry.py checks that the two agree).
+_DEFAULTS = DETECTOR_DEFAULTS["knn"]
 
 
 def top_k_similarity(x: torch.Tensor, y: torch.Tensor, *, k: int, chunk_size: int) -> torch.Tensor:
@@ -105,10 +110,10 @@ class KNNCosine(BaseEstimator):
     def __init__(
         self,
         *,
-        n_neighbors: int = 1,
-        chunk_size: int = 2048,
-        dtype: str = "float32",
-        device: str = "auto",
+        n_neighbors: int = _DEFAULTS["n_neighbors"],
+        chunk_size: int = _DEFAULTS["chunk_size"],
+        dtype: str = _DEFAULTS["dtype"],
+        device: str = _DEFAULTS["device"],
     ) -> None:
         self.n_neighbors = n_neighbors
         self.chunk_size = chunk_size

@@ -22,6 +22,12 @@ from pipeline_lib.detection.detectors._common import (
     maybe_normalize,
     validate_features,
 )
+from pipeline_lib.registry import DETECTOR_DEFAULTS
+
+# Defaults come from the registry, where the config check reads them too: one statement of
+# each value (tests/detectors/test_registry.py checks that the two agree).
+_RBF = DETECTOR_DEFAULTS["ocsvm"]
+_LINEAR = DETECTOR_DEFAULTS["ocsvm_linear"]
 
 
 def _check_svm_params(nu: Any, tol: Any, cache_size: Any, max_iter: Any) -> None:
@@ -54,7 +60,7 @@ class RBFOneClassSVM(BaseEstimator):
     gamma : float or None, default=None
         Kernel parameter of ``exp(-gamma ||x - y||^2)``. None derives it from the fit features
         as above.
-    gamma_scale : float, default=10.0
+    gamma_scale : float, default=:data:`~pipeline_lib.registry.GAMMA_SCALE`
         Multiplier in ``gamma = gamma_scale / (d * Var(X_fit))``; ignored when ``gamma`` is
         given.
     normalize : bool, default=True
@@ -79,13 +85,13 @@ class RBFOneClassSVM(BaseEstimator):
     def __init__(
         self,
         *,
-        nu: float = 0.5,
-        gamma: float | None = None,
-        gamma_scale: float = 10.0,
-        normalize: bool = True,
-        tol: float = 1e-3,
-        cache_size: float = 200.0,
-        max_iter: int = -1,
+        nu: float = _RBF["nu"],
+        gamma: float | None = _RBF["gamma"],
+        gamma_scale: float = _RBF["gamma_scale"],
+        normalize: bool = _RBF["normalize"],
+        tol: float = _RBF["tol"],
+        cache_size: float = _RBF["cache_size"],
+        max_iter: int = _RBF["max_iter"],
     ) -> None:
         self.nu = nu
         self.gamma = gamma
@@ -194,11 +200,11 @@ class LinearOneClassSVM(BaseEstimator):
     def __init__(
         self,
         *,
-        nu: float = 0.5,
-        normalize: bool = False,
-        tol: float = 1e-3,
-        cache_size: float = 200.0,
-        max_iter: int = -1,
+        nu: float = _LINEAR["nu"],
+        normalize: bool = _LINEAR["normalize"],
+        tol: float = _LINEAR["tol"],
+        cache_size: float = _LINEAR["cache_size"],
+        max_iter: int = _LINEAR["max_iter"],
     ) -> None:
         self.nu = nu
         self.normalize = normalize

@@ -1,0 +1,100 @@
+"""The torch-free registry: ids the schema must agree with, detector parameters, head depth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline_lib import registry
+from pipeline_lib.registry import (
+    DETECTOR_DEFAULTS,
+    GAMMA_SCALE,
+    detector_settings,
+    method_training,
+    training_arguments,
+    unknown_detector_parameters,
+)
+
+SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
+
+
+@pytest.fixture(scope="module")
+def schema() -> dict:
+    return yaml.safe_load(SCHEMA.read_text())["properties"]
+
+
+def test_schema_detector_ids_equal_the_registry(schema) -> None:
+    top = schema["detectors"]["propertyNames"]["enum"]
+    patch = schema["mvtec"]["properties"]["detectors"]["propertyNames"]["enum"]
+    assert top == list(registry.DETECTORS) == ["ocsvm", "ocsvm_linear", "kde", "gde", "knn"]
+    assert patch == list(registry.DETECTORS)
+
+
+def test_schema_method_ids_equal_the_registry(schema) -> None:
+    variant = schema["variants"]["additionalProperties"]["properties"]["method"]["enum"]
+    mvtec = schema["mvtec"]["properties"]["methods"]["items"]["enum"]
+    assert variant == list(registry.TRAINED_METHODS)
+    assert mvtec == list(registry.METHODS)
+
+
+def test_schema_dataset_ids_equal_the_data_set_registry(schema) -> None:
+    from pipeline_lib.data import DATASETS
+
+    assert sorted(schema["datasets"]["propertyNames"]["enum"]) == sorted(DATASETS)
+
+
+def test_gamma_scale_is_the_papers_ten_and_the_rbf_detectors_default() -> None:
+    assert GAMMA_SCALE == 10.0
+    assert DETECTOR_DEFAULTS["ocsvm"]["gamma_scale"] == GAMMA_SCALE
+    assert DETECTOR_DEFAULTS["kde"]["gamma_scale"] == GAMMA_SCALE
+
+
+def test_unknown_detector_parameters_are_listed_in_order() -> None:
+    assert unknown_detector_parameters("ocsvm", {"nu": 0.1, "gama": 1, "kernel": "rbf"}) == [
+        "gama",
+        "kernel",
+    ]
+    assert unknown_detector_parameters("gde", {"normalize": False}) == []
+    with pytest.raises(KeyError):
+        unknown_detector_parameters("svm", {})
+
+
+def test_detector_settings_fill_the_registry_defaults() -> None:
+    assert detector_settings("knn", None) == {
+        "n_neighbors": 1,
+        "chunk_size": 2048,
+        "dtype": "float32",
+        "device": "auto",
+    }
+    assert detector_settings("knn", {"n_neighbors": 5})["n_neighbors"] == 5
+    assert detector_settings("ocsvm", {}) == detector_settings("ocsvm", {"nu": 0.5})
+
+
+def test_top_level_head_depth_sizes_only_the_mlp_head_methods() -> None:
+    training = {"head_depth": 2, "lr": 0.01}
+    assert method_training("contrastive", training)["head_depth"] == 2
+    assert method_training("rotation", training)["head_depth"] == 2
+    for headless in ("rotnet", "denoising"):
+        assert method_training(headless, training) == {"head_depth": None, "lr": 0.01}
+        arguments = training_arguments(headless, method_training(headless, training))
+        assert arguments["head_depth"] is None
+
+
+def test_variant_overrides_win_over_the_top_level() -> None:
+    merged = method_training("contrastive", {"head_depth": 2, "lr": 0.01}, {"head_depth": 0})
+    assert merged == {"head_depth": 0, "lr": 0.01}
+    assert method_training("rotnet", {"lr": 0.01}, {"head_depth": None}) == {
+        "lr": 0.01,
+        "head_depth": None,
+    }
+
+
+@pytest.mark.parametrize("method", ["rotnet", "denoising"])
+def test_a_head_depth_for_a_headless_method_raises_instead_of_being_dropped(method) -> None:
+    with pytest.raises(ValueError, match=rf"head_depth: 2 but {method} has no MLP head"):
+        method_training(method, {}, {"head_depth": 2})
+    with_head = r"methods with one: rotation, contrastive, contrastive_da"
+    with pytest.raises(ValueError, match=with_head):
+        training_arguments(method, {"head_depth": 2})
