@@ -2,12 +2,13 @@
 
 For machines where Snakemake cannot be installed (a GPU box with a fixed Python image, say):
 every (data set, class, contamination, seed, method) job of ``--configfile`` goes through the
-same library calls as the workflow's rules -- ``one_class_split``, ``train_representation``
-with ``training_arguments``, ``embed_split`` / ``embed_dataset``, ``run_detection`` on the
-``train`` fit set and ``run_rotation_detection`` -- in a pool of ``--parallel`` processes
-that share the device (so it also shows what packing several small-batch jobs on one GPU
-gives). Results land in ``--out`` as one JSON per job, and a table of AUCs per class with
-the difference to ``resnet18_random`` (when the config has it) is printed at the end.
+same library calls as the workflow's scripts -- ``one_class_split``, ``ssl.jobs.train_on_split``,
+``ssl.jobs.embed_trained`` / ``models.embed.embed_frozen``, ``run_detection`` on every fit set
+(``train`` and the ``clean{n}`` sets) and ``run_rotation_detection`` -- in a pool of
+``--parallel`` processes that share the device (so it also shows what packing several
+small-batch jobs on one GPU gives). Results land in ``--out`` as one JSON per job, and a
+table of AUCs per class with the difference to ``resnet18_random`` (when the config has it)
+is printed at the end.
 
 Jobs still running at ``--deadline`` seconds are stopped and listed as unfinished; the
 finished ones are kept. This is a measuring tool: the workflow (``snakemake``) remains the
@@ -95,20 +96,26 @@ def prepare_datasets(config: dict[str, Any], out: Path) -> dict[str, tuple[str, 
 
 
 def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
-    """The workflow's chain for one job; returns its detector records and timings."""
+    """The workflow's chain for one job; returns its detector records and timings.
+
+    Each step is the library call of the workflow's script: ``one_class_split``
+    (prepare_split), :func:`pipeline_lib.ssl.jobs.train_on_split` (train_representation),
+    :func:`pipeline_lib.ssl.jobs.embed_trained` (embed_trained),
+    :func:`pipeline_lib.models.embed.embed_frozen` (embed_frozen_dataset),
+    ``run_detection`` on every fit set (score_detectors) and ``run_rotation_detection``
+    (score_rotation_classifier). AUCs of a clean fit set are keyed ``detector/clean{n}``.
+    """
     import numpy as np
     import torch
 
     from pipeline_lib.dag.grids import base_method, variant_train_size, variant_training
-    from pipeline_lib.data.split import one_class_split, training_subset
+    from pipeline_lib.data.split import one_class_split
     from pipeline_lib.detection.runner import run_detection, run_rotation_detection
-    from pipeline_lib.models.embed import embed_dataset, embed_split
-    from pipeline_lib.models.representation import FROZEN_METHODS, build_representation
-    from pipeline_lib.registry import ROTATION_DETECTORS, ROTATION_METHODS, training_arguments
+    from pipeline_lib.models.embed import embed_frozen
+    from pipeline_lib.registry import FROZEN_METHODS, ROTATION_DETECTORS, ROTATION_METHODS
     from pipeline_lib.runtime.devices import set_threads
     from pipeline_lib.runtime.io import load_image_dataset, save_json
-    from pipeline_lib.ssl.rotation import rotation_scores
-    from pipeline_lib.ssl.train import train_representation
+    from pipeline_lib.ssl.jobs import embed_trained, train_on_split
 
     set_threads(job.threads)
     device = torch.device(job.device)
@@ -129,24 +136,29 @@ def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
     variants = config["variants"]
     method = base_method(job.method, variants)  # a variant trains its base method
     if method in FROZEN_METHODS:
-        model = build_representation(method, seed=job.seed, width=width)
-        features = embed_dataset(model, dataset, batch_size=batch_size, device=device)
-    else:
-        arguments = training_arguments(
-            method, variant_training(job.method, config["train"], variants)
-        )
-        train_index = training_subset(
-            split.train_index, variant_train_size(job.method, variants), seed=job.seed
-        )
-        tic = time.perf_counter()
-        model, history = train_representation(
+        features = embed_frozen(
             method,
-            dataset.train_images[train_index],
+            dataset,
+            seed=job.seed,
+            width=width,
+            batch_size=batch_size,
+            device=device,
+            imagenet_size=(
+                config["embed"]["imagenet_size"] if method == "resnet50_imagenet" else None
+            ),
+        )
+    else:
+        tic = time.perf_counter()
+        model, history, arguments = train_on_split(
+            method,
+            dataset.train_images,
+            split,
+            training=variant_training(job.method, config["train"], variants),
+            train_size=variant_train_size(job.method, variants),
             seed=job.seed,
             device=device,
             width=width,
             checkpoint_path=Path(job.out).with_suffix(".ckpt"),
-            **arguments,
         )
         timings["train_s"] = time.perf_counter() - tic
         last = history[-1]
@@ -157,27 +169,24 @@ def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
             "images_per_s_last_epoch": last["images_per_s"],
             "batch_size": arguments["batch_size"],
         }
-        features = embed_split(
-            model, dataset, split.train_index, batch_size=batch_size, device=device
+        features = embed_trained(
+            model, dataset, split, method=method, batch_size=batch_size, device=device
         )
-        if method in ROTATION_METHODS:
-            scores = rotation_scores(
-                model, dataset.test_images, device=device, batch_size=batch_size
-            )
-            features.update({f"{key}_test": value for key, value in scores.items()})
     timings["features_s"] = time.perf_counter() - started
     records = {}
-    for detector, params in config["detectors"].items():
-        record, _ = run_detection(
-            split,
-            features,
-            fitset="train",
-            detector=detector,
-            detector_params=params,
-            max_fit=config["detect"]["max_fit"],
-            seed=job.seed,
-        )
-        records[detector] = record["auroc"]
+    fitsets = ["train"] + [f"clean{n}" for n in config["splits"]["clean_inliers"]]
+    for fitset in fitsets:
+        for detector, params in config["detectors"].items():
+            record, _ = run_detection(
+                split,
+                features,
+                fitset=fitset,
+                detector=detector,
+                detector_params=params,
+                max_fit=config["detect"]["max_fit"],
+                seed=job.seed,
+            )
+            records[detector if fitset == "train" else f"{detector}/{fitset}"] = record["auroc"]
     if method in ROTATION_METHODS and config["detect"]["rotation_classifier"]:
         for detector in ROTATION_DETECTORS:
             record, _ = run_rotation_detection(split, features, detector=detector)
@@ -287,11 +296,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from pipeline_lib.dag.config import export_data_settings
     from pipeline_lib.runtime.io import save_json
 
     args = parse_args(argv)
     start = time.perf_counter()
     config = load_config(args.configfile)
+    # As common.smk does: the worker processes inherit the data root, download flag and
+    # ImageNet weights path ($DROC_IMAGENET_WEIGHTS, read by embed_frozen).
+    export_data_settings(
+        root=config["data"]["root"],
+        download=config["data"]["download"],
+        imagenet_weights=config["embed"]["imagenet_weights"],
+    )
     if args.methods:
         config = restrict_methods(config, args.methods, source=args.configfile)
     (args.out / "jobs").mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline_lib.detection.metrics import auroc, roc_curve_points, uniformity_mmd
+from pipeline_lib.detection.metrics import (
+    auroc,
+    feature_uniformity,
+    roc_curve_points,
+    uniformity_mmd,
+)
 
 
 def test_auroc_outlier_is_positive_class() -> None:
@@ -105,3 +110,14 @@ def test_uniformity_mmd_matches_direct_formula() -> None:
 def test_uniformity_mmd_rejects_bad_input(features, kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         uniformity_mmd(features, **kwargs)
+
+
+def test_feature_uniformity_measures_g_else_f_on_a_seeded_subset() -> None:
+    rng = np.random.default_rng(0)
+    f = rng.normal(size=(50, 4))
+    g = rng.normal(size=(50, 3))
+    with_head = feature_uniformity({"f_train": f, "g_train": g}, seed=2)
+    assert with_head == {"mmd": uniformity_mmd(g, seed=2), "space": "g", "n": 50}
+    plain = feature_uniformity({"f_train": f}, seed=2, max_points=20)
+    keep = np.sort(np.random.default_rng(2).choice(50, 20, replace=False))
+    assert plain == {"mmd": uniformity_mmd(f[keep], seed=2), "space": "f", "n": 20}

@@ -13,12 +13,13 @@ from pipeline_lib.dag.planner import (
     DEFAULT_JOB_SECONDS,
     Job,
     PlanError,
-    base_method,
     dataset_size,
     format_plan,
     main,
     parse_dry_run,
+    plan,
     plan_costs,
+    training_spec,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -171,11 +172,56 @@ def test_measurements_of_an_earlier_run_replace_the_defaults(tmp_path: Path) -> 
     assert "rate measured" not in gpu["train_representation"].sources
 
 
-def test_base_method_and_dataset_size() -> None:
-    assert base_method("contrastive_da") == "contrastive_da"
-    assert base_method("contrastive_da_hflip") == "contrastive_da"
-    assert base_method("contrastive") == "contrastive"
-    assert base_method("resnet18_random") is None
+def test_training_spec_reads_a_variant_through_the_grid_functions() -> None:
+    config = {
+        "train": {"epochs": 20},
+        "variants": {
+            "fast": {"method": "contrastive_da", "train": {"epochs": 5, "batch_size": 16}},
+            "small": {"method": "rotnet", "train_size": 100},
+        },
+    }
+    fast = training_spec("fast", config)
+    assert fast is not None
+    assert (fast.base, fast.epochs, fast.batch_size, fast.train_size) == (
+        "contrastive_da",
+        5,
+        16,
+        None,
+    )
+    small = training_spec("small", config)
+    assert small is not None
+    assert (small.base, small.epochs, small.batch_size, small.train_size) == ("rotnet", 20, 64, 100)
+    assert training_spec("resnet18_random", config) is None
+    # A variant learning from 100 images costs 100 // 64 * 64 images an epoch, not 4,992.
+    job = Job("train_representation", {"dataset": "cifar10", "method": "small"}, ())
+    costs = plan_costs([job], {**config, "datasets": {"cifar10": {}}}, device="cpu")
+    expected = 20 * 64 / DEFAULT_IMAGES_PER_S["cpu"]["rotnet"] / 3600
+    assert costs["train_representation"].hours == pytest.approx(expected)
+
+
+def test_plan_costs_each_variant_of_the_longer_gpu_config_at_its_own_epochs() -> None:
+    """config/cifar10_gpu_longer.yaml trains at 60 and 50 epochs, not the global 20."""
+    _, costs = plan(REPO / "config/cifar10_gpu_longer.yaml", device="cuda", measure=False)
+    training = costs["train_representation"]
+    epochs = {name: part.spec.epochs for name, part in training.by_method.items()}
+    assert epochs == {
+        "denoising_e60": 60,
+        "denoising_views_e60": 60,
+        "contrastive_e50": 50,
+        "contrastive_head2_e50": 50,
+    }
+    assert {name: part.jobs for name, part in training.by_method.items()} == dict.fromkeys(
+        epochs, 2
+    )
+    rates = DEFAULT_IMAGES_PER_S["cuda"]
+    denoising = 60 * (5000 // 64 * 64) / rates["denoising"]
+    contrastive = 50 * (5000 // 32 * 32) / rates["contrastive"]
+    expected = 2 * 2 * (denoising + contrastive) / 3600
+    assert training.hours == pytest.approx(expected)
+    assert training.by_method["contrastive_e50"].hours == pytest.approx(2 * contrastive / 3600)
+
+
+def test_dataset_size() -> None:
     size, known = dataset_size({"datasets": {"cifar10": {"max_train_per_class": 60}}}, "cifar10")
     assert known and size.train_per_class == 60 and size.side == 32
     options = {"datasets": {"catvsdog": {"options": {"n_train_per_class": 500}}}}

@@ -4,7 +4,10 @@
 the real DAG with ``snakemake --dry-run --forceall`` (so its job counts are Snakemake's own),
 then projects per rule:
 
-* **device-hours**: training jobs cost ``epochs x images per epoch / images per second``;
+* **device-hours**: training jobs cost ``epochs x images per epoch / images per second``,
+  with each variant's own epochs, batch size, base method and training subset taken from the
+  grid functions the DAG itself uses (:mod:`pipeline_lib.dag.grids`: ``base_method``,
+  ``variant_training``, ``variant_train_size``), so a 60-epoch variant costs 60 epochs;
   every other job a fixed number of seconds. Rates and seconds come, in this order, from
   measurements of earlier runs in the working directory (per-epoch ``images_per_s`` in the
   ``train_history.json`` files; the median wall time ``s`` of each rule's ``benchmark:``
@@ -36,16 +39,22 @@ from typing import Any
 
 import yaml
 
-from pipeline_lib.registry import TRAINED_METHODS as REGISTRY_TRAINED
+from pipeline_lib.dag.config import validate_config
+from pipeline_lib.dag.grids import (
+    base_method,
+    merge_datasets,
+    study_grids,
+    variant_train_size,
+    variant_training,
+)
+from pipeline_lib.registry import TRAINED_METHODS, training_arguments
 
 REPO = Path(__file__).resolve().parents[2]
+#: The schema the Snakefile validates a config with (defaults filled, studies merged).
+SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
 
 #: Rules that run on the accelerator when given a GPU (the rest always use the CPU).
 DEVICE_RULES: tuple[str, ...] = ("train_representation", "embed_trained", "embed_frozen_dataset")
-
-#: Trained representations, longest name first (a study variant ``contrastive_da_b64`` maps to
-#: ``contrastive_da``).
-TRAINED_METHODS: tuple[str, ...] = tuple(sorted(REGISTRY_TRAINED, key=len, reverse=True))
 
 #: Source images per second of training, ResNet-18 width 64 on 32x32 images at the paper's
 #: batch size, per device: measured with ``benchmarks/bench_train.py``. ``cpu``: a 2-core
@@ -132,6 +141,31 @@ class Job:
     outputs: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class TrainingSpec:
+    """How one method or variant trains, as the DAG's ``train_representation`` job runs it.
+
+    Built by :func:`training_spec` from the grid functions the Snakefile's params use, so the
+    planner cannot drift from what the jobs do (it once costed every variant at the global
+    epochs, guessing base methods from name prefixes).
+    """
+
+    name: str
+    base: str
+    epochs: int
+    batch_size: int
+    train_size: int | None
+
+
+@dataclass
+class MethodCost:
+    """The training jobs of one method or variant: what they train and what they cost."""
+
+    spec: TrainingSpec
+    jobs: int = 0
+    hours: float | None = 0.0
+
+
 @dataclass
 class RuleCost:
     """What one rule's jobs cost in all; ``sources`` says where each number came from."""
@@ -140,6 +174,8 @@ class RuleCost:
     hours: float | None = 0.0
     disk_bytes: float = 0.0
     sources: set[str] = field(default_factory=set)
+    #: Training only: method or variant -> its spec, job count and hours.
+    by_method: dict[str, MethodCost] = field(default_factory=dict)
 
 
 _RULE_LINE = re.compile(r"^\s*(?:local)?rule (\w+):\s*$")
@@ -231,12 +267,36 @@ def parse_dry_run(text: str) -> tuple[list[Job], dict[str, int]]:
     return jobs, stats
 
 
-def base_method(method: str) -> str | None:
-    """The trained method a method wildcard (or a study variant of it) trains, else None."""
-    for name in TRAINED_METHODS:
-        if method == name or method.startswith(name + "_"):
-            return name
-    return None
+def training_spec(name: str, config: Mapping[str, Any]) -> TrainingSpec | None:
+    """The training of method or variant ``name`` under ``config``; None if it trains nothing.
+
+    Parameters
+    ----------
+    name : str
+        A ``method`` wildcard: a method id or a variant of ``config["variants"]``.
+    config : mapping
+        The (validated) config: its ``train`` section and ``variants``.
+
+    Returns
+    -------
+    TrainingSpec or None
+        Base method, epochs and batch size after the variant's overrides (the paper's
+        per-method batch size when unset), and the variant's training subset size.
+    """
+    variants = config.get("variants") or {}
+    base = base_method(name, variants)
+    if base not in TRAINED_METHODS:
+        return None
+    arguments = training_arguments(
+        base, variant_training(name, config.get("train") or {}, variants)
+    )
+    return TrainingSpec(
+        name=name,
+        base=base,
+        epochs=int(arguments.get("epochs") or 2048),
+        batch_size=int(arguments["batch_size"]),
+        train_size=variant_train_size(name, variants),
+    )
 
 
 def dataset_size(config: Mapping[str, Any], dataset: str) -> tuple[DatasetSize, bool]:
@@ -275,12 +335,13 @@ def measured_images_per_s(
                 continue
             if width is not None and record.get("width") != width:
                 continue
-            method = base_method(str(record["method"]))
+            # Histories record the base method (train_representation.py), never a variant.
+            method = str(record["method"])
             history = record["history"][1:] or record["history"]
             values = [float(epoch["images_per_s"]) for epoch in history]
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if method is not None:
+        if method in TRAINED_METHODS:
             rates.setdefault(method, []).extend(value for value in values if value > 0)
     return rates
 
@@ -371,8 +432,6 @@ def plan_costs(
     """
     if device not in DEFAULT_IMAGES_PER_S:
         raise ValueError(f"device must be one of {sorted(DEFAULT_IMAGES_PER_S)}, got {device!r}")
-    train = config.get("train") or {}
-    epochs = int(train.get("epochs") or 2048)
     rates_measured: dict[str, list[float]] = {}
     seconds_measured: dict[str, list[float]] = {}
     bytes_measured: dict[str, list[int]] = {}
@@ -395,21 +454,31 @@ def plan_costs(
         else:
             cost.disk_bytes += estimated_output_bytes(job, config)
             cost.sources.add("disk estimated")
-        method = base_method(job.wildcards.get("method", ""))
-        if job.rule == "train_representation" and method is not None:
-            rate, source = _training_rate(method, device, images_per_s, rates_measured)
+        spec = None
+        if job.rule == "train_representation":
+            spec = training_spec(job.wildcards.get("method", ""), config)
+        if spec is not None:
+            by_method = cost.by_method.setdefault(spec.name, MethodCost(spec))
+            by_method.jobs += 1
+            rate, source = _training_rate(spec.base, device, images_per_s, rates_measured)
             if rate is None or cost.hours is None:
-                cost.hours = None
-                cost.sources.add(f"no {device} rate for {method}")
+                cost.hours = by_method.hours = None
+                cost.sources.add(f"no {device} rate for {spec.base}")
                 continue
             cost.sources.add(source)
             size, known = dataset_size(config, job.wildcards.get("dataset", ""))
             if not known:
                 cost.sources.add(f"size of {job.wildcards.get('dataset')} guessed")
-            batch = int(train.get("batch_size") or (32 if method.startswith("contrastive") else 64))
-            per_epoch = max(size.train_per_class // batch, 1) * min(batch, size.train_per_class)
+            images = size.train_per_class
+            if spec.train_size is not None:
+                images = min(images, spec.train_size)
+            batch = spec.batch_size
+            per_epoch = max(images // batch, 1) * min(batch, images)
             # 64x64 images cost 4x the FLOPs of 32x32 (the defaults are measured at 32x32).
-            cost.hours += epochs * per_epoch * (size.side / 32) ** 2 / rate / 3600
+            hours = spec.epochs * per_epoch * (size.side / 32) ** 2 / rate / 3600
+            cost.hours += hours
+            if by_method.hours is not None:
+                by_method.hours += hours
         elif cost.hours is not None:
             if job.rule in seconds_measured:
                 seconds = _median(seconds_measured[job.rule])
@@ -461,6 +530,16 @@ def format_plan(name: str, costs: Mapping[str, RuleCost], *, device: str) -> str
             unknown = True
         else:
             totals["device" if rule in DEVICE_RULES else "cpu"] += cost.hours
+        # Per method or variant, indented under its rule: what each one trains and costs.
+        for method, part in cost.by_method.items():
+            spec = part.spec
+            part_hours = "unknown" if part.hours is None else f"{part.hours:,.2f}"
+            subset = "all" if spec.train_size is None else f"{spec.train_size:,}"
+            lines.append(
+                f"  {method:<26}{part.jobs:>8,}{part_hours:>12}  {on:<7}{'':>12}  "
+                f"{spec.base}, {spec.epochs} epochs, batch {spec.batch_size}, "
+                f"train size {subset}"
+            )
     device_hours = "unknown" if unknown else f"{totals['device']:,.1f}"
     lines.append(
         f"total: {totals['jobs']:,} jobs, {device_hours} {device}-hours on the torch rules, "
@@ -468,6 +547,27 @@ def format_plan(name: str, costs: Mapping[str, RuleCost], *, device: str) -> str
         f"outputs"
     )
     return "\n".join(lines)
+
+
+def planned_config(configfile: str | os.PathLike) -> dict[str, Any]:
+    """``configfile`` as the Snakefile sees it: validated, defaults filled, studies merged.
+
+    The data sets of every grid (the included studies' too) are put under ``datasets`` with
+    their shared reader settings (:func:`pipeline_lib.dag.grids.merge_datasets`), so a
+    study-only data set is sized with its own subsampling.
+
+    Raises
+    ------
+    PlanError
+        If the config does not validate (the message names the key).
+    """
+    raw = yaml.safe_load(Path(configfile).read_text()) or {}
+    try:
+        config = validate_config(raw, SCHEMA)
+        grids = study_grids(config, config["studies"])
+    except ValueError as error:
+        raise PlanError(f"invalid config: {error}") from error
+    return {**config, "datasets": merge_datasets(grids)}
 
 
 def plan(
@@ -483,7 +583,7 @@ def plan(
     ``workdir`` is where the sweep runs (its ``results/`` is measured when ``measure``);
     ``None`` plans in an empty temporary folder with defaults only.
     """
-    config = yaml.safe_load(Path(configfile).read_text()) or {}
+    config = planned_config(configfile)
     with tempfile.TemporaryDirectory(prefix="droc-plan-") as empty:
         where = Path(workdir) if workdir is not None else Path(empty)
         jobs, stats = parse_dry_run(dry_run([configfile], workdir=where))

@@ -24,29 +24,45 @@ depends on that image only and a batch's summed score has per-image gradients.
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pipeline_lib.data import ImageDataset
+from pipeline_lib.data.split import OneClassSplit
 from pipeline_lib.detection.detectors._common import l2_normalize, rbf_gamma
+from pipeline_lib.detection.runner import limit_fit_index, rows_for
+from pipeline_lib.models.checkpoints import load_trained_representation
 from pipeline_lib.models.proxy import ProxyModel, rotation_logits
-from pipeline_lib.models.representation import Representation
-from pipeline_lib.registry import GAMMA_SCALE
+from pipeline_lib.models.representation import (
+    Representation,
+    build_representation,
+    imagenet_weights_from_env,
+)
+from pipeline_lib.registry import GAMMA_SCALE, detector_settings
 from pipeline_lib.ssl.augment import rotate90
 
 __all__ = [
     "ROTATION_VIEWS",
     "ScoreFunction",
+    "Explanation",
     "explain_images",
+    "explain_split",
     "explanation_layer",
     "gradcam",
     "integrated_gradients",
     "kde_anomaly_function",
     "rotation_anomaly_function",
 ]
+
+log = logging.getLogger(__name__)
 
 #: Images ``(n, 3, h, w)`` in [0, 1] -> anomaly scores ``(n,)``, differentiable. A score
 #: function that runs the network on rotated copies lists the quarter turns of its forward
@@ -78,7 +94,7 @@ def kde_anomaly_function(
     fit_features : ndarray of shape (n_fit, d)
         Training features (un-normalised, as stored in ``features.npz``).
     gamma : float or None, default=None
-    gamma_scale : float, default=:data:`~pipeline_lib.registry.GAMMA_SCALE`
+    gamma_scale : float, default=GAMMA_SCALE (10, the paper's)
     space : {"f", "g"}, default="f"
         The paper explains ``f``.
 
@@ -351,3 +367,170 @@ def explain_images(
         diagnostics["completeness_gap"][f"IG: {label}"] = gaps.cpu().numpy()
         cams[f"GradCAM: {label}"] = gradcam(score, x, layer=explanation_layer(model)).cpu().numpy()
     return {**integrated, **cams}, diagnostics
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The heat maps of chosen test images of one split, with their sanity diagnostics."""
+
+    #: Positions of the explained images in the data set's test split.
+    test_index: np.ndarray
+    #: The explained images, ``(n, h, w, 3)`` uint8.
+    images: np.ndarray
+    #: One label per image: its test position and class name.
+    row_labels: list[str]
+    #: Column title -> ``(n, h, w)`` heat maps in [0, 1] (see :func:`explain_images`).
+    heatmaps: dict[str, np.ndarray]
+    #: ``score``, ``baseline_score`` and ``completeness_gap`` per integrated-gradients column.
+    diagnostics: dict[str, dict[str, np.ndarray]]
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The ``.npz`` layout of the workflow's ``explain_detectors`` maps file."""
+        return {
+            "test_index": self.test_index,
+            "columns": np.array(list(self.heatmaps)),
+            "heatmaps": np.stack(list(self.heatmaps.values()), axis=1),
+            "ig_columns": np.array(list(self.diagnostics["score"])),
+            "scores": np.stack(list(self.diagnostics["score"].values())),
+            "baseline_scores": np.stack(list(self.diagnostics["baseline_score"].values())),
+            "completeness_gaps": np.stack(list(self.diagnostics["completeness_gap"].values())),
+        }
+
+
+def explained_test_index(
+    split: OneClassSplit, test_index: Sequence[int] | None, *, n_images: int, seed: int
+) -> np.ndarray:
+    """The test images to explain: those asked for, else a seeded draw of the split's outliers.
+
+    Outliers are what an explanation should show (what makes an image look anomalous); the
+    draw depends only on the split and the seed, so a re-run explains the same images.
+    """
+    if test_index:
+        return np.asarray(test_index, dtype=np.int64)
+    outliers = split.test_index[split.test_is_outlier == 1]
+    draw = np.random.default_rng(seed).choice(
+        len(outliers), size=min(n_images, len(outliers)), replace=False
+    )
+    return np.sort(outliers[draw])
+
+
+def log_completeness(diagnostics: Mapping[str, Mapping[str, np.ndarray]]) -> None:
+    """Log integrated gradients' sanity check: attributions add up to the score change.
+
+    A gap above 10 % of the change is a warning (too few steps, or a baseline along whose
+    path the score does not change smoothly); the maps are written regardless.
+    """
+    for column, gaps in diagnostics["completeness_gap"].items():
+        change = diagnostics["score"][column] - diagnostics["baseline_score"][column]
+        relative = float(np.max(np.abs(gaps) / np.maximum(np.abs(change), 1e-12)))
+        log.log(
+            logging.WARNING if relative > 0.1 else logging.INFO,
+            "%s: sum(IG) - (F(x) - F(baseline)) = %s, %.1f%% of the score change%s",
+            column,
+            np.round(gaps, 5).tolist(),
+            100 * relative,
+            " (more ig_steps, or a baseline along whose path the score changes smoothly)"
+            if relative > 0.1
+            else "",
+        )
+
+
+def explain_split(
+    dataset: ImageDataset,
+    split: OneClassSplit,
+    features: Mapping[str, Mapping[str, np.ndarray]],
+    model_files: Mapping[str, str | os.PathLike],
+    *,
+    methods: Sequence[str],
+    rotation_methods: Sequence[str] = (),
+    labels: Mapping[str, str] | None = None,
+    test_index: Sequence[int] | None = None,
+    n_images: int = 8,
+    seed: int = 0,
+    max_fit: int,
+    width: int,
+    imagenet_size: int | None = None,
+    baseline: str | None = None,
+    ig_steps: int = 64,
+    detector_params: Mapping[str, Any] | None = None,
+    device: torch.device | str = "cpu",
+) -> Explanation:
+    """Explain chosen test images of one split by every method's KDE score (paper Fig. 5).
+
+    The workflow's ``explain_detectors`` job: load (trained) or build (frozen) each model,
+    fit the KDE on the same seeded fit rows as the ``kde`` detector, pick the images and run
+    :func:`explain_images`, logging integrated gradients' completeness check.
+
+    Parameters
+    ----------
+    dataset : ImageDataset
+    split : OneClassSplit
+    features : mapping of str to mapping
+        Method id -> its feature file (``train_index``, ``f_train``, ...).
+    model_files : mapping of str to path
+        Method id -> ``model.pt`` of the trained methods; the others are built frozen
+        (ImageNet weights from ``$DROC_IMAGENET_WEIGHTS``).
+    methods : sequence of str
+        The columns, in order.
+    rotation_methods : sequence of str, default=()
+        Methods also explained through their rotation classifier.
+    labels : mapping of str to str, optional
+        Display name per method id.
+    test_index : sequence of int, optional
+        Test images to explain; default ``n_images`` outliers drawn with ``seed``.
+    n_images : int, default=8
+    seed : int, default=0
+        Seed of the frozen weights, the fit-row subset and the image draw.
+    max_fit : int
+        At most this many fit rows (``detect.max_fit``), as the detector job.
+    width : int
+    imagenet_size : int or None, default=None
+    baseline : {"mean", None}, default=None
+        ``"mean"``: the mean training image as the integrated-gradients baseline; else black.
+    ig_steps : int, default=64
+    detector_params : mapping, optional
+        The ``kde`` detector's parameters (``gamma``, ``gamma_scale``); unset ones take
+        the registry's defaults, as the detector itself does.
+    device : torch.device or str, default="cpu"
+
+    Returns
+    -------
+    Explanation
+    """
+    fit_index = limit_fit_index(split.train_index, max_fit=max_fit, seed=seed)
+    models: dict[str, Representation] = {}
+    fit_features: dict[str, np.ndarray] = {}
+    for method in methods:
+        files = features[method]
+        fit_features[method] = rows_for(fit_index, files["train_index"], files["f_train"])
+        if method in model_files:
+            models[method] = load_trained_representation(model_files[method], map_location=device)
+        else:
+            models[method] = build_representation(
+                method,
+                seed=seed,
+                width=width,
+                imagenet_weights=imagenet_weights_from_env(),
+                imagenet_size=imagenet_size,
+            )
+    chosen = explained_test_index(split, test_index, n_images=n_images, seed=seed)
+    kde = detector_settings("kde", detector_params or {})  # the registry's defaults filled
+    mean_image = None
+    if baseline == "mean":
+        mean_image = dataset.train_images[split.train_index].mean(axis=0) / 255.0
+    images = dataset.test_images[chosen]
+    heatmaps, diagnostics = explain_images(
+        models,
+        fit_features,
+        images,
+        rotation_methods=rotation_methods,
+        labels=labels,
+        baseline=mean_image,
+        ig_steps=ig_steps,
+        gamma=kde["gamma"],
+        gamma_scale=kde["gamma_scale"],
+        device=device,
+    )
+    log_completeness(diagnostics)
+    row_labels = [f"test {i} ({dataset.class_names[dataset.test_labels[i]]})" for i in chosen]
+    return Explanation(chosen, images, row_labels, heatmaps, diagnostics)

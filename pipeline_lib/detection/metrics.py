@@ -219,3 +219,40 @@ def uniformity_mmd(
     k_zz = _mean_gaussian_kernel_unit(Z, Z, bandwidth=bandwidth)
     k_xz = _mean_gaussian_kernel_unit(X, Z, bandwidth=bandwidth)
     return float(np.sqrt(max(k_xx + k_zz - 2.0 * k_xz, 0.0)))
+
+
+#: Most points of a model's feature file the uniformity job measures: the MMD's kernel
+#: matrices grow as ``n^2``, and 2,000 points (a seeded subset) keep it to seconds.
+UNIFORMITY_MAX_POINTS = 2000
+
+
+def feature_uniformity(
+    features: Any, *, seed: int, max_points: int = UNIFORMITY_MAX_POINTS
+) -> dict[str, Any]:
+    """Uniformity of a trained model's training features: the uniformity study's record.
+
+    The paper measures the projection ``g(f)``; a model whose head is the identity has no
+    ``g_train`` and is measured on ``f``. More than ``max_points`` rows are subsampled with
+    ``seed`` (sorted, so the subset is the same on a re-run), and :func:`uniformity_mmd`
+    draws its reference sample with the same seed.
+
+    Parameters
+    ----------
+    features : mapping of str to ndarray
+        A feature file (``f_train`` and, with a head, ``g_train``).
+    seed : int
+        The split's seed.
+    max_points : int, default=UNIFORMITY_MAX_POINTS
+
+    Returns
+    -------
+    dict
+        ``mmd`` (float), ``space`` (``"g"`` or ``"f"``) and ``n`` (points measured).
+    """
+    space = "g" if "g_train" in features else "f"
+    sample = features[f"{space}_train"]
+    if len(sample) > max_points:
+        rng = np.random.default_rng(seed)
+        sample = sample[np.sort(rng.choice(len(sample), max_points, replace=False))]
+    mmd = uniformity_mmd(sample, seed=seed)
+    return {"mmd": mmd, "space": space, "n": len(sample)}

@@ -7,7 +7,11 @@ import torch
 from tqdm.auto import tqdm
 
 from pipeline_lib.data import ImageDataset
-from pipeline_lib.models.representation import Representation
+from pipeline_lib.models.representation import (
+    Representation,
+    build_representation,
+    imagenet_weights_from_env,
+)
 
 
 def images_to_tensor(images: np.ndarray, device: torch.device) -> torch.Tensor:
@@ -129,3 +133,48 @@ def embed_split(
         for space, values in embedded.items():
             features[f"{space}_{part}"] = values
     return features
+
+
+def embed_frozen(
+    method: str,
+    dataset: ImageDataset,
+    *,
+    seed: int,
+    width: int,
+    batch_size: int,
+    device: torch.device | str,
+    imagenet_size: int | None = None,
+    progress: bool = False,
+) -> dict[str, np.ndarray]:
+    """Build a frozen representation and embed a whole data set with it.
+
+    One call for the workflow's ``embed_frozen_dataset`` job and
+    ``benchmarks/direct_run.py``, so both build ``resnet50_imagenet`` alike: the weights
+    path is environment-like (``$DROC_IMAGENET_WEIGHTS``, exported from the config by
+    :func:`pipeline_lib.dag.config.export_data_settings`), and the input side is passed only
+    when set, so the other frozen methods keep their own defaults.
+
+    Parameters
+    ----------
+    method : str
+        A frozen method id (``resnet18_random``, ``raw``, ``resnet50_imagenet``, ...).
+    dataset : ImageDataset
+    seed : int
+        Seed of random weights.
+    width : int
+    batch_size : int
+    device : torch.device or str
+    imagenet_size : int or None, default=None
+        Input side of ``resnet50_imagenet`` (``embed.imagenet_size``); None for the others.
+    progress : bool, default=False
+
+    Returns
+    -------
+    dict of str to ndarray
+        The layout of :func:`embed_dataset`.
+    """
+    imagenet: dict[str, object] = {"imagenet_weights": imagenet_weights_from_env()}
+    if imagenet_size is not None:
+        imagenet["imagenet_size"] = imagenet_size
+    model = build_representation(method, seed=seed, width=width, **imagenet)
+    return embed_dataset(model, dataset, batch_size=batch_size, device=device, progress=progress)

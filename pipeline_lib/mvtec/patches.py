@@ -21,13 +21,12 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from pipeline_lib.data.mvtec import MVTecCategory
 from pipeline_lib.detection.detectors import DETECTORS
-from pipeline_lib.detection.evaluate import score_with_detector
-from pipeline_lib.models.proxy import ProxyModel, rotation_logits
+from pipeline_lib.detection.evaluate import score_with_detector, to_anomaly_scores
+from pipeline_lib.models.proxy import ProxyModel
 from pipeline_lib.models.representation import Representation
 from pipeline_lib.mvtec.localize import (
     DEFAULT_SIGMA,
@@ -38,7 +37,7 @@ from pipeline_lib.mvtec.localize import (
     image_scores,
 )
 from pipeline_lib.mvtec.pro import DEFAULT_MAX_FPR
-from pipeline_lib.ssl.augment import rotate90
+from pipeline_lib.ssl.rotation import rotation_log_likelihoods
 
 __all__ = [
     "dense_positions",
@@ -264,9 +263,11 @@ def rotation_nll_patches(
 ) -> np.ndarray:
     """RotNet's own anomaly score per patch: ``-sum_k log p(y = k | rot_k(patch))``.
 
-    The negative of Golan et al.'s normality score (the ``rotation_classifier`` detector
-    of :mod:`pipeline_lib.ssl.rotation`): a negative log-likelihood is already an anomaly
-    score (higher = more anomalous), so no detector score is negated here.
+    The rotation classifier's log-likelihood of :func:`pipeline_lib.ssl.rotation.
+    rotation_log_likelihoods` (Golan et al.'s normality score, as the image-level
+    ``rotation_classifier`` detector uses it) per patch, turned into an anomaly score
+    (higher = more anomalous) by :func:`pipeline_lib.detection.evaluate.to_anomaly_scores`,
+    the pipeline's one sign flip; the feature file stores it so, as before.
 
     Returns
     -------
@@ -274,15 +275,11 @@ def rotation_nll_patches(
     """
     model = _prepare(model, device)
 
-    def nll(batch: torch.Tensor) -> torch.Tensor:
-        total = torch.zeros(len(batch), dtype=torch.float64, device=batch.device)
-        for k in range(4):
-            log_probs = F.log_softmax(rotation_logits(model, rotate90(batch, k)).double(), dim=1)
-            total -= log_probs[:, k]
-        return total
+    def log_likelihood(batch: torch.Tensor) -> torch.Tensor:
+        return rotation_log_likelihoods(model, batch)[1]
 
-    return map_patches(
-        nll,
+    normality = map_patches(
+        log_likelihood,
         images,
         positions=positions,
         patch_size=patch_size,
@@ -291,6 +288,7 @@ def rotation_nll_patches(
         device=device,
         progress=progress,
     ).numpy()
+    return to_anomaly_scores(normality)  # the pipeline's one sign flip
 
 
 def patch_score_maps(

@@ -42,6 +42,40 @@ def rotation_step(
     return rotation_loss(rotation_logits(model, views), labels)
 
 
+def rotation_log_likelihoods(
+    model: ProxyModel, x: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-likelihoods of the rotation classifier on a batch: the one definition of the score.
+
+    Both the image-level detector (:func:`rotation_scores`) and the per-patch maps of MVTec
+    AD (:func:`pipeline_lib.mvtec.patches.rotation_nll_patches`) call this, so the two cannot
+    drift apart; neither negates it here (the sign flip lives in
+    :mod:`pipeline_lib.detection.evaluate`).
+
+    Parameters
+    ----------
+    model : ProxyModel
+        A model with a rotation classifier, already in inference mode on ``x``'s device.
+    x : Tensor of shape (n, 3, h, w)
+        Square images in [0, 1].
+
+    Returns
+    -------
+    log_p_rot0 : Tensor of shape (n,), float64
+        ``log p(y = 0 | x)``.
+    log_p_rotations : Tensor of shape (n,), float64
+        ``sum_k log p(y = k | rot_k(x))`` over the four rotations (higher = more normal).
+    """
+    total = torch.zeros(len(x), dtype=torch.float64, device=x.device)
+    log_p_rot0 = total
+    for k in range(4):
+        log_probs = F.log_softmax(rotation_logits(model, rotate90(x, k)).double(), dim=1)
+        if k == 0:
+            log_p_rot0 = log_probs[:, 0]
+        total += log_probs[:, k]
+    return log_p_rot0, total
+
+
 def rotation_scores(
     model: ProxyModel,
     images: np.ndarray | torch.Tensor,
@@ -87,11 +121,7 @@ def rotation_scores(
         for start in range(0, len(images), batch_size):
             chunk = torch.from_numpy(np.ascontiguousarray(images[start : start + batch_size]))
             x = to_unit_float(chunk.to(device).permute(0, 3, 1, 2))
-            total = torch.zeros(len(x), dtype=torch.float64, device=device)
-            for k in range(4):
-                log_probs = F.log_softmax(rotation_logits(model, rotate90(x, k)).double(), dim=1)
-                if k == 0:
-                    p_rot0.append(log_probs[:, 0].exp().cpu().numpy())
-                total += log_probs[:, k]
+            rot0, total = rotation_log_likelihoods(model, x)
+            p_rot0.append(rot0.exp().cpu().numpy())
             log_p.append(total.cpu().numpy())
     return {"p_rot0": np.concatenate(p_rot0), "log_p_rotations": np.concatenate(log_p)}

@@ -2,38 +2,33 @@
 
 from pathlib import Path
 
-from pipeline_lib.data.split import load_split, training_subset
+from pipeline_lib.data.split import load_split
 from pipeline_lib.models.checkpoints import save_representation
-from pipeline_lib.registry import training_arguments
 from pipeline_lib.runtime.devices import gpus_requested, job_device, set_threads
 from pipeline_lib.runtime.io import load_image_dataset, save_json
 from pipeline_lib.runtime.logs import job_logging, show_progress
-from pipeline_lib.ssl.train import train_representation
+from pipeline_lib.ssl.jobs import train_on_split
 
 with job_logging(snakemake.log[0]):
     set_threads(snakemake.threads)
     method = snakemake.params.method  # the base method of a variant
-    split = load_split(snakemake.input.split)
-    # Data-efficiency variants learn from a seeded subset; detectors still use every image.
-    train_index = training_subset(
-        split.train_index, snakemake.params.train_size, seed=int(snakemake.wildcards.seed)
-    )
-    images = load_image_dataset(snakemake.input.dataset).train_images[train_index]
-    arguments = training_arguments(method, snakemake.params.training)
+    images = load_image_dataset(snakemake.input.dataset).train_images
     # Beside the outputs but not one of them: Snakemake keeps it when a job dies, so the
     # restarted job resumes from it.
     checkpoint = Path(snakemake.output.model).with_name("checkpoint.pt")
     # A GPU job holds a slot on the least-loaded visible GPU while it trains (GPU packing).
     with job_device(gpus_requested(snakemake.resources)) as device:
-        model, history = train_representation(
+        model, history, arguments = train_on_split(
             method,
             images,
+            load_split(snakemake.input.split),
+            training=snakemake.params.training,
+            train_size=snakemake.params.train_size,  # data-efficiency variants: a subset
             seed=int(snakemake.wildcards.seed),
             device=device,
-            checkpoint_path=checkpoint,
             width=snakemake.params.width,
+            checkpoint_path=checkpoint,
             progress=show_progress(),
-            **arguments,
         )
     # Device and width let the cost planner reuse these rates only for matching plans.
     save_json(

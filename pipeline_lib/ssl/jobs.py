@@ -1,0 +1,127 @@
+"""A trained representation's per-split steps: train it on a split, embed the split with it.
+
+The workflow's ``train_representation`` and ``embed_trained`` scripts and
+``benchmarks/direct_run.py`` call these same two functions, so the direct runner cannot
+drift from the workflow (it once embedded no clean fit sets). Embedding lives here rather
+than in :mod:`pipeline_lib.models.embed` because it adds the rotation classifier's scores
+(:mod:`pipeline_lib.ssl.rotation`), and the models stage sits below the ssl stage.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from pipeline_lib.data import ImageDataset
+from pipeline_lib.data.split import OneClassSplit, training_subset
+from pipeline_lib.models.embed import embed_split
+from pipeline_lib.models.proxy import ProxyModel
+from pipeline_lib.registry import ROTATION_METHODS, training_arguments
+from pipeline_lib.ssl.rotation import rotation_scores
+from pipeline_lib.ssl.train import train_representation
+
+
+def train_on_split(
+    method: str,
+    train_images: np.ndarray,
+    split: OneClassSplit,
+    *,
+    training: Mapping[str, Any],
+    train_size: int | None,
+    seed: int,
+    device: torch.device | str,
+    width: int,
+    checkpoint_path: str | os.PathLike | None = None,
+    progress: bool = False,
+) -> tuple[ProxyModel, list[dict[str, Any]], dict[str, Any]]:
+    """Train ``method`` on the split's training images, as the workflow's job does.
+
+    Parameters
+    ----------
+    method : str
+        The base method (a variant's ``method``), which decides the training arguments.
+    train_images : ndarray of shape (n, h, w, 3), uint8
+        The data set's whole training split; the split picks its rows.
+    split : OneClassSplit
+    training : mapping
+        The ``train`` settings after the variant's overrides
+        (:func:`pipeline_lib.dag.grids.variant_training`).
+    train_size : int or None
+        A data-efficiency variant learns from a seeded subset of this many images (the
+        detectors still use every image); None = all of them.
+    seed : int
+    device : torch.device or str
+    width : int
+        Network width.
+    checkpoint_path : str or PathLike or None, default=None
+        Where training checkpoints (and resumes from).
+    progress : bool, default=False
+
+    Returns
+    -------
+    model : ProxyModel
+    history : list of dict
+        Per-epoch records of :func:`pipeline_lib.ssl.train.train_representation`.
+    arguments : dict
+        The keyword arguments it trained with (batch size filled in), for the record.
+    """
+    train_index = training_subset(split.train_index, train_size, seed=seed)
+    arguments = training_arguments(method, dict(training))
+    model, history = train_representation(
+        method,
+        train_images[train_index],
+        seed=seed,
+        device=device,
+        checkpoint_path=checkpoint_path,
+        width=width,
+        progress=progress,
+        **arguments,
+    )
+    return model, history, arguments
+
+
+def embed_trained(
+    model: ProxyModel,
+    dataset: ImageDataset,
+    split: OneClassSplit,
+    *,
+    method: str,
+    batch_size: int,
+    device: torch.device | str,
+    progress: bool = False,
+) -> dict[str, np.ndarray]:
+    """Feature file of a trained model: its fit images, the test split, rotation scores.
+
+    The fit images are the split's training set and every clean subset (the ``clean{n}``
+    fit sets are rows of it); a RotNet or rotation model also gets its classifier's
+    ``p_rot0_test`` and ``log_p_rotations_test`` for the ``rotation_classifier`` detectors.
+
+    Parameters
+    ----------
+    model : ProxyModel
+    dataset : ImageDataset
+    split : OneClassSplit
+    method : str
+        The base method (a variant's ``method``): it decides the rotation scores.
+    batch_size : int
+    device : torch.device or str
+    progress : bool, default=False
+
+    Returns
+    -------
+    dict of str to ndarray
+        The layout of :func:`pipeline_lib.models.embed.embed_split`, plus the rotation
+        scores.
+    """
+    fit_index = np.concatenate([split.train_index, *split.clean_index.values()])
+    features = embed_split(
+        model, dataset, fit_index, batch_size=batch_size, device=device, progress=progress
+    )
+    if method in ROTATION_METHODS:
+        scores = rotation_scores(model, dataset.test_images, device=device, batch_size=batch_size)
+        features.update({f"{name}_test": values for name, values in scores.items()})
+    return features
