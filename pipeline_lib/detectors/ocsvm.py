@@ -58,12 +58,15 @@ def rbf_kernel_sum(
 ) -> torch.Tensor:
     """``sum_j coef_j exp(-gamma ||x_i - sv_j||^2)`` for every row of ``x``, in bounded memory.
 
-    The RBF decision sum of a kernel machine (without its constant) as matrix products: the
-    exponent ``-gamma ||x - s||^2 = 2 gamma x.s - gamma ||x||^2 - gamma ||s||^2`` comes from one
-    ``addmm`` per block, clamped at 0 (a rounding-positive exponent would give a kernel value
-    above 1), exponentiated in place and reduced against ``coef`` with ``addmv``. Rows of ``x``
-    and of ``sv`` are taken ``chunk_size`` at a time, so no ``(len(x), len(sv))`` matrix is
-    formed: the largest temporary is one ``(chunk_size, chunk_size)`` block.
+    The RBF decision sum of a kernel machine (without its constant) as matrix products. The
+    exponent ``-gamma ||x - s||^2 = 2 gamma x.s - gamma ||x||^2 - gamma ||s||^2`` of a whole
+    block comes out of ONE matrix product of augmented rows ``[2 gamma x, -gamma ||x||^2, 1]``
+    and ``[s, 1, -gamma ||s||^2]``; it is clamped at 0 (a rounding-positive exponent would give
+    a kernel value above 1), exponentiated in place and reduced against ``coef`` with
+    ``addmv``. Folding the norms into the product saves two passes over every block, which
+    matters on a shared CPU where each parallel pass also pays a thread hand-off. Rows of
+    ``x`` and of ``sv`` are taken ``chunk_size`` at a time, so no ``(len(x), len(sv))``
+    matrix is formed: the largest temporary is one ``(chunk_size, chunk_size)`` block.
 
     Parameters
     ----------
@@ -86,20 +89,25 @@ def rbf_kernel_sum(
     Notes
     -----
     Callers should centre ``x`` and ``sv`` on a common point first (distances are unchanged):
-    the expansion's absolute rounding error on ``||x - s||^2`` is about
-    ``eps * (||x||^2 + ||s||^2)``, so smaller norms mean a smaller error.
+    the expansion's absolute rounding error on ``gamma ||x - s||^2`` is a few
+    ``eps * gamma * (||x||^2 + ||s||^2)`` (plus ``sqrt(d) eps`` growth in the dot product), so
+    smaller norms mean a smaller error. Each kernel value then has that as its relative
+    error; the sum over non-negative ``coef`` adds at most ``n_sv * eps`` relative.
     """
-    neg_sv_sq = sv.square().sum(dim=1).mul_(-gamma)  # (n_sv,): -gamma ||s||^2
+    ones_sv = torch.ones(sv.shape[0], 1, dtype=sv.dtype, device=sv.device)
+    neg_sv_sq = sv.square().sum(dim=1, keepdim=True).mul_(-gamma)  # (n_sv, 1): -gamma ||s||^2
+    sv_aug = torch.cat([sv, ones_sv, neg_sv_sq], dim=1)  # (n_sv, d + 2)
     out = torch.zeros(x.shape[0], dtype=sv.dtype, device=sv.device)
     for start in range(0, x.shape[0], chunk_size):
         xb = x[start : start + chunk_size].to(device=sv.device, dtype=sv.dtype)  # (b, d)
         neg_xb_sq = xb.square().sum(dim=1, keepdim=True).mul_(-gamma)  # (b, 1)
+        ones_x = torch.ones_like(neg_xb_sq)
+        xb_aug = torch.cat([xb * (2.0 * gamma), neg_xb_sq, ones_x], dim=1)  # (b, d + 2)
         acc = out[start : start + xb.shape[0]]  # view: addmv_ accumulates into out
         for ref in range(0, sv.shape[0], chunk_size):
             block = slice(ref, ref + chunk_size)
-            # (b, c) exponent 2 gamma x.s - gamma ||s||^2 - gamma ||x||^2, then <= 0, then exp.
-            kernel = torch.addmm(neg_sv_sq[None, block], xb, sv[block].T, alpha=2.0 * gamma)
-            kernel.add_(neg_xb_sq).clamp_(max=0.0).exp_()
+            kernel = torch.mm(xb_aug, sv_aug[block].T)  # (b, c): -gamma ||x - s||^2
+            kernel.clamp_(max=0.0).exp_()
             acc.addmv_(kernel, coef[block])
     return out
 
@@ -151,10 +159,10 @@ class RBFOneClassSVM(BaseEstimator):
         Kernel cache in MB.
     max_iter : int, default=-1
         Iteration limit of libsvm, -1 for none.
-    chunk_size : int, default=2048
+    chunk_size : int, default=4096
         Block side over test rows and over support vectors when scoring; the largest
-        temporary is one ``(chunk_size, chunk_size)`` matrix (32 MiB in float64), whatever the
-        number of test rows or support vectors.
+        temporary is one ``(chunk_size, chunk_size)`` matrix (128 MiB in float64; 2048 gives
+        32 MiB at ~10 % more CPU time), whatever the number of test rows or support vectors.
     dtype : {"float64", "float32"}, default="float64"
         Scoring precision (see Accuracy above).
     device : str, default="cpu"
@@ -184,7 +192,7 @@ class RBFOneClassSVM(BaseEstimator):
         tol: float = 1e-3,
         cache_size: float = 200.0,
         max_iter: int = -1,
-        chunk_size: int = 2048,
+        chunk_size: int = 4096,
         dtype: str = "float64",
         device: str = "cpu",
     ) -> None:
