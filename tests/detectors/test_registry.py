@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from pipeline_lib.detectors import (
     DETECTORS,
@@ -12,6 +13,7 @@ from pipeline_lib.detectors import (
     LinearOneClassSVM,
     RBFOneClassSVM,
     make_detector,
+    params_for_device,
 )
 
 
@@ -58,3 +60,21 @@ def test_make_detector_bad_value_named() -> None:
         make_detector("ocsvm", nu=2.0)
     with pytest.raises(ValueError, match="n_neighbors"):
         make_detector("knn", n_neighbors=-1)
+
+
+def test_params_for_device_fills_torch_detectors_only() -> None:
+    configured = {"gamma_scale": 2.0}
+    assert params_for_device("ocsvm", configured, "cpu") == {"gamma_scale": 2.0, "device": "cpu"}
+    assert params_for_device("kde", {}, torch.device("cpu")) == {"device": "cpu"}
+    assert params_for_device("knn", {}, "cuda:1") == {"device": "cuda:1"}
+    assert configured == {"gamma_scale": 2.0}  # not modified
+    # libsvm-only and numpy-only detectors have no device; None keeps the class default.
+    assert params_for_device("ocsvm_linear", {"nu": 0.1}, "cuda") == {"nu": 0.1}
+    assert params_for_device("gde", {}, "cuda") == {}
+    assert params_for_device("ocsvm", {}, None) == {}
+    # An explicit device in the config wins over the job's.
+    assert params_for_device("ocsvm", {"device": "cpu"}, "cuda") == {"device": "cpu"}
+    detector = make_detector("ocsvm", **params_for_device("ocsvm", {}, "cpu"))
+    assert detector.device == "cpu"
+    with pytest.raises(ValueError, match="unknown detector 'svm'"):
+        params_for_device("svm", {}, "cpu")
