@@ -94,19 +94,30 @@ def rbf_kernel_sum(
     smaller norms mean a smaller error. Each kernel value then has that as its relative
     error; the sum over non-negative ``coef`` adds at most ``n_sv * eps`` relative.
     """
-    ones_sv = torch.ones(sv.shape[0], 1, dtype=sv.dtype, device=sv.device)
-    neg_sv_sq = sv.square().sum(dim=1, keepdim=True).mul_(-gamma)  # (n_sv, 1): -gamma ||s||^2
-    sv_aug = torch.cat([sv, ones_sv, neg_sv_sq], dim=1)  # (n_sv, d + 2)
+    n_sv, d = sv.shape
+    sv_aug = torch.empty(n_sv, d + 2, dtype=sv.dtype, device=sv.device)  # [s, 1, -gamma ||s||^2]
+    sv_aug[:, :d] = sv
+    sv_aug[:, d] = 1.0
+    torch.sum(sv.square(), dim=1, out=sv_aug[:, d + 1]).mul_(-gamma)
+    rows = min(chunk_size, x.shape[0])
+    # Buffers reused by every block: a fresh 128 MiB tensor per block would be mapped and
+    # page-faulted anew each time (the CPU allocator does not cache large blocks).
+    x_aug = torch.empty(rows, d + 2, dtype=sv.dtype, device=sv.device)
+    x_aug[:, d + 1] = 1.0
+    kernel_buffer = torch.empty(rows * min(chunk_size, n_sv), dtype=sv.dtype, device=sv.device)
     out = torch.zeros(x.shape[0], dtype=sv.dtype, device=sv.device)
     for start in range(0, x.shape[0], chunk_size):
         xb = x[start : start + chunk_size].to(device=sv.device, dtype=sv.dtype)  # (b, d)
-        neg_xb_sq = xb.square().sum(dim=1, keepdim=True).mul_(-gamma)  # (b, 1)
-        ones_x = torch.ones_like(neg_xb_sq)
-        xb_aug = torch.cat([xb * (2.0 * gamma), neg_xb_sq, ones_x], dim=1)  # (b, d + 2)
-        acc = out[start : start + xb.shape[0]]  # view: addmv_ accumulates into out
-        for ref in range(0, sv.shape[0], chunk_size):
+        b = xb.shape[0]
+        xb_aug = x_aug[:b]  # [2 gamma x, -gamma ||x||^2, 1]
+        torch.mul(xb, 2.0 * gamma, out=xb_aug[:, :d])
+        torch.sum(xb.square(), dim=1, out=xb_aug[:, d]).mul_(-gamma)
+        acc = out[start : start + b]  # view: addmv_ accumulates into out
+        for ref in range(0, n_sv, chunk_size):
             block = slice(ref, ref + chunk_size)
-            kernel = torch.mm(xb_aug, sv_aug[block].T)  # (b, c): -gamma ||x - s||^2
+            c = sv_aug[block].shape[0]
+            kernel = kernel_buffer[: b * c].view(b, c)
+            torch.mm(xb_aug, sv_aug[block].T, out=kernel)  # (b, c): -gamma ||x - s||^2
             kernel.clamp_(max=0.0).exp_()
             acc.addmv_(kernel, coef[block])
     return out
