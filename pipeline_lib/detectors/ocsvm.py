@@ -6,9 +6,11 @@ Paper, Appendix A.1 ("Formulations of One-Class Classifiers") and Sec. 3.2; rele
 Both fit with libsvm (:class:`sklearn.svm.OneClassSVM`). The RBF detector scores with
 :func:`rbf_kernel_sum` (blocked matrix products in PyTorch) instead of libsvm's per-row loop:
 at the paper's sizes (5,000 fit x 10,000 test x 512-d, 5,000 support vectors) libsvm spends
-~20 s in one single-threaded scalar loop per (test row, support vector) pair, while the same
-sum is one 5e10-flop float64 GEMM (~0.6 s at the ~85 GFLOP/s two cores give here) plus three
-elementwise passes, with the same scores to ~1e-11 relative (``benchmarks/bench_ocsvm.py``).
+10-14 CPU-seconds in one single-threaded loop per (test row, support vector) pair, while the
+same sum is one 5e10-flop float64 GEMM (~0.6 s at the ~85 GFLOP/s two cores give here) plus
+three elementwise passes, with the same scores to ~1e-11 relative
+(``benchmarks/bench_ocsvm.py``). That GEMM bounds the float64 speed-up at about 15-17x on two
+idle cores; ``dtype="float32"`` halves it but is not identical (~1e-6 relative).
 """
 
 from __future__ import annotations
@@ -137,9 +139,9 @@ class RBFOneClassSVM(BaseEstimator):
     ``decision_function``; ``svm_.intercept_ = -rho``).
 
     Scoring does not call libsvm's per-row loop: :func:`rbf_kernel_sum` computes the same sum
-    as blocked matrix products in PyTorch, 14-15x faster end to end on the shared two-core CPU
-    at the paper's sizes (``benchmarks/bench_ocsvm.py``), and on a GPU when ``device`` names
-    one.
+    as blocked matrix products in PyTorch, 9-15x faster (wall) than libsvm on the shared
+    two-core CPU at the paper's sizes, float32 ~18x (``benchmarks/bench_ocsvm.py``), and on a
+    GPU when ``device`` names one.
 
     Accuracy: with the default ``dtype="float64"`` the scores equal scikit-learn's
     ``score_samples`` to 1e-10 relative (tested; typically ~1e-13). Why: the ``alpha_i`` are
