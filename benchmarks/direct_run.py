@@ -185,6 +185,7 @@ def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
                 detector_params=params,
                 max_fit=config["detect"]["max_fit"],
                 seed=job.seed,
+                device=device,
             )
             records[detector if fitset == "train" else f"{detector}/{fitset}"] = record["auroc"]
     if method in ROTATION_METHODS and config["detect"]["rotation_classifier"]:

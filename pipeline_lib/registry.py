@@ -251,6 +251,10 @@ DETECTOR_DEFAULTS: dict[str, dict[str, Any]] = {
         "tol": 1e-3,
         "cache_size": 200.0,
         "max_iter": -1,
+        # Scoring: blocked float64 kernel sums in torch, on the CPU unless set.
+        "chunk_size": 4096,
+        "dtype": "float64",
+        "device": "cpu",
     },
     "ocsvm_linear": {
         "nu": 0.5,

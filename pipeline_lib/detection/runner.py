@@ -7,8 +7,10 @@ import time
 from typing import Any
 
 import numpy as np
+import torch
 
 from pipeline_lib.data.split import OneClassSplit
+from pipeline_lib.detection.detectors import params_for_device
 from pipeline_lib.detection.evaluate import evaluate_detector, evaluate_normality_scores
 from pipeline_lib.registry import ROTATION_DETECTORS
 
@@ -105,8 +107,13 @@ def run_detection(
     max_fit: int,
     seed: int,
     space: str = "f",
+    device: str | torch.device | None = None,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Fit ``detector`` on the fit set's features and score the whole test split.
+
+    ``device`` is the job's device (:func:`pipeline_lib.runtime.devices.select_device`): detectors
+    that score with torch (OC-SVM RBF, KDE, k-NN) score there unless ``detector_params``
+    sets ``device`` itself; None keeps each detector's own default.
 
     Returns
     -------
@@ -123,8 +130,9 @@ def run_detection(
     fit_features = rows_for(fit_index, features["train_index"], features[f"{stored}_train"])
     test_features = rows_for(split.test_index, features["test_index"], features[f"{stored}_test"])
     start = time.perf_counter()
+    params = params_for_device(detector, detector_params, device)
     result = evaluate_detector(
-        fit_features, test_features, split.test_is_outlier, detector=detector, **detector_params
+        fit_features, test_features, split.test_is_outlier, detector=detector, **params
     )
     log.info(
         "%s on %d fit x %d test features (%d-d): AUC %.2f in %.1f s",

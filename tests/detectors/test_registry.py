@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 
 import pytest
+import torch
 
 from pipeline_lib.detection.detectors import (
     DETECTORS,
@@ -14,6 +15,7 @@ from pipeline_lib.detection.detectors import (
     LinearOneClassSVM,
     RBFOneClassSVM,
     make_detector,
+    params_for_device,
 )
 
 
@@ -73,3 +75,21 @@ def test_every_detector_accepts_exactly_the_registry_parameters_with_its_default
         defaults = {p: v.default for p, v in signature.items() if p != "self"}
         assert defaults == DETECTOR_DEFAULTS[name], name
         assert make_detector(name).get_params() == DETECTOR_DEFAULTS[name], name
+
+
+def test_params_for_device_fills_torch_detectors_only() -> None:
+    configured = {"gamma_scale": 2.0}
+    assert params_for_device("ocsvm", configured, "cpu") == {"gamma_scale": 2.0, "device": "cpu"}
+    assert params_for_device("kde", {}, torch.device("cpu")) == {"device": "cpu"}
+    assert params_for_device("knn", {}, "cuda:1") == {"device": "cuda:1"}
+    assert configured == {"gamma_scale": 2.0}  # not modified
+    # libsvm-only and numpy-only detectors have no device; None keeps the class default.
+    assert params_for_device("ocsvm_linear", {"nu": 0.1}, "cuda") == {"nu": 0.1}
+    assert params_for_device("gde", {}, "cuda") == {}
+    assert params_for_device("ocsvm", {}, None) == {}
+    # An explicit device in the config wins over the job's.
+    assert params_for_device("ocsvm", {"device": "cpu"}, "cuda") == {"device": "cpu"}
+    detector = make_detector("ocsvm", **params_for_device("ocsvm", {}, "cpu"))
+    assert detector.device == "cpu"
+    with pytest.raises(ValueError, match="unknown detector 'svm'"):
+        params_for_device("svm", {}, "cpu")

@@ -11,12 +11,17 @@ normal**. Anomaly scores (``-score_samples``) are formed only in
 =================  ====================================================================
 id                 class
 =================  ====================================================================
-``ocsvm``          :class:`RBFOneClassSVM` (RBF kernel, L2-normalised features)
+``ocsvm``          :class:`RBFOneClassSVM` (RBF kernel, L2-normalised features; libsvm fit,
+                   torch scoring)
 ``ocsvm_linear``   :class:`LinearOneClassSVM` (linear kernel, raw features)
 ``kde``            :class:`KernelDensityScore` (RBF kernel density, PyTorch)
 ``gde``            :class:`GaussianDensity` (one full-covariance Gaussian)
 ``knn``            :class:`KNNCosine` (top-k cosine similarity, released code)
 =================  ====================================================================
+
+Detectors that score with torch (``ocsvm``, ``kde``, ``knn``) take a ``device`` parameter;
+:func:`params_for_device` fills it from the job's device, so their scoring runs on the GPU a
+job was given and on the CPU otherwise.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+import torch
 from sklearn.base import BaseEstimator
 
 from pipeline_lib.detection.detectors.gde import GaussianDensity
@@ -84,6 +90,44 @@ def make_detector(name: str, **params: Any) -> BaseEstimator:
     return detector
 
 
+def params_for_device(
+    name: str, params: dict[str, Any], device: str | torch.device | None
+) -> dict[str, Any]:
+    """Hyper-parameters of detector ``name`` with ``device`` filled in from the job's device.
+
+    The job's resources decide where scoring runs
+    (:func:`pipeline_lib.runtime.devices.select_device`), not mere CUDA availability; an
+    explicit ``device`` in ``params`` (e.g. from the config) still wins.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`DETECTORS`.
+    params : dict
+        The configured hyper-parameters; not modified.
+    device : str or torch.device or None
+        The job's device; None leaves ``params`` as they are.
+
+    Returns
+    -------
+    params : dict
+        A copy of ``params``, plus ``device=str(device)`` when the detector has a ``device``
+        parameter, ``device`` is not None and ``params`` does not set one.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not a known id.
+    """
+    if name not in DETECTORS:
+        raise ValueError(f"unknown detector {name!r}; allowed: {sorted(DETECTORS)}")
+    params = dict(params)
+    takes_device = "device" in inspect.signature(DETECTORS[name].__init__).parameters
+    if device is not None and takes_device and "device" not in params:
+        params["device"] = str(device)
+    return params
+
+
 __all__ = [
     "DETECTORS",
     "GaussianDensity",
@@ -92,4 +136,5 @@ __all__ = [
     "LinearOneClassSVM",
     "RBFOneClassSVM",
     "make_detector",
+    "params_for_device",
 ]
