@@ -398,7 +398,9 @@ def test_validating_a_config_leaves_torch_unimported() -> None:
     assert out.stdout.strip() == "[]"
 
 
-OCSVM_PARAMETERS = "nu, gamma, gamma_scale, normalize, tol, cache_size, max_iter, chunk_size, dtype, device"
+OCSVM_PARAMETERS = (
+    "nu, gamma, gamma_scale, normalize, tol, cache_size, max_iter, chunk_size, dtype, device"
+)
 
 
 def test_misspelt_detector_parameter_names_key_and_allowed_parameters(config) -> None:
