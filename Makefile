@@ -32,8 +32,9 @@ lint: $(VENV)/.installed
 	$(BIN)/lint-imports
 	$(BIN)/snakemake --lint --configfile tests/configs/tiny.yaml
 
+# --durations: the 25 slowest tests at the end of the log (CI's too), to see where time goes.
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=25
 
 test-fast: lint
 	$(BIN)/python -m pytest -m "$(FAST)" -q

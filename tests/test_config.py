@@ -484,3 +484,61 @@ def test_study_detector_parameters_equal_after_defaults_merge(config) -> None:
     config["studies"] = [_study({"knn": {"n_neighbors": 1}, "gde": {}})]
     filled = validate_config(config, SCHEMA)
     assert merge_detectors(filled) == {"knn": {}, "gde": {}}
+
+
+# The config errors the workflow stops on at parse time, checked in-process: the same steps
+# as workflow/rules/common.smk (validate_config, the study grids, each grid's classes), whose
+# ConfigError, DataError or GridError the Snakefile prints as "Invalid config: ..." before any
+# job. tests/workflow/test_config_errors.py keeps one such case end to end through
+# `snakemake -n` (the message, the exit status, no results/ folder).
+TINY = yaml.safe_load((ROOT / "tests" / "configs" / "tiny.yaml").read_text())
+
+
+def _workflow_config_error(changes: dict) -> str:
+    """The message the Snakefile stops with for the tiny config with ``changes`` applied."""
+    from pipeline_lib.dag.grids import GridError, study_grids
+    from pipeline_lib.data import DataError, dataset_class_names
+
+    config = copy.deepcopy({**TINY, **changes})
+    with pytest.raises((ConfigError, DataError, GridError)) as info:
+        validated = validate_config(config, SCHEMA)
+        for grid in study_grids(validated, validated["studies"]):
+            for name, settings in grid.datasets.items():
+                names = dataset_class_names(
+                    name, root=validated["data"]["root"], **settings.get("options", {})
+                )
+                resolve_classes(name, settings.get("classes", "all"), names)
+    return str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"methods": ["raw", "simclr"]}, ["methods[1]", "'simclr'", "resnet18_random"]),
+        ({"detectors": {"ocsvm": {}, "lof": {}}}, ["detectors", "'lof'", "ocsvm_linear"]),
+        ({"datasets": {"svhn": {"classes": "all"}}}, ["datasets", "'svhn'", "cifar10"]),
+        ({"splits": {"contamination": [0.0, 1.0]}}, ["splits.contamination[1]", "1.0"]),
+        (
+            {"methods": ["raw", "resnet50_imagenet"]},
+            ["embed.imagenet_weights", "resnet50_imagenet", "resnet50-0676ba61.pth"],
+        ),
+        (
+            {"datasets": {"digits": {"classes": ["0", "eleven"]}}},
+            ["datasets.digits.classes", "'eleven'", "allowed: 0, 1, 2"],
+        ),
+        (
+            {"datasets": {"celeba": {"classes": "all"}}},
+            ["splits.contamination", "0.1", "'celeba'", "no outliers"],
+        ),
+        (
+            {"splits": {"contamination": [0.0], "clean_inliers": [61]}},
+            ["splits.clean_inliers", "61", "max_train_per_class keeps 60"],
+        ),
+    ],
+)
+def test_invalid_tiny_config_stops_the_workflow_naming_the_key(
+    changes: dict, expected: list[str]
+) -> None:
+    message = _workflow_config_error(changes)
+    for fragment in expected:
+        assert fragment in message

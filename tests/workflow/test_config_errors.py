@@ -1,4 +1,10 @@
-"""A bad config stops the workflow before any job, naming the key and the allowed values."""
+"""A bad config stops the workflow before any job, naming the key and the allowed values.
+
+One case (CelebA's ``eyeglasses`` as an inlier) runs end to end through ``snakemake -n``: the
+"Invalid config" message, a non-zero exit, no results/ folder, in under 5 s. The other
+config-error cases are the same parse-time checks, tested in-process in tests/test_config.py
+(``test_invalid_tiny_config_stops_the_workflow_naming_the_key``).
+"""
 
 from __future__ import annotations
 
@@ -23,38 +29,6 @@ def _dry_run_with(tmp_path: Path, **changes: object) -> str:
     assert result.returncode != 0
     assert not (tmp_path / "results").exists()
     return result.stdout + result.stderr
-
-
-@pytest.mark.parametrize(
-    ("changes", "expected"),
-    [
-        ({"methods": ["raw", "simclr"]}, ["methods[1]", "'simclr'", "resnet18_random"]),
-        ({"detectors": {"ocsvm": {}, "lof": {}}}, ["detectors", "'lof'", "ocsvm_linear"]),
-        ({"datasets": {"svhn": {"classes": "all"}}}, ["datasets", "'svhn'", "cifar10"]),
-        ({"splits": {"contamination": [0.0, 1.0]}}, ["splits.contamination[1]", "1.0"]),
-        (
-            {"methods": ["raw", "resnet50_imagenet"]},
-            ["embed.imagenet_weights", "resnet50_imagenet", "resnet50-0676ba61.pth"],
-        ),
-        (
-            {"datasets": {"digits": {"classes": ["0", "eleven"]}}},
-            ["datasets.digits.classes", "'eleven'", "allowed: 0, 1, 2"],
-        ),
-        (
-            {"datasets": {"celeba": {"classes": "all"}}},
-            ["splits.contamination", "0.1", "'celeba'", "no outliers"],
-        ),
-        (
-            {"splits": {"contamination": [0.0], "clean_inliers": [61]}},
-            ["splits.clean_inliers", "61", "max_train_per_class keeps 60"],
-        ),
-    ],
-)
-def test_invalid_config_names_the_key(tmp_path: Path, changes: dict, expected: list[str]) -> None:
-    message = _dry_run_with(tmp_path, **changes)
-    assert "Invalid config" in message
-    for fragment in expected:
-        assert fragment in message
 
 
 def test_celeba_all_plans_only_the_inlier_class(tmp_path: Path) -> None:

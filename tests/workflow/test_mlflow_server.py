@@ -26,7 +26,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import pytest
+import yaml
 from mlflow.tracking import MlflowClient
 
 from pipeline_lib.report.tracking import KEY_TAG, KIND_TAG, SWEEP_TAG, log_sweep
@@ -187,23 +189,54 @@ def _records(n: int) -> list[dict]:
     ]
 
 
-def test_pipeline_logs_to_the_server(login: Server, tiny_run: Path, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def small_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny config cut to one class, one seed, no contamination, two detectors.
+
+    Its sweep has 4 results (2 methods x 2 detectors) instead of the tiny config's 160, each
+    logged under the sweep's parent run and the main study's: about 10 runs, tens of requests.
+    The auth app answers a request in about 0.5 s on 2 shared cores, and logging the whole
+    tiny sweep took about 1,250 requests (over 10 minutes). Its jobs are a subset of the tiny
+    run's, so a copy of that run only re-aggregates.
+    """
+    settings = yaml.safe_load(TINY.read_text())
+    settings["datasets"]["digits"]["classes"] = ["0"]
+    settings["seeds"] = [0]
+    settings["splits"] = {"contamination": [0.0], "clean_inliers": []}
+    settings["detectors"] = {"kde": {}, "knn": {}}
+    path = tmp_path_factory.mktemp("small_config") / "small.yaml"
+    # The tiny config's key order: Snakemake compares a job's params as written, so sorted
+    # keys would re-run the data set job for the same settings.
+    path.write_text(yaml.safe_dump(settings, sort_keys=False))
+    return path
+
+
+def test_pipeline_logs_to_the_server(
+    login: Server, tiny_run: Path, small_config: Path, tmp_path: Path
+) -> None:
     server = login.uri
-    # A copy of the finished tiny run, so the shared fixture keeps its own MLflow store.
+    # A copy of the finished tiny run, so the shared fixture keeps its own MLflow store. The
+    # small sweep is first aggregated and logged to a new SQLite store of the copy's own (the
+    # reference below; the copied store's artifact folder would be the tiny run's), then
+    # logged again, to the server.
     workdir = tmp_path / "run"
     shutil.copytree(tiny_run, workdir, symlinks=True)
+    shutil.rmtree(workdir / "results/mlflow")
+    run_snakemake(workdir, "--cores", "1", "--configfile", str(small_config))
     run_snakemake(
         workdir,
         "--cores",
         "1",
         "--configfile",
-        str(TINY),
+        str(small_config),
         "--forcerun",
         "log_to_mlflow",
         env=login.env(),
     )
     logged = json.loads((workdir / "results/mlflow/logged.json").read_text())
     assert logged["status"] == "logged" and logged["tracking_uri"] == server
+    results = pd.read_csv(workdir / "results/summary/results.csv")
+    assert len(results) == 4  # small: tens of requests, not a thousand
 
     def identities(client: MlflowClient) -> list[tuple[str, str]]:
         experiment = client.get_experiment_by_name("droc-tiny")
@@ -215,9 +248,10 @@ def test_pipeline_logs_to_the_server(login: Server, tiny_run: Path, tmp_path: Pa
     remote = identities(MlflowClient(tracking_uri=server))
     sweeps = {sweep for sweep, _ in remote}
     assert logged["sweep"] in sweeps
-    local = identities(MlflowClient(tracking_uri=f"sqlite:///{tiny_run}/results/mlflow/mlflow.db"))
+    local = identities(MlflowClient(tracking_uri=f"sqlite:///{workdir}/results/mlflow/mlflow.db"))
     assert len(remote) == len(set(remote))
     assert set(remote) == {(sweep, key) for sweep, key in local if sweep in sweeps}
+    assert {key for sweep, key in remote if sweep == logged["sweep"]} >= set(results["result_key"])
 
     client = MlflowClient(tracking_uri=server)
     experiment = client.get_experiment_by_name("droc-tiny")
