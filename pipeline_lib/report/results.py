@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from pipeline_lib.dag.keys import KEY_COLUMNS as _KEY_COLUMNS
 from pipeline_lib.runtime.io import atomic_path, load_json
 
-#: Columns that identify a job (the wildcards), in display order.
-KEY_COLUMNS = ["dataset", "inlier", "contamination", "seed", "method", "fitset", "detector"]
+#: Columns that identify a job (the wildcards), in display order: the tidy table's first
+#: columns, as :data:`pipeline_lib.dag.keys.KEY_COLUMNS` states them.
+KEY_COLUMNS: list[str] = list(_KEY_COLUMNS)
 
 
 def load_result_records(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:

@@ -17,19 +17,11 @@ import numpy as np
 import pandas as pd
 
 from pipeline_lib.dag.grids import base_method, variant_train_size
-from pipeline_lib.runtime.io import load_json, load_npz
+from pipeline_lib.dag.keys import STUDY_KEY_COLUMNS, ResultKey
+from pipeline_lib.runtime.io import atomic_path, load_json, load_npz
 
-#: Columns naming one result, in display order.
-KEY_COLUMNS: tuple[str, ...] = (
-    "dataset",
-    "inlier",
-    "contamination",
-    "seed",
-    "method",
-    "fitset",
-    "detector",
-    "space",
-)
+#: Columns naming one result, in display order (the job key with its feature space).
+KEY_COLUMNS: tuple[str, ...] = STUDY_KEY_COLUMNS
 
 #: Variant parameters the study figures put on their x axes.
 VARIANT_COLUMNS: tuple[str, ...] = ("batch_size", "head_depth", "distributions", "train_size")
@@ -50,10 +42,8 @@ def variant_columns(method: str, variants: Mapping[str, Mapping[str, Any]]) -> d
 
 
 def _normalised_key(key: Mapping[str, Any]) -> dict[str, Any]:
-    row = {column: key[column] for column in KEY_COLUMNS}
-    row["contamination"] = float(row["contamination"])
-    row["seed"] = int(row["seed"])
-    return row
+    """The key columns of a rule's key (path text) with the record's types."""
+    return ResultKey.from_wildcards(key).record()
 
 
 def collect_study(
@@ -122,8 +112,6 @@ def load_scores(frame: pd.DataFrame) -> dict[tuple, list[tuple[int, np.ndarray, 
 
 def save_frames(frame: pd.DataFrame, expected: pd.DataFrame, folder: str | os.PathLike) -> None:
     """Write ``results.csv`` and ``expected.csv`` atomically."""
-    from pipeline_lib.runtime.io import atomic_path
-
     Path(folder).mkdir(parents=True, exist_ok=True)
     for name, table in (("results.csv", frame), ("expected.csv", expected)):
         with atomic_path(Path(folder) / name) as tmp:

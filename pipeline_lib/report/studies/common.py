@@ -28,8 +28,8 @@ import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from pipeline_lib.dag.keys import STUDY_KEY_COLUMNS, contamination_text
 from pipeline_lib.report.published import display_name, load_published
-from pipeline_lib.report.study_frames import KEY_COLUMNS as RESULT_KEY
 from pipeline_lib.report.study_frames import VARIANT_COLUMNS
 from pipeline_lib.report.tables import _to_html, _to_latex, format_mean_std
 from pipeline_lib.runtime.io import atomic_path
@@ -74,7 +74,7 @@ __all__ = [
 DPI = 120
 
 #: The columns that identify a job's result; the variant parameters follow from ``method``.
-JOB_KEY: tuple[str, ...] = RESULT_KEY
+JOB_KEY: tuple[str, ...] = STUDY_KEY_COLUMNS
 
 #: Columns of ``frame`` and ``expected`` that identify a job (``frame`` adds auroc, mmd):
 #: the job key with ``base_method`` after ``method``, then the variant parameters.
@@ -206,7 +206,8 @@ def _canonical(df: pd.DataFrame, what: str) -> pd.DataFrame:
         out[col] = out[col].fillna("").astype(str)
     out["distributions"] = out["distributions"].fillna("").astype(str).map(_normalise_set_text)
     out["seed"] = out["seed"].astype(int)
-    out["contamination"] = out["contamination"].astype(float).round(9)
+    # Compared as the path writes it (the job's identity), not by an ad-hoc rounding.
+    out["contamination"] = out["contamination"].map(contamination_text).astype(float)
     return out
 
 
