@@ -29,6 +29,7 @@ __all__ = [
     "STUDY_KEY_COLUMNS",
     "ResultKey",
     "contamination_text",
+    "contamination_value",
 ]
 
 #: Columns that identify a job of the main sweep (the wildcards), in display order.
@@ -71,6 +72,11 @@ def contamination_text(ratio: float | str) -> str:
     return f"{float(ratio):g}"
 
 
+def contamination_value(ratio: float | str) -> float:
+    """The contamination as a job identity compares it: the float of its path text."""
+    return float(contamination_text(ratio))
+
+
 @dataclass(frozen=True)
 class ResultKey:
     """One detection job: split (data set, inlier class, contamination, seed), method,
@@ -109,7 +115,7 @@ class ResultKey:
             if not value or "/" in value:
                 raise ValueError(f"{name} {value!r} cannot be a path segment")
             object.__setattr__(self, name, value)
-        object.__setattr__(self, "contamination", float(contamination_text(self.contamination)))
+        object.__setattr__(self, "contamination", contamination_value(self.contamination))
         object.__setattr__(self, "seed", int(self.seed))
 
     @classmethod

@@ -28,7 +28,7 @@ import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from pipeline_lib.dag.keys import STUDY_KEY_COLUMNS, contamination_text
+from pipeline_lib.dag.keys import STUDY_KEY_COLUMNS, contamination_value
 from pipeline_lib.report.published import display_name, load_published
 from pipeline_lib.report.study_frames import VARIANT_COLUMNS
 from pipeline_lib.report.tables import _to_html, _to_latex, format_mean_std
@@ -207,7 +207,7 @@ def _canonical(df: pd.DataFrame, what: str) -> pd.DataFrame:
     out["distributions"] = out["distributions"].fillna("").astype(str).map(_normalise_set_text)
     out["seed"] = out["seed"].astype(int)
     # Compared as the path writes it (the job's identity), not by an ad-hoc rounding.
-    out["contamination"] = out["contamination"].map(contamination_text).astype(float)
+    out["contamination"] = out["contamination"].map(contamination_value).astype(float)
     return out
 
 
