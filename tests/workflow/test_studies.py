@@ -87,8 +87,12 @@ def test_every_study_writes_its_table_and_figures(studies_run: Path) -> None:
     assert len(STUDIES) == 11
     for name in STUDIES:
         folder = studies_run / "results/studies" / name
-        for suffix in (".csv", ".md", ".tex", ".html"):
-            assert (folder / f"{name}{suffix}").stat().st_size > 0, (name, suffix)
+        # The main grid's human tables are the main table, written once under summary/.
+        human = folder / name if name != "main" else studies_run / "results/summary/main_table"
+        for suffix in (".md", ".tex", ".html"):
+            assert human.with_suffix(suffix).stat().st_size > 0, (name, suffix)
+            assert (folder / f"{name}{suffix}").exists() == (name != "main"), (name, suffix)
+        assert (folder / f"{name}.csv").stat().st_size > 0, name
         figures = sorted((folder / "figures").glob("*.png"))
         assert figures, f"study {name} drew no figure"
         assert all(path.read_bytes()[:4] == b"\x89PNG" for path in figures)
@@ -162,6 +166,8 @@ def test_summary_page_lists_every_study(studies_run: Path) -> None:
         assert name in page
     html = (studies_run / "results/summary/index.html").read_text()
     assert "<html" in html.lower() and "figures/" in html
+    # The main study links the one main table instead of a copy of its own.
+    assert "main_table.tex" in page and "studies/main/main.tex" not in page
 
 
 def test_partial_summary_marks_missing_results(studies_run: Path, tmp_path: Path) -> None:
