@@ -73,7 +73,7 @@ def test_quoted_values() -> None:
 
 def test_default_distributions_mirror_the_training_code() -> None:
     # read the constant from the source: importing pipeline_lib.ssl.augment would import torch
-    source = (REPO_ROOT / "pipeline_lib" / "augment.py").read_text(encoding="utf-8")
+    source = (REPO_ROOT / "pipeline_lib" / "ssl" / "augment.py").read_text(encoding="utf-8")
     values = [
         ast.literal_eval(node.value)
         for node in ast.parse(source).body
