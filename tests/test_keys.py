@@ -68,3 +68,10 @@ def test_bad_keys_name_the_problem() -> None:
         ResultKey.from_wildcards(
             {"dataset": "d", "inlier": "1", "contamination": "0", "seed": "0", "method": "m"}
         )
+
+
+def test_model_folder_is_the_split_and_method_of_every_space() -> None:
+    f = ResultKey("digits", "0", 0.1, 1, "contrastive", "clean20", "kde")
+    g = ResultKey("digits", "0", 0.1, 1, "contrastive", "train", "gde", space="g")
+    assert f.model_folder() == g.model_folder() == "results/digits/0/contam0.1/seed1/contrastive"
+    assert ResultKey.from_path(g.path()).model_folder() == g.model_folder()

@@ -166,6 +166,11 @@ class ResultKey:
         pattern = RESULT_G if self.space == "g" else RESULT
         return pattern.format(**self.wildcards())
 
+    def model_folder(self) -> str:
+        """The folder of the representation the result scores (``SPLIT/{method}``): where
+        its features, model and ``uniformity.json`` live."""
+        return f"{SPLIT.format(**self.wildcards())}/{self.method}"
+
     def path(self, name: str = "result.json") -> str:
         """A file of the result folder (``result.json``, ``scores.npz``)."""
         return f"{self.folder()}/{name}"

@@ -41,11 +41,6 @@ def variant_columns(method: str, variants: Mapping[str, Mapping[str, Any]]) -> d
     }
 
 
-def _normalised_key(key: Mapping[str, Any]) -> dict[str, Any]:
-    """The key columns of a rule's key (path text) with the record's types."""
-    return ResultKey.from_wildcards(key).record()
-
-
 def collect_study(
     expected: Sequence[tuple[Mapping[str, Any], str | os.PathLike]],
     variants: Mapping[str, Mapping[str, Any]],
@@ -61,7 +56,9 @@ def collect_study(
     variants : mapping
         The config's variant registry (adds ``base_method`` and the variant parameters).
     uniformity : mapping of model folder -> uniformity.json path, optional
-        Adds ``mmd`` to every row of that model (``NaN`` where absent).
+        Adds ``mmd`` to every row of that model (``NaN`` where absent). Folders are named
+        as :meth:`~pipeline_lib.dag.keys.ResultKey.model_folder` writes them (the rules'
+        relative ``results/...`` form).
 
     Raises
     ------
@@ -74,7 +71,7 @@ def collect_study(
             mmd[Path(folder).as_posix()] = float(load_json(path)["mmd"])
     found, wanted = [], []
     for key, path in expected:
-        row = _normalised_key(key) | variant_columns(key["method"], variants)
+        row = ResultKey.from_wildcards(key).record() | variant_columns(key["method"], variants)
         row["result_key"] = Path(path).parent.as_posix()
         wanted.append(row)
         if not Path(path).is_file():
@@ -82,8 +79,7 @@ def collect_study(
         record = load_json(path)
         if "auroc" not in record:
             raise ValueError(f"{path} has no 'auroc': delete it and re-run its job")
-        # .../{method}/{fitset}[/g]/{detector}/result.json -> .../{method}
-        model = Path(path).parents[3 if key["space"] == "g" else 2].as_posix()
+        model = ResultKey.from_path(path).model_folder()
         found.append(row | {"auroc": float(record["auroc"]), "mmd": mmd.get(model, np.nan)})
     columns = [*KEY_COLUMNS, "base_method", *VARIANT_COLUMNS, "result_key"]
     frame = pd.DataFrame(found, columns=[*columns, "auroc", "mmd"])

@@ -281,7 +281,7 @@ def _model_folders(grid):
     """SPLIT/{method} of every trained model the grid's results come from."""
     return list(
         dict.fromkeys(
-            os.path.join(SPLIT.format(**key), key["method"])
+            ResultKey.from_wildcards(key).model_folder()
             for key, _ in grid_results(grid)
             if key["method"] in TRAINED
         )
