@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -128,3 +130,25 @@ def test_load_dataset_labels_round_trip(tmp_path: Path, dataset: ImageDataset) -
     np.testing.assert_array_equal(test_labels, dataset.test_labels)
     assert train_labels.dtype == np.int64
     assert names == ("0", "1", "t_shirt_top")
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o077])
+def test_atomic_path_gives_the_mode_a_plain_open_gives(tmp_path: Path, umask: int) -> None:
+    # mkstemp creates 0o600; results must be readable like any file open() creates.
+    previous = os.umask(umask)
+    try:
+        (tmp_path / "plain.txt").write_text("x")
+        with atomic_path(tmp_path / "atomic.txt") as tmp:
+            tmp.write_text("x")
+    finally:
+        os.umask(previous)
+    plain = stat.S_IMODE((tmp_path / "plain.txt").stat().st_mode)
+    atomic = stat.S_IMODE((tmp_path / "atomic.txt").stat().st_mode)
+    assert plain == 0o666 & ~umask
+    assert atomic == plain
+
+
+def test_atomic_path_keeps_the_suffix_for_format_sniffing_writers(tmp_path: Path) -> None:
+    with atomic_path(tmp_path / "figure.png") as tmp:
+        assert tmp.suffix == ".png"
+        tmp.write_bytes(b"")

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from pipeline_lib.dag.keys import ResultKey
 from pipeline_lib.report.results import (
     KEY_COLUMNS,
     load_result_records,
@@ -31,17 +32,7 @@ def _record(inlier: str, seed: int, auroc: float, detector: str = "knn") -> dict
 
 
 def _write(root: Path, record: dict) -> Path:
-    folder = (
-        root
-        / record["dataset"]
-        / record["inlier"]
-        / f"contam{record['contamination']:g}"
-        / f"seed{record['seed']}"
-        / record["method"]
-        / record["fitset"]
-        / record["detector"]
-    )
-    path = folder / "result.json"
+    path = root / ResultKey.from_wildcards(record).path()
     save_json(path, record)
     return path
 
@@ -92,6 +83,13 @@ def test_record_without_identity_column_is_named(tmp_path: Path) -> None:
     del record["seed"]
     save_json(path, record)
     with pytest.raises(ValueError, match=r"lacks \['seed'\]"):
+        load_result_records([path])
+
+
+def test_record_of_another_job_than_its_folder_is_named(tmp_path: Path) -> None:
+    path = _write(tmp_path, _record("0", 0, 90.0))
+    save_json(path, _record("8", 0, 90.0))  # e.g. copied from class 8's folder
+    with pytest.raises(ValueError, match=r"another job than its folder.*'inlier': \('8', '0'\)"):
         load_result_records([path])
 
 

@@ -172,3 +172,33 @@ def test_run_detection_missing_features_are_named(split, features) -> None:
         run_detection(
             split, partial, fitset="train", detector="knn", detector_params={}, max_fit=1000, seed=0
         )
+
+
+@pytest.mark.parametrize("detector", ["kde", "ocsvm"])
+def test_run_detection_records_the_fitted_gamma(split, features, detector: str) -> None:
+    # The result says which RBF width produced its AUC: the one gamma_scale chose ...
+    record, _ = run_detection(
+        split, features, fitset="train", detector=detector, detector_params={}, max_fit=1000, seed=0
+    )
+    fit_rows = rows_for(fit_index_for(split, "train"), features["train_index"], features["f_train"])
+    expected = make_detector(detector).fit(fit_rows).gamma_
+    assert record["gamma_"] == pytest.approx(expected) and expected > 0
+    # ... or the one given.
+    given, _ = run_detection(
+        split,
+        features,
+        fitset="train",
+        detector=detector,
+        detector_params={"gamma": 0.25},
+        max_fit=1000,
+        seed=0,
+    )
+    assert given["gamma_"] == 0.25
+
+
+@pytest.mark.parametrize("detector", ["gde", "knn", "ocsvm_linear"])
+def test_run_detection_records_no_gamma_without_a_kernel(split, features, detector: str) -> None:
+    record, _ = run_detection(
+        split, features, fitset="train", detector=detector, detector_params={}, max_fit=1000, seed=0
+    )
+    assert "gamma_" not in record

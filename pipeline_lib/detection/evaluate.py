@@ -9,7 +9,7 @@ scores with the outlier as the positive class.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,10 @@ class DetectionResult:
         Number of fit rows.
     n_test : int
         Number of test rows.
+    fitted : dict of str to float, default={}
+        Hyper-parameters the detector chose from its fit data (:data:`FITTED_PARAMS`, e.g.
+        the RBF ``gamma_`` that ``gamma_scale`` turns into): recorded so a result says
+        which kernel width produced its AUC. Empty for detectors without one.
     """
 
     anomaly_scores: np.ndarray
@@ -44,6 +48,11 @@ class DetectionResult:
     score_seconds: float
     n_fit: int
     n_test: int
+    fitted: dict[str, float] = field(default_factory=dict)
+
+
+#: Attributes a fitted detector may carry that the result record keeps.
+FITTED_PARAMS: tuple[str, ...] = ("gamma_",)
 
 
 def to_anomaly_scores(normality: Any) -> np.ndarray:
@@ -57,8 +66,12 @@ def to_anomaly_scores(normality: Any) -> np.ndarray:
 
 def _fit_and_score(
     fit_features: Any, test_features: Any, detector: str, detector_params: dict[str, Any]
-) -> tuple[np.ndarray, float, float]:
-    """Fit, score and negate; returns ``(anomaly_scores, fit_seconds, score_seconds)``."""
+) -> tuple[np.ndarray, float, float, dict[str, float]]:
+    """Fit, score and negate.
+
+    Returns ``(anomaly_scores, fit_seconds, score_seconds, fitted)``, ``fitted`` holding the
+    :data:`FITTED_PARAMS` the estimator has after ``fit``.
+    """
     estimator = make_detector(detector, **detector_params)
     start = time.perf_counter()
     estimator.fit(fit_features)
@@ -73,7 +86,12 @@ def _fit_and_score(
             f"detector {detector!r} with parameters {detector_params} produced {n_bad} "
             "non-finite score(s)"
         )
-    return anomaly_scores, fit_seconds, score_seconds
+    fitted = {
+        name: float(getattr(estimator, name))
+        for name in FITTED_PARAMS
+        if getattr(estimator, name, None) is not None
+    }
+    return anomaly_scores, fit_seconds, score_seconds, fitted
 
 
 def score_with_detector(
@@ -111,7 +129,7 @@ def score_with_detector(
     TypeError
         If a parameter name is not accepted by the detector.
     """
-    anomaly_scores, _, _ = _fit_and_score(fit_features, test_features, detector, detector_params)
+    anomaly_scores, _, _, _ = _fit_and_score(fit_features, test_features, detector, detector_params)
     return anomaly_scores
 
 
@@ -156,7 +174,7 @@ def evaluate_detector(
         raise ValueError(
             f"is_outlier has {len(is_outlier)} entries but test_features has {n_test} rows"
         )
-    anomaly_scores, fit_seconds, score_seconds = _fit_and_score(
+    anomaly_scores, fit_seconds, score_seconds, fitted = _fit_and_score(
         fit_features, test_features, detector, detector_params
     )
     return DetectionResult(
@@ -166,6 +184,7 @@ def evaluate_detector(
         score_seconds=score_seconds,
         n_fit=len(fit_features),
         n_test=n_test,
+        fitted=fitted,
     )
 
 

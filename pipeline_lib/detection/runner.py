@@ -118,7 +118,8 @@ def run_detection(
     Returns
     -------
     record : dict
-        AUC (x100, outlier = positive), sizes and timings.
+        AUC (x100, outlier = positive), sizes, timings and the detector's fitted
+        hyper-parameters (``gamma_`` of the RBF detectors), without the job key.
     scores : dict of str to ndarray
         ``anomaly_score`` and ``is_outlier`` of shape (n_test,), in test-split order.
     """
@@ -152,6 +153,7 @@ def run_detection(
         "space": space,
         "fit_seconds": float(result.fit_seconds),
         "score_seconds": float(result.score_seconds),
+        **result.fitted,
     }
     scores = {
         "anomaly_score": np.asarray(result.anomaly_scores, dtype=np.float64),

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from pipeline_lib.dag.keys import KEY_COLUMNS
 from pipeline_lib.report.published import (
     CLASS_NAMES,
     DATASET_DISPLAY,
@@ -93,7 +94,8 @@ PER_CLASS_COLUMNS: tuple[str, ...] = (
 
 # Tables holding class-mean numbers, in the order they are preferred for a lookup.
 _MAIN_TABLES = ("visual_results_full", "visual_results", "performance_gaussian")
-_KEY = ["dataset", "inlier", "method", "detector", "seed"]
+# A result's key once the contamination and fit set are chosen.
+_KEY = [column for column in KEY_COLUMNS if column not in ("contamination", "fitset")]
 
 
 def select_results(

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 
 from pipeline_lib.report.aggregate import per_class_table
 from pipeline_lib.report.published import display_name
-from pipeline_lib.report.tables import atomic_output
+from pipeline_lib.runtime.io import atomic_path
 
 __all__ = ["plot_per_class_auc", "plot_roc_curves", "save_figure"]
 
@@ -198,6 +198,6 @@ def save_figure(fig: Figure, path: str | os.PathLike) -> Path:
     path = Path(path)
     if path.suffix.lower() != ".png":
         raise ValueError(f"path={str(path)!r} must end in .png")
-    with atomic_output(path) as tmp:
+    with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=DPI)
     return path

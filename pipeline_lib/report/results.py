@@ -9,10 +9,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from pipeline_lib.dag.keys import KEY_COLUMNS as _KEY_COLUMNS
+from pipeline_lib.dag.keys import ResultKey
 from pipeline_lib.runtime.io import atomic_path, load_json
 
-#: Columns that identify a job (the wildcards), in display order.
-KEY_COLUMNS = ["dataset", "inlier", "contamination", "seed", "method", "fitset", "detector"]
+#: Columns that identify a job (the wildcards), in display order: the tidy table's first
+#: columns, as :data:`pipeline_lib.dag.keys.KEY_COLUMNS` states them.
+KEY_COLUMNS: list[str] = list(_KEY_COLUMNS)
 
 
 def load_result_records(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
@@ -21,7 +24,9 @@ def load_result_records(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
     Raises
     ------
     ValueError
-        Naming a result file that lacks an identity column or the AUC.
+        Naming a result file that lacks an identity column or the AUC, or whose record
+        names another job than its folder (a file copied or moved by hand): the table
+        would otherwise file its AUC under the wrong job.
     """
     rows = []
     for path in paths:
@@ -29,12 +34,32 @@ def load_result_records(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
         missing = [column for column in [*KEY_COLUMNS, "auroc"] if column not in record]
         if missing:
             raise ValueError(f"{path} lacks {missing}: delete it and re-run its job")
+        _check_identity(path, record)
         rows.append({**record, "result_key": Path(path).parent.as_posix()})
     frame = pd.DataFrame(rows)
     if frame.empty:
         return pd.DataFrame(columns=[*KEY_COLUMNS, "auroc", "result_key"])
     other = [column for column in frame.columns if column not in KEY_COLUMNS]
     return frame[KEY_COLUMNS + other].sort_values(KEY_COLUMNS, ignore_index=True)
+
+
+def _check_identity(path: str | os.PathLike, record: dict) -> None:
+    """Raise if a result file in the results layout records another job than its folder."""
+    try:
+        folder = ResultKey.from_path(path).record()
+    except ValueError:
+        return  # not in the results/ layout (e.g. a copy outside it): nothing to compare
+    recorded = ResultKey.from_wildcards(record).record()
+    differ = {
+        name: (recorded[name], folder[name])
+        for name in KEY_COLUMNS
+        if recorded[name] != folder[name]
+    }
+    if differ:
+        raise ValueError(
+            f"{path} records another job than its folder (record, folder): {differ}; "
+            "delete it and re-run its job"
+        )
 
 
 def save_results_csv(frame: pd.DataFrame, path: str | os.PathLike) -> None:

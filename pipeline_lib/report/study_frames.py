@@ -17,19 +17,11 @@ import numpy as np
 import pandas as pd
 
 from pipeline_lib.dag.grids import base_method, variant_train_size
-from pipeline_lib.runtime.io import load_json, load_npz
+from pipeline_lib.dag.keys import STUDY_KEY_COLUMNS, ResultKey
+from pipeline_lib.runtime.io import atomic_path, load_json, load_npz
 
-#: Columns naming one result, in display order.
-KEY_COLUMNS: tuple[str, ...] = (
-    "dataset",
-    "inlier",
-    "contamination",
-    "seed",
-    "method",
-    "fitset",
-    "detector",
-    "space",
-)
+#: Columns naming one result, in display order (the job key with its feature space).
+KEY_COLUMNS: tuple[str, ...] = STUDY_KEY_COLUMNS
 
 #: Variant parameters the study figures put on their x axes.
 VARIANT_COLUMNS: tuple[str, ...] = ("batch_size", "head_depth", "distributions", "train_size")
@@ -49,13 +41,6 @@ def variant_columns(method: str, variants: Mapping[str, Mapping[str, Any]]) -> d
     }
 
 
-def _normalised_key(key: Mapping[str, Any]) -> dict[str, Any]:
-    row = {column: key[column] for column in KEY_COLUMNS}
-    row["contamination"] = float(row["contamination"])
-    row["seed"] = int(row["seed"])
-    return row
-
-
 def collect_study(
     expected: Sequence[tuple[Mapping[str, Any], str | os.PathLike]],
     variants: Mapping[str, Mapping[str, Any]],
@@ -71,7 +56,9 @@ def collect_study(
     variants : mapping
         The config's variant registry (adds ``base_method`` and the variant parameters).
     uniformity : mapping of model folder -> uniformity.json path, optional
-        Adds ``mmd`` to every row of that model (``NaN`` where absent).
+        Adds ``mmd`` to every row of that model (``NaN`` where absent). Folders are named
+        as :meth:`~pipeline_lib.dag.keys.ResultKey.model_folder` writes them (the rules'
+        relative ``results/...`` form).
 
     Raises
     ------
@@ -84,7 +71,7 @@ def collect_study(
             mmd[Path(folder).as_posix()] = float(load_json(path)["mmd"])
     found, wanted = [], []
     for key, path in expected:
-        row = _normalised_key(key) | variant_columns(key["method"], variants)
+        row = ResultKey.from_wildcards(key).record() | variant_columns(key["method"], variants)
         row["result_key"] = Path(path).parent.as_posix()
         wanted.append(row)
         if not Path(path).is_file():
@@ -92,8 +79,7 @@ def collect_study(
         record = load_json(path)
         if "auroc" not in record:
             raise ValueError(f"{path} has no 'auroc': delete it and re-run its job")
-        # .../{method}/{fitset}[/g]/{detector}/result.json -> .../{method}
-        model = Path(path).parents[3 if key["space"] == "g" else 2].as_posix()
+        model = ResultKey.from_path(path).model_folder()
         found.append(row | {"auroc": float(record["auroc"]), "mmd": mmd.get(model, np.nan)})
     columns = [*KEY_COLUMNS, "base_method", *VARIANT_COLUMNS, "result_key"]
     frame = pd.DataFrame(found, columns=[*columns, "auroc", "mmd"])
@@ -122,8 +108,6 @@ def load_scores(frame: pd.DataFrame) -> dict[tuple, list[tuple[int, np.ndarray, 
 
 def save_frames(frame: pd.DataFrame, expected: pd.DataFrame, folder: str | os.PathLike) -> None:
     """Write ``results.csv`` and ``expected.csv`` atomically."""
-    from pipeline_lib.runtime.io import atomic_path
-
     Path(folder).mkdir(parents=True, exist_ok=True)
     for name, table in (("results.csv", frame), ("expected.csv", expected)):
         with atomic_path(Path(folder) / name) as tmp:

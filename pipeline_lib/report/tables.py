@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import html
 import os
-import tempfile
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["SINGLE_SEED", "TABLE_SUFFIXES", "atomic_output", "format_mean_std", "write_table"]
+from pipeline_lib.runtime.io import atomic_path
+
+__all__ = ["SINGLE_SEED", "TABLE_SUFFIXES", "format_mean_std", "write_table"]
 
 #: What a cell shows instead of a std when one seed went into it.
 SINGLE_SEED = "(n=1)"
@@ -26,36 +26,6 @@ _HTML_STYLE = (
     "th,td{border:1px solid #ccc;padding:0.3em 0.6em;text-align:left}"
     "th{background:#f3f3f3}caption{caption-side:top;font-weight:bold;margin-bottom:0.5em}"
 )
-
-
-@contextmanager
-def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; move it onto ``path`` on success.
-
-    The temporary file lives in the same folder, so ``os.replace`` is atomic: readers see
-    either the old file or the complete new one. On an exception the temporary file is
-    removed and ``path`` is left untouched.
-
-    Parameters
-    ----------
-    path : str or PathLike
-        Final destination; its parent folder is created if needed.
-
-    Yields
-    ------
-    Path
-        The temporary path to write to (same suffix as ``path``).
-    """
-    final = Path(path)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=final.suffix)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        yield tmp
-        os.replace(tmp, final)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def format_mean_std(
@@ -99,7 +69,7 @@ def format_mean_std(
 
 
 def _write_text(path: Path, text: str) -> None:
-    with atomic_output(path) as tmp:
+    with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
 
 

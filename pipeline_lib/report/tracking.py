@@ -22,6 +22,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pipeline_lib.dag.keys import KEY_COLUMNS
+
 log = logging.getLogger(__name__)
 
 #: Tag names used to find runs again (MLflow tags allow dots in names).
@@ -29,7 +31,8 @@ SWEEP_TAG = "droc.sweep"
 KEY_TAG = "droc.result_key"
 HASH_TAG = "droc.content_hash"
 KIND_TAG = "droc.kind"
-PARAM_COLUMNS = ("dataset", "inlier", "method", "seed", "contamination", "fitset", "detector")
+#: A job run's MLflow params: the result's key columns.
+PARAM_COLUMNS = KEY_COLUMNS
 
 
 def is_server_uri(uri: str) -> bool:

@@ -14,18 +14,56 @@ from typing import Any
 import numpy as np
 
 
+def _current_umask() -> int:
+    """The process umask, read without changing it where the OS allows.
+
+    ``os.umask`` can only be read by setting it; between the two calls another thread's
+    new file would get the temporary mask, so Linux's ``/proc/self/status`` is preferred.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it onto ``path`` only on success."""
+    """Yield a temporary path beside ``path``; move it onto ``path`` only on success.
+
+    The pipeline's one atomic writer: every result, table, figure and page goes through it,
+    so a failed job never leaves a file that looks complete (readers see the old file or
+    the whole new one; ``os.replace`` within one folder is atomic).
+
+    ``mkstemp`` creates its file ``0o600``; a result must be readable by a colleague or a
+    web server like any file ``open()`` creates, so the file gets ``0o666 & ~umask``. The
+    temporary name keeps ``path``'s suffix, for writers that pick the format from it
+    (``savefig``, pandas compression).
+
+    Parameters
+    ----------
+    path : str or PathLike
+        Final destination; its parent folder is created if needed.
+
+    Yields
+    ------
+    Path
+        The temporary path to write to. On an exception it is removed and ``path`` is left
+        untouched.
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, tmp_name = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=f".tmp{target.suffix}", dir=target.parent
+    )
     os.close(fd)
     tmp = Path(tmp_name)
-    # mkstemp makes the file private (0600); give the result the usual umask permissions.
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
+    os.chmod(tmp, 0o666 & ~_current_umask())
     try:
         yield tmp
         os.replace(tmp, target)

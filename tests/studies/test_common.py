@@ -19,6 +19,7 @@ from pipeline_lib.report.studies.common import (
     is_default_variant,
     join_expected,
     load_study,
+    study_files,
     write_study,
 )
 from tests.studies.synth import class_seed_stats, expected_grid, fake_results, variant
@@ -172,6 +173,43 @@ def test_write_study_writes_every_file_and_load_study_reads_it_back(grid, tmp_pa
     assert list(loaded.deviations.columns) == list(DEVIATION_COLUMNS)
     assert len(loaded.deviations) == len(result.deviations)
     assert load_study(tmp_path, "absent") is None
+
+
+def test_write_study_links_tables_written_elsewhere_instead_of_copying_them(grid, tmp_path) -> None:
+    # The main grid's human tables are results/summary/main_table.*, written once.
+    summary = tmp_path / "summary"
+    summary.mkdir()
+    tables = [summary / f"main_table{suffix}" for suffix in (".csv", ".md", ".tex", ".html")]
+    for path in tables:
+        path.write_text("table")
+    result = build_study("main", fake_results(grid, seed=5), grid)
+    out = tmp_path / "studies" / "main"
+    paths = write_study(result, out, "main", tables=tables)
+    assert sorted(p.name for p in paths if p.suffix != ".png") == [
+        "main.csv",
+        "main.json",
+        "main_deviations.csv",
+    ]
+    meta = json.loads((out / "main.json").read_text())
+    assert meta["tables"] == [f"../../summary/{path.name}" for path in tables]
+    (out / "figures").mkdir()
+    for path in paths:
+        if path.suffix == ".png":
+            path.replace(out / "figures" / path.name)
+    files = study_files(out, "main")
+    assert [p.name for p in files if p.suffix != ".png"] == [
+        "main.json",
+        "main_table.csv",
+        "main_table.html",
+        "main_table.md",
+        "main_table.tex",
+    ]
+    assert all(path.is_file() for path in files)
+    assert {p.name for p in files if p.suffix == ".png"} == {
+        f"main_{key}.png" for key in result.figures
+    }
+    # The summary still reads the study back (its tidy table ranks the deviations).
+    assert load_study(out, "main").table["mean"].notna().any()
 
 
 def test_write_study_rejects_unsafe_names(grid, tmp_path) -> None:

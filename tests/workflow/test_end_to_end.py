@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -82,6 +83,18 @@ def test_plots_are_written(tiny_run: Path) -> None:
     for name in ("per_class_digits.png", "roc_digits.png"):
         png = (tiny_run / "results/summary/plots" / name).read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_every_summary_file_is_group_and_world_readable(tiny_run: Path) -> None:
+    # The atomic writer once left tables and figures 0o600, unreadable to a web server.
+    files = [path for path in (tiny_run / "results/summary").rglob("*") if path.is_file()]
+    assert len(files) > 10
+    private = [
+        f"{path.relative_to(tiny_run)} {stat.filemode(path.stat().st_mode)}"
+        for path in files
+        if (path.stat().st_mode & (stat.S_IRGRP | stat.S_IROTH)) != (stat.S_IRGRP | stat.S_IROTH)
+    ]
+    assert private == []
 
 
 def sweep_runs(client: MlflowClient, experiment_id: str, sweep: str) -> list:

@@ -87,11 +87,18 @@ def test_every_study_writes_its_table_and_figures(studies_run: Path) -> None:
     assert len(STUDIES) == 11
     for name in STUDIES:
         folder = studies_run / "results/studies" / name
-        for suffix in (".csv", ".md", ".tex", ".html"):
-            assert (folder / f"{name}{suffix}").stat().st_size > 0, (name, suffix)
-        figures = sorted((folder / "figures").glob("*.png"))
-        assert figures, f"study {name} drew no figure"
-        assert all(path.read_bytes()[:4] == b"\x89PNG" for path in figures)
+        # The main grid's human tables are the main table, written once under summary/.
+        human = folder / name if name != "main" else studies_run / "results/summary/main_table"
+        for suffix in (".md", ".tex", ".html"):
+            assert human.with_suffix(suffix).stat().st_size > 0, (name, suffix)
+            assert (folder / f"{name}{suffix}").exists() == (name != "main"), (name, suffix)
+        assert (folder / f"{name}.csv").stat().st_size > 0, name
+        figures = sorted(path.name for path in (folder / "figures").glob("*.png"))
+        manifest = json.loads((folder / f"{name}.json").read_text())
+        assert figures == [f"{name}_{key}.png" for key in manifest["figures"]], name
+        # The main grid (digits only) has no published cell to chart; every study does.
+        assert figures or name == "main", f"study {name} drew no figure"
+        assert all((folder / "figures" / png).read_bytes()[:4] == b"\x89PNG" for png in figures)
         results = pd.read_csv(folder / "results.csv")
         expected = pd.read_csv(folder / "expected.csv")
         # A complete run: every result the grid asks for was found.
@@ -162,6 +169,8 @@ def test_summary_page_lists_every_study(studies_run: Path) -> None:
         assert name in page
     html = (studies_run / "results/summary/index.html").read_text()
     assert "<html" in html.lower() and "figures/" in html
+    # The main study links the one main table instead of a copy of its own.
+    assert "main_table.tex" in page and "studies/main/main.tex" not in page
 
 
 def test_partial_summary_marks_missing_results(studies_run: Path, tmp_path: Path) -> None:

@@ -13,6 +13,13 @@ from pipeline_lib.dag.config import (
     sweep_id,
     validate_config,
 )
+from pipeline_lib.dag.keys import (
+    RESULT,
+    RESULT_G,
+    SPLIT,
+    ResultKey,
+    contamination_text,
+)
 from pipeline_lib.data import DataError, dataset_class_names
 from pipeline_lib.dag.grids import (
     GridError,
@@ -94,7 +101,7 @@ SCORED_ROTATION = (
     else []
 )
 CONTAMINATIONS = [
-    f"{ratio:g}" for ratio in _union(grid.contamination for grid in GRIDS)
+    contamination_text(ratio) for ratio in _union(grid.contamination for grid in GRIDS)
 ]
 FITSETS = _union(grid.fitsets for grid in GRIDS)
 CLEAN_INLIERS = sorted(_union(grid.clean_inliers for grid in GRIDS))
@@ -109,9 +116,7 @@ def _one_of(values):
     )
 
 
-SPLIT = "results/{dataset}/{inlier}/contam{contamination}/seed{seed}"
-RESULT = os.path.join(SPLIT, "{method}", "{fitset}", "{detector}")
-RESULT_G = os.path.join(SPLIT, "{method}", "{fitset}", "g", "{detector}")
+# SPLIT, RESULT and RESULT_G (the result layout) come from pipeline_lib.dag.keys.
 
 
 _GRID_RESULTS = {}
@@ -119,6 +124,8 @@ _GRID_RESULTS = {}
 
 def grid_results(grid, dataset=None):
     """(key, result.json path) of every result a grid needs, optionally of one data set.
+
+    The key is ResultKey.wildcards() (path text, with the space), the path its path().
 
     Feature detectors run on every fit set and requested space (f, or g under .../g/);
     rotation classifiers (which fit nothing) once per rotation model. Memoised: input and
@@ -134,12 +141,6 @@ def grid_results(grid, dataset=None):
         for inlier in classes:
             for contamination in grid.contamination:
                 for seed in grid.seeds:
-                    split = dict(
-                        dataset=name,
-                        inlier=inlier,
-                        contamination=f"{contamination:g}",
-                        seed=str(seed),
-                    )
                     for method in grid.methods:
                         combos = [
                             (fitset, detector, space)
@@ -154,20 +155,17 @@ def grid_results(grid, dataset=None):
                                 for d in ROTATION_DETECTORS
                             ]
                         for fitset, detector, space in combos:
-                            key = dict(
-                                split,
-                                method=method,
-                                fitset=fitset,
-                                detector=detector,
-                                space=space,
+                            key = ResultKey(
+                                name,
+                                inlier,
+                                contamination,
+                                seed,
+                                method,
+                                fitset,
+                                detector,
+                                space,
                             )
-                            pattern = RESULT_G if space == "g" else RESULT
-                            rows.append(
-                                (
-                                    key,
-                                    os.path.join(pattern.format(**key), "result.json"),
-                                )
-                            )
+                            rows.append((key.wildcards(), key.path()))
     return rows
 
 
@@ -226,14 +224,12 @@ def roc_score_files(dataset):
     first = dict(
         dataset=dataset,
         inlier=GRID_CLASSES[MAIN.name][dataset][0],
-        contamination=f"{MAIN.contamination[0]:g}",
-        seed=str(MAIN.seeds[0]),
+        contamination=MAIN.contamination[0],
+        seed=MAIN.seeds[0],
         fitset="train",
     )
     return [
-        os.path.join(
-            RESULT.format(**first, method=method, detector=detector), "scores.npz"
-        )
+        ResultKey(**first, method=method, detector=detector).path("scores.npz")
         for method in MAIN.methods
         for detector in MAIN.detectors
     ]
@@ -246,7 +242,7 @@ def training_histories():
             SPLIT.format(
                 dataset=name,
                 inlier=inlier,
-                contamination=f"{contamination:g}",
+                contamination=contamination_text(contamination),
                 seed=seed,
             ),
             method,
@@ -283,7 +279,7 @@ def _model_folders(grid):
     """SPLIT/{method} of every trained model the grid's results come from."""
     return list(
         dict.fromkeys(
-            os.path.join(SPLIT.format(**key), key["method"])
+            ResultKey.from_wildcards(key).model_folder()
             for key, _ in grid_results(grid)
             if key["method"] in TRAINED
         )

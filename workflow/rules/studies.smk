@@ -15,6 +15,7 @@ if STUDIES:
     # Light aggregation: on the submit host, not as cluster jobs.
     localrules:
         make_study,
+        make_main_study,
 
 
 if G_METHODS:
@@ -107,6 +108,10 @@ if STUDIES:
             ),
         log:
             "results/logs/make_study/{study}.log",
+        wildcard_constraints:
+            study=_one_of(
+                [grid.name for grid in STUDIES if grid is not MAIN] or ["none"]
+            ),
         conda:
             "../../environment.yml"
         threads: 1
@@ -126,6 +131,36 @@ if STUDIES:
             variants=VARIANTS,
         script:
             "../scripts/make_study.py"
+
+
+if MAIN:
+
+    # The main grid's study: the same job, but its human tables are the main table that
+    # make_tables writes once (results/summary/main_table.*); the study links them.
+    use rule make_study as make_main_study with:
+        input:
+            results=study_results,
+            uniformity=lambda wildcards: list(
+                uniformity_files(STUDY_BY_NAME[wildcards.study]).values()
+            ),
+            main_table=multiext(
+                "results/summary/main_table", ".csv", ".md", ".tex", ".html"
+            ),
+        output:
+            results=os.path.join(STUDY, "results.csv"),
+            expected=os.path.join(STUDY, "expected.csv"),
+            manifest=os.path.join(STUDY, "{study}.json"),
+            deviations=os.path.join(STUDY, "{study}_deviations.csv"),
+            table=os.path.join(STUDY, "{study}.csv"),
+            figures=report(
+                directory(os.path.join(STUDY, "figures")),
+                patterns=["{name}.png"],
+                caption="../report/study_figure.rst",
+                category="Studies",
+                subcategory="{study}",
+            ),
+        wildcard_constraints:
+            study=re.escape(MAIN.name),
 
 
 if MAIN:

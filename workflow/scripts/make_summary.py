@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline_lib.report.studies import load_study
+from pipeline_lib.report.studies import load_study, study_files
 from pipeline_lib.report.summary import build_summary, summary_html
 from pipeline_lib.runtime.io import atomic_path
 from pipeline_lib.runtime.logs import job_logging
@@ -15,10 +15,7 @@ with job_logging(snakemake.log[0]):
     for manifest in snakemake.input.manifests:
         folder, name = Path(manifest).parent, Path(manifest).stem
         studies[name] = load_study(folder, name)
-        links[name] = sorted(
-            [*folder.glob(f"{name}.*"), *(folder / "figures").glob("*.png")],
-            key=lambda path: (path.suffix == ".png", path.name),
-        )
+        links[name] = study_files(folder, name)
     out = Path(snakemake.output.html).parent
     # Links relative to the page, so the results folder can be moved or zipped.
     links = {name: [Path(os.path.relpath(p, out)) for p in paths] for name, paths in links.items()}

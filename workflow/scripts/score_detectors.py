@@ -1,5 +1,6 @@
 """Fit each configured detector on one split's features; save AUC and scores per detector."""
 
+from pipeline_lib.dag.keys import ResultKey
 from pipeline_lib.data.split import load_split
 from pipeline_lib.detection.runner import run_detection
 from pipeline_lib.runtime.devices import set_threads
@@ -12,6 +13,7 @@ with job_logging(snakemake.log[0]):
     split = load_split(snakemake.input.split)
     features = load_npz(snakemake.input.features)
     detectors = snakemake.params.detectors
+    space = snakemake.params.get("space", "f")
     for detector, result_path, scores_path in zip(
         detectors, snakemake.output.results, snakemake.output.scores, strict=True
     ):
@@ -23,16 +25,8 @@ with job_logging(snakemake.log[0]):
             detector_params=detectors[detector],
             max_fit=snakemake.params.max_fit,
             seed=int(wildcards.seed),
-            space=snakemake.params.get("space", "f"),
+            space=space,
         )
-        record.update(
-            dataset=wildcards.dataset,
-            inlier=wildcards.inlier,
-            contamination=float(wildcards.contamination),
-            seed=int(wildcards.seed),
-            method=wildcards.method,
-            fitset=wildcards.fitset,
-            detector=detector,
-        )
+        record.update(ResultKey.from_wildcards(wildcards, detector=detector, space=space).record())
         save_npz(scores_path, scores)
         save_json(result_path, record)

@@ -1,5 +1,6 @@
 """RotNet's own detector: AUC of the rotation classifier's scores (nothing is fitted)."""
 
+from pipeline_lib.dag.keys import ResultKey
 from pipeline_lib.data.split import load_split
 from pipeline_lib.detection.runner import run_rotation_detection
 from pipeline_lib.runtime.io import load_npz, save_json, save_npz
@@ -13,14 +14,9 @@ with job_logging(snakemake.log[0]):
         snakemake.params.detectors, snakemake.output.results, snakemake.output.scores, strict=True
     ):
         record, scores = run_rotation_detection(split, features, detector=detector)
-        record.update(
-            dataset=wildcards.dataset,
-            inlier=wildcards.inlier,
-            contamination=float(wildcards.contamination),
-            seed=int(wildcards.seed),
-            method=wildcards.method,
-            fitset="train",
-            detector=detector,
+        key = ResultKey.from_wildcards(
+            wildcards, fitset="train", detector=detector, space="rotation_classifier"
         )
+        record.update(key.record())
         save_npz(scores_path, scores)
         save_json(result_path, record)

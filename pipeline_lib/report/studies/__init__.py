@@ -41,6 +41,7 @@ from pipeline_lib.report.studies.common import (
     StudyResult,
     join_expected,
     load_study,
+    study_files,
     write_study,
 )
 from pipeline_lib.report.studies.ensembles import ensemble_auroc
@@ -57,6 +58,7 @@ __all__ = [
     "ensemble_auroc",
     "join_expected",
     "load_study",
+    "study_files",
     "write_study",
 ]
 

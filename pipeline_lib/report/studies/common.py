@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,8 +29,8 @@ import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from pipeline_lib.dag.keys import STUDY_KEY_COLUMNS, contamination_value
 from pipeline_lib.report.published import display_name, load_published
-from pipeline_lib.report.study_frames import KEY_COLUMNS as RESULT_KEY
 from pipeline_lib.report.study_frames import VARIANT_COLUMNS
 from pipeline_lib.report.tables import _to_html, _to_latex, format_mean_std
 from pipeline_lib.runtime.io import atomic_path
@@ -68,13 +69,14 @@ __all__ = [
     "plot_series",
     "published_main",
     "sort_table",
+    "study_files",
     "write_study",
 ]
 
 DPI = 120
 
 #: The columns that identify a job's result; the variant parameters follow from ``method``.
-JOB_KEY: tuple[str, ...] = RESULT_KEY
+JOB_KEY: tuple[str, ...] = STUDY_KEY_COLUMNS
 
 #: Columns of ``frame`` and ``expected`` that identify a job (``frame`` adds auroc, mmd):
 #: the job key with ``base_method`` after ``method``, then the variant parameters.
@@ -206,7 +208,8 @@ def _canonical(df: pd.DataFrame, what: str) -> pd.DataFrame:
         out[col] = out[col].fillna("").astype(str)
     out["distributions"] = out["distributions"].fillna("").astype(str).map(_normalise_set_text)
     out["seed"] = out["seed"].astype(int)
-    out["contamination"] = out["contamination"].astype(float).round(9)
+    # Compared as the path writes it (the job's identity), not by an ad-hoc rounding.
+    out["contamination"] = out["contamination"].map(contamination_value).astype(float)
     return out
 
 
@@ -683,7 +686,13 @@ def _text_to_file(text: str, path: Path) -> Path:
     return path
 
 
-def write_study(result: StudyResult, out_dir: Path, name: str) -> list[Path]:
+def write_study(
+    result: StudyResult,
+    out_dir: Path,
+    name: str,
+    *,
+    tables: Sequence[str | os.PathLike] | None = None,
+) -> list[Path]:
     """Write a study's tables, deviations, notes and figures, each file atomically.
 
     Files: ``<name>.csv`` (the tidy table), ``<name>.md`` / ``.tex`` / ``.html`` (the
@@ -700,11 +709,18 @@ def write_study(result: StudyResult, out_dir: Path, name: str) -> list[Path]:
         Destination folder, created if needed.
     name : str
         File stem, ``[A-Za-z0-9_]+``.
+    tables : sequence of path, optional
+        Human tables of this study written elsewhere (the main grid's are
+        ``results/summary/main_table.*``, written once by ``make_tables``): the
+        ``.md`` / ``.tex`` / ``.html`` are then not written again, and the manifest lists
+        these paths (relative to ``out_dir``) under ``"tables"`` for the summary's links.
+        ``<name>.csv`` is still written: it is the tidy table the summary ranks.
 
     Returns
     -------
     list of Path
-        The files written: csv, md, tex, html, deviations csv, json, then the PNGs.
+        The files written: csv, md, tex, html (unless ``tables``), deviations csv, json,
+        then the PNGs.
 
     Raises
     ------
@@ -730,15 +746,17 @@ def write_study(result: StudyResult, out_dir: Path, name: str) -> list[Path]:
 
         items = "".join(f"<li>{html_lib.escape(note)}</li>" for note in result.notes)
         html = html.replace("</body>", f"<p>Notes:</p>\n<ul>{items}</ul>\n</body>")
-    paths = [
-        _frame_to_csv(result.table, out_dir / f"{name}.csv"),
-        _text_to_file(markdown, out_dir / f"{name}.md"),
-        _text_to_file(
-            _to_latex(display, caption, f"tab:{name}", result.protocol), out_dir / f"{name}.tex"
-        ),
-        _text_to_file(html, out_dir / f"{name}.html"),
-        _frame_to_csv(result.deviations, out_dir / f"{name}_deviations.csv"),
-    ]
+    paths = [_frame_to_csv(result.table, out_dir / f"{name}.csv")]
+    if tables is None:
+        paths += [
+            _text_to_file(markdown, out_dir / f"{name}.md"),
+            _text_to_file(
+                _to_latex(display, caption, f"tab:{name}", result.protocol),
+                out_dir / f"{name}.tex",
+            ),
+            _text_to_file(html, out_dir / f"{name}.html"),
+        ]
+    paths.append(_frame_to_csv(result.deviations, out_dir / f"{name}_deviations.csv"))
     meta = {
         "kind": result.kind,
         "caption": caption,
@@ -746,6 +764,8 @@ def write_study(result: StudyResult, out_dir: Path, name: str) -> list[Path]:
         "protocol": list(result.protocol),
         "figures": sorted(result.figures),
     }
+    if tables is not None:
+        meta["tables"] = [Path(os.path.relpath(path, out_dir)).as_posix() for path in tables]
     paths.append(_text_to_file(json.dumps(meta, indent=2) + "\n", out_dir / f"{name}.json"))
     for key, fig in result.figures.items():
         path = out_dir / f"{name}_{key}.png"
@@ -791,6 +811,37 @@ def load_study(out_dir: Path, name: str) -> StudyResult | None:
         caption=str(meta.get("caption", "")),
         protocol=list(meta.get("protocol", [])),
     )
+
+
+def study_files(out_dir: Path, name: str) -> list[Path]:
+    """The files of a written study the summary page links: tables first, then figures.
+
+    Its own ``<name>.*`` files, the human tables written elsewhere that its manifest lists
+    under ``"tables"`` (the main grid's ``results/summary/main_table.*``; they replace its
+    own file of the same suffix, so the page shows one ``csv`` link), and the PNGs of
+    ``<out_dir>/figures`` (where ``make_study`` moves them for the report's gallery).
+
+    Parameters
+    ----------
+    out_dir : Path
+        Folder given to :func:`write_study`.
+    name : str
+        Its ``name``.
+
+    Returns
+    -------
+    list of Path
+        Existing files; non-PNG files sorted by name before the PNGs.
+    """
+    out_dir = Path(out_dir)
+    own = list(out_dir.glob(f"{name}.*"))
+    meta_path = out_dir / f"{name}.json"
+    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.exists() else {}
+    elsewhere = [Path(os.path.normpath(out_dir / table)) for table in meta.get("tables", [])]
+    replaced = {path.suffix for path in elsewhere}
+    files = [path for path in own if path.suffix not in replaced] + elsewhere
+    files += (out_dir / "figures").glob("*.png")
+    return sorted(files, key=lambda path: (path.suffix == ".png", path.name))
 
 
 def sort_table(table: pd.DataFrame, orders: Mapping[str, Sequence[Any]]) -> pd.DataFrame:

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
+from pipeline_lib.dag.keys import contamination_value
 from pipeline_lib.detection.metrics import auroc
 from pipeline_lib.report.published import DATASET_DISPLAY, load_published
 from pipeline_lib.report.studies.common import (
@@ -164,7 +165,7 @@ def _score_index(
         norm = (
             str(dataset),
             str(inlier),
-            round(float(contamination), 9),
+            contamination_value(contamination),
             str(method),
             str(fitset),
             str(detector),
@@ -248,7 +249,7 @@ def build(
     how = str(options.get("how", "zscore"))
     if how not in HOW:
         raise ValueError(f"{KIND}: option how={how!r} is not one of {HOW}")
-    contamination = round(float(options.get("contamination", 0.0)), 9)
+    contamination = contamination_value(options.get("contamination", 0.0))
     fitset = str(options.get("fitset", "train"))
     sets = {str(k): tuple(v) for k, v in dict(options.get("sets", ENSEMBLE_SETS)).items()}
     cells = join_expected(frame, expected)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipeline_lib.dag.keys import contamination_value
 from pipeline_lib.report.aggregate import MAIN_COLUMNS, format_main_table, main_table
 from pipeline_lib.report.published import load_published
 from pipeline_lib.report.studies.common import (
@@ -56,7 +57,8 @@ def main_like(
     fitset = str(options.get("fitset", "train"))
     spaces = [str(s) for s in options.get("spaces", DEFAULT_SPACES)]
     cells = join_expected(frame, expected)
-    mask = (cells["contamination"] == round(contamination, 9)) & (cells["fitset"] == fitset)
+    mask = cells["contamination"] == contamination_value(contamination)
+    mask &= cells["fitset"] == fitset
     mask &= cells["space"].isin(spaces)
     if methods is not None:
         mask &= cells["method"].isin(list(methods))
