@@ -3,7 +3,7 @@
 from pipeline_lib.dag.keys import ResultKey
 from pipeline_lib.data.split import load_split
 from pipeline_lib.detection.runner import run_detection
-from pipeline_lib.runtime.devices import set_threads
+from pipeline_lib.runtime.devices import select_device, set_threads
 from pipeline_lib.runtime.io import load_npz, save_json, save_npz
 from pipeline_lib.runtime.logs import job_logging
 
@@ -14,6 +14,8 @@ with job_logging(snakemake.log[0]):
     features = load_npz(snakemake.input.features)
     detectors = snakemake.params.detectors
     space = snakemake.params.get("space", "f")
+    # The job's resources decide where torch detectors score (KDE, k-NN, RBF OC-SVM).
+    device = select_device(int(snakemake.resources.get("gpu", 0)))
     for detector, result_path, scores_path in zip(
         detectors, snakemake.output.results, snakemake.output.scores, strict=True
     ):
@@ -26,6 +28,7 @@ with job_logging(snakemake.log[0]):
             max_fit=snakemake.params.max_fit,
             seed=int(wildcards.seed),
             space=space,
+            device=device,
         )
         record.update(ResultKey.from_wildcards(wildcards, detector=detector, space=space).record())
         save_npz(scores_path, scores)
