@@ -69,6 +69,9 @@ LR_SCHEDULES: tuple[str, ...] = ("per_epoch", "per_step")
 #: Settings of the ``train`` config that only methods with augmented views read.
 VIEW_SETTINGS: tuple[str, ...] = ("view_flip", "view_jitter", "view_blur")
 
+#: Distribution augmentation of the paper's main table (rotations as new instances).
+DEFAULT_DISTRIBUTIONS: tuple[str, ...] = ("rot90", "rot180", "rot270")
+
 #: The paper's recipe where a ``train`` switch can leave it (docs/protocol.md). A row named
 #: after a paper method must keep these values; any other value belongs to a named variant.
 #: Budget settings (epochs) and the search-grid hyper-parameters of reduced runs (lr, batch
@@ -77,7 +80,7 @@ PAPER_RECIPE: dict[str, Any] = {
     "exclude_bn_from_decay": False,
     "lr_schedule": "per_epoch",
     "loss_form": "paper",
-    "distributions": ["rot90", "rot180", "rot270"],
+    "distributions": list(DEFAULT_DISTRIBUTIONS),
     "da_batching": "expanded",
     "view_flip": "auto",
     "view_jitter": "released",

@@ -41,6 +41,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from pipeline_lib.registry import DEFAULT_DISTRIBUTIONS
 from pipeline_lib.ssl.color_ops import GRAY_WEIGHTS as GRAY_WEIGHTS_601
 from pipeline_lib.ssl.color_ops import (
     TF_GRAY_WEIGHTS,
@@ -68,8 +69,6 @@ __all__ = [
     "two_views",
 ]
 
-#: Distribution augmentation of the paper's main table (rotations as new instances).
-DEFAULT_DISTRIBUTIONS: tuple[str, ...] = ("rot90", "rot180", "rot270")
 #: Colour jitters of :class:`ViewAugment`: the released code's (TF ops) or the variant.
 JITTERS: tuple[str, ...] = ("released", "torchvision")
 #: How the order of the four jitter operations is drawn.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import os
 from importlib import resources
 from pathlib import Path
@@ -71,14 +70,11 @@ def test_quoted_values() -> None:
     assert text_value("auroc", "unknown") != text_value("auroc", "unknown")  # NaN
 
 
-def test_default_distributions_mirror_the_training_code() -> None:
-    # read the constant from the source: importing pipeline_lib.ssl.augment would import torch
-    source = (REPO_ROOT / "pipeline_lib" / "ssl" / "augment.py").read_text(encoding="utf-8")
-    values = [
-        ast.literal_eval(node.value)
-        for node in ast.parse(source).body
-        if isinstance(node, ast.AnnAssign | ast.Assign)
-        and "DEFAULT_DISTRIBUTIONS"
-        in [t.id for t in (node.targets if isinstance(node, ast.Assign) else [node.target])]
-    ]
-    assert values == [DEFAULT_DA]
+def test_default_distributions_are_the_training_codes() -> None:
+    # One statement in the registry: the studies, the trainer and the paper's recipe read it.
+    from pipeline_lib.registry import PAPER_RECIPE
+    from pipeline_lib.ssl import augment, train
+
+    assert DEFAULT_DA == augment.DEFAULT_DISTRIBUTIONS == ("rot90", "rot180", "rot270")
+    assert list(DEFAULT_DA) == PAPER_RECIPE["distributions"]
+    assert train.DEFAULT_DISTRIBUTIONS is DEFAULT_DA  # the trainer's default set

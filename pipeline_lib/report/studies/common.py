@@ -30,6 +30,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from pipeline_lib.dag.keys import STUDY_KEY_COLUMNS, contamination_value
+from pipeline_lib.registry import DEFAULT_DISTRIBUTIONS
 from pipeline_lib.report.published import display_name, load_published
 from pipeline_lib.report.study_frames import VARIANT_COLUMNS
 from pipeline_lib.report.tables import _to_html, _to_latex, format_mean_std
@@ -110,9 +111,8 @@ STAT_COLUMNS: tuple[str, ...] = (
 #: Columns of :attr:`StudyResult.deviations`; ``unit`` is ``"AUC"`` for AUC x 100.
 DEVIATION_COLUMNS: tuple[str, ...] = ("item", "ours", "paper", "deviation", "n_missing", "unit")
 
-#: Distribution augmentation of the paper's main table (mirrors
-#: :data:`pipeline_lib.ssl.augment.DEFAULT_DISTRIBUTIONS`, not imported to keep torch out).
-DEFAULT_DA: tuple[str, ...] = ("rot90", "rot180", "rot270")
+#: Distribution augmentation of the paper's main table (the registry's, torch-free).
+DEFAULT_DA: tuple[str, ...] = DEFAULT_DISTRIBUTIONS
 
 #: Paper table labels -> their numbers in the paper, for readable sources.
 PAPER_TABLE_NUMBERS: dict[str, int] = {
