@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import torch
-import torchvision
 from torch import nn
 
 from pipeline_lib.models.imagenet import ImageNetInput
@@ -116,6 +115,10 @@ def _describe_mismatch(
 
 
 def _resnet50_imagenet(weights: str | os.PathLike | None, size: int) -> nn.Module:
+    # Imported here: torchvision pulls in torch._dynamo (~1.7 s), a cost every training and
+    # embedding job would otherwise pay at start-up for a model only this method uses.
+    import torchvision
+
     state_dict = _load_imagenet_state_dict(weights)
     network = torchvision.models.resnet50(weights=None)
     network.fc = nn.Identity()  # f = the 2048-d globally pooled feature
