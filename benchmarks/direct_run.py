@@ -76,18 +76,12 @@ def restrict_methods(config: dict[str, Any], methods: list[str], *, source: Path
 def prepare_datasets(config: dict[str, Any], out: Path) -> dict[str, tuple[str, list[str]]]:
     """Read and subsample each data set once into ``out`` (the workflow's dataset cache)."""
     from pipeline_lib.dag.config import resolve_classes
-    from pipeline_lib.data import load_dataset
-    from pipeline_lib.data.subsample import subsample_dataset
+    from pipeline_lib.data.subsample import prepare_dataset
     from pipeline_lib.runtime.io import save_image_dataset
 
     prepared = {}
     for name, settings in config["datasets"].items():
-        dataset = load_dataset(name, root=config["data"]["root"], **settings["options"])
-        dataset = subsample_dataset(
-            dataset,
-            max_train_per_class=settings.get("max_train_per_class"),
-            max_test_per_class=settings.get("max_test_per_class"),
-        )
+        dataset = prepare_dataset(name, settings, root=config["data"]["root"])
         cache = out / f"{name}_dataset.npz"
         save_image_dataset(cache, dataset)
         classes = resolve_classes(name, settings["classes"], dataset.class_names)

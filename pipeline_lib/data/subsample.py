@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
-from pipeline_lib.data import ImageDataset
+from pipeline_lib.data import ImageDataset, load_dataset
 
 
 def _per_class(labels: np.ndarray, limit: int, rng: np.random.Generator) -> np.ndarray:
@@ -55,4 +58,25 @@ def subsample_dataset(
         train_labels=train_labels,
         test_images=test_images,
         test_labels=test_labels,
+    )
+
+
+def prepare_dataset(
+    name: str,
+    settings: Mapping[str, Any],
+    *,
+    root: str | os.PathLike | None = None,
+    download: bool = False,
+) -> ImageDataset:
+    """A config's data set as its jobs see it: read with its options, then subsampled.
+
+    The one recipe of the ``prepare_dataset`` rule and of ``benchmarks/direct_run.py``, so
+    the two cannot drift apart. ``settings`` is one entry of the config's ``datasets``
+    (``options``, ``max_train_per_class``, ``max_test_per_class``).
+    """
+    dataset = load_dataset(name, root=root, download=download, **settings.get("options", {}))
+    return subsample_dataset(
+        dataset,
+        max_train_per_class=settings.get("max_train_per_class"),
+        max_test_per_class=settings.get("max_test_per_class"),
     )
