@@ -28,7 +28,7 @@ from pipeline_lib.models.representation import build_representation
 from pipeline_lib.runtime.io import save_image_dataset, save_npz
 from pipeline_lib.ssl.train import train_representation
 from tests.mvtec.conftest import write_category
-from tests.workflow.conftest import REPO, run_snakemake
+from tests.workflow.conftest import ONE_THREAD_PER_JOB, REPO, run_snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -59,18 +59,7 @@ def mvtec_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     }
     path = workdir / "config.yaml"
     path.write_text(yaml.safe_dump(config))
-    # One torch thread per job, two jobs at a time: the tiny networks gain nothing from
-    # two threads, and OpenMP's spin-waiting makes them crawl on a busy machine.
-    one_thread = [
-        f"{rule}=1"
-        for rule in (
-            "train_patch_representation",
-            "embed_patches",
-            "score_patches",
-            "score_patches_and_rotation_classifier",
-        )
-    ]
-    run_snakemake(workdir, "--cores", "2", "--configfile", str(path), "--set-threads", *one_thread)
+    run_snakemake(workdir, "--cores", "2", *ONE_THREAD_PER_JOB, "--configfile", str(path))
     return workdir
 
 

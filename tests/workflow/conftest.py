@@ -11,6 +11,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+#: Toy runs cap every rule at one torch thread so two jobs share the two cores: the tiny
+#: networks gain nothing from a second thread, a job's start-up (importing torch and
+#: scikit-learn, ~3 s) is single-threaded anyway, and OpenMP's spin-waiting makes two-thread
+#: jobs crawl on a busy machine.
+ONE_THREAD_PER_JOB = ("--max-threads", "1")
 
 
 def run_snakemake(

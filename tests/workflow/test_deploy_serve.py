@@ -29,7 +29,7 @@ from pipeline_lib.deploy.package import PackagedDetector
 from pipeline_lib.detection.metrics import auroc
 from pipeline_lib.runtime.io import load_image_dataset, load_json
 from tests.deploy.conftest import png_bytes
-from tests.workflow.conftest import REPO, run_snakemake
+from tests.workflow.conftest import ONE_THREAD_PER_JOB, REPO, run_snakemake
 from tests.workflow.test_mlflow_server import _free_port
 
 pytestmark = pytest.mark.workflow
@@ -43,7 +43,7 @@ CELL = "results/digits/0/contam0/seed0"
 def deploy_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     workdir = tmp_path_factory.mktemp("deploy_run")
     config = REPO / "tests/configs/deploy_toy.yaml"
-    run_snakemake(workdir, "--cores", "2", "--configfile", str(config))
+    run_snakemake(workdir, "--cores", "2", *ONE_THREAD_PER_JOB, "--configfile", str(config))
     return workdir
 
 
