@@ -93,7 +93,8 @@ class StackedLinear(nn.Module):
 
 def _stacked_layer(module: nn.Module, k: int) -> nn.Module | None:
     """The K-network version of a layer with tensors (on the meta device), else None."""
-    meta = {"device": torch.device("meta")}
+    tensors = [t for t in module.state_dict().values() if t.is_floating_point()]
+    meta = {"device": torch.device("meta"), "dtype": tensors[0].dtype if tensors else None}
     if isinstance(module, nn.Conv2d):
         return nn.Conv2d(
             k * module.in_channels,
