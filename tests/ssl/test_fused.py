@@ -211,3 +211,50 @@ def test_bad_fused_arguments_raise(noise_sets) -> None:
         train_representations_fused(
             "rotnet", noise_sets, seeds=SEEDS, epochs=1, batch_size=8, amp="float16"
         )
+
+
+def test_a_model_behind_catches_up_alone_then_rejoins(noise_sets, float64, tmp_path) -> None:
+    sets = [images[:8] for images in noise_sets]  # one step an epoch
+    options = _options("rotnet", epochs=3)
+    paths = [tmp_path / f"model{k}.pt" for k in range(3)]
+
+    def kill_after_second_epoch(index: int, record: dict) -> None:
+        if record["epoch"] == 2 and index == 2:
+            raise _Killed
+
+    with pytest.raises(_Killed):
+        train_representations_fused(
+            "rotnet",
+            sets,
+            seeds=SEEDS,
+            checkpoint_paths=paths,
+            callback=kill_after_second_epoch,
+            **options,
+        )
+    paths[1].unlink()  # model 1 starts again from scratch
+    epochs_run: list[tuple[int, int]] = []
+    results = train_representations_fused(
+        "rotnet",
+        sets,
+        seeds=SEEDS,
+        checkpoint_paths=paths,
+        callback=lambda index, record: epochs_run.append((index, record["epoch"])),
+        **options,
+    )
+    # Model 1 trains epochs 1 and 2 alone while the others wait, then all three train epoch 3.
+    assert epochs_run == [(1, 1), (1, 2), (0, 3), (1, 3), (2, 3)]
+    separate = _separate("rotnet", sets, **options)
+    for (model, history), (alone, alone_history) in zip(results, separate, strict=True):
+        _assert_close_weights(model, alone, rtol=1e-12)
+        assert _without_timing(history) == _without_timing(alone_history)
+
+
+def test_one_model_trains_exactly_as_train_representation(noise_sets) -> None:
+    options = _options("contrastive")
+    ((model, history),) = train_representations_fused(
+        "contrastive", noise_sets[:1], seeds=[5], **options
+    )
+    alone, alone_history = train_representation("contrastive", noise_sets[0], seed=5, **options)
+    for a, b in zip(model.state_dict().values(), alone.state_dict().values(), strict=True):
+        assert torch.equal(a, b)  # float32, bit for bit: the separate trainer's own epoch
+    assert _without_timing(history) == _without_timing(alone_history)
