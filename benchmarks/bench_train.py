@@ -31,6 +31,11 @@ the cost of a 32x32 image (4x the FLOPs; a GPU may use them a little more effici
 this errs high). The hours are for one device like this one, at ``--width``: only width 64
 on CUDA estimates the paper's GPU-hours.
 
+Fused training (``--fuse K``, :mod:`pipeline_lib.ssl.fused`): K models of the method, each
+on its own random images and seed, trained as one stacked network. A second table gives the
+source images/s of all K together beside one separate run's (K separate runs one after the
+other train at that rate), and the ratio: what fusing buys on this device at this width.
+
 The numbers depend on the machine and its load: the script prints what it measured in this
 run only.
 
@@ -38,6 +43,7 @@ Usage::
 
     python benchmarks/bench_train.py --device cuda --peak-tflops 989   # paper network
     python benchmarks/bench_train.py --width 16 --steps 2              # CPU smoke run
+    python benchmarks/bench_train.py --device cuda --fuse 8            # fused vs separate
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from pipeline_lib.models.proxy import build_proxy_model
 from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
+from pipeline_lib.ssl.fused import train_representations_fused
 from pipeline_lib.ssl.train import train_representation
 
 REPO = Path(__file__).resolve().parents[1]
@@ -115,6 +122,26 @@ def measure(
     return {"images_per_s": record["images_per_s"], "seconds": record["seconds"]}
 
 
+def measure_fused(
+    method: str, *, k: int, width: int, steps: int, device: torch.device, amp: str | None
+) -> dict[str, float]:
+    """Source images/s of K fused models (all together) over ``steps`` timed steps.
+
+    Each model trains on its own random images with its own seed, after a one-step fused
+    warm-up; the time is the fused epoch's (the last model's record, the longest).
+    """
+    batch = PAPER_BATCH_SIZE[method]
+    generator = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (k, batch * steps, 32, 32, 3), generator=generator)
+    images = images.to(torch.uint8)
+    common = {"seeds": list(range(k)), "epochs": 1, "batch_size": batch, "width": width}
+    common |= {"amp": amp, "device": device}
+    train_representations_fused(method, [x[:batch] for x in images], **common)  # warm-up
+    results = train_representations_fused(method, list(images), **common)
+    seconds = max(history[-1]["seconds"] for _, history in results)
+    return {"images_per_s": k * batch * steps / seconds, "seconds": seconds}
+
+
 def paper_source_images(config: dict, method: str) -> list[tuple[str, int, int]]:
     """(data set, source images trained on, image side) of ``method`` in ``config``."""
     train = config.get("train", {})
@@ -146,9 +173,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--peak-tflops", type=float, default=None, help="device peak TFLOP/s")
     parser.add_argument("--config", type=Path, default=REPO / "config" / "paper.yaml")
+    parser.add_argument(
+        "--fuse",
+        type=int,
+        default=1,
+        metavar="K",
+        help="also time K models trained fused against one separate run (default 1: no)",
+    )
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error("--steps must be >= 1")
+    if args.fuse < 1:
+        parser.error("--fuse must be >= 1")
+    if args.fuse > 1 and args.amp == "float16":
+        parser.error("--fuse needs --amp bfloat16 or none (float16 loss scaling couples models)")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda but CUDA is not available")
     return args
@@ -172,9 +210,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(header)
     total_hours = 0.0
+    separate: dict[str, float] = {}
     for method in args.methods:
         batch, views = PAPER_BATCH_SIZE[method], VIEWS_PER_IMAGE[method]
         speed = measure(method, width=args.width, steps=args.steps, device=device, amp=amp)
+        separate[method] = speed["images_per_s"]
         step_flops = 3 * forward_flops_per_view(method, width=args.width) * views * batch
         tflops = step_flops * speed["images_per_s"] / batch / 1e12
         share = f"{100 * tflops / args.peak_tflops:.1f}" if args.peak_tflops else "-"
@@ -203,6 +243,17 @@ def main(argv: list[str] | None = None) -> None:
         f"4x) on one such device at width {args.width}, trained methods of the config: "
         f"{total_hours:,.0f} in all"
     )
+    if args.fuse > 1:
+        print(f"fused: {args.fuse} models as one network vs one separate run (source images/s)")
+        print(f"{'method':<15}{'K':>4}{'separate':>10}{'fused':>10}{'speed-up':>10}")
+        for method in args.methods:
+            fused = measure_fused(
+                method, k=args.fuse, width=args.width, steps=args.steps, device=device, amp=amp
+            )
+            print(
+                f"{method:<15}{args.fuse:>4}{separate[method]:>10.1f}"
+                f"{fused['images_per_s']:>10.1f}{fused['images_per_s'] / separate[method]:>10.2f}"
+            )
 
 
 if __name__ == "__main__":

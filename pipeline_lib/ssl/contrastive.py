@@ -155,9 +155,34 @@ def contrastive_step(
     Tensor
         Scalar float32 loss.
     """
+    views = contrastive_inputs(
+        batch, generator=generator, augment=augment, distributions=distributions
+    )
+    return contrastive_outputs_loss(
+        model.head(model.backbone(views)), temperature=temperature, form=form
+    )
+
+
+def contrastive_inputs(
+    batch: torch.Tensor,
+    *,
+    generator: torch.Generator,
+    augment: Callable[..., torch.Tensor],
+    distributions: Sequence[str] = (),
+) -> torch.Tensor:
+    """The network input of one contrastive step: views 1 then views 2, ``(2 M, 3, h, w)``.
+
+    Split from :func:`contrastive_step` so the fused trainer draws exactly the same views.
+    One forward pass over both views, so BatchNorm statistics cover all ``2 M`` views.
+    """
     images = distribution_copies(batch, distributions).images if distributions else batch
     view_1, view_2 = two_views(images, augment, generator)
-    # One forward pass over both views, so BatchNorm statistics cover all 2M views.
-    z = model.head(model.backbone(torch.cat([view_1, view_2])))
+    return torch.cat([view_1, view_2])
+
+
+def contrastive_outputs_loss(
+    z: torch.Tensor, *, temperature: float = 0.2, form: str = "paper"
+) -> torch.Tensor:
+    """The loss of the head outputs ``z`` of :func:`contrastive_inputs` (scalar float32)."""
     z1, z2 = z.float().chunk(2)
     return contrastive_loss(z1, z2, temperature=temperature, form=form)

@@ -100,9 +100,31 @@ def denoising_step(
     ValueError
         If ``noise_std < 0``, or on an unknown ``target`` or a ``patch`` that does not fit.
     """
+    noisy, clean = denoising_inputs(
+        batch, generator=generator, noise_std=noise_std, augment=augment
+    )
+    reconstruction = model.proxy(model.backbone(noisy))
+    return reconstruction_loss(reconstruction, denoising_target(clean, target, patch))
+
+
+def denoising_inputs(
+    batch: torch.Tensor,
+    *,
+    generator: torch.Generator,
+    noise_std: float = DEFAULT_NOISE_STD,
+    augment: Callable[..., torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The corrupted network input and the clean images of one denoising step.
+
+    Split from :func:`denoising_step` so the fused trainer draws exactly the same noise.
+
+    Raises
+    ------
+    ValueError
+        If ``noise_std < 0``.
+    """
     if noise_std < 0:
         raise ValueError(f"noise_std must be >= 0, got {noise_std}")
     clean = augment(batch, generator) if augment is not None else to_unit_float(batch)
     noise = torch.randn(clean.shape, generator=generator).to(clean.device, non_blocking=True)
-    reconstruction = model.proxy(model.backbone(clean + noise_std * noise))
-    return reconstruction_loss(reconstruction, denoising_target(clean, target, patch))
+    return clean + noise_std * noise, clean

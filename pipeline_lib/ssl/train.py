@@ -163,6 +163,523 @@ def _view_augment(
     )
 
 
+def _check_arguments(
+    method: str,
+    *,
+    epochs: int,
+    batch_size: int,
+    checkpoint_every: int,
+    log_every: int,
+    lr: float,
+    momentum: float,
+    weight_decay: float,
+    amp: str | None,
+    loss_form: str,
+    temperature: float,
+    distributions: Sequence[str],
+    da_batching: str,
+    view_flip: str,
+    view_jitter: str,
+    lr_schedule: str,
+) -> tuple[str, ...]:
+    """Raise ValueError naming the first bad argument; return the distribution set in use.
+
+    Only ``contrastive_da`` uses ``distributions``: the other methods get ``()``.
+    """
+    if method not in TRAINED_METHODS:
+        raise ValueError(
+            f"unknown trained representation {method!r}; allowed: {', '.join(TRAINED_METHODS)}"
+        )
+    for name, value in (("epochs", epochs), ("batch_size", batch_size)):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    if checkpoint_every < 1 or log_every < 1:
+        raise ValueError(
+            f"checkpoint_every and log_every must be >= 1, got {checkpoint_every}, {log_every}"
+        )
+    if lr <= 0 or not 0 <= momentum < 1 or weight_decay < 0:
+        raise ValueError(
+            f"need lr > 0, 0 <= momentum < 1, weight_decay >= 0; got {lr}, "
+            f"{momentum}, {weight_decay}"
+        )
+    if amp is not None and amp not in _AMP_DTYPES:
+        raise ValueError(f"amp must be one of {', '.join(_AMP_DTYPES)} or None, got {amp!r}")
+    if method.startswith("contrastive"):
+        if loss_form not in LOSS_FORMS:
+            raise ValueError(f"unknown loss_form {loss_form!r}; allowed: {', '.join(LOSS_FORMS)}")
+        if temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+    for name, value, allowed in (
+        ("da_batching", da_batching, DA_BATCHINGS),
+        ("view_flip", view_flip, VIEW_FLIPS),
+        ("view_jitter", view_jitter, VIEW_JITTERS),
+        ("lr_schedule", lr_schedule, LR_SCHEDULES),
+    ):
+        if value not in allowed:
+            raise ValueError(f"unknown {name} {value!r}; allowed: {', '.join(allowed)}")
+    distributions = tuple(distributions) if method == "contrastive_da" else ()
+    if method == "contrastive_da":
+        if not distributions:
+            raise ValueError("contrastive_da needs at least one distribution transform")
+        for name in distributions:
+            parse_distribution(name)
+    return distributions
+
+
+@dataclasses.dataclass(frozen=True)
+class _TrainingData:
+    """The training instances on the device and how one epoch walks through them."""
+
+    images: torch.Tensor  # uint8 (instances, 3, side, side); DA copies included if expanded
+    n_images: int  # source images, before any expansion
+    side: int
+    sha1: str  # of the source images
+    per_step: int
+    steps_per_epoch: int
+
+
+def _training_data(
+    images_uint8: np.ndarray | torch.Tensor,
+    *,
+    method: str,
+    batch_size: int,
+    distributions: tuple[str, ...],
+    expand: bool,
+    denoising_target: str,
+    denoising_patch: int,
+    device: torch.device,
+) -> _TrainingData:
+    """Move the images to the device once (expanded by the DA set if ``expand``); size steps."""
+    data = _images_on_device(images_uint8, device)
+    n, _, side, _ = data.shape
+    data_sha1 = _data_digest(data)
+    if expand:
+        # Released data/cifar.py: every transformed copy is an instance of the training set.
+        data = distribution_copies(data, distributions).images
+    instances = len(data)
+    if method == "denoising" and denoising_target == "patch_normalized":
+        if denoising_patch < 2 or side % denoising_patch:
+            raise ValueError(
+                f"denoising_patch must be >= 2 and divide the image side {side}, "
+                f"got {denoising_patch}"
+            )
+    per_step = min(batch_size, instances)
+    return _TrainingData(data, n, side, data_sha1, per_step, instances // per_step)
+
+
+def _cosine_schedule(
+    lr_schedule: str, steps_per_epoch: int, total_steps: int
+) -> Callable[[int], float]:
+    """The LambdaLR factor: one cosine decay to 0 over ``total_steps``, no warm-up."""
+
+    def cosine(step_index: int) -> float:
+        if lr_schedule == "per_epoch":
+            step_index -= step_index % steps_per_epoch  # the epoch's first step
+        return 0.5 * (1.0 + math.cos(math.pi * min(step_index, total_steps) / total_steps))
+
+    return cosine
+
+
+@dataclasses.dataclass
+class _TrainingState:
+    """Everything a checkpoint saves and restores, and how far training got."""
+
+    model: ProxyModel
+    optimizer: torch.optim.SGD
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    scaler: torch.amp.GradScaler
+    shuffle_generator: torch.Generator
+    augment_generator: torch.Generator
+    history: list[dict[str, float]] = dataclasses.field(default_factory=list)
+    epoch: int = 0  # epochs completed
+
+
+def _fresh_state(
+    method: str,
+    *,
+    seed: int,
+    arch: dict[str, Any],
+    device: torch.device,
+    lr: float,
+    momentum: float,
+    weight_decay: float,
+    exclude_bn_from_decay: bool,
+    cosine: Callable[[int], float],
+    use_scaler: bool,
+) -> _TrainingState:
+    """The untrained model, optimiser and generators of ``seed`` (the global RNG is untouched)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(_stream_seed(seed, 0))
+        model = build_proxy_model(method, **arch)
+    model = model.to(device)
+    if device.type == "cuda":
+        model = model.to(memory_format=torch.channels_last)
+    groups = _parameter_groups(
+        model, weight_decay=weight_decay, exclude_bn_from_decay=exclude_bn_from_decay
+    )
+    optimizer = torch.optim.SGD(groups, lr=lr, momentum=momentum)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, cosine)
+    scaler = torch.amp.GradScaler(device.type, enabled=use_scaler)
+    shuffle_generator = torch.Generator().manual_seed(_stream_seed(seed, 1))
+    augment_generator = torch.Generator().manual_seed(_stream_seed(seed, 2))
+    return _TrainingState(model, optimizer, scheduler, scaler, shuffle_generator, augment_generator)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    """What one training run fixes before its first step, derived from its arguments and data."""
+
+    method: str
+    epochs: int
+    lr: float
+    data: _TrainingData
+    cosine: Callable[[int], float]
+    step: Callable[..., torch.Tensor]
+    #: ``_step_function``'s keyword arguments (the fused trainer builds its steps from them).
+    step_options: dict[str, Any]
+    fingerprint: dict[str, Any]
+    new_state: Callable[[], _TrainingState]
+    device: torch.device
+    amp: str | None
+    use_scaler: bool
+
+    @property
+    def on_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """Autocast on CUDA with ``amp``; nothing on the CPU (always float32)."""
+        if self.on_cuda and self.amp is not None:
+            return torch.autocast(device_type="cuda", dtype=_AMP_DTYPES[self.amp])
+        return contextlib.nullcontext()
+
+
+def _fingerprint(
+    run_arguments: dict[str, Any], data: _TrainingData, arch: dict[str, Any]
+) -> dict[str, Any]:
+    """What a checkpoint must have been written for to be resumed (JSON-plain values)."""
+    a = run_arguments
+    return plain(
+        {
+            "method": a["method"],
+            "data_sha1": data.sha1,
+            "n_images": data.n_images,
+            "image_size": data.side,
+            "seed": a["seed"],
+            "epochs": a["epochs"],
+            "batch_size": a["batch_size"],
+            "lr": a["lr"],
+            "lr_schedule": a["lr_schedule"],
+            "momentum": a["momentum"],
+            "weight_decay": a["weight_decay"],
+            "exclude_bn_from_decay": a["exclude_bn_from_decay"],
+            "arch": arch,
+            "temperature": a["temperature"],
+            "loss_form": a["loss_form"],
+            "distributions": list(a["distributions"]),
+            "da_batching": a["da_batching"] if a["method"] == "contrastive_da" else None,
+            "noise_std": a["noise_std"],
+            "denoising_patch": a["denoising_patch"],
+            "augment": dataclasses.asdict(a["augment"]) if a["augment"] is not None else None,
+            "amp": a["amp"] if a["device"].type == "cuda" else None,
+        }
+    )
+
+
+def _prepare_run(
+    method: str,
+    images_uint8: np.ndarray | torch.Tensor,
+    *,
+    seed: int,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    momentum: float,
+    weight_decay: float,
+    exclude_bn_from_decay: bool,
+    head_depth: int | None,
+    head_hidden: int,
+    proj_dim: int,
+    temperature: float,
+    loss_form: str,
+    distributions: Sequence[str],
+    da_batching: str,
+    view_flip: str,
+    view_jitter: str,
+    view_blur: bool,
+    lr_schedule: str,
+    noise_std: float,
+    denoising_views: bool,
+    denoising_target: str,
+    denoising_patch: int,
+    width: int,
+    augment: ViewAugment | None,
+    amp: str | None,
+    device: torch.device | str,
+    checkpoint_every: int,
+    log_every: int,
+) -> tuple[_Run, _TrainingState]:
+    """Check the arguments, load the data and build the fresh state of one run.
+
+    Raises
+    ------
+    ValueError
+        On a bad argument (the message names it).
+    """
+    distributions = _check_arguments(
+        method,
+        epochs=epochs,
+        batch_size=batch_size,
+        checkpoint_every=checkpoint_every,
+        log_every=log_every,
+        lr=lr,
+        momentum=momentum,
+        weight_decay=weight_decay,
+        amp=amp,
+        loss_form=loss_form,
+        temperature=temperature,
+        distributions=distributions,
+        da_batching=da_batching,
+        view_flip=view_flip,
+        view_jitter=view_jitter,
+        lr_schedule=lr_schedule,
+    )
+    if augment is None and (method != "denoising" or denoising_views):
+        augment = _view_augment(
+            seed, distributions, view_flip=view_flip, view_jitter=view_jitter, blur=view_blur
+        )
+    device = torch.device(device)
+    on_cuda = device.type == "cuda"
+    expand = method == "contrastive_da" and da_batching == "expanded"
+    data = _training_data(
+        images_uint8,
+        method=method,
+        batch_size=batch_size,
+        distributions=distributions,
+        expand=expand,
+        denoising_target=denoising_target,
+        denoising_patch=denoising_patch,
+        device=device,
+    )
+    cosine = _cosine_schedule(lr_schedule, data.steps_per_epoch, epochs * data.steps_per_epoch)
+    use_scaler = on_cuda and amp == "float16"
+    new_state = functools.partial(
+        _fresh_state,
+        method,
+        seed=seed,
+        arch={
+            "width": width,
+            "head_depth": head_depth,
+            "head_hidden": head_hidden,
+            "proj_dim": proj_dim,
+            "image_size": data.side,
+            "denoising_target": denoising_target,
+        },
+        device=device,
+        lr=lr,
+        momentum=momentum,
+        weight_decay=weight_decay,
+        exclude_bn_from_decay=exclude_bn_from_decay,
+        cosine=cosine,
+        use_scaler=use_scaler,
+    )
+    state = new_state()
+    step_options = {
+        "augment": augment,
+        "temperature": temperature,
+        "loss_form": loss_form,
+        "distributions": () if expand else distributions,
+        "noise_std": noise_std,
+        "denoising_target": denoising_target,
+        "denoising_patch": denoising_patch,
+    }
+    fingerprint = _fingerprint(
+        {
+            "method": method,
+            "seed": seed,
+            "epochs": epochs,
+            "batch_size": batch_size,
+            "lr": lr,
+            "lr_schedule": lr_schedule,
+            "momentum": momentum,
+            "weight_decay": weight_decay,
+            "exclude_bn_from_decay": exclude_bn_from_decay,
+            "temperature": temperature,
+            "loss_form": loss_form,
+            "distributions": distributions,
+            "da_batching": da_batching,
+            "noise_std": noise_std,
+            "denoising_patch": denoising_patch,
+            "augment": augment,
+            "amp": amp,
+            "device": device,
+        },
+        data,
+        state.model.arch,
+    )
+    run = _Run(
+        method=method,
+        epochs=epochs,
+        lr=lr,
+        data=data,
+        cosine=cosine,
+        step=_step_function(method, **step_options),
+        step_options=step_options,
+        fingerprint=fingerprint,
+        new_state=new_state,
+        device=device,
+        amp=amp,
+        use_scaler=use_scaler,
+    )
+    return run, state
+
+
+def _resume(
+    run: _Run, state: _TrainingState, checkpoint_path: str | os.PathLike | None
+) -> _TrainingState:
+    """``state`` advanced to the checkpoint's epoch, or a fresh state if it cannot be resumed.
+
+    A missing path or file is no resume; a file that fails to load or was written for other
+    arguments or data is logged as a warning naming it (never fatal).
+    """
+    if checkpoint_path is None or not Path(checkpoint_path).exists():
+        return state
+    try:
+        saved = load_checkpoint(checkpoint_path)
+        if saved["fingerprint"] != run.fingerprint:
+            changed = sorted(
+                key
+                for key in set(run.fingerprint) | set(saved["fingerprint"])
+                if run.fingerprint.get(key) != saved["fingerprint"].get(key)
+            )
+            raise ValueError(f"written for other arguments or data (differs in {changed})")
+        state.model.load_state_dict(saved["model"])
+        state.optimizer.load_state_dict(saved["optimizer"])
+        state.scheduler.load_state_dict(saved["scheduler"])
+        if run.use_scaler and saved.get("scaler"):
+            state.scaler.load_state_dict(saved["scaler"])
+        state.shuffle_generator.set_state(saved["rng"]["shuffle"])
+        state.augment_generator.set_state(saved["rng"]["augment"])
+        torch.random.set_rng_state(saved["rng"]["torch"])
+        if run.on_cuda and saved["rng"].get("cuda") is not None:
+            torch.cuda.set_rng_state_all(saved["rng"]["cuda"])
+        state.history = list(saved["history"])
+        state.epoch = int(saved["epoch"])
+        log.info(
+            "resuming %s from %s after epoch %d/%d",
+            run.method,
+            checkpoint_path,
+            state.epoch,
+            run.epochs,
+        )
+        return state
+    except Exception as error:  # a damaged file raises many types; never fatal
+        log.warning(
+            "could not resume from checkpoint %s (%s: %s); training from scratch",
+            checkpoint_path,
+            type(error).__name__,
+            error,
+        )
+        # Loading may have changed the model or optimiser half-way: rebuild everything.
+        return run.new_state()
+
+
+def _train_epoch(run: _Run, state: _TrainingState) -> torch.Tensor:
+    """One pass over a fresh seeded permutation; the steps' losses (on the device, no sync)."""
+    data, model = run.data, state.model
+    model.train()
+    order = torch.randperm(len(data.images), generator=state.shuffle_generator).to(run.device)
+    losses = torch.zeros(data.steps_per_epoch, device=run.device)
+    for index in range(data.steps_per_epoch):
+        batch = data.images[order[index * data.per_step : (index + 1) * data.per_step]]
+        with run.autocast():
+            loss = run.step(model, batch, generator=state.augment_generator)
+        state.optimizer.zero_grad(set_to_none=True)
+        state.scaler.scale(loss).backward()
+        state.scaler.step(state.optimizer)
+        state.scaler.update()
+        state.scheduler.step()
+        losses[index] = loss.detach()
+    return losses
+
+
+def _divergence(
+    run: _Run, losses: torch.Tensor, model: nn.Module, epoch: int
+) -> TrainingDivergedError | None:
+    """The error to raise if epoch ``epoch`` (0-based) left a non-finite loss or weight."""
+    finite = torch.isfinite(losses)
+    steps, epochs = run.data.steps_per_epoch, run.epochs
+    if not bool(finite.all()):  # one host sync per epoch
+        bad = int((~finite).nonzero()[0, 0])
+        return TrainingDivergedError(
+            f"{run.method} loss is {losses[bad].item()} at epoch {epoch + 1}/{epochs}, step "
+            f"{bad + 1}/{steps} (global step {epoch * steps + bad + 1}); "
+            f"training diverged: lower the learning rate (lr={run.lr})"
+        )
+    if not _all_finite(model):
+        return TrainingDivergedError(
+            f"{run.method} weights became NaN or infinite during epoch {epoch + 1}/{epochs} "
+            f"(losses were finite, last {losses[-1].item():.4g}); training diverged: "
+            f"lower the learning rate (lr={run.lr})"
+        )
+    return None
+
+
+def _epoch_record(run: _Run, epoch: int, losses: torch.Tensor, seconds: float) -> dict[str, float]:
+    """The history record of epoch ``epoch`` (0-based)."""
+    steps = run.data.steps_per_epoch
+    return {
+        "epoch": epoch + 1,
+        "loss": float(losses.mean()),
+        "lr": run.lr * run.cosine((epoch + 1) * steps - 1),
+        "images_per_s": steps * run.data.per_step / seconds,
+        "seconds": seconds,
+        "steps": steps,
+    }
+
+
+def _log_epoch(run: _Run, record: dict[str, float], *, first: bool, log_every: int) -> None:
+    """An INFO line for the first, every ``log_every``-th and the last epoch."""
+    epoch = int(record["epoch"])
+    if first or epoch % log_every == 0 or epoch == run.epochs:
+        log.info(
+            "%s epoch %d/%d: loss %.4f, lr %.3g, %.0f images/s",
+            run.method,
+            epoch,
+            run.epochs,
+            record["loss"],
+            record["lr"],
+            record["images_per_s"],
+        )
+
+
+def _write_checkpoint(run: _Run, state: _TrainingState, checkpoint_path: str | os.PathLike) -> None:
+    """Save ``state`` after its ``state.epoch``-th epoch (atomically)."""
+    save_checkpoint(
+        checkpoint_path,
+        {
+            "fingerprint": run.fingerprint,
+            "epoch": state.epoch,
+            "model": state.model.state_dict(),
+            "optimizer": state.optimizer.state_dict(),
+            "scheduler": state.scheduler.state_dict(),
+            "scaler": state.scaler.state_dict() if run.use_scaler else None,
+            "history": state.history,
+            "rng": {
+                "torch": torch.random.get_rng_state(),
+                "cuda": torch.cuda.get_rng_state_all() if run.on_cuda else None,
+                "shuffle": state.shuffle_generator.get_state(),
+                "augment": state.augment_generator.get_state(),
+            },
+        },
+    )
+
+
+def _checkpoint_due(run: _Run, epochs_done: int, checkpoint_every: int) -> bool:
+    """Every ``checkpoint_every`` epochs, and always after the last."""
+    return epochs_done % checkpoint_every == 0 or epochs_done == run.epochs
+
+
 def train_representation(
     method: str,
     images_uint8: np.ndarray | torch.Tensor,
@@ -313,185 +830,40 @@ def train_representation(
         If a loss or a weight is NaN or infinite (checked at the end of every epoch, before
         its checkpoint is written, so a checkpoint never holds diverged weights).
     """
-    if method not in TRAINED_METHODS:
-        raise ValueError(
-            f"unknown trained representation {method!r}; allowed: {', '.join(TRAINED_METHODS)}"
-        )
-    for name, value in (("epochs", epochs), ("batch_size", batch_size)):
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
-    if checkpoint_every < 1 or log_every < 1:
-        raise ValueError(
-            f"checkpoint_every and log_every must be >= 1, got {checkpoint_every}, {log_every}"
-        )
-    if lr <= 0 or not 0 <= momentum < 1 or weight_decay < 0:
-        raise ValueError(
-            f"need lr > 0, 0 <= momentum < 1, weight_decay >= 0; got {lr}, "
-            f"{momentum}, {weight_decay}"
-        )
-    if amp is not None and amp not in _AMP_DTYPES:
-        raise ValueError(f"amp must be one of {', '.join(_AMP_DTYPES)} or None, got {amp!r}")
-    if method.startswith("contrastive"):
-        if loss_form not in LOSS_FORMS:
-            raise ValueError(f"unknown loss_form {loss_form!r}; allowed: {', '.join(LOSS_FORMS)}")
-        if temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {temperature}")
-    for name, value, allowed in (
-        ("da_batching", da_batching, DA_BATCHINGS),
-        ("view_flip", view_flip, VIEW_FLIPS),
-        ("view_jitter", view_jitter, VIEW_JITTERS),
-        ("lr_schedule", lr_schedule, LR_SCHEDULES),
-    ):
-        if value not in allowed:
-            raise ValueError(f"unknown {name} {value!r}; allowed: {', '.join(allowed)}")
-    distributions = tuple(distributions) if method == "contrastive_da" else ()
-    if method == "contrastive_da":
-        if not distributions:
-            raise ValueError("contrastive_da needs at least one distribution transform")
-        for name in distributions:
-            parse_distribution(name)
-    if augment is None and (method != "denoising" or denoising_views):
-        augment = _view_augment(
-            seed, distributions, view_flip=view_flip, view_jitter=view_jitter, blur=view_blur
-        )
-
-    device = torch.device(device)
-    on_cuda = device.type == "cuda"
-    data = _images_on_device(images_uint8, device)
-    n, _, side, _ = data.shape
-    data_sha1 = _data_digest(data)
-    expand = method == "contrastive_da" and da_batching == "expanded"
-    if expand:
-        # Released data/cifar.py: every transformed copy is an instance of the training set.
-        data = distribution_copies(data, distributions).images
-    instances = len(data)
-    if method == "denoising" and denoising_target == "patch_normalized":
-        if denoising_patch < 2 or side % denoising_patch:
-            raise ValueError(
-                f"denoising_patch must be >= 2 and divide the image side {side}, "
-                f"got {denoising_patch}"
-            )
-    per_step = min(batch_size, instances)
-    steps_per_epoch = instances // per_step
-    total_steps = epochs * steps_per_epoch
-
-    def cosine(step_index: int) -> float:
-        if lr_schedule == "per_epoch":
-            step_index -= step_index % steps_per_epoch  # the epoch's first step
-        return 0.5 * (1.0 + math.cos(math.pi * min(step_index, total_steps) / total_steps))
-
-    def fresh_state() -> tuple[Any, ...]:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(_stream_seed(seed, 0))
-            model = build_proxy_model(
-                method,
-                width=width,
-                head_depth=head_depth,
-                head_hidden=head_hidden,
-                proj_dim=proj_dim,
-                image_size=side,
-                denoising_target=denoising_target,
-            )
-        model = model.to(device)
-        if on_cuda:
-            model = model.to(memory_format=torch.channels_last)
-        groups = _parameter_groups(
-            model, weight_decay=weight_decay, exclude_bn_from_decay=exclude_bn_from_decay
-        )
-        optimizer = torch.optim.SGD(groups, lr=lr, momentum=momentum)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, cosine)
-        scaler = torch.amp.GradScaler(device.type, enabled=use_scaler)
-        shuffle_generator = torch.Generator().manual_seed(_stream_seed(seed, 1))
-        augment_generator = torch.Generator().manual_seed(_stream_seed(seed, 2))
-        return model, optimizer, scheduler, scaler, shuffle_generator, augment_generator
-
-    use_scaler = on_cuda and amp == "float16"
-    autocast = (
-        functools.partial(torch.autocast, device_type="cuda", dtype=_AMP_DTYPES[amp])
-        if on_cuda and amp is not None
-        else contextlib.nullcontext
-    )
-    model, optimizer, scheduler, scaler, shuffle_generator, augment_generator = fresh_state()
-    step = _step_function(
+    run, state = _prepare_run(
         method,
-        augment=augment,
+        images_uint8,
+        seed=seed,
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        momentum=momentum,
+        weight_decay=weight_decay,
+        exclude_bn_from_decay=exclude_bn_from_decay,
+        head_depth=head_depth,
+        head_hidden=head_hidden,
+        proj_dim=proj_dim,
         temperature=temperature,
         loss_form=loss_form,
-        distributions=() if expand else distributions,
+        distributions=distributions,
+        da_batching=da_batching,
+        view_flip=view_flip,
+        view_jitter=view_jitter,
+        view_blur=view_blur,
+        lr_schedule=lr_schedule,
         noise_std=noise_std,
+        denoising_views=denoising_views,
         denoising_target=denoising_target,
         denoising_patch=denoising_patch,
+        width=width,
+        augment=augment,
+        amp=amp,
+        device=device,
+        checkpoint_every=checkpoint_every,
+        log_every=log_every,
     )
-
-    fingerprint = plain(
-        {
-            "method": method,
-            "data_sha1": data_sha1,
-            "n_images": n,
-            "image_size": side,
-            "seed": seed,
-            "epochs": epochs,
-            "batch_size": batch_size,
-            "lr": lr,
-            "lr_schedule": lr_schedule,
-            "momentum": momentum,
-            "weight_decay": weight_decay,
-            "exclude_bn_from_decay": exclude_bn_from_decay,
-            "arch": model.arch,
-            "temperature": temperature,
-            "loss_form": loss_form,
-            "distributions": list(distributions),
-            "da_batching": da_batching if method == "contrastive_da" else None,
-            "noise_std": noise_std,
-            "denoising_patch": denoising_patch,
-            "augment": dataclasses.asdict(augment) if augment is not None else None,
-            "amp": amp if on_cuda else None,
-        }
-    )
-    history: list[dict[str, float]] = []
-    start_epoch = 0
-    if checkpoint_path is not None and Path(checkpoint_path).exists():
-        try:
-            state = load_checkpoint(checkpoint_path)
-            if state["fingerprint"] != fingerprint:
-                changed = sorted(
-                    key
-                    for key in set(fingerprint) | set(state["fingerprint"])
-                    if fingerprint.get(key) != state["fingerprint"].get(key)
-                )
-                raise ValueError(f"written for other arguments or data (differs in {changed})")
-            model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-            scheduler.load_state_dict(state["scheduler"])
-            if use_scaler and state.get("scaler"):
-                scaler.load_state_dict(state["scaler"])
-            shuffle_generator.set_state(state["rng"]["shuffle"])
-            augment_generator.set_state(state["rng"]["augment"])
-            torch.random.set_rng_state(state["rng"]["torch"])
-            if on_cuda and state["rng"].get("cuda") is not None:
-                torch.cuda.set_rng_state_all(state["rng"]["cuda"])
-            history = list(state["history"])
-            start_epoch = int(state["epoch"])
-            log.info(
-                "resuming %s from %s after epoch %d/%d",
-                method,
-                checkpoint_path,
-                start_epoch,
-                epochs,
-            )
-        except Exception as error:  # a damaged file raises many types; never fatal
-            log.warning(
-                "could not resume from checkpoint %s (%s: %s); training from scratch",
-                checkpoint_path,
-                type(error).__name__,
-                error,
-            )
-            # Loading may have changed the model or optimiser half-way: rebuild everything.
-            model, optimizer, scheduler, scaler, shuffle_generator, augment_generator = (
-                fresh_state()
-            )
-            history, start_epoch = [], 0
-
+    state = _resume(run, state, checkpoint_path)
+    start_epoch = state.epoch
     epochs_bar = tqdm(
         range(start_epoch, epochs),
         desc=f"train {method}",
@@ -501,76 +873,18 @@ def train_representation(
         total=epochs,
     )
     for epoch in epochs_bar:
-        model.train()
-        order = torch.randperm(instances, generator=shuffle_generator).to(device)
-        losses = torch.zeros(steps_per_epoch, device=device)
         started = time.perf_counter()
-        for index in range(steps_per_epoch):
-            batch = data[order[index * per_step : (index + 1) * per_step]]
-            with autocast():
-                loss = step(model, batch, generator=augment_generator)
-            optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-            scheduler.step()
-            losses[index] = loss.detach()
-        finite = torch.isfinite(losses)
-        if not bool(finite.all()):  # one host sync per epoch
-            bad = int((~finite).nonzero()[0, 0])
-            raise TrainingDivergedError(
-                f"{method} loss is {losses[bad].item()} at epoch {epoch + 1}/{epochs}, step "
-                f"{bad + 1}/{steps_per_epoch} (global step {epoch * steps_per_epoch + bad + 1}); "
-                f"training diverged: lower the learning rate (lr={lr})"
-            )
-        if not _all_finite(model):
-            raise TrainingDivergedError(
-                f"{method} weights became NaN or infinite during epoch {epoch + 1}/{epochs} "
-                f"(losses were finite, last {losses[-1].item():.4g}); training diverged: "
-                f"lower the learning rate (lr={lr})"
-            )
-        seconds = time.perf_counter() - started
-        record = {
-            "epoch": epoch + 1,
-            "loss": float(losses.mean()),
-            "lr": lr * cosine((epoch + 1) * steps_per_epoch - 1),
-            "images_per_s": steps_per_epoch * per_step / seconds,
-            "seconds": seconds,
-            "steps": steps_per_epoch,
-        }
-        history.append(record)
+        losses = _train_epoch(run, state)
+        error = _divergence(run, losses, state.model, epoch)
+        if error is not None:
+            raise error
+        record = _epoch_record(run, epoch, losses, time.perf_counter() - started)
+        state.history.append(record)
+        state.epoch = epoch + 1
         epochs_bar.set_postfix(loss=f"{record['loss']:.4f}")
-        if epoch == start_epoch or (epoch + 1) % log_every == 0 or epoch + 1 == epochs:
-            log.info(
-                "%s epoch %d/%d: loss %.4f, lr %.3g, %.0f images/s",
-                method,
-                epoch + 1,
-                epochs,
-                record["loss"],
-                record["lr"],
-                record["images_per_s"],
-            )
-        if checkpoint_path is not None and (
-            (epoch + 1) % checkpoint_every == 0 or epoch + 1 == epochs
-        ):
-            save_checkpoint(
-                checkpoint_path,
-                {
-                    "fingerprint": fingerprint,
-                    "epoch": epoch + 1,
-                    "model": model.state_dict(),
-                    "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(),
-                    "scaler": scaler.state_dict() if use_scaler else None,
-                    "history": history,
-                    "rng": {
-                        "torch": torch.random.get_rng_state(),
-                        "cuda": torch.cuda.get_rng_state_all() if on_cuda else None,
-                        "shuffle": shuffle_generator.get_state(),
-                        "augment": augment_generator.get_state(),
-                    },
-                },
-            )
+        _log_epoch(run, record, first=epoch == start_epoch, log_every=log_every)
+        if checkpoint_path is not None and _checkpoint_due(run, state.epoch, checkpoint_every):
+            _write_checkpoint(run, state, checkpoint_path)
         if callback is not None:
             callback(dict(record))
-    return model.eval(), history
+    return state.model.eval(), state.history

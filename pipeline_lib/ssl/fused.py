@@ -1,0 +1,419 @@
+"""Fused training: K models of one method and data set trained as one stacked computation.
+
+At the paper's sizes (ResNet-18 on 32x32 images, 32-64 images a step) one training run
+leaves a large GPU mostly idle. The K runs of a sweep that share a method and a data set
+(other inlier classes, other seeds) are trained here side by side as one network
+(:mod:`pipeline_lib.models.stacked`: grouped convolutions, per-network BatchNorm channels,
+batched Linear layers), each with its own data, batch order, augmentation stream, BatchNorm
+statistics, optimiser state, checkpoint and divergence check, exactly as
+:func:`~pipeline_lib.ssl.train.train_representation` would train it alone:
+
+* each run is prepared by the same code as a separate run (arguments, data, seeds, initial
+  weights, fingerprint) and resumes from its own checkpoint, in the separate run's format;
+* every step draws each model's batch and views from that model's own generators, in the
+  separate run's order, so the fused run consumes the same random numbers;
+* the loss is the *sum* of the K losses and nothing else couples the models (no gradient
+  clipping, no loss scaling), so each model's gradient is that of its own loss, and SGD with
+  momentum and weight decay is element-wise: the stacked optimiser is K separate ones;
+* after every epoch the weights, BatchNorm statistics, momentum buffers and schedule are
+  copied back out into K ordinary models (exact copies) that are checked, checkpointed and
+  returned as ordinary :class:`~pipeline_lib.models.proxy.ProxyModel` objects.
+
+The stacked layers add their products in another order than the separate layers, so on the
+CPU a fused model matches its separate twin to float32 rounding, not bit for bit (the tests
+state the tolerance); a killed fused run resumes bit-identically to an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from pipeline_lib.models.proxy import ProxyModel, rotation_logits
+from pipeline_lib.models.stacked import (
+    stack_inputs,
+    stack_models,
+    stack_tensors,
+    unload_stacked,
+    unstack_outputs,
+    unstack_tensor,
+)
+from pipeline_lib.ssl.augment import rotation_views
+from pipeline_lib.ssl.contrastive import contrastive_inputs, contrastive_outputs_loss
+from pipeline_lib.ssl.denoising import denoising_inputs, denoising_target, reconstruction_loss
+from pipeline_lib.ssl.rotation import rotation_loss
+from pipeline_lib.ssl.train import (
+    TrainingDivergedError,
+    _checkpoint_due,
+    _divergence,
+    _epoch_record,
+    _log_epoch,
+    _prepare_run,
+    _resume,
+    _Run,
+    _train_epoch,
+    _TrainingState,
+    _write_checkpoint,
+    train_representation,
+)
+
+__all__ = ["FusedResult", "train_representations_fused"]
+
+log = logging.getLogger(__name__)
+
+#: One model's outcome: its trained model and history, or the error that stopped it.
+FusedResult = tuple[ProxyModel, list[dict[str, float]]] | TrainingDivergedError
+
+#: Arguments of :func:`train_representation` that are per model or per call here.
+_NOT_SHARED = ("seed", "checkpoint_path", "callback", "progress", "checkpoint_every", "log_every")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Task:
+    """A proxy task in the three parts its step function composes (see ``_step_function``)."""
+
+    #: ``(uint8 batch, generator) -> (network input, what the loss needs besides the output)``
+    inputs: Callable[[torch.Tensor, torch.Generator], tuple[torch.Tensor, Any]]
+    #: ``(network, input) -> output``; the network may be a stacked one.
+    forward: Callable[[nn.Module, torch.Tensor], torch.Tensor]
+    #: ``(one model's output, what inputs returned besides the input) -> scalar loss``
+    loss: Callable[[torch.Tensor, Any], torch.Tensor]
+
+
+def _contrastive_forward(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return model.head(model.backbone(x))
+
+
+def _decoder_forward(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return model.proxy(model.backbone(x))
+
+
+def _task(method: str, options: dict[str, Any]) -> _Task:
+    """The task of ``method`` with a run's step options (the same as its step function's)."""
+    augment = options["augment"]
+    if method in ("rotnet", "rotation"):
+        return _Task(
+            inputs=lambda batch, generator: rotation_views(batch, augment, generator),
+            forward=rotation_logits,
+            loss=rotation_loss,
+        )
+    if method in ("contrastive", "contrastive_da"):
+        make_views = functools.partial(
+            contrastive_inputs, augment=augment, distributions=options["distributions"]
+        )
+        loss = functools.partial(
+            contrastive_outputs_loss,
+            temperature=options["temperature"],
+            form=options["loss_form"],
+        )
+        return _Task(
+            inputs=lambda batch, generator: (make_views(batch, generator=generator), None),
+            forward=_contrastive_forward,
+            loss=lambda z, _: loss(z),
+        )
+    corrupt = functools.partial(denoising_inputs, noise_std=options["noise_std"], augment=augment)
+    target = functools.partial(
+        denoising_target, target=options["denoising_target"], patch=options["denoising_patch"]
+    )
+    return _Task(
+        inputs=lambda batch, generator: corrupt(batch, generator=generator),
+        forward=_decoder_forward,
+        loss=lambda reconstruction, clean: reconstruction_loss(reconstruction, target(clean)),
+    )
+
+
+class _FusedGroup:
+    """The stacked model, optimiser and schedule of the models that train an epoch together.
+
+    Built from the members' states (exact copies); :meth:`unload` copies everything back.
+    """
+
+    def __init__(
+        self, members: list[int], runs: Sequence[_Run], states: Sequence[_TrainingState]
+    ) -> None:
+        self.members = members
+        self.runs = [runs[i] for i in members]
+        self.states = [states[i] for i in members]
+        # Per member: each run has its own view augmentation (its jitter order is seeded).
+        self.tasks = [_task(run.method, run.step_options) for run in self.runs]
+        self.model = stack_models([state.model for state in self.states])
+        if self.runs[0].on_cuda:
+            self.model = self.model.to(memory_format=torch.channels_last)
+        self.parameters = dict(self.model.named_parameters())
+        self.member_parameters = [dict(s.model.named_parameters()) for s in self.states]
+        names = {id(p): name for name, p in self.member_parameters[0].items()}
+        first = self.states[0]
+        self.optimizer = torch.optim.SGD(
+            [
+                {
+                    **{key: value for key, value in group.items() if key != "params"},
+                    "params": [self.parameters[names[id(p)]] for p in group["params"]],
+                }
+                for group in first.optimizer.param_groups
+            ]
+        )
+        for name, parameter in self.parameters.items():
+            buffers = [
+                state.optimizer.state.get(own[name], {}).get("momentum_buffer")
+                for state, own in zip(self.states, self.member_parameters, strict=True)
+            ]
+            if all(buffer is not None for buffer in buffers):
+                self.optimizer.state[parameter]["momentum_buffer"] = stack_tensors(buffers)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.runs[0].cosine)
+        self.scheduler.load_state_dict(first.scheduler.state_dict())
+        for stacked, own in zip(
+            self.optimizer.param_groups, first.optimizer.param_groups, strict=True
+        ):
+            stacked["lr"], stacked["initial_lr"] = own["lr"], own["initial_lr"]
+
+    def train_epoch(self) -> torch.Tensor:
+        """One epoch of every member; the losses ``(members, steps)`` (on the device)."""
+        run = self.runs[0]
+        data = [r.data for r in self.runs]
+        steps, per_step = data[0].steps_per_epoch, data[0].per_step
+        self.model.train()
+        orders = [
+            torch.randperm(len(d.images), generator=s.shuffle_generator).to(run.device)
+            for d, s in zip(data, self.states, strict=True)
+        ]
+        losses = torch.zeros(len(self.members), steps, device=run.device)
+        for index in range(steps):
+            window = slice(index * per_step, (index + 1) * per_step)
+            batches = [d.images[order[window]] for d, order in zip(data, orders, strict=True)]
+            with run.autocast():
+                step_losses = self._losses(batches)
+            self.optimizer.zero_grad(set_to_none=True)
+            step_losses.sum().backward()
+            self.optimizer.step()
+            self.scheduler.step()
+            losses[:, index] = step_losses.detach()
+        return losses
+
+    def _losses(self, batches: list[torch.Tensor]) -> torch.Tensor:
+        prepared = [
+            task.inputs(batch, state.augment_generator)
+            for task, batch, state in zip(self.tasks, batches, self.states, strict=True)
+        ]
+        output = self.tasks[0].forward(self.model, stack_inputs([x for x, _ in prepared]))
+        outputs = unstack_outputs(output, len(self.members))
+        return torch.stack(
+            [
+                task.loss(out, extra)
+                for task, out, (_, extra) in zip(self.tasks, outputs, prepared, strict=True)
+            ]
+        )
+
+    @torch.no_grad()
+    def unload(self) -> None:
+        """Copy weights, buffers, momentum and schedule back into the members' states."""
+        k = len(self.members)
+        unload_stacked(self.model, [state.model for state in self.states])
+        for name, parameter in self.parameters.items():
+            for key, value in self.optimizer.state.get(parameter, {}).items():
+                parts = unstack_tensor(value, k) if torch.is_tensor(value) else [value] * k
+                for state, own, part in zip(
+                    self.states, self.member_parameters, parts, strict=True
+                ):
+                    state.optimizer.state[own[name]][key] = (
+                        part.clone() if torch.is_tensor(part) else part
+                    )
+        schedule = self.scheduler.state_dict()
+        for state in self.states:
+            state.scheduler.load_state_dict(schedule)
+            for own, stacked in zip(
+                state.optimizer.param_groups, self.optimizer.param_groups, strict=True
+            ):
+                own["lr"], own["initial_lr"] = stacked["lr"], stacked["initial_lr"]
+
+
+def _shared_options(given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` completed with :func:`train_representation`'s defaults (one definition)."""
+    parameters = inspect.signature(train_representation).parameters
+    defaults = {
+        name: parameter.default
+        for name, parameter in parameters.items()
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY and name not in _NOT_SHARED
+    }
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        raise TypeError(f"unexpected arguments for fused training: {unknown}")
+    options = {**defaults, **given}
+    missing = sorted(name for name, value in options.items() if value is inspect.Parameter.empty)
+    if missing:
+        raise TypeError(f"missing arguments for fused training: {missing}")
+    if options["amp"] == "float16":
+        # One GradScaler would skip every model's step when one model's gradients overflow.
+        raise ValueError("fused training supports amp='bfloat16' or None, not 'float16'")
+    return options
+
+
+def _shape_groups(runs: Sequence[_Run]) -> list[list[int]]:
+    """Runs that can step together: same image side, batch and steps per epoch."""
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for index, run in enumerate(runs):
+        key = (run.data.side, run.data.per_step, run.data.steps_per_epoch)
+        groups.setdefault(key, []).append(index)
+    return list(groups.values())
+
+
+def _train_group(
+    indices: list[int],
+    runs: Sequence[_Run],
+    states: Sequence[_TrainingState],
+    paths: Sequence[str | os.PathLike | None],
+    *,
+    checkpoint_every: int,
+    log_every: int,
+    callback: Callable[[int, dict[str, float]], None] | None,
+) -> dict[int, TrainingDivergedError]:
+    """Train runs ``indices`` to their last epoch; the errors of those that diverged.
+
+    Each epoch trains the runs that have completed exactly that many epochs (after a resume
+    a run that is ahead waits for the others); one run alone takes the separate trainer's
+    own epoch. All checkpoints of an epoch are written before any callback is called.
+    """
+    failed: dict[int, TrainingDivergedError] = {}
+    group: _FusedGroup | None = None
+    first_epoch = min(states[i].epoch for i in indices)
+    for epoch in range(first_epoch, runs[indices[0]].epochs):
+        members = [i for i in indices if i not in failed and states[i].epoch == epoch]
+        if not members:
+            continue
+        if len(members) > 1 and (group is None or group.members != members):
+            group = _FusedGroup(members, runs, states)
+            log.info(
+                "training %d %s models fused from epoch %d",
+                len(members),
+                runs[members[0]].method,
+                epoch + 1,
+            )
+        started = time.perf_counter()
+        if len(members) == 1:
+            losses = _train_epoch(runs[members[0]], states[members[0]])[None]
+        else:
+            losses = group.train_epoch()
+            group.unload()
+        done: list[tuple[int, dict[str, float]]] = []
+        for column, index in enumerate(members):
+            run, state = runs[index], states[index]
+            error = _divergence(run, losses[column], state.model, epoch)
+            if error is not None:
+                log.error("fused model %d stopped, the others go on: %s", index, error)
+                failed[index] = error
+                continue
+            seconds = time.perf_counter() - started
+            record = _epoch_record(run, epoch, losses[column], seconds)
+            state.history.append(record)
+            state.epoch = epoch + 1
+            _log_epoch(run, record, first=epoch == first_epoch, log_every=log_every)
+            if paths[index] is not None and _checkpoint_due(run, state.epoch, checkpoint_every):
+                _write_checkpoint(run, state, paths[index])
+            done.append((index, record))
+        if callback is not None:
+            for index, record in done:
+                callback(index, dict(record))
+    return failed
+
+
+def train_representations_fused(
+    method: str,
+    images_per_model: Sequence[np.ndarray | torch.Tensor],
+    *,
+    seeds: Sequence[int],
+    checkpoint_paths: Sequence[str | os.PathLike | None] | None = None,
+    checkpoint_every: int = 1,
+    log_every: int = 10,
+    callback: Callable[[int, dict[str, float]], None] | None = None,
+    **options: Any,
+) -> list[FusedResult]:
+    """Train K representations of one method as one stacked computation.
+
+    Model ``k`` is trained as ``train_representation(method, images_per_model[k],
+    seed=seeds[k], checkpoint_path=checkpoint_paths[k], **options)`` would train it, to
+    float32 rounding (see the module docstring).
+
+    Parameters
+    ----------
+    method : str
+        One of the trained methods; shared by all models.
+    images_per_model : sequence of ndarray or Tensor of shape (n_k, h, w, 3), uint8
+        Each model's training images. Models step together when they share the image side,
+        the batch and the steps per epoch; models that do not are trained in separate
+        fused groups, one group after the other.
+    seeds : sequence of int
+        One per model.
+    checkpoint_paths : sequence of (str or PathLike or None), or None, default=None
+        One resumable checkpoint per model, in :func:`train_representation`'s format (a
+        separate run can resume a fused run's checkpoint and the other way round).
+    checkpoint_every, log_every : int, default=1, 10
+        As in :func:`train_representation`.
+    callback : callable or None, default=None
+        Called as ``callback(k, record)`` with model ``k``'s epoch record, after all
+        checkpoints of that epoch are written (an exception stops training, as a kill would).
+    **options
+        Every other keyword argument of :func:`train_representation` (``epochs`` and
+        ``batch_size`` are required; ``amp="float16"`` is refused: its loss scaling would
+        couple the models). ``seed``, ``checkpoint_path``, ``callback`` and ``progress``
+        are not accepted.
+
+    Returns
+    -------
+    list of (ProxyModel, list of dict) or TrainingDivergedError
+        Per model, in order: the model (in inference mode) and its history, as returned by
+        :func:`train_representation` (``images_per_s`` is the model's images over the fused
+        group's time), or the :class:`TrainingDivergedError` that stopped it. A diverged model
+        leaves the group at the end of the epoch; the others train on.
+
+    Raises
+    ------
+    ValueError
+        On a bad argument, or if ``seeds`` / ``checkpoint_paths`` do not match the models.
+    TypeError
+        On an unknown or missing keyword argument.
+    """
+    count = len(images_per_model)
+    paths = [None] * count if checkpoint_paths is None else list(checkpoint_paths)
+    if count < 1 or len(seeds) != count or len(paths) != count:
+        raise ValueError(
+            f"need one seed and one checkpoint path per model: {count} models, "
+            f"{len(seeds)} seeds, {len(paths)} checkpoint paths"
+        )
+    shared = _shared_options(options)
+    runs: list[_Run] = []
+    states: list[_TrainingState] = []
+    for images, seed, path in zip(images_per_model, seeds, paths, strict=True):
+        run, state = _prepare_run(
+            method,
+            images,
+            seed=seed,
+            checkpoint_every=checkpoint_every,
+            log_every=log_every,
+            **shared,
+        )
+        runs.append(run)
+        states.append(_resume(run, state, path))
+    failed: dict[int, TrainingDivergedError] = {}
+    for indices in _shape_groups(runs):
+        failed |= _train_group(
+            indices,
+            runs,
+            states,
+            paths,
+            checkpoint_every=checkpoint_every,
+            log_every=log_every,
+            callback=callback,
+        )
+    return [
+        failed[index] if index in failed else (state.model.eval(), state.history)
+        for index, state in enumerate(states)
+    ]

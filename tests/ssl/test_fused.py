@@ -1,0 +1,260 @@
+"""Fused training of K models (pipeline_lib.ssl.fused) against K separate runs.
+
+Tolerances. In float64 the CPU kernels give the stacked computation the separate one's
+numbers exactly (measured: 0 difference after 2 epochs, every method at lr 0.1), so the
+float64 tests compare at 1e-12 relative: any mix-up of data, views, noise, BatchNorm
+statistics or optimiser state is of the order of the weight update itself. In float32,
+the training dtype, grouped convolutions and batched matrix products add in another order:
+after one step the weight difference measured 4e-6 to 3.5e-4 of the update's norm (the
+largest on BatchNorm biases, whose gradients are sums that nearly cancel), below what
+merely running the separate model's convolutions channels-last changes (1e-3 to 1.4e-2);
+later steps amplify it as they amplify any rounding, so float32 is compared after one step.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import pipeline_lib.ssl.fused as fused_module
+import pipeline_lib.ssl.train as train_module
+from pipeline_lib.models.proxy import build_proxy_model
+from pipeline_lib.ssl.fused import train_representations_fused
+from pipeline_lib.ssl.train import TrainingDivergedError, train_representation
+
+TINY = {
+    "rotnet": {"batch_size": 8},
+    "rotation": {"batch_size": 8, "head_depth": 1, "head_hidden": 16},
+    "denoising": {"batch_size": 8},
+    "contrastive": {"batch_size": 8, "head_depth": 1, "head_hidden": 16, "proj_dim": 8},
+    "contrastive_da": {"batch_size": 8, "head_depth": 1, "head_hidden": 16, "proj_dim": 8},
+}
+SEEDS = [0, 1, 2]
+#: float32, one step: ||w_fused - w_separate|| / ||w_separate - w_initial|| (see above).
+FLOAT32_STEP_RATIO = 2e-3
+
+
+@pytest.fixture(scope="module")
+def noise_sets() -> list[np.ndarray]:
+    """Three models' training sets: random pixels (no flat, zero-variance channels)."""
+    images = np.random.default_rng(0).integers(0, 256, (48, 32, 32, 3), dtype=np.uint8)
+    return [images[0:16], images[16:32], images[32:48]]
+
+
+@pytest.fixture
+def float64(monkeypatch):
+    """Build every model in float64 (inputs cast at the backbone), fused and separate."""
+    build = train_module.build_proxy_model
+
+    def double(*args, **kwargs):
+        model = build(*args, **kwargs).double()
+        model.backbone.register_forward_pre_hook(lambda module, inputs: (inputs[0].double(),))
+        return model
+
+    monkeypatch.setattr(train_module, "build_proxy_model", double)
+
+
+def _options(method: str, **overrides) -> dict:
+    return {"epochs": 2, "width": 8, "lr": 0.1, **TINY[method], **overrides}
+
+
+def _separate(method: str, sets, seeds=SEEDS, **options) -> list:
+    return [
+        train_representation(method, images, seed=seed, **options)
+        for images, seed in zip(sets, seeds, strict=True)
+    ]
+
+
+def _initial(method: str, seed: int) -> torch.nn.Module:
+    """The untrained model of a run of ``seed`` (its initialisation stream)."""
+    arch = {k: v for k, v in TINY[method].items() if k != "batch_size"}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(train_module._stream_seed(seed, 0))
+        return build_proxy_model(method, width=8, image_size=32, **arch)
+
+
+def _assert_close_weights(first, second, *, rtol: float) -> None:
+    a, b = first.state_dict(), second.state_dict()
+    assert a.keys() == b.keys()
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=rtol, atol=0, msg=name)
+
+
+def _without_timing(history: list[dict]) -> list[dict]:
+    return [
+        {k: v for k, v in record.items() if k not in ("images_per_s", "seconds")}
+        for record in history
+    ]
+
+
+@pytest.mark.parametrize("method", list(TINY))
+def test_fused_equals_separate_in_float64(method, noise_sets, float64) -> None:
+    sets = [images[:8] for images in noise_sets]  # 1 step an epoch (4 with DA's copies)
+    options = _options(method)
+    fused = train_representations_fused(method, sets, seeds=SEEDS, **options)
+    separate = _separate(method, sets, **options)
+    for (model, history), (alone, alone_history) in zip(fused, separate, strict=True):
+        assert next(model.parameters()).dtype == torch.float64 and not model.training
+        _assert_close_weights(model, alone, rtol=1e-12)
+        assert _without_timing(history) == _without_timing(alone_history)
+
+
+@pytest.mark.parametrize("method", ["rotnet", "contrastive"])
+def test_fused_matches_separate_in_float32_after_one_step(method, noise_sets) -> None:
+    sets = [images[:8] for images in noise_sets]
+    options = _options(method, epochs=1)
+    fused = train_representations_fused(method, sets, seeds=SEEDS, **options)
+    separate = _separate(method, sets, **options)
+    for seed, (model, _), (alone, _) in zip(SEEDS, fused, separate, strict=True):
+        assert next(model.parameters()).dtype == torch.float32
+        start = torch.cat([p.detach().flatten() for p in _initial(method, seed).parameters()])
+        ours = torch.cat([p.detach().flatten() for p in model.parameters()])
+        theirs = torch.cat([p.detach().flatten() for p in alone.parameters()])
+        ratio = float((ours - theirs).norm() / (theirs - start).norm())
+        assert ratio < FLOAT32_STEP_RATIO, ratio
+
+
+def test_models_of_other_sizes_train_in_their_own_group(noise_sets, float64) -> None:
+    sets = [noise_sets[0][:8], noise_sets[1], noise_sets[2][:8]]  # 1, 2 and 1 steps an epoch
+    options = _options("rotnet")
+    fused = train_representations_fused("rotnet", sets, seeds=SEEDS, **options)
+    separate = _separate("rotnet", sets, **options)
+    for (model, _), (alone, _) in zip(fused, separate, strict=True):
+        _assert_close_weights(model, alone, rtol=1e-12)
+    assert [result[1][0]["steps"] for result in fused] == [1, 2, 1]
+
+
+def test_one_diverged_model_stops_alone(noise_sets, float64, monkeypatch, tmp_path) -> None:
+    resume = fused_module._resume
+
+    def poison_seed_1(run, state, path):
+        state = resume(run, state, path)
+        if run.fingerprint["seed"] == 1:
+            with torch.no_grad():
+                state.model.backbone.stem[0].weight[0, 0, 0, 0] = math.nan
+        return state
+
+    monkeypatch.setattr(fused_module, "_resume", poison_seed_1)
+    sets = [images[:8] for images in noise_sets]
+    paths = [tmp_path / f"model{k}.pt" for k in range(3)]
+    options = _options("rotnet")
+    results = train_representations_fused(
+        "rotnet", sets, seeds=SEEDS, checkpoint_paths=paths, **options
+    )
+    error = results[1]
+    assert isinstance(error, TrainingDivergedError)
+    assert "rotnet loss is nan at epoch 1/2, step 1/1" in str(error)
+    assert "lower the learning rate" in str(error)
+    assert not paths[1].exists() and paths[0].exists() and paths[2].exists()
+    separate = _separate("rotnet", sets, **options)
+    for k in (0, 2):
+        _assert_close_weights(results[k][0], separate[k][0], rtol=1e-12)
+
+
+class _Killed(Exception):
+    pass
+
+
+def test_killed_fused_run_resumes_identically(noise_sets, tmp_path) -> None:
+    options = _options("contrastive", epochs=3)
+    straight = train_representations_fused("contrastive", noise_sets, seeds=SEEDS, **options)
+    paths = [tmp_path / f"model{k}.pt" for k in range(3)]
+
+    def kill_after_second_epoch(index: int, record: dict) -> None:
+        if record["epoch"] == 2 and index == 2:
+            raise _Killed
+
+    with pytest.raises(_Killed):
+        train_representations_fused(
+            "contrastive",
+            noise_sets,
+            seeds=SEEDS,
+            checkpoint_paths=paths,
+            callback=kill_after_second_epoch,
+            **options,
+        )
+    epochs_run: list[tuple[int, int]] = []
+    resumed = train_representations_fused(
+        "contrastive",
+        noise_sets,
+        seeds=SEEDS,
+        checkpoint_paths=paths,
+        callback=lambda index, record: epochs_run.append((index, record["epoch"])),
+        **options,
+    )
+    assert epochs_run == [(0, 3), (1, 3), (2, 3)]  # only the missing epoch ran
+    for (model, history), (again, again_history) in zip(straight, resumed, strict=True):
+        for a, b in zip(model.state_dict().values(), again.state_dict().values(), strict=True):
+            assert torch.equal(a, b)
+        assert _without_timing(history) == _without_timing(again_history)
+    # The checkpoints are train_representation's: a separate call finds model 0 finished.
+    alone, alone_history = train_representation(
+        "contrastive", noise_sets[0], seed=0, checkpoint_path=paths[0], **options
+    )
+    pairs = zip(alone.state_dict().values(), straight[0][0].state_dict().values(), strict=True)
+    for a, b in pairs:
+        assert torch.equal(a, b)
+    assert _without_timing(alone_history) == _without_timing(straight[0][1])
+
+
+def test_bad_fused_arguments_raise(noise_sets) -> None:
+    with pytest.raises(ValueError, match="one seed and one checkpoint path per model"):
+        train_representations_fused("rotnet", noise_sets, seeds=[0], epochs=1, batch_size=8)
+    with pytest.raises(TypeError, match="unexpected arguments for fused training: \\['seed'\\]"):
+        train_representations_fused("rotnet", noise_sets, seeds=SEEDS, seed=0, epochs=1)
+    with pytest.raises(TypeError, match="missing arguments for fused training: \\['batch_size'"):
+        train_representations_fused("rotnet", noise_sets, seeds=SEEDS)
+    with pytest.raises(ValueError, match="float16"):
+        train_representations_fused(
+            "rotnet", noise_sets, seeds=SEEDS, epochs=1, batch_size=8, amp="float16"
+        )
+
+
+def test_a_model_behind_catches_up_alone_then_rejoins(noise_sets, float64, tmp_path) -> None:
+    sets = [images[:8] for images in noise_sets]  # one step an epoch
+    options = _options("rotnet", epochs=3)
+    paths = [tmp_path / f"model{k}.pt" for k in range(3)]
+
+    def kill_after_second_epoch(index: int, record: dict) -> None:
+        if record["epoch"] == 2 and index == 2:
+            raise _Killed
+
+    with pytest.raises(_Killed):
+        train_representations_fused(
+            "rotnet",
+            sets,
+            seeds=SEEDS,
+            checkpoint_paths=paths,
+            callback=kill_after_second_epoch,
+            **options,
+        )
+    paths[1].unlink()  # model 1 starts again from scratch
+    epochs_run: list[tuple[int, int]] = []
+    results = train_representations_fused(
+        "rotnet",
+        sets,
+        seeds=SEEDS,
+        checkpoint_paths=paths,
+        callback=lambda index, record: epochs_run.append((index, record["epoch"])),
+        **options,
+    )
+    # Model 1 trains epochs 1 and 2 alone while the others wait, then all three train epoch 3.
+    assert epochs_run == [(1, 1), (1, 2), (0, 3), (1, 3), (2, 3)]
+    separate = _separate("rotnet", sets, **options)
+    for (model, history), (alone, alone_history) in zip(results, separate, strict=True):
+        _assert_close_weights(model, alone, rtol=1e-12)
+        assert _without_timing(history) == _without_timing(alone_history)
+
+
+def test_one_model_trains_exactly_as_train_representation(noise_sets) -> None:
+    options = _options("contrastive")
+    ((model, history),) = train_representations_fused(
+        "contrastive", noise_sets[:1], seeds=[5], **options
+    )
+    alone, alone_history = train_representation("contrastive", noise_sets[0], seed=5, **options)
+    for a, b in zip(model.state_dict().values(), alone.state_dict().values(), strict=True):
+        assert torch.equal(a, b)  # float32, bit for bit: the separate trainer's own epoch
+    assert _without_timing(history) == _without_timing(alone_history)
