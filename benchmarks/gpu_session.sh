@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Issue 15's device measurements in one prepared run, for the next session lent a GPU
+# (about 9 minutes on an H200; each step has its own time limit so one slow step cannot eat
+# the others). Everything it prints also lands in $OUT/<step>.txt.
+#
+#   OUT=/tmp/gpu bash benchmarks/gpu_session.sh                 # on the device machine
+#   DEVICE=cpu WIDTH=8 STEPS=1 DETECT="--n-fit 500 --n-test 1000 --dim 64" \
+#     OUT=/tmp/gpu bash benchmarks/gpu_session.sh                      # CPU smoke run
+#
+# Steps: fused == separate on the device (bf16 and float32), eager and fused (K = 4, 10)
+# training throughput per method with the share of the card's dense bf16 peak, and the
+# detectors on the device at the paper's sizes. The full-protocol cell
+# (config/cifar10_fullcell.yaml, ~30 minutes) is a separate call: see docs/status.md.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:?set OUT to a folder for the outputs}
+DEVICE=${DEVICE:-cuda}
+WIDTH=${WIDTH:-64}
+STEPS=${STEPS:-20}
+PEAK=${PEAK:-989}  # dense bf16 TFLOP/s of an H100/H200 SXM
+PYTHON=${PYTHON:-python3}
+DETECT=${DETECT:-}  # detector benchmark sizes; default: the paper's (5,000 x 10,000 x 512)
+mkdir -p "$OUT"
+
+step() {  # step NAME SECONDS COMMAND...: run with a limit, keep its output, go on either way
+  local name=$1 limit=$2
+  shift 2
+  echo "== $name (limit ${limit} s)"
+  timeout "$limit" "$@" 2>&1 | tee "$OUT/$name.txt"
+  echo "== $name: exit ${PIPESTATUS[0]}"
+}
+
+step check_fused 90 "$PYTHON" benchmarks/check_fused.py --device "$DEVICE" --k 4 --steps 3 \
+  --width "$WIDTH"
+step train_fuse4 180 "$PYTHON" benchmarks/bench_train.py --device "$DEVICE" --width "$WIDTH" \
+  --steps "$STEPS" --peak-tflops "$PEAK" --fuse 4
+step train_fuse10 150 "$PYTHON" benchmarks/bench_train.py --device "$DEVICE" --width "$WIDTH" \
+  --steps "$STEPS" --peak-tflops "$PEAK" --fuse 10
+# shellcheck disable=SC2086  # DETECT is a list of options
+step ocsvm 60 "$PYTHON" benchmarks/bench_ocsvm.py --device "$DEVICE" $DETECT
+# shellcheck disable=SC2086
+step kde 60 "$PYTHON" benchmarks/bench_kde.py --device "$DEVICE" $DETECT
