@@ -316,3 +316,29 @@ def test_write_table_rejects_bad_arguments(tmp_path) -> None:
         write_table(frame, tmp_path / "main.csv", caption="x")
     with pytest.raises(ValueError, match="caption"):
         write_table(frame, tmp_path / "main", caption=" ")
+    with pytest.raises(ValueError, match="table suffixes"):
+        write_table(frame, tmp_path / "main", caption="x", suffixes=(".md", ".pdf"))
+
+
+def test_write_table_writes_the_chosen_files_with_notes_above_and_below(tmp_path) -> None:
+    # A study writes its tidy CSV itself and the human table here, with its notes below it.
+    frame = pd.DataFrame({"Method": ["RotNet"], "AUC": ["90.1 ± 0.2"]})
+    paths = write_table(
+        frame,
+        tmp_path / "study",
+        caption="Study",
+        notes=["protocol: 3 epochs"],
+        footnotes=["one note", "a <second> note"],
+        suffixes=(".html", ".md"),
+    )
+    assert [p.name for p in paths] == ["study.md", "study.html"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["study.html", "study.md"]
+    md = paths[0].read_text(encoding="utf-8")
+    assert md.startswith("Study\n\nprotocol: 3 epochs\n\n|")
+    assert md.endswith("|\n\nNotes:\n\n- one note\n- a <second> note\n")
+    page = paths[1].read_text(encoding="utf-8")
+    assert page.index('<p class="note">protocol: 3 epochs</p>') < page.index("<table")
+    assert page.endswith(
+        "</table>\n<p>Notes:</p>\n<ul><li>one note</li><li>a &lt;second&gt; note</li></ul>\n"
+        "</body>\n</html>\n"
+    )

@@ -6,8 +6,10 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from pipeline_lib.report.results import load_result_records
 from pipeline_lib.report.study_frames import collect_study, read_frames, save_frames, study_records
 
 VARIANTS = {"contrastive_bs8": {"method": "contrastive", "train": {"batch_size": 8}}}
@@ -32,13 +34,20 @@ def result_path(root: Path, k: dict) -> Path:
     return model.joinpath(*middle, k["detector"], "result.json")
 
 
+def write_result(root: Path, k: dict, auroc: float) -> Path:
+    """A result.json as the detection jobs write it: the job's identity, the AUC, counts."""
+    path = result_path(root, k)
+    path.parent.mkdir(parents=True)
+    record = k | {"contamination": 0.0, "seed": 1, "auroc": auroc, "n_fit": 48, "n_test": 120}
+    path.write_text(json.dumps(record))
+    return path
+
+
 def test_rows_found_missing_and_mmd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     keys = [key("contrastive_bs8", "f"), key("contrastive_bs8", "g"), key("rotnet", "f")]
     for k, auroc in zip(keys[:2], (70.0, 80.0), strict=True):
-        path = result_path(Path("."), k)
-        path.parent.mkdir(parents=True)
-        path.write_text(json.dumps({"auroc": auroc}))
+        write_result(Path("."), k, auroc)
     model = "results/digits/0/contam0/seed1/contrastive_bs8"
     Path(model, "uniformity.json").write_text(json.dumps({"mmd": 0.25}))
     expected_rows = [(k, str(result_path(Path("."), k))) for k in keys]
@@ -62,10 +71,43 @@ def test_rows_found_missing_and_mmd(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert records[0]["auroc"] == 70.0
 
 
+def test_a_study_row_is_the_tidy_table_row_of_the_same_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One reader: the study adds its variant columns and mmd to the tidy table's record.
+    monkeypatch.chdir(tmp_path)
+    keys = [key("contrastive_bs8", "f"), key("rotnet", "f"), key("rotnet", "f", "kde")]
+    paths = [write_result(Path("."), k, 60.0 + i) for i, k in enumerate(keys)]
+    tidy = load_result_records(paths)
+    frame, _ = collect_study(list(zip(keys, map(str, paths), strict=True)), VARIANTS)
+    assert list(frame.columns[: len(tidy.columns)]) == list(tidy.columns)
+    assert list(frame.columns[len(tidy.columns) :]) == [
+        "base_method",
+        "batch_size",
+        "head_depth",
+        "distributions",
+        "train_size",
+        "mmd",
+    ]
+    ours = frame[list(tidy.columns)].set_index("result_key").loc[tidy["result_key"]]
+    pd.testing.assert_frame_equal(ours, tidy.set_index("result_key"))
+    assert frame["result_key"].tolist() == [p.parent.as_posix() for p in paths]  # grid order
+
+
 def test_result_without_auroc_is_named(tmp_path: Path) -> None:
     k = key("rotnet", "f")
     path = result_path(tmp_path, k)
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"n_fit": 3}))
-    with pytest.raises(ValueError, match=r"result.json has no 'auroc'"):
+    path.write_text(json.dumps(k | {"n_fit": 3}))
+    with pytest.raises(ValueError, match=r"result.json lacks \['auroc'\]"):
+        collect_study([(k, str(path))], {})
+
+
+def test_result_of_another_space_is_named(tmp_path: Path) -> None:
+    # load_result_records checks the job against its folder; the study checks the space too.
+    k = key("rotnet", "f")
+    path = result_path(tmp_path, k)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(k | {"space": "g", "contamination": 0.0, "seed": 1, "auroc": 70.0}))
+    with pytest.raises(ValueError, match="the study expects"):
         collect_study([(k, str(path))], {})

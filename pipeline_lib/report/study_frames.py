@@ -18,6 +18,7 @@ import pandas as pd
 
 from pipeline_lib.dag.grids import base_method, variant_train_size
 from pipeline_lib.dag.keys import STUDY_KEY_COLUMNS, ResultKey
+from pipeline_lib.report.results import load_result_records
 from pipeline_lib.runtime.io import atomic_path, load_json, load_npz
 
 #: Columns naming one result, in display order (the job key with its feature space).
@@ -48,6 +49,12 @@ def collect_study(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Read the results a study expects; return ``(frame, expected)``.
 
+    The found results are read by :func:`pipeline_lib.report.results.load_result_records`,
+    the reader of the tidy table ``results/summary/results.csv``: a study row is that
+    table's row of the same result (every column of its ``result.json`` and
+    ``result_key``), plus the study's columns ``base_method``, the variant parameters
+    (:data:`VARIANT_COLUMNS`) and ``mmd``.
+
     Parameters
     ----------
     expected : sequence of (key, path)
@@ -60,30 +67,61 @@ def collect_study(
         as :meth:`~pipeline_lib.dag.keys.ResultKey.model_folder` writes them (the rules'
         relative ``results/...`` form).
 
+    Returns
+    -------
+    frame : DataFrame
+        One row per found result, in the order of ``expected``.
+    expected : DataFrame
+        One row per expected result: :data:`KEY_COLUMNS`, ``base_method``,
+        :data:`VARIANT_COLUMNS`, ``result_key``.
+
     Raises
     ------
     ValueError
-        Naming a result file without an ``auroc`` (a half-written or foreign file).
+        As :func:`~pipeline_lib.report.results.load_result_records`: naming a result file
+        without its identity or ``auroc`` (a half-written or foreign file), or one that
+        records another job than its folder.
     """
     mmd = {}
     for folder, path in (uniformity or {}).items():
         if Path(path).is_file():
             mmd[Path(folder).as_posix()] = float(load_json(path)["mmd"])
-    found, wanted = [], []
+    wanted, found = [], []
     for key, path in expected:
         row = ResultKey.from_wildcards(key).record() | variant_columns(key["method"], variants)
         row["result_key"] = Path(path).parent.as_posix()
         wanted.append(row)
-        if not Path(path).is_file():
-            continue
-        record = load_json(path)
-        if "auroc" not in record:
-            raise ValueError(f"{path} has no 'auroc': delete it and re-run its job")
-        model = ResultKey.from_path(path).model_folder()
-        found.append(row | {"auroc": float(record["auroc"]), "mmd": mmd.get(model, np.nan)})
+        if Path(path).is_file():
+            found.append(path)
     columns = [*KEY_COLUMNS, "base_method", *VARIANT_COLUMNS, "result_key"]
-    frame = pd.DataFrame(found, columns=[*columns, "auroc", "mmd"])
-    return frame, pd.DataFrame(wanted, columns=columns)
+    wanted_frame = pd.DataFrame(wanted, columns=columns)
+    records = load_result_records(found)
+    _check_study_keys(records, wanted_frame)
+    study_columns = ["result_key", "base_method", *VARIANT_COLUMNS]
+    # The expected rows' order and study columns, the records' values.
+    frame = wanted_frame[study_columns].merge(records, on="result_key", validate="one_to_one")
+    frame["mmd"] = [
+        mmd.get(ResultKey.from_path(key).model_folder(), np.nan) for key in frame["result_key"]
+    ]
+    record_columns = [column for column in records.columns if column != "result_key"]
+    frame = frame[[*record_columns, "result_key", *study_columns[1:], "mmd"]]
+    return frame, wanted_frame
+
+
+def _check_study_keys(records: pd.DataFrame, wanted: pd.DataFrame) -> None:
+    """Raise unless each record names the job (feature space included) it was expected as."""
+    by_key = wanted.drop_duplicates("result_key").set_index("result_key")
+    for record in records.to_dict("records"):
+        path = f"{record['result_key']}/result.json"
+        if not isinstance(record.get("space"), str):
+            raise ValueError(f"{path} lacks 'space': delete it and re-run its job")
+        got = ResultKey.from_wildcards(record)
+        want = ResultKey.from_wildcards(by_key.loc[record["result_key"]].to_dict())
+        if got != want:
+            raise ValueError(
+                f"{path} records {got}, but the study expects {want} there: delete it and "
+                "re-run its job"
+            )
 
 
 def load_scores(frame: pd.DataFrame) -> dict[tuple, list[tuple[int, np.ndarray, np.ndarray]]]:

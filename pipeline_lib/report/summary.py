@@ -9,8 +9,9 @@ their deviations are not comparable with AUC points. A study whose outputs are a
 altogether (``None``) is reported as "not run".
 
 :func:`build_summary` returns Markdown and :func:`summary_html` a standalone HTML page with
-the same content; both only read :class:`~pipeline_lib.report.studies.StudyResult` objects (e.g.
-from :func:`pipeline_lib.report.studies.load_study`) and the file paths given.
+the same content; both only read
+:class:`~pipeline_lib.report.studies.contract.StudyResult` objects (e.g. from
+:func:`pipeline_lib.report.studies.files.load_study`) and the file paths given.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline_lib.report.studies.common import STAT_COLUMNS, StudyResult
+from pipeline_lib.report.studies.contract import STAT_COLUMNS, StudyResult
 
 __all__ = [
     "RANKED_COLUMNS",
@@ -444,11 +445,13 @@ def build_summary(
     Parameters
     ----------
     studies : mapping of str to StudyResult or None
-        Study name -> its result (e.g. :func:`pipeline_lib.report.studies.load_study`); None marks
-        a study whose outputs are absent ("not run").
+        Study name -> its result (e.g.
+        :func:`pipeline_lib.report.studies.files.load_study`); None marks a study whose
+        outputs are absent ("not run").
     links : mapping of str to list of Path
-        Study name -> its files (what :func:`pipeline_lib.report.studies.write_study` returned):
-        tables (``.md/.html/.csv/.tex``) and figures (``.png``) are linked.
+        Study name -> its files (what
+        :func:`pipeline_lib.report.studies.files.write_study` returned): tables
+        (``.md/.html/.csv/.tex``) and figures (``.png``) are linked.
     title : str
         Page title.
     relative_to : Path or None, default=None

@@ -120,14 +120,21 @@ def _to_latex(df: pd.DataFrame, caption: str, label: str | None, notes: Sequence
     return latex.replace("±", r"$\pm$").replace("Δ", r"$\Delta$").replace("—", "--")
 
 
-def _to_html(df: pd.DataFrame, caption: str, notes: Sequence[str] = ()) -> str:
+def _to_html(
+    df: pd.DataFrame, caption: str, notes: Sequence[str] = (), footnotes: Sequence[str] = ()
+) -> str:
     table = df.to_html(index=_has_named_index(df), na_rep="", float_format="{:.1f}".format)
     title = html.escape(caption)
     lines = "".join(f'<p class="note">{html.escape(note)}</p>\n' for note in notes)
+    below = ""
+    if footnotes:
+        items = "".join(f"<li>{html.escape(note)}</li>" for note in footnotes)
+        below = f"<p>Notes:</p>\n<ul>{items}</ul>\n"
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{title}</title>\n<style>{_HTML_STYLE}</style>\n</head>\n<body>\n"
-        f'<p class="caption"><strong>{title}</strong></p>\n{lines}{table}\n</body>\n</html>\n'
+        f'<p class="caption"><strong>{title}</strong></p>\n{lines}{table}\n{below}</body>\n'
+        "</html>\n"
     )
 
 
@@ -138,6 +145,8 @@ def write_table(
     caption: str,
     label: str | None = None,
     notes: Sequence[str] = (),
+    footnotes: Sequence[str] = (),
+    suffixes: Sequence[str] = TABLE_SUFFIXES,
 ) -> list[Path]:
     """Write ``df`` as ``stem.csv``, ``stem.md``, ``stem.tex`` and ``stem.html``.
 
@@ -160,29 +169,48 @@ def write_table(
         Lines shown between the caption and the table in the Markdown, LaTeX and HTML files
         (e.g. how the run's protocol differs from the paper's, or why a published number is
         left out): a reader of the table sees them before the numbers. Not in the CSV.
+    footnotes : sequence of str, default=()
+        Lines listed under "Notes:" below the table in the Markdown and HTML files (a
+        study's notes). Not in the CSV or LaTeX.
+    suffixes : sequence of str, default=TABLE_SUFFIXES
+        The files to write, a subset of :data:`TABLE_SUFFIXES` (a study writes its own CSV,
+        the tidy table behind the formatted ``df``).
 
     Returns
     -------
     list of Path
-        The four files, in :data:`TABLE_SUFFIXES` order.
+        The files written, in :data:`TABLE_SUFFIXES` order.
 
     Raises
     ------
     ValueError
-        If ``stem`` already has one of the table suffixes or ``caption`` is empty.
+        If ``stem`` already has one of the table suffixes, ``caption`` is empty or a suffix
+        is not a table suffix.
     """
     stem = Path(stem)
     if stem.suffix in TABLE_SUFFIXES:
         raise ValueError(f"stem={str(stem)!r} must not end in a table suffix {TABLE_SUFFIXES}")
     if not caption.strip():
         raise ValueError(f"caption={caption!r} must not be empty")
+    unknown = sorted(set(suffixes) - set(TABLE_SUFFIXES))
+    if unknown:
+        raise ValueError(f"suffixes {unknown} are not table suffixes {TABLE_SUFFIXES}")
     index = _has_named_index(df)
-    paths = [stem.with_name(stem.name + suffix) for suffix in TABLE_SUFFIXES]
-    csv_path, md_path, tex_path, html_path = paths
-    _write_text(csv_path, df.to_csv(index=index, lineterminator="\n"))
-    markdown = df.to_markdown(index=index, floatfmt=".1f")
     above = "".join(f"{note}\n\n" for note in notes)
-    _write_text(md_path, f"{caption}\n\n{above}{markdown}\n")
-    _write_text(tex_path, _to_latex(df, caption, label, notes))
-    _write_text(html_path, _to_html(df, caption, notes))
+    below = "".join(f"- {note}\n" for note in footnotes)
+    render = {
+        ".csv": lambda: df.to_csv(index=index, lineterminator="\n"),
+        ".md": lambda: (
+            f"{caption}\n\n{above}{df.to_markdown(index=index, floatfmt='.1f')}\n"
+            + (f"\nNotes:\n\n{below}" if below else "")
+        ),
+        ".tex": lambda: _to_latex(df, caption, label, notes),
+        ".html": lambda: _to_html(df, caption, notes, footnotes),
+    }
+    paths = []
+    for suffix in TABLE_SUFFIXES:
+        if suffix in suffixes:
+            path = stem.with_name(stem.name + suffix)
+            _write_text(path, render[suffix]())
+            paths.append(path)
     return paths

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline_lib.report.studies import build_study, load_study, write_study
+from pipeline_lib.report.studies import build_study
+from pipeline_lib.report.studies.files import load_study, write_study
 from pipeline_lib.report.summary import (
     RANKED_COLUMNS,
     build_summary,

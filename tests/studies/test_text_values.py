@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline_lib.registry import DEFAULT_DISTRIBUTIONS
 from pipeline_lib.report.published import COLUMNS
 from pipeline_lib.report.published.text_values import (
     TEXT_VALUES,
@@ -17,7 +18,6 @@ from pipeline_lib.report.published.text_values import (
     text_value,
     write_text_values,
 )
-from pipeline_lib.report.studies.common import DEFAULT_DA
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,8 +73,12 @@ def test_quoted_values() -> None:
 def test_default_distributions_are_the_training_codes() -> None:
     # One statement in the registry: the studies, the trainer and the paper's recipe read it.
     from pipeline_lib.registry import PAPER_RECIPE
+    from pipeline_lib.report.studies import distribution_sets, paper
     from pipeline_lib.ssl import augment, train
 
-    assert DEFAULT_DA == augment.DEFAULT_DISTRIBUTIONS == ("rot90", "rot180", "rot270")
-    assert list(DEFAULT_DA) == PAPER_RECIPE["distributions"]
-    assert train.DEFAULT_DISTRIBUTIONS is DEFAULT_DA  # the trainer's default set
+    assert DEFAULT_DISTRIBUTIONS == augment.DEFAULT_DISTRIBUTIONS == ("rot90", "rot180", "rot270")
+    assert list(DEFAULT_DISTRIBUTIONS) == PAPER_RECIPE["distributions"]
+    assert train.DEFAULT_DISTRIBUTIONS is DEFAULT_DISTRIBUTIONS  # the trainer's default set
+    # the study tables' default set (is_default_variant, the "rotations" set)
+    assert paper.DEFAULT_DISTRIBUTIONS is distribution_sets.DEFAULT_DISTRIBUTIONS
+    assert paper.DEFAULT_DISTRIBUTIONS is DEFAULT_DISTRIBUTIONS

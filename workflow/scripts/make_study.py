@@ -4,7 +4,8 @@ beside the paper's numbers."""
 import dataclasses
 from pathlib import Path
 
-from pipeline_lib.report.studies import build_study, write_study
+from pipeline_lib.report.studies import build_study
+from pipeline_lib.report.studies.files import write_study
 from pipeline_lib.report.study_frames import collect_study, load_scores, save_frames
 from pipeline_lib.runtime.logs import job_logging
 

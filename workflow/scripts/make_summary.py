@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline_lib.report.studies import load_study, study_files
+from pipeline_lib.report.studies.files import load_study, study_files
 from pipeline_lib.report.summary import build_summary, summary_html
 from pipeline_lib.runtime.io import atomic_path
 from pipeline_lib.runtime.logs import job_logging

@@ -4,7 +4,8 @@ import dataclasses
 import os
 from pathlib import Path
 
-from pipeline_lib.report.studies import build_study, write_study
+from pipeline_lib.report.studies import build_study
+from pipeline_lib.report.studies.files import write_study
 from pipeline_lib.report.study_frames import collect_study, load_scores
 from pipeline_lib.report.summary import build_summary, summary_html
 from pipeline_lib.runtime.io import atomic_path

@@ -5,13 +5,18 @@ Every kind has the same signature::
 
     build(frame, expected, *, options, scores=None) -> StudyResult
 
-``frame`` holds one row per detector result (:data:`KEY_COLUMNS` plus ``auroc`` and
+``frame`` holds one row per detector result (:data:`~.contract.KEY_COLUMNS` plus ``auroc`` and
 ``mmd``), ``expected`` one row per job the study's grid should have; a job without a result
 is counted in its cell's ``n_missing`` and marked, never averaged away. ``options`` are the
 study's keyword settings (each kind rejects keys it does not read; every kind reads
 ``decimals`` and ``ddof``). ``scores`` is only read by ``"ensembles"``.
-:func:`write_study` writes a result's files; :func:`load_study` reads them back for the
-summary page (:mod:`pipeline_lib.report.summary`).
+
+The shared machinery lives in modules named for their job: :mod:`.contract` (the columns,
+:class:`~.contract.StudyResult`, the join to the expected grid), :mod:`.stats` (statistics
+over seeds), :mod:`.paper` (the published numbers beside ours), :mod:`.display` (table
+formatting), :mod:`.figures` (figure helpers) and :mod:`.files` (:func:`~.files.write_study`
+writes a result's files, :func:`~.files.load_study` reads them back for the summary page,
+:mod:`pipeline_lib.report.summary`).
 """
 
 from __future__ import annotations
@@ -34,33 +39,9 @@ from pipeline_lib.report.studies import (
     semi_supervised,
     uniformity,
 )
-from pipeline_lib.report.studies.common import (
-    DEVIATION_COLUMNS,
-    KEY_COLUMNS,
-    STAT_COLUMNS,
-    StudyResult,
-    join_expected,
-    load_study,
-    study_files,
-    write_study,
-)
-from pipeline_lib.report.studies.ensembles import ensemble_auroc
+from pipeline_lib.report.studies.contract import StudyResult
 
-__all__ = [
-    "DEVIATION_COLUMNS",
-    "KEY_COLUMNS",
-    "STAT_COLUMNS",
-    "STUDY_KINDS",
-    "STUDY_OPTIONS",
-    "StudyBuilder",
-    "StudyResult",
-    "build_study",
-    "ensemble_auroc",
-    "join_expected",
-    "load_study",
-    "study_files",
-    "write_study",
-]
+__all__ = ["STUDY_KINDS", "STUDY_OPTIONS", "StudyBuilder", "build_study"]
 
 #: ``build(frame, expected, *, options, scores=None) -> StudyResult``.
 StudyBuilder = Callable[..., StudyResult]

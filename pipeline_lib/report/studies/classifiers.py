@@ -14,21 +14,12 @@ import numpy as np
 import pandas as pd
 
 from pipeline_lib.report.published import DATASET_DISPLAY
-from pipeline_lib.report.studies.common import (
-    StudyResult,
-    check_options,
-    common_notes,
-    deviation_rows,
-    hatch_incomplete,
-    label,
-    missing_note,
-    new_figure,
-    palette,
-    pivot_display,
-    plot_paper,
-    sort_table,
-)
+from pipeline_lib.report.studies.contract import StudyResult, check_options
+from pipeline_lib.report.studies.display import label, pivot_display, sort_table
+from pipeline_lib.report.studies.figures import hatch_incomplete, new_figure, palette, plot_paper
 from pipeline_lib.report.studies.main import main_like
+from pipeline_lib.report.studies.paper import deviation_rows
+from pipeline_lib.report.studies.stats import common_notes, missing_note
 
 __all__ = ["DEFAULT_DETECTORS", "KIND", "OPTIONS", "build"]
 

@@ -18,24 +18,16 @@ import numpy as np
 import pandas as pd
 
 from pipeline_lib.report.published import load_published
-from pipeline_lib.report.studies.common import (
-    PAPER_TABLE_NUMBERS,
+from pipeline_lib.report.studies.contract import (
     STAT_COLUMNS,
     StudyResult,
-    cell_stats,
     check_options,
-    common_notes,
-    deviation_rows,
-    format_cell,
-    format_value,
-    hatch_incomplete,
     join_expected,
-    label,
-    missing_note,
-    new_figure,
-    plot_paper,
-    sort_table,
 )
+from pipeline_lib.report.studies.display import format_cell, format_value, label, sort_table
+from pipeline_lib.report.studies.figures import hatch_incomplete, new_figure, plot_paper
+from pipeline_lib.report.studies.paper import PAPER_TABLE_NUMBERS, deviation_rows
+from pipeline_lib.report.studies.stats import cell_stats, common_notes, missing_note
 
 __all__ = ["KIND", "OPTIONS", "build", "paper_detectors"]
 

@@ -19,29 +19,28 @@ import pandas as pd
 
 from pipeline_lib.report.published import DATASET_DISPLAY, METHOD_DISPLAY
 from pipeline_lib.report.published.text_values import text_value
-from pipeline_lib.report.studies.common import (
+from pipeline_lib.report.studies.contract import (
     STAT_COLUMNS,
     StudyResult,
-    add_paper,
-    any_incomplete,
-    auc_axis,
-    cell_stats,
     check_options,
-    common_notes,
-    concat_deviations,
-    deviation_rows,
+    join_expected,
+)
+from pipeline_lib.report.studies.display import label, pivot_display, sort_table
+from pipeline_lib.report.studies.figures import (
+    auc_axis,
     draw_lines,
     finish_legend,
-    is_default_variant,
-    join_expected,
-    label,
-    missing_note,
     new_figure,
     palette,
-    pivot_display,
-    published_main,
-    sort_table,
 )
+from pipeline_lib.report.studies.paper import (
+    add_paper,
+    concat_deviations,
+    deviation_rows,
+    is_default_variant,
+    published_main,
+)
+from pipeline_lib.report.studies.stats import any_incomplete, cell_stats, common_notes, missing_note
 
 __all__ = ["KIND", "OPTIONS", "build", "crossover"]
 

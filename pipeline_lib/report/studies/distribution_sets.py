@@ -30,28 +30,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipeline_lib.registry import DEFAULT_DISTRIBUTIONS
 from pipeline_lib.report.published import DATASET_DISPLAY, load_published
 from pipeline_lib.report.published.text_values import text_value
-from pipeline_lib.report.studies.common import (
-    DEFAULT_DA,
+from pipeline_lib.report.studies.contract import StudyResult, check_options, join_expected
+from pipeline_lib.report.studies.display import label, pivot_display, sort_table
+from pipeline_lib.report.studies.figures import hatch_incomplete, new_figure, palette, plot_paper
+from pipeline_lib.report.studies.paper import (
     PAPER_TABLE_NUMBERS,
-    StudyResult,
     add_paper,
-    cell_stats,
-    check_options,
-    common_notes,
     deviation_rows,
-    hatch_incomplete,
-    join_expected,
-    label,
-    missing_note,
-    new_figure,
-    palette,
-    pivot_display,
-    plot_paper,
     published_main,
-    sort_table,
 )
+from pipeline_lib.report.studies.stats import cell_stats, common_notes, missing_note
 
 __all__ = [
     "ACCUMULATED_SETS",
@@ -77,7 +68,7 @@ ACCUMULATED_SETS: dict[str, tuple[str, ...]] = {
     "+rot180": _ACC[:4],
     "+rot180,hflip": _ACC[:5],
     "+rot270": _ACC[:6],
-    "rotations": DEFAULT_DA,
+    "rotations": DEFAULT_DISTRIBUTIONS,
 }
 #: Set name -> ``method`` id of the paper's Table 6 (``supp_ensemble.csv``).
 SUPP_ENSEMBLE_IDS: dict[str, str] = {
@@ -95,7 +86,8 @@ def _distribution_set(base_method: str, distributions: str) -> frozenset[str] | 
     if base_method == "contrastive":
         return frozenset(d for d in distributions.split(",") if d)
     if base_method == "contrastive_da":
-        return frozenset(d for d in distributions.split(",") if d) or frozenset(DEFAULT_DA)
+        chosen = frozenset(d for d in distributions.split(",") if d)
+        return chosen or frozenset(DEFAULT_DISTRIBUTIONS)
     return None
 
 

@@ -30,29 +30,21 @@ from scipy.stats import rankdata
 from pipeline_lib.dag.keys import contamination_value
 from pipeline_lib.detection.metrics import auroc
 from pipeline_lib.report.published import DATASET_DISPLAY, load_published
-from pipeline_lib.report.studies.common import (
-    PAPER_TABLE_NUMBERS,
+from pipeline_lib.report.studies.contract import (
     STAT_COLUMNS,
     StudyResult,
-    add_paper,
-    cell_stats,
     check_options,
-    common_notes,
-    deviation_rows,
-    hatch_incomplete,
     join_expected,
-    label,
-    missing_note,
-    new_figure,
-    pivot_display,
-    plot_paper,
-    sort_table,
 )
+from pipeline_lib.report.studies.display import label, pivot_display, sort_table
 from pipeline_lib.report.studies.distribution_sets import (
     ACCUMULATED_SETS,
     SUPP_ENSEMBLE_IDS,
     assign_sets,
 )
+from pipeline_lib.report.studies.figures import hatch_incomplete, new_figure, plot_paper
+from pipeline_lib.report.studies.paper import PAPER_TABLE_NUMBERS, add_paper, deviation_rows
+from pipeline_lib.report.studies.stats import cell_stats, common_notes, missing_note
 
 __all__ = ["ENSEMBLE_SETS", "HOW", "KIND", "OPTIONS", "build", "ensemble_auroc", "standardise"]
 

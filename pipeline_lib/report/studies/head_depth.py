@@ -14,27 +14,22 @@ from typing import Any
 import pandas as pd
 
 from pipeline_lib.report.published import DATASET_DISPLAY, METHOD_DISPLAY
-from pipeline_lib.report.studies.common import (
-    StudyResult,
-    add_paper,
-    any_incomplete,
+from pipeline_lib.report.studies.contract import StudyResult, check_options, join_expected
+from pipeline_lib.report.studies.display import label, pivot_display, sort_table
+from pipeline_lib.report.studies.figures import (
     auc_axis,
-    cell_stats,
-    check_options,
-    common_notes,
-    deviation_rows,
     draw_lines,
     finish_legend,
-    is_default_variant,
-    join_expected,
-    label,
-    missing_note,
     new_figure,
     palette,
-    pivot_display,
-    published_main,
-    sort_table,
 )
+from pipeline_lib.report.studies.paper import (
+    add_paper,
+    deviation_rows,
+    is_default_variant,
+    published_main,
+)
+from pipeline_lib.report.studies.stats import any_incomplete, cell_stats, common_notes, missing_note
 
 __all__ = ["KIND", "OPTIONS", "build"]
 

@@ -16,18 +16,16 @@ import pandas as pd
 from pipeline_lib.dag.keys import contamination_value
 from pipeline_lib.report.aggregate import MAIN_COLUMNS, format_main_table, main_table
 from pipeline_lib.report.published import load_published
-from pipeline_lib.report.studies.common import (
+from pipeline_lib.report.studies.contract import (
     STAT_COLUMNS,
     StudyResult,
     check_options,
-    common_notes,
-    deviation_rows,
     join_expected,
-    label,
-    missing_note,
-    new_figure,
-    palette,
 )
+from pipeline_lib.report.studies.display import label
+from pipeline_lib.report.studies.figures import new_figure, palette
+from pipeline_lib.report.studies.paper import deviation_rows
+from pipeline_lib.report.studies.stats import common_notes, missing_note
 
 __all__ = ["DEFAULT_SPACES", "KIND", "OPTIONS", "build", "main_like"]
 

@@ -18,24 +18,11 @@ import pandas as pd
 
 from pipeline_lib.report.published import DATASET_DISPLAY, DETECTOR_DISPLAY, METHOD_DISPLAY
 from pipeline_lib.report.published.text_values import text_value
-from pipeline_lib.report.studies.common import (
-    StudyResult,
-    add_paper,
-    cell_stats,
-    check_options,
-    common_notes,
-    deviation_rows,
-    hatch_incomplete,
-    join_expected,
-    label,
-    missing_note,
-    new_figure,
-    palette,
-    pivot_display,
-    plot_paper,
-    published_main,
-    sort_table,
-)
+from pipeline_lib.report.studies.contract import StudyResult, check_options, join_expected
+from pipeline_lib.report.studies.display import label, pivot_display, sort_table
+from pipeline_lib.report.studies.figures import hatch_incomplete, new_figure, palette, plot_paper
+from pipeline_lib.report.studies.paper import add_paper, deviation_rows, published_main
+from pipeline_lib.report.studies.stats import cell_stats, common_notes, missing_note
 
 __all__ = ["KIND", "OPTIONS", "build"]
 
