@@ -15,7 +15,8 @@ stretching it back to a non-square original is left to the caller (``droc score`
 it at the input size).
 
 Threshold: on the image score, at the target FPR of **held-out** training images: the
-training images are split into 5 seeded folds; for each, the detector is refitted on the
+training images are split into 5 seeded folds (fewer for fewer than 10 images, at least
+2 images a fold); for each, the detector is refitted on the
 fit patches of the other images and scores every dense patch of the fold's images
 (:func:`~pipeline_lib.deploy.package.cross_fitted_normality`). Its FPR / TPR on the test
 images are measured and stored.
@@ -41,6 +42,7 @@ from torch import nn
 from pipeline_lib.data.mvtec import category_from_arrays
 from pipeline_lib.deploy.export import check_parity, detector_graph
 from pipeline_lib.deploy.package import (
+    THRESHOLD_FOLDS,
     PackageError,
     cross_fitted_normality,
     document_info,
@@ -293,6 +295,12 @@ def package_patch_cell(
     fit_rows = positions[:, 0] * grid * grid + positions[:, 1] * grid + positions[:, 2]
     fit_features = dense[fit_rows]
     fitted = make_detector(detector, **detector_params).fit(fit_features)
+    folds = min(THRESHOLD_FOLDS, len(train) // 2)
+    if folds < 2:
+        raise PackageError(
+            f"{len(train)} training images are too few to hold some out for the threshold "
+            "(4 needed)"
+        )
     held_out_maps = to_anomaly_scores(
         cross_fitted_normality(
             fit_features,
@@ -302,6 +310,7 @@ def package_patch_cell(
             detector=detector,
             detector_params=detector_params,
             seed=seed,
+            folds=folds,
         )
     ).reshape(len(train), grid, grid)
     held_out = image_scores(held_out_maps)
@@ -314,7 +323,7 @@ def package_patch_cell(
         "threshold_rule": (
             f"image score (max of the patch-score map) > threshold; threshold = "
             f"{1 - target_fpr:g} quantile of the image scores of the {len(train)} training "
-            "images, each scored by a detector fitted without its patches (5 folds)"
+            f"images, each scored by a detector fitted without its patches ({folds} folds)"
         ),
         "anomaly_map": {
             "size": [image_size, image_size],
