@@ -14,8 +14,9 @@ float32 ``(n, size, size)``. The graph holds the detector's fit set as a constan
 keeps every fit patch): above :data:`MAX_EXPORT_BYTES` nothing is exported (an ONNX file
 cannot exceed 2 GB) and the package says so; the eager scorer still works. Memory of one
 forward pass: every patch of the batch at once (``n * grid^2`` patches; 40 MB of pixels per
-256 x 256 image at the paper's 57 x 57 grid), so exported graphs are best fed a few images
-at a time.
+256 x 256 image at the paper's 57 x 57 grid, and the network's activations for 3,249
+patches), so exported graphs are best fed a few images at a time, as the loaders here do
+(:data:`IMAGES_PER_CALL`). The batch dimension stays free (traced on two images).
 """
 
 from __future__ import annotations
@@ -140,30 +141,45 @@ def export_patch_onnx(graph: PatchScoringGraph, example: np.ndarray, path: Path)
     return Path(path)
 
 
-def torchscript_patch_scorer(path: str | os.PathLike) -> PatchScorer:
-    """Load a saved patch graph; returns ``images -> (scores, maps)`` on NumPy arrays."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        module = torch.jit.load(str(path), map_location="cpu").eval()
+#: Images per call of the loaders below: every patch of a call goes through the graph at
+#: once, so memory grows with it; 3 (not the 2 of the trace) also checks the free batch
+#: dimension and, in the parity check's permuted order, that rows do not mix.
+IMAGES_PER_CALL = 3
 
+
+def _in_small_batches(run: PatchScorer) -> PatchScorer:
     def score(images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        with torch.no_grad():
-            scores, maps = module(torch.from_numpy(np.ascontiguousarray(images)))
-        return scores.numpy(), maps.numpy()
+        step = IMAGES_PER_CALL
+        parts = [run(images[i : i + step]) for i in range(0, len(images), step)]
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
     return score
 
 
+def torchscript_patch_scorer(path: str | os.PathLike) -> PatchScorer:
+    """Load a saved patch graph; ``images -> (scores, maps)``, :data:`IMAGES_PER_CALL` a call."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        module = torch.jit.load(str(path), map_location="cpu").eval()
+
+    def run(images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        with torch.no_grad():
+            scores, maps = module(torch.from_numpy(np.ascontiguousarray(images)))
+        return scores.numpy(), maps.numpy()
+
+    return _in_small_batches(run)
+
+
 def onnx_patch_scorer(path: str | os.PathLike) -> PatchScorer:
-    """Load a patch graph in onnxruntime (CPU); returns ``images -> (scores, maps)``."""
+    """Load a patch graph in onnxruntime (CPU); ``images -> (scores, maps)``, in small batches."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3
     session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
-    def score(images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def run(images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         scores, maps = session.run(None, {"images": np.ascontiguousarray(images, dtype=np.uint8)})
         return scores, maps
 
-    return score
+    return _in_small_batches(run)
