@@ -213,13 +213,17 @@ class PackagedPatchDetector:
         )
 
 
-def _representation(method: str, model_path: str | os.PathLike | None, *, seed: int, width: int):
+def _representation(
+    method: str, model_path: str | os.PathLike | None, *, seed: int, width: int
+) -> tuple[nn.Module, dict[str, Any]]:
+    """The cell's network and what rebuilds it (refused before building if not packable)."""
     if method in TRAINED_METHODS:
         if model_path is None:
             raise PackageError(f"trained method {method!r} needs its model.pt")
         model = load_trained_representation(model_path)
-        return model, dict(model.arch)
-    return build_representation(method, seed=seed, width=width), None
+        return model, representation_spec(method, seed=seed, width=width, arch=model.arch)
+    spec = representation_spec(method, seed=seed, width=width, arch=None)
+    return build_representation(method, seed=seed, width=width), spec
 
 
 def _display_range(held_out_maps: np.ndarray, threshold: float) -> list[float]:
@@ -281,8 +285,7 @@ def package_patch_cell(
         scores or maps beyond the parity tolerance.
     """
     method, detector, seed = cell["method"], cell["detector"], int(cell["seed"])
-    representation, arch = _representation(method, model_path, seed=seed, width=width)
-    spec = representation_spec(method, seed=seed, width=width, arch=arch)
+    representation, spec = _representation(method, model_path, seed=seed, width=width)
     category = category_from_arrays(load_npz(category_path))
     train = category.train_images
     image_size = int(train.shape[1])

@@ -199,3 +199,22 @@ def test_format_1_image_packages_still_load(tmp_path: Path) -> None:
     loaded = load_package_folder(tmp_path / "old")
     assert isinstance(loaded, PackagedDetector) and loaded.threshold == 0.5
     assert np.array_equal(loaded.anomaly_scores(images), old.anomaly_scores(images))
+
+
+def test_unpackable_method_is_refused_before_any_work(tmp_path: Path) -> None:
+    with pytest.raises(PackageError, match="resnet50_imagenet.*outside weights"):
+        package_patch_cell(
+            tmp_path / "package",
+            category_path=tmp_path / "missing.npz",
+            model_path=None,
+            cell={"dataset": "mvtec", "inlier": "w", "method": "resnet50_imagenet"}
+            | {"detector": "kde", "seed": 0},
+            detector_params={},
+            width=4,
+            patch_size=PATCH,
+            stride=STRIDE,
+            sigma=4.0,
+            normalize=True,
+            max_fit_patches=None,
+            target_fpr=0.1,
+        )
