@@ -30,6 +30,7 @@ the detector's fit set is too large to embed (above
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ from pipeline_lib.deploy.package import (
 )
 from pipeline_lib.deploy.patch_export import (
     MAX_EXPORT_BYTES,
+    PatchScorer,
     PatchScoringGraph,
     buffer_bytes,
     export_patch_onnx,
@@ -419,11 +421,13 @@ def _export_and_check(
             f"of {MAX_EXPORT_BYTES:,} (ONNX files stop at 2 GB); set mvtec.embed."
             "max_fit_patches lower to export, or score with the eager package",
         }
+    eager = _remember(lambda x: _pair(package.score(x)))
+    others = {name: _remember(fn) for name, fn in others.items()}
     parity = {}
     for part, index in (("score", 0), ("map", 1)):
         report = check_parity(
             sample,
-            lambda x, i=index: _pair(package.score(x))[i],
+            lambda x, i=index: eager(x)[i],
             {name: (lambda x, f=fn, i=index: f(x)[i]) for name, fn in others.items()},
             seed=seed,
         )
@@ -438,3 +442,16 @@ def _export_and_check(
 
 def _pair(result: PatchResult) -> tuple[np.ndarray, np.ndarray]:
     return result.scores, result.maps
+
+
+def _remember(score: PatchScorer) -> PatchScorer:
+    """``score`` computed once per distinct batch: the score and map checks share the runs."""
+    seen: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+
+    def remembered(images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        key = hashlib.sha1(np.ascontiguousarray(images).tobytes()).digest()
+        if key not in seen:
+            seen[key] = score(images)
+        return seen[key]
+
+    return remembered
