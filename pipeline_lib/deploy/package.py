@@ -25,7 +25,8 @@ Threshold: an image is an anomaly when its anomaly score (``-score_samples``) ex
 threshold, chosen at a target false-positive rate on **held-out** inlier scores. Scoring
 the detector's own fit rows would be optimistic (a 1-NN detector gives each its own
 similarity 1), so the held-out scores come from k-fold cross-fitting: the detector is
-refitted on k-1 folds of the fit features and scores the k-th. The representation did see
+refitted (with the deployed detector's kernel width) on k-1 folds of the fit features and
+scores the k-th. The representation did see
 those images in training, so the threshold may still be somewhat tight; the FPR / TPR it
 gives on the test split are measured and stored beside it.
 """
@@ -312,6 +313,7 @@ def cross_fitted_normality(
     detector_params: dict[str, Any],
     seed: int,
     folds: int = THRESHOLD_FOLDS,
+    kernel_of: Any | None = None,
 ) -> np.ndarray:
     """Held-out normality of every query row: scored by a detector fitted without its group.
 
@@ -320,6 +322,13 @@ def cross_fitted_normality(
     folds; for each, the detector is refitted on the fit rows of the other groups and scores
     the query rows of the fold's groups, rescaled to the full fit size
     (:func:`_to_full_size`).
+
+    ``kernel_of``, the detector fitted on all rows: the folds keep its kernel width
+    (``gamma_``, derived from the fit features' variance when ``gamma`` is not set), so a
+    fold differs from the deployed detector only in its rows. Why: a score
+    ``(1/g) log sum_j exp(...)`` moves with ``g``, and a 1 % change of the width shifts every
+    held-out score by about ``0.01 log(n) / g``, which on near-identical inliers (a
+    production line) can exceed their whole spread.
 
     Raises
     ------
@@ -336,10 +345,13 @@ def cross_fitted_normality(
     order = groups[np.random.default_rng(seed).permutation(len(groups))]
     normality = np.full(len(query_features), np.nan, dtype=np.float64)
     n = len(fit_features)
+    params = dict(detector_params)
+    if kernel_of is not None and getattr(kernel_of, "gamma", 0) is None:
+        params["gamma"] = float(kernel_of.gamma_)  # derived at fit time: keep it fixed
     for part in np.array_split(order, folds):
         keep = ~np.isin(fit_groups, part)
         rows = np.flatnonzero(np.isin(query_groups, part))
-        fitted = make_detector(detector, **detector_params).fit(fit_features[keep])
+        fitted = make_detector(detector, **params).fit(fit_features[keep])
         normality[rows] = _to_full_size(
             detector, fitted, fitted.score_samples(query_features[rows]), n / int(keep.sum())
         )
@@ -361,6 +373,7 @@ def calibrate_threshold(
     target_fpr: float,
     seed: int,
     folds: int = THRESHOLD_FOLDS,
+    kernel_of: Any | None = None,
 ) -> tuple[float, np.ndarray]:
     """Threshold at ``target_fpr`` on cross-fitted (held-out) inlier anomaly scores.
 
@@ -390,6 +403,7 @@ def calibrate_threshold(
             detector_params=detector_params,
             seed=seed,
             folds=folds,
+            kernel_of=kernel_of,
         )
     )
     return threshold_at(held_out, target_fpr), held_out
@@ -475,6 +489,7 @@ def package_cell(
         detector_params=detector_params,
         target_fpr=target_fpr,
         seed=seed,
+        kernel_of=fitted,
     )
     if method in TRAINED_METHODS:
         if model_path is None:

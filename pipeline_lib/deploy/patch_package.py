@@ -317,6 +317,7 @@ def package_patch_cell(
             detector_params=detector_params,
             seed=seed,
             folds=folds,
+            kernel_of=fitted,
         )
     ).reshape(len(train), grid, grid)
     held_out = image_scores(held_out_maps)
