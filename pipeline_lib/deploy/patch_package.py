@@ -31,6 +31,7 @@ the detector's fit set is too large to embed (above
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -74,6 +75,8 @@ from pipeline_lib.mvtec.localize import grid_side, image_scores, upsample_score_
 from pipeline_lib.mvtec.patches import embed_patches, sample_positions
 from pipeline_lib.registry import TRAINED_METHODS
 from pipeline_lib.runtime.io import load_npz
+
+log = logging.getLogger(__name__)
 
 #: Test images of the export-time parity check. Each is 3,249 patches at the paper's sizes,
 #: run by 4 implementations in 2 orders: 4 images keep that to minutes on a CPU.
@@ -322,6 +325,14 @@ def package_patch_cell(
     ).reshape(len(train), grid, grid)
     held_out = image_scores(held_out_maps)
     threshold = threshold_at(held_out, target_fpr)
+    few = len(train) * target_fpr < 1.0
+    if few:
+        log.warning(
+            "%d training images are too few for a threshold at FPR %g: it is the largest "
+            "held-out image score, and the test FPR may be well above the target",
+            len(train),
+            target_fpr,
+        )
     info: dict[str, Any] = {
         "cell": {**cell, "fitset": "train"},
         "detector_params": detector_params,
@@ -363,6 +374,7 @@ def package_patch_cell(
     labels = category.test_labels
     metrics: dict[str, Any] = {
         "threshold": threshold,
+        "threshold_is_max_of_held_out": few,
         "heldout_fpr": float(np.mean(held_out > threshold)),
         **{f"test_{k}": v for k, v in rates(test.scores, labels, threshold).items()},
         "image_auroc": auroc(test.scores, labels),
