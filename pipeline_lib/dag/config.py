@@ -315,27 +315,51 @@ def _check_explain(config: dict[str, Any]) -> None:
         )
 
 
+#: ``deploy.dataset`` of an MVTec category cell (``deploy.inlier`` is then the category).
+MVTEC_DEPLOY_DATASET = "mvtec"
+
+
 def _check_deploy(config: dict[str, Any]) -> None:
     """The deployed cell must be one the sweep computes (or ``best`` must choose it)."""
     deploy = config["deploy"]
     where = "config key 'deploy"
-    if deploy["dataset"] not in config.get("datasets", {}):
+    mvtec = deploy["dataset"] == MVTEC_DEPLOY_DATASET
+    if mvtec and "mvtec" not in config:
+        raise ConfigError(
+            f"{where}.dataset': 'mvtec' packages an MVTec category cell, but the config has no "
+            "'mvtec' section to compute it"
+        )
+    if not mvtec and deploy["dataset"] not in config.get("datasets", {}):
+        known = [
+            *config.get("datasets", {}),
+            *([MVTEC_DEPLOY_DATASET] if "mvtec" in config else []),
+        ]
         raise ConfigError(
             f"{where}.dataset': {deploy['dataset']!r} is not one of the sweep's datasets "
-            f"({', '.join(config.get('datasets', {})) or 'none'})"
+            f"({', '.join(known) or 'none'})"
         )
     if deploy["seed"] is not None and deploy["seed"] not in config["seeds"]:
         raise ConfigError(f"{where}.seed': {deploy['seed']} is not a seed of the sweep")
+    if mvtec and isinstance(config["mvtec"]["categories"], list) and deploy["inlier"] is not None:
+        # With categories "all" the folders are only known to the workflow (deploy_common.smk).
+        named = list(config["mvtec"]["categories"])
+        if str(deploy["inlier"]) not in named:
+            raise ConfigError(
+                f"{where}.inlier': {deploy['inlier']!r} is not one of mvtec.categories "
+                f"({', '.join(named)})"
+            )
     if deploy["best"]:
         given = [key for key in ("method", "detector") if deploy[key] is not None]
         if given:
             raise ConfigError(f"{where}': best chooses {' and '.join(given)}; leave it null")
         return
-    for key, allowed in (("method", config["methods"]), ("detector", config["detectors"])):
+    sweep = config["mvtec"] if mvtec else config
+    label = "the MVTec sweep's (mvtec.{key}s)" if mvtec else "the sweep's {key}s"
+    for key, allowed in (("method", sweep["methods"]), ("detector", sweep["detectors"])):
         if deploy[key] not in allowed:
             raise ConfigError(
-                f"{where}.{key}': {deploy[key]!r} must be one of the sweep's {key}s "
-                f"({', '.join(allowed)}), or set deploy.best: true"
+                f"{where}.{key}': {deploy[key]!r} must be one of "
+                f"{label.format(key=key)} ({', '.join(allowed)}), or set deploy.best: true"
             )
 
 

@@ -9,6 +9,9 @@ turn that into a row of their error list.
 Resizing follows :mod:`pipeline_lib.data.image_folder` (PROTOCOL.md "shorter side to s,
 centre crop"): RGB, shorter side to ``size`` (bilinear), centre crop to ``size x size``.
 An image already ``size x size`` (CIFAR, the digits cache) passes through unchanged.
+MVTec patch models were trained on whole images resized to a square without cropping
+(:mod:`pipeline_lib.data.mvtec`), so their packages ask for ``resize="stretch"``: the whole
+image, bilinear, to ``size x size``; the anomaly map then covers the whole input.
 Grayscale and palette images are converted to RGB, as the training readers do; images with
 an alpha channel, CMYK or 16-bit / float pixels are refused, because silently dropping or
 rescaling those channels would score something else than what the user sent.
@@ -37,18 +40,30 @@ DEFAULT_MAX_PIXELS = 50_000_000
 _ACCEPTED_MODES = {"RGB": "RGB", "L": "grayscale", "P": "palette", "1": "bilevel"}
 
 
+#: How an image becomes ``size x size``: ``crop`` (shorter side, centre crop; the image
+#: benchmarks) or ``stretch`` (whole image, aspect ratio not kept; the MVTec reader).
+RESIZE_MODES = ("crop", "stretch")
+
+
 class ImageError(ValueError):
     """One input cannot be scored; the message says why and what would be accepted."""
 
 
-def resize_to(pixels: np.ndarray, size: int) -> np.ndarray:
-    """Shorter side to ``size`` (bilinear), centre crop: uint8 ``(h, w, 3)`` -> ``(size, size, 3)``.
+def resize_to(pixels: np.ndarray, size: int, resize: str = "crop") -> np.ndarray:
+    """uint8 ``(h, w, 3)`` -> ``(size, size, 3)`` as the training reader did.
 
-    Why: the image-folder readers resize like this for training (PROTOCOL.md).
+    ``crop``: shorter side to ``size`` (bilinear), centre crop (the image-folder readers,
+    PROTOCOL.md). ``stretch``: the whole image to ``size x size`` (bilinear; the MVTec
+    reader).
     """
+    if resize not in RESIZE_MODES:
+        raise ValueError(f"resize must be one of {RESIZE_MODES}, got {resize!r}")
     height, width = pixels.shape[:2]
     if (height, width) == (size, size):
         return np.ascontiguousarray(pixels)
+    if resize == "stretch":
+        image = Image.fromarray(pixels).resize((size, size), Image.Resampling.BILINEAR)
+        return np.asarray(image, dtype=np.uint8).copy()
     scale = size / min(height, width)
     new_w, new_h = max(size, round(width * scale)), max(size, round(height * scale))
     image = Image.fromarray(pixels).resize((new_w, new_h), Image.Resampling.BILINEAR)
@@ -66,7 +81,9 @@ def _check_pixels(width: int, height: int, max_pixels: int) -> None:
         )
 
 
-def decode_image(data: bytes, *, size: int, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+def decode_image(
+    data: bytes, *, size: int, max_pixels: int = DEFAULT_MAX_PIXELS, resize: str = "crop"
+) -> np.ndarray:
     """Decode an encoded image (PNG, JPEG, BMP, TIFF, ...) to uint8 ``(size, size, 3)``.
 
     Raises
@@ -96,10 +113,12 @@ def decode_image(data: bytes, *, size: int, max_pixels: int = DEFAULT_MAX_PIXELS
         raise ImageError(f"not a readable image ({error})") from error
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombWarning) as error:
         raise ImageError(f"corrupt or truncated image ({type(error).__name__}: {error})") from error
-    return resize_to(np.asarray(rgb, dtype=np.uint8), size)
+    return resize_to(np.asarray(rgb, dtype=np.uint8), size, resize)
 
 
-def image_from_array(array: Any, *, size: int, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+def image_from_array(
+    array: Any, *, size: int, max_pixels: int = DEFAULT_MAX_PIXELS, resize: str = "crop"
+) -> np.ndarray:
     """A pixel array ``(h, w)``, ``(h, w, 1)`` or ``(h, w, 3)`` of 0..255 -> ``(size, size, 3)``.
 
     Raises
@@ -131,11 +150,11 @@ def image_from_array(array: Any, *, size: int, max_pixels: int = DEFAULT_MAX_PIX
         raise ImageError("array values must be finite and within 0..255 (uint8 pixels)")
     if not np.all(values == np.round(values)):
         raise ImageError("array values must be integers 0..255 (uint8 pixels, not [0, 1] floats)")
-    return resize_to(values.astype(np.uint8), size)
+    return resize_to(values.astype(np.uint8), size, resize)
 
 
 def decode_base64_image(
-    text: Any, *, size: int, max_pixels: int = DEFAULT_MAX_PIXELS
+    text: Any, *, size: int, max_pixels: int = DEFAULT_MAX_PIXELS, resize: str = "crop"
 ) -> np.ndarray:
     """A base64 string of an encoded image file -> uint8 ``(size, size, 3)``.
 
@@ -150,11 +169,15 @@ def decode_base64_image(
         data = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError) as error:
         raise ImageError(f"'image' is not valid base64 ({error})") from error
-    return decode_image(data, size=size, max_pixels=max_pixels)
+    return decode_image(data, size=size, max_pixels=max_pixels, resize=resize)
 
 
 def read_image_file(
-    path: str | os.PathLike, *, size: int, max_pixels: int = DEFAULT_MAX_PIXELS
+    path: str | os.PathLike,
+    *,
+    size: int,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    resize: str = "crop",
 ) -> np.ndarray:
     """Read one image file -> uint8 ``(size, size, 3)``.
 
@@ -167,7 +190,7 @@ def read_image_file(
         data = Path(path).read_bytes()
     except OSError as error:
         raise ImageError(f"cannot read file ({error.strerror or error})") from error
-    return decode_image(data, size=size, max_pixels=max_pixels)
+    return decode_image(data, size=size, max_pixels=max_pixels, resize=resize)
 
 
 def collect_image_files(
@@ -215,14 +238,16 @@ def collect_image_files(
 
 
 def read_images(
-    files: Iterable[Path], *, size: int, max_pixels: int = DEFAULT_MAX_PIXELS
+    files: Iterable[Path], *, size: int, max_pixels: int = DEFAULT_MAX_PIXELS, resize: str = "crop"
 ) -> tuple[list[tuple[Path, np.ndarray]], list[tuple[str, str]]]:
     """Read every file; returns ``(path, pixels)`` of the good ones and ``(path, reason)``."""
     good: list[tuple[Path, np.ndarray]] = []
     errors: list[tuple[str, str]] = []
     for path in files:
         try:
-            good.append((path, read_image_file(path, size=size, max_pixels=max_pixels)))
+            good.append(
+                (path, read_image_file(path, size=size, max_pixels=max_pixels, resize=resize))
+            )
         except ImageError as error:
             errors.append((str(path), str(error)))
     return good, errors

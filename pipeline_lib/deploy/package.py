@@ -4,12 +4,17 @@ A package is a folder (what the MLflow pyfunc carries as its artifact, and what
 ``droc score --model FOLDER`` reads directly):
 
 ==================  ======================================================================
-``package.json``    format, cell, preprocessing (input side), threshold, metrics, parity
+``package.json``    format, kind, cell, preprocessing (input side), threshold, metrics, parity
 ``representation.pt``  ``torch.save`` dict of tensors and plain values (``weights_only``)
 ``detector.pkl``    the fitted scikit-learn detector (pickle: load trusted packages only)
 ``model.ts``        TorchScript graph uint8 images -> normality (:mod:`.export`)
 ``model.onnx``      the same graph in ONNX (onnxruntime, no torch needed)
 ==================  ======================================================================
+
+``kind`` is ``image`` here (one score per image; format 1 packages, written before kinds
+existed, are image packages) and ``patch`` for MVTec cells
+(:mod:`pipeline_lib.deploy.patch_package`: a score and an anomaly map per image);
+:func:`pipeline_lib.deploy.packages.load_package_folder` reads either.
 
 The eager scorer (:meth:`PackagedDetector.normality`) is the pipeline's own code path
 (:func:`~pipeline_lib.models.embed.extract_embeddings` then ``detector.score_samples``), so a
@@ -20,7 +25,8 @@ Threshold: an image is an anomaly when its anomaly score (``-score_samples``) ex
 threshold, chosen at a target false-positive rate on **held-out** inlier scores. Scoring
 the detector's own fit rows would be optimistic (a 1-NN detector gives each its own
 similarity 1), so the held-out scores come from k-fold cross-fitting: the detector is
-refitted on k-1 folds of the fit features and scores the k-th. The representation did see
+refitted (with the deployed detector's kernel width) on k-1 folds of the fit features and
+scores the k-th. The representation did see
 those images in training, so the threshold may still be somewhat tight; the FPR / TPR it
 gives on the test split are measured and stored beside it.
 """
@@ -33,7 +39,7 @@ import pickle
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -60,7 +66,10 @@ from pipeline_lib.models.representation import build_representation
 from pipeline_lib.registry import FROZEN_METHODS, TRAINED_METHODS
 from pipeline_lib.runtime.io import atomic_path, load_image_dataset, load_npz
 
-PACKAGE_FORMAT = "droc-deploy-package/1"
+#: Format 2 adds ``kind`` (``image`` or ``patch``); format 1 packages (image cells, no
+#: ``kind``) still load.
+PACKAGE_FORMAT = "droc-deploy-package/2"
+READABLE_FORMATS = ("droc-deploy-package/1", PACKAGE_FORMAT)
 REPRESENTATION_FORMAT = "droc-deploy-representation/1"
 #: Frozen methods a package can rebuild from its own file (resnet50_imagenet needs an
 #: outside weights file at build time and is not packaged).
@@ -69,6 +78,22 @@ PACKABLE_FROZEN = ("raw", "resnet18_random")
 THRESHOLD_FOLDS = 5
 #: Test images (inliers and outliers, a seeded draw) of the export-time parity check.
 PARITY_IMAGES = 64
+
+
+#: Keys of ``package.json`` the package classes read themselves (the rest is ``info``).
+_HEADER_KEYS = frozenset(
+    {
+        "format",
+        "kind",
+        "image_size",
+        "threshold",
+        "resize",
+        "patch_size",
+        "stride",
+        "sigma",
+        "normalize",
+    }
+)
 
 
 class PackageError(ValueError):
@@ -101,6 +126,10 @@ class PackagedDetector:
     threshold: float
     info: dict[str, Any] = field(default_factory=dict)
     batch_size: int = 64
+    #: Package kind in ``package.json``, and how new images are resized (the training
+    #: readers' way: shorter side + centre crop).
+    kind: ClassVar[str] = "image"
+    resize: ClassVar[str] = "crop"
 
     def normality(self, images: np.ndarray) -> np.ndarray:
         """``score_samples`` of uint8 images ``(n, s, s, 3)``: higher = more normal."""
@@ -120,27 +149,12 @@ class PackagedDetector:
     def save(self, folder: str | os.PathLike) -> Path:
         """Write ``package.json``, ``representation.pt`` and ``detector.pkl`` into ``folder``."""
         folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        payload = {
-            "format": REPRESENTATION_FORMAT,
-            **self.info["representation"],
-            "state_dict": {
-                name: value.detach().cpu()
-                for name, value in self.representation.state_dict().items()
-            },
-        }
-        with atomic_path(folder / "representation.pt") as tmp:
-            torch.save(payload, tmp)
-        with atomic_path(folder / "detector.pkl") as tmp, open(tmp, "wb") as handle:
-            pickle.dump(self.detector, handle, protocol=pickle.HIGHEST_PROTOCOL)
-        document = {
-            "format": PACKAGE_FORMAT,
-            "image_size": self.image_size,
-            "threshold": self.threshold,
-            **self.info,
-        }
-        with atomic_path(folder / "package.json") as tmp:
-            Path(tmp).write_text(json.dumps(document, indent=2, sort_keys=True))
+        write_model_files(folder, self.representation, self.info["representation"], self.detector)
+        write_document(
+            folder,
+            {"kind": self.kind, "image_size": self.image_size, "threshold": self.threshold},
+            self.info,
+        )
         return folder
 
     @classmethod
@@ -150,37 +164,92 @@ class PackagedDetector:
         Raises
         ------
         PackageError
-            If a file is missing, unreadable or of another format (the message names it).
+            If a file is missing, unreadable or of another format or kind (the message
+            names it).
         """
         folder = Path(folder)
-        meta_path = folder / "package.json"
-        try:
-            document = json.loads(meta_path.read_text())
-        except (OSError, ValueError) as error:
-            raise PackageError(
-                f"{meta_path} is missing or not JSON ({error}); --model must name a package "
-                "folder written by the deploy step, or an MLflow model URI"
-            ) from error
-        if document.get("format") != PACKAGE_FORMAT:
-            raise PackageError(f"{meta_path} is not a {PACKAGE_FORMAT} file")
-        representation = _load_representation(folder / "representation.pt")
-        try:
-            with open(folder / "detector.pkl", "rb") as handle:
-                detector = pickle.load(handle)  # noqa: S301 - packages are trusted artefacts
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError) as error:
-            raise PackageError(
-                f"{folder / 'detector.pkl'} cannot be read ({type(error).__name__}: {error}); "
-                "re-run the deploy step"
-            ) from error
-        info = {k: v for k, v in document.items() if k not in {"format", "image_size", "threshold"}}
+        document = read_document(folder, kind=cls.kind)
+        representation, detector = read_model_files(folder)
         return cls(
             representation=representation,
             detector=detector,
             image_size=int(document["image_size"]),
             threshold=float(document["threshold"]),
-            info=info,
+            info=document_info(document),
             batch_size=batch_size,
         )
+
+
+def write_model_files(
+    folder: Path, representation: nn.Module, spec: dict[str, Any], detector: Any
+) -> None:
+    """``representation.pt`` (spec + state dict) and ``detector.pkl`` of a package."""
+    folder.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "format": REPRESENTATION_FORMAT,
+        **spec,
+        "state_dict": {
+            name: value.detach().cpu() for name, value in representation.state_dict().items()
+        },
+    }
+    with atomic_path(folder / "representation.pt") as tmp:
+        torch.save(payload, tmp)
+    with atomic_path(folder / "detector.pkl") as tmp, open(tmp, "wb") as handle:
+        pickle.dump(detector, handle, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def read_model_files(folder: Path) -> tuple[nn.Module, Any]:
+    """The representation (inference mode) and the fitted detector of a package folder."""
+    representation = _load_representation(folder / "representation.pt")
+    try:
+        with open(folder / "detector.pkl", "rb") as handle:
+            detector = pickle.load(handle)  # noqa: S301 - packages are trusted artefacts
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError) as error:
+        raise PackageError(
+            f"{folder / 'detector.pkl'} cannot be read ({type(error).__name__}: {error}); "
+            "re-run the deploy step"
+        ) from error
+    return representation, detector
+
+
+def write_document(folder: Path, header: dict[str, Any], info: dict[str, Any]) -> None:
+    """``package.json``: the format, the package's own fields (``header``) and ``info``."""
+    document = {"format": PACKAGE_FORMAT, **header, **info}
+    with atomic_path(folder / "package.json") as tmp:
+        Path(tmp).write_text(json.dumps(document, indent=2, sort_keys=True))
+
+
+def read_document(folder: str | os.PathLike, *, kind: str | None = None) -> dict[str, Any]:
+    """``package.json`` of a package folder, with ``kind`` filled in for format 1 (image).
+
+    Raises
+    ------
+    PackageError
+        If the file is missing or not JSON, of an unknown format, or (with ``kind``) of
+        another kind.
+    """
+    meta_path = Path(folder) / "package.json"
+    try:
+        document = json.loads(meta_path.read_text())
+    except (OSError, ValueError) as error:
+        raise PackageError(
+            f"{meta_path} is missing or not JSON ({error}); --model must name a package "
+            "folder written by the deploy step, or an MLflow model URI"
+        ) from error
+    if not isinstance(document, dict) or document.get("format") not in READABLE_FORMATS:
+        raise PackageError(f"{meta_path} is not a {' or '.join(READABLE_FORMATS)} file")
+    document.setdefault("kind", "image")  # format 1 held image cells only
+    if kind is not None and document["kind"] != kind:
+        raise PackageError(
+            f"{meta_path} holds a {document['kind']!r} package, not {kind!r}; load it with "
+            "pipeline_lib.deploy.packages.load_package_folder"
+        )
+    return document
+
+
+def document_info(document: dict[str, Any]) -> dict[str, Any]:
+    """What ``package.json`` holds besides the format and the fields the classes read."""
+    return {k: v for k, v in document.items() if k not in _HEADER_KEYS}
 
 
 def representation_spec(method: str, *, seed: int, width: int, arch: dict | None) -> dict:
@@ -234,6 +303,68 @@ def _to_full_size(detector: str, fitted: Any, normality: np.ndarray, ratio: floa
     return normality
 
 
+def cross_fitted_normality(
+    fit_features: np.ndarray,
+    fit_groups: np.ndarray,
+    query_features: np.ndarray,
+    query_groups: np.ndarray,
+    *,
+    detector: str,
+    detector_params: dict[str, Any],
+    seed: int,
+    folds: int = THRESHOLD_FOLDS,
+    kernel_of: Any | None = None,
+) -> np.ndarray:
+    """Held-out normality of every query row: scored by a detector fitted without its group.
+
+    Groups are what is held out together: one fit row for an image cell, one training image
+    (all its patches) for a patch cell. The distinct groups are split into ``folds`` seeded
+    folds; for each, the detector is refitted on the fit rows of the other groups and scores
+    the query rows of the fold's groups, rescaled to the full fit size
+    (:func:`_to_full_size`).
+
+    ``kernel_of``, the detector fitted on all rows: the folds keep its kernel width
+    (``gamma_``, derived from the fit features' variance when ``gamma`` is not set), so a
+    fold differs from the deployed detector only in its rows. Why: a score
+    ``(1/g) log sum_j exp(...)`` moves with ``g``, and a 1 % change of the width shifts every
+    held-out score by about ``0.01 log(n) / g``, which on near-identical inliers (a
+    production line) can exceed their whole spread.
+
+    Raises
+    ------
+    ValueError
+        If there are fewer groups than ``2 * folds``.
+    """
+    fit_groups, query_groups = np.asarray(fit_groups), np.asarray(query_groups)
+    groups = np.unique(fit_groups)
+    if len(groups) < 2 * folds:
+        raise ValueError(
+            f"{len(groups)} fit groups are too few to hold out inliers for the threshold "
+            f"({2 * folds} needed)"
+        )
+    order = groups[np.random.default_rng(seed).permutation(len(groups))]
+    normality = np.full(len(query_features), np.nan, dtype=np.float64)
+    n = len(fit_features)
+    params = dict(detector_params)
+    if kernel_of is not None and getattr(kernel_of, "gamma", 0) is None:
+        params["gamma"] = float(kernel_of.gamma_)  # derived at fit time: keep it fixed
+    for part in np.array_split(order, folds):
+        keep = ~np.isin(fit_groups, part)
+        rows = np.flatnonzero(np.isin(query_groups, part))
+        fitted = make_detector(detector, **params).fit(fit_features[keep])
+        normality[rows] = _to_full_size(
+            detector, fitted, fitted.score_samples(query_features[rows]), n / int(keep.sum())
+        )
+    return normality
+
+
+def threshold_at(held_out: np.ndarray, target_fpr: float) -> float:
+    """The smallest held-out anomaly score with at most ``target_fpr`` of them above it."""
+    if not 0.0 < target_fpr < 1.0:
+        raise ValueError(f"target_fpr must be in (0, 1), got {target_fpr}")
+    return float(np.quantile(held_out, 1.0 - target_fpr, method="higher"))
+
+
 def calibrate_threshold(
     fit_features: np.ndarray,
     *,
@@ -242,6 +373,7 @@ def calibrate_threshold(
     target_fpr: float,
     seed: int,
     folds: int = THRESHOLD_FOLDS,
+    kernel_of: Any | None = None,
 ) -> tuple[float, np.ndarray]:
     """Threshold at ``target_fpr`` on cross-fitted (held-out) inlier anomaly scores.
 
@@ -260,22 +392,21 @@ def calibrate_threshold(
     """
     if not 0.0 < target_fpr < 1.0:
         raise ValueError(f"target_fpr must be in (0, 1), got {target_fpr}")
-    n = len(fit_features)
-    if n < 2 * folds:
-        raise ValueError(
-            f"{n} fit rows are too few to hold out inliers for the threshold ({2 * folds} needed)"
+    rows = np.arange(len(fit_features))
+    held_out = to_anomaly_scores(
+        cross_fitted_normality(
+            fit_features,
+            rows,
+            fit_features,
+            rows,
+            detector=detector,
+            detector_params=detector_params,
+            seed=seed,
+            folds=folds,
+            kernel_of=kernel_of,
         )
-    order = np.random.default_rng(seed).permutation(n)
-    held_out = np.empty(n, dtype=np.float64)
-    for part in np.array_split(order, folds):
-        rest = np.setdiff1d(order, part)
-        fitted = make_detector(detector, **detector_params).fit(fit_features[rest])
-        normality = _to_full_size(
-            detector, fitted, fitted.score_samples(fit_features[part]), n / len(rest)
-        )
-        held_out[part] = to_anomaly_scores(normality)
-    threshold = float(np.quantile(held_out, 1.0 - target_fpr, method="higher"))
-    return threshold, held_out
+    )
+    return threshold_at(held_out, target_fpr), held_out
 
 
 def rates(anomaly_scores: np.ndarray, is_outlier: np.ndarray, threshold: float) -> dict[str, float]:
@@ -358,6 +489,7 @@ def package_cell(
         detector_params=detector_params,
         target_fpr=target_fpr,
         seed=seed,
+        kernel_of=fitted,
     )
     if method in TRAINED_METHODS:
         if model_path is None:

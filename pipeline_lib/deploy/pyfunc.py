@@ -13,6 +13,13 @@ Request format (``mlflow models serve``; one row per image, JSON such as
 
 Answer: one row per input with ``name``, ``score`` (anomaly score, higher = more
 anomalous), ``is_anomaly`` (``score > threshold``) and ``error`` (empty when scored).
+MVTec (patch) packages add ``anomaly_map``: base64 of a ``.npy`` file holding the float32
+``(image_size, image_size)`` up-sampled anomaly map of the resized input (higher = more
+anomalous, on the scale of ``score``), read back with
+``np.load(io.BytesIO(base64.b64decode(value)))`` (:func:`decode_map`). Why ``.npy`` and not
+nested lists: a 256 x 256 map is 65,536 floats, about 1.3 MB as JSON numbers and 350 kB as
+base64 ``.npy``, and the shape and dtype travel with it. Why not a PNG: a PNG holds 8- or
+16-bit levels, not the scores.
 
 Why per-row errors: MLflow's scoring server turns any exception raised in ``predict`` into
 one HTTP 400 for the whole request, so one truncated JPEG would fail every image sent with
@@ -26,6 +33,8 @@ size limit of its own), so a reverse proxy in front should cap the body size too
 
 from __future__ import annotations
 
+import base64
+import io
 import os
 from pathlib import Path
 from typing import Any
@@ -43,8 +52,8 @@ from pipeline_lib.deploy.images import (
     decode_base64_image,
     image_from_array,
 )
-from pipeline_lib.deploy.package import PackagedDetector
-from pipeline_lib.detection.evaluate import to_anomaly_scores
+from pipeline_lib.deploy.package import read_document
+from pipeline_lib.deploy.packages import Package, has_maps, load_package_folder
 
 #: Most images one request may carry.
 MAX_ROWS = 256
@@ -70,6 +79,25 @@ SIGNATURE = ModelSignature(
         ]
     ),
 )
+#: MVTec (patch) packages: the same plus ``anomaly_map`` (base64 ``.npy``, module docstring).
+PATCH_SIGNATURE = ModelSignature(
+    inputs=SIGNATURE.inputs,
+    outputs=Schema(
+        [*SIGNATURE.outputs.inputs, ColSpec(DataType.string, "anomaly_map", required=False)]
+    ),
+)
+
+
+def encode_map(anomaly_map: np.ndarray) -> str:
+    """base64 of the ``.npy`` bytes of a float32 map (the ``anomaly_map`` column)."""
+    buffer = io.BytesIO()
+    np.save(buffer, np.asarray(anomaly_map, dtype=np.float32), allow_pickle=False)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def decode_map(text: str) -> np.ndarray:
+    """The map of an ``anomaly_map`` value (inverse of :func:`encode_map`)."""
+    return np.load(io.BytesIO(base64.b64decode(text)), allow_pickle=False)
 
 
 def _present(value: Any) -> bool:
@@ -93,7 +121,7 @@ def _request_size(frame: pd.DataFrame) -> int:
 
 
 def score_rows(
-    package: PackagedDetector, frame: pd.DataFrame, *, max_pixels: int = DEFAULT_MAX_PIXELS
+    package: Package, frame: pd.DataFrame, *, max_pixels: int = DEFAULT_MAX_PIXELS
 ) -> pd.DataFrame:
     """Decode and score every row of a request; bad rows get an error, the rest a score.
 
@@ -135,9 +163,13 @@ def score_rows(
         array = frame["array"].iloc[i] if "array" in frame else None
         try:
             if _present(image):
-                pixels = decode_base64_image(image, size=package.image_size, max_pixels=max_pixels)
+                pixels = decode_base64_image(
+                    image, size=package.image_size, max_pixels=max_pixels, resize=package.resize
+                )
             elif array is not None and not (isinstance(array, float) and np.isnan(array)):
-                pixels = image_from_array(array, size=package.image_size, max_pixels=max_pixels)
+                pixels = image_from_array(
+                    array, size=package.image_size, max_pixels=max_pixels, resize=package.resize
+                )
             else:
                 raise ImageError("row has neither 'image' nor 'array'")
         except ImageError as error:
@@ -147,26 +179,34 @@ def score_rows(
         images.append(pixels)
     scores: list[float | None] = [None] * len(frame)
     flags: list[bool | None] = [None] * len(frame)
-    if images:
-        anomaly = to_anomaly_scores(package.normality(np.stack(images)))
+    maps: list[str | None] = [None] * len(frame)
+    if images and has_maps(package):
+        result = package.score(np.stack(images))
+        for k, i in enumerate(good):
+            scores[i] = float(result.scores[k])
+            flags[i] = bool(result.is_anomaly[k])
+            maps[i] = encode_map(result.maps[k])
+    elif images:
+        anomaly = package.anomaly_scores(np.stack(images))
         for i, value in zip(good, anomaly, strict=True):
             scores[i] = float(value)
             flags[i] = bool(value > package.threshold)
-    return pd.DataFrame(
-        {
-            "name": names,
-            "score": pd.Series(scores, dtype=object),
-            "is_anomaly": pd.Series(flags, dtype=object),
-            "error": errors,
-        }
-    )
+    columns = {
+        "name": names,
+        "score": pd.Series(scores, dtype=object),
+        "is_anomaly": pd.Series(flags, dtype=object),
+        "error": errors,
+    }
+    if has_maps(package):
+        columns["anomaly_map"] = pd.Series(maps, dtype=object)
+    return pd.DataFrame(columns)
 
 
 class DrocPyfunc(mlflow.pyfunc.PythonModel):
-    """MLflow wrapper of a :class:`~pipeline_lib.deploy.package.PackagedDetector`."""
+    """MLflow wrapper of a package of either kind (:mod:`pipeline_lib.deploy.packages`)."""
 
     def load_context(self, context: Any) -> None:
-        self.package = PackagedDetector.load(context.artifacts[ARTIFACT])
+        self.package = load_package_folder(context.artifacts[ARTIFACT])
 
     def predict(
         self, context: Any, model_input: pd.DataFrame, params: dict[str, Any] | None = None
@@ -209,7 +249,9 @@ def log_and_register(
             python_model=DrocPyfunc(),
             artifacts={ARTIFACT: str(package_dir)},
             code_paths=[code],
-            signature=SIGNATURE,
+            signature=PATCH_SIGNATURE
+            if read_document(package_dir)["kind"] == "patch"
+            else SIGNATURE,
             input_example=input_example,
             registered_model_name=registered_name,
             pip_requirements=_requirements(),
@@ -233,7 +275,7 @@ def _requirements() -> list[str]:
     return [f"{name}=={version(name)}" for name in names]
 
 
-def load_package(uri: str) -> PackagedDetector:
+def load_package(uri: str) -> Package:
     """The packaged detector behind an MLflow model URI (``models:/``, ``runs:/``, a path)."""
     model = mlflow.pyfunc.load_model(uri)
     return model.unwrap_python_model().package

@@ -18,9 +18,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipeline_lib.data.mvtec import category_from_arrays
 from pipeline_lib.deploy.package import package_cell
+from pipeline_lib.deploy.patch_package import package_patch_cell
 from pipeline_lib.report.results import load_results_csv
-from pipeline_lib.runtime.io import load_image_dataset
+from pipeline_lib.runtime.io import load_image_dataset, load_npz
+
+#: MVTec detectors the deploy step cannot package: RotNet's own classifier fits nothing on
+#: features (it is the network's rotation head), so ``best`` never picks it.
+UNPACKABLE_DETECTORS = ("rotation_classifier",)
 
 
 def choose_cell(results: pd.DataFrame, deploy: Mapping[str, Any], *, contamination: float) -> dict:
@@ -72,11 +78,11 @@ def recorded_auroc(results: pd.DataFrame, cell: Mapping[str, Any]) -> float:
     return float(match["auroc"].iloc[0])
 
 
-def input_example(dataset_path: str | os.PathLike, n: int = 2) -> pd.DataFrame:
-    """A request of ``n`` test images as base64 PNG, logged with the model as its example."""
+def input_example(images: np.ndarray, n: int = 2) -> pd.DataFrame:
+    """A request of the first ``n`` images as base64 PNG, logged with the model as its example."""
     from PIL import Image
 
-    images = load_image_dataset(dataset_path).test_images[:n]
+    images = images[:n]
     encoded = []
     for image in images:
         buffer = io.BytesIO()
@@ -97,8 +103,13 @@ def deploy_cell(
     target_fpr: float,
     registered_name: str,
     tracking: Mapping[str, Any] | None,
+    patches: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Package the configured cell into ``out_dir`` and register it (when tracking is on).
+
+    An MVTec cell (``patches`` given) is packaged by
+    :func:`~pipeline_lib.deploy.patch_package.package_patch_cell` from its ``category`` and
+    ``model`` files; any other by :func:`~pipeline_lib.deploy.package.package_cell`.
 
     Parameters
     ----------
@@ -110,7 +121,8 @@ def deploy_cell(
     results_csv : str or PathLike
         The sweep's tidy results (for ``best`` and the recorded AUC).
     files : mapping
-        Method -> its ``dataset``, ``split``, ``features`` and ``model`` (None if frozen).
+        Method -> its ``dataset``, ``split``, ``features`` and ``model`` (None if frozen);
+        MVTec: its ``category`` and ``model``.
     detector_params : mapping
         Detector id -> hyper-parameters (the config's ``detectors``).
     width, max_fit : int
@@ -119,6 +131,9 @@ def deploy_cell(
     registered_name : str
     tracking : mapping or None
         ``tracking_uri``, ``experiment_id`` and ``lock_path``; None to package only.
+    patches : mapping or None
+        MVTec cells: ``patch_size``, ``stride``, ``sigma``, ``normalize``,
+        ``max_fit_patches`` and ``batch_size`` (the config's ``mvtec`` settings).
 
     Returns
     -------
@@ -126,6 +141,8 @@ def deploy_cell(
         The cell, the package's metrics, and the registry entry (or why there is none).
     """
     results = load_results_csv(results_csv)
+    if patches is not None:
+        results = results[~results["detector"].isin(UNPACKABLE_DETECTORS)]
     chosen = choose_cell(results, cell, contamination=float(cell["contamination"]))
     full = {
         "dataset": cell["dataset"],
@@ -137,19 +154,34 @@ def deploy_cell(
     }
     recorded = recorded_auroc(results, full)
     paths = files[full["method"]]
-    metrics = package_cell(
-        out_dir,
-        dataset_path=paths["dataset"],
-        split_path=paths["split"],
-        features_path=paths["features"],
-        model_path=paths.get("model"),
-        cell=full,
-        detector_params=dict(detector_params[full["detector"]]),
-        width=width,
-        max_fit=max_fit,
-        target_fpr=target_fpr,
-        recorded_auroc=recorded,
-    )
+    if patches is None:
+        metrics = package_cell(
+            out_dir,
+            dataset_path=paths["dataset"],
+            split_path=paths["split"],
+            features_path=paths["features"],
+            model_path=paths.get("model"),
+            cell=full,
+            detector_params=dict(detector_params[full["detector"]]),
+            width=width,
+            max_fit=max_fit,
+            target_fpr=target_fpr,
+            recorded_auroc=recorded,
+        )
+        example_images = load_image_dataset(paths["dataset"]).test_images
+    else:
+        metrics = package_patch_cell(
+            out_dir,
+            category_path=paths["category"],
+            model_path=paths.get("model"),
+            cell={k: v for k, v in full.items() if k != "contamination"},
+            detector_params=dict(detector_params[full["detector"]] or {}),
+            width=width,
+            target_fpr=target_fpr,
+            recorded_auroc=recorded,
+            **patches,
+        )
+        example_images = category_from_arrays(load_npz(paths["category"])).test_images
     record: dict[str, Any] = {"cell": full, "metrics": metrics, "package": str(out_dir)}
     if "best_mean_auroc" in chosen:
         record["best_mean_auroc"] = chosen["best_mean_auroc"]
@@ -172,7 +204,7 @@ def deploy_cell(
                 params={**full, "target_fpr": target_fpr, "best": bool(cell["best"])},
                 metrics={k: v for k, v in metrics.items() if np.isfinite(v)},
                 tags={"droc.kind": "deploy"},
-                input_example=input_example(paths["dataset"]),
+                input_example=input_example(example_images),
             )
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)

@@ -5,6 +5,8 @@
 * :func:`plot_explanations` is the arrangement of the paper's Fig. 5 / App. A.6: the
   input, then one column per (attribution method, representation), each heat map laid over
   the image.
+* :func:`overlay_heatmap` is one image with its anomaly map laid over it, as pixels (the
+  heat-map PNG that ``droc score`` writes per image of an MVTec package).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ matplotlib.use("Agg")
 import numpy as np
 from matplotlib.figure import Figure
 
-__all__ = ["plot_explanations", "plot_localization"]
+__all__ = ["overlay_heatmap", "plot_explanations", "plot_localization"]
 
 _CMAP = "jet"
 _ALPHA = 0.5
@@ -122,3 +124,40 @@ def plot_explanations(
     if title:
         fig.suptitle(title, fontsize=10)
     return fig
+
+
+def overlay_heatmap(
+    image: np.ndarray, anomaly_map: np.ndarray, value_range: tuple[float, float]
+) -> np.ndarray:
+    """The figures' colour map (jet, half transparent) over ``image``, as uint8 pixels.
+
+    Why a fixed ``value_range`` (not the map's own min and max): the same colour must mean
+    the same score in every image of a batch, so a defect-free image stays dark instead of
+    having its noise stretched to full red.
+
+    Parameters
+    ----------
+    image : ndarray of shape (s, s, 3), uint8
+    anomaly_map : ndarray of shape (s, s)
+    value_range : (float, float)
+        Scores at the bottom and top of the colour map (values outside are clipped).
+
+    Returns
+    -------
+    ndarray of shape (s, s, 3), uint8
+    """
+    from matplotlib import colormaps
+
+    image, anomaly_map = np.asarray(image), np.asarray(anomaly_map, dtype=np.float64)
+    if image.ndim != 3 or image.shape[-1] != 3 or anomaly_map.shape != image.shape[:2]:
+        raise ValueError(
+            f"need an (s, s, 3) image and an (s, s) map of the same size, got {image.shape} "
+            f"and {anomaly_map.shape}"
+        )
+    low, high = float(value_range[0]), float(value_range[1])
+    if not high > low:
+        raise ValueError(f"value_range must be increasing, got {value_range}")
+    level = np.clip((anomaly_map - low) / (high - low), 0.0, 1.0)
+    colour = colormaps[_CMAP](level)[..., :3]
+    blended = (1.0 - _ALPHA) * image / 255.0 + _ALPHA * colour
+    return np.clip(np.round(blended * 255.0), 0, 255).astype(np.uint8)

@@ -44,6 +44,7 @@ __all__ = [
     "image_scores",
     "localization_panels",
     "upsample_score_maps",
+    "upsampling_matrix",
 ]
 
 #: Side of the resized MVTec images, of the patches, and the dense stride (the paper's).
@@ -101,6 +102,22 @@ def gaussian_kernel(size: int = PATCH_SIZE, sigma: float = DEFAULT_SIGMA) -> np.
     return np.outer(profile, profile)
 
 
+def upsampling_matrix(
+    grid: int, *, patch_size: int = PATCH_SIZE, stride: int = STRIDE, sigma: float = DEFAULT_SIGMA
+) -> np.ndarray:
+    """``U`` of :func:`upsample_score_maps`, ``(size, grid)``: column ``r`` holds the profile.
+
+    Public so that the exported MVTec graph (:mod:`pipeline_lib.deploy.patch_export`) builds
+    the same matrix.
+    """
+    size = (grid - 1) * stride + patch_size
+    profile = _profile(patch_size, sigma)
+    spread = np.zeros((size, grid))
+    for r in range(grid):
+        spread[r * stride : r * stride + patch_size, r] = profile
+    return spread
+
+
 def upsample_score_maps(
     maps: np.ndarray,
     *,
@@ -136,12 +153,7 @@ def upsample_score_maps(
     maps = np.asarray(maps, dtype=np.float64)
     if maps.ndim != 3 or maps.shape[1] != maps.shape[2]:
         raise ValueError(f"maps must have shape (n, grid, grid), got {maps.shape}")
-    grid = maps.shape[1]
-    size = (grid - 1) * stride + patch_size
-    profile = _profile(patch_size, sigma)
-    spread = np.zeros((size, grid))  # U: column r holds the profile under patch row r
-    for r in range(grid):
-        spread[r * stride : r * stride + patch_size, r] = profile
+    spread = upsampling_matrix(maps.shape[1], patch_size=patch_size, stride=stride, sigma=sigma)
     out = spread @ maps @ spread.T  # (n, size, size)
     if normalize:
         coverage = spread.sum(

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from pipeline_lib.dag.config import ConfigError, validate_config
-from pipeline_lib.deploy.step import choose_cell, recorded_auroc
+from pipeline_lib.deploy.step import UNPACKABLE_DETECTORS, choose_cell, recorded_auroc
 from tests.workflow.conftest import REPO
 
 
@@ -61,3 +61,40 @@ def test_deploy_config_must_name_a_cell_of_the_sweep() -> None:
         validate_config({**config, "deploy": {**config["deploy"], "method": "contrastive"}}, schema)
     with pytest.raises(ConfigError, match="best chooses method"):
         validate_config({**config, "deploy": {**config["deploy"], "best": True}}, schema)
+
+
+def test_mvtec_deploy_config_names_a_category_cell() -> None:
+    schema = REPO / "workflow/schemas/config.schema.yaml"
+    config = {
+        "methods": ["resnet18_random", "rotnet"],
+        "seeds": [0],
+        "mvtec": {"categories": ["bottle", "wood"], "detectors": {"kde": {}}},
+        "deploy": {
+            "dataset": "mvtec",
+            "inlier": "wood",
+            "method": "rotnet",
+            "detector": "kde",
+            "registered_name": "droc-wood",
+        },
+    }
+    assert validate_config(config, schema)["deploy"]["inlier"] == "wood"
+    deploy = config["deploy"]
+    with pytest.raises(ConfigError, match=r"deploy.inlier'.*'carpet'.*bottle, wood"):
+        validate_config({**config, "deploy": {**deploy, "inlier": "carpet"}}, schema)
+    with pytest.raises(ConfigError, match=r"deploy.detector'.*'knn'.*mvtec.detectors"):
+        validate_config({**config, "deploy": {**deploy, "detector": "knn"}}, schema)
+    with pytest.raises(ConfigError, match=r"deploy.method'.*'contrastive'.*mvtec.methods"):
+        validate_config({**config, "deploy": {**deploy, "method": "contrastive"}}, schema)
+    without = {k: v for k, v in config.items() if k != "mvtec"}
+    with pytest.raises(ConfigError, match=r"deploy.dataset'.*no 'mvtec' section"):
+        image_sweep = {"datasets": {"digits": {"classes": ["0"]}}, "detectors": {"kde": {}}}
+        validate_config({**without, **image_sweep}, schema)
+
+
+def test_best_mvtec_cell_skips_the_rotation_classifier() -> None:
+    results = _results().assign(dataset="mvtec", inlier="wood")
+    extra = dict(results.iloc[0], method="rotnet", detector="rotation_classifier", auroc=100.0)
+    results = pd.concat([results, pd.DataFrame([extra])], ignore_index=True)
+    packable = results[~results["detector"].isin(UNPACKABLE_DETECTORS)]
+    deploy = {"dataset": "mvtec", "inlier": "wood", "best": True, "method": None, "detector": None}
+    assert choose_cell(packable, deploy, contamination=0.0)["detector"] == "knn"

@@ -1,11 +1,12 @@
 """The MVTec DAG end to end with real Snakemake, on a synthetic category with easy defects.
 
 One run covers a user category given by path (with masks), a frozen and a trained
-representation, RotNet's own classifier as a patch detector, tables, the heat-map figure
-and MLflow. The explanation rule runs on hand-made inputs of a tiny digits sweep. Sizes
-are cut for CI (48x48 images, 16x16 patches, stride 4, width 4, one epoch); the paper's
-constants are the config defaults. Categories without masks and categories found by name
-are covered by tests/mvtec/test_reader.py and test_patches.py.
+representation, RotNet's own classifier as a patch detector, tables, the heat-map figure,
+MLflow, and the deployment of the RotNet + KDE cell with its anomaly maps. The explanation
+rule runs on hand-made inputs of a tiny digits sweep. Sizes are cut for CI (48x48 images,
+16x16 patches, stride 4, width 4, one epoch); the paper's constants are the config
+defaults. Categories without masks and categories found by name are covered by
+tests/mvtec/test_reader.py and test_patches.py.
 """
 
 from __future__ import annotations
@@ -56,6 +57,14 @@ def mvtec_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "figures": {"n_images": 2},
         },
         "tracking": {"enabled": True, "timeout_s": 3},
+        "deploy": {
+            "dataset": "mvtec",
+            "inlier": "widget",
+            "method": "rotnet",
+            "detector": "kde",
+            "registered_name": "droc-widget",
+            "target_fpr": 0.1,
+        },
     }
     path = workdir / "config.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -109,6 +118,32 @@ def test_results_reach_mlflow_features_are_temporary_and_a_rerun_does_nothing(mv
         mvtec_run, "--cores", "1", "-n", "--configfile", str(mvtec_run / "config.yaml")
     )
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_the_deployed_cell_is_registered_and_scores_as_the_benchmark(mvtec_run):
+    record = yaml.safe_load((mvtec_run / "results/deploy/droc-widget/deployed.json").read_text())
+    assert record["registry"]["status"] == "registered"
+    assert record["registry"]["registered_uri"] == "models:/droc-widget/1"
+    assert record["cell"] == {
+        "dataset": "mvtec",
+        "inlier": "widget",
+        "method": "rotnet",
+        "detector": "kde",
+        "seed": 0,
+        "contamination": 0.0,
+    }
+    metrics = record["metrics"]
+    results = pd.read_csv(mvtec_run / SUMMARY / "results.csv").set_index(["method", "detector"])
+    recorded = results.loc[("rotnet", "kde")]
+    assert metrics["image_auroc_recorded"] == pytest.approx(recorded["image_auroc"])
+    # Same fit patches (seeded subset of 400), same test images: the benchmark's AUCs.
+    assert metrics["image_auroc"] == pytest.approx(recorded["image_auroc"], abs=1e-6)
+    assert metrics["pixel_auroc"] == pytest.approx(recorded["pixel_auroc"], abs=1e-3)
+    assert metrics["n_fit_patches"] == 400
+    package = yaml.safe_load(
+        (mvtec_run / "results/deploy/droc-widget/package/package.json").read_text()
+    )
+    assert package["kind"] == "patch" and package["anomaly_map"]["size"] == [48, 48]
 
 
 def _explain_inputs(workdir: Path) -> None:

@@ -8,6 +8,7 @@ config-error cases are the same parse-time checks, tested in-process in tests/te
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -98,3 +99,36 @@ def test_truncated_data_file_is_named_and_leaves_no_output(tmp_path: Path) -> No
     log = (tmp_path / "results/logs/prepare_dataset/image_folder.log").read_text()
     assert str(broken) in log
     assert not (tmp_path / "results/image_folder/dataset.npz").exists()
+
+
+def test_mvtec_deploy_of_a_missing_category_stops_the_workflow(tmp_path: Path) -> None:
+    """With ``mvtec.categories: all`` only the workflow knows the categories: it names the key.
+
+    The same config with a category that exists plans the deploy job; its only method is a
+    rotation one, so this also checks that score_patches and its rotation twin stay apart.
+    """
+    from tests.mvtec.conftest import write_category
+
+    write_category(tmp_path / "mvtec", "widget", size=32, n_train=2, n_good=1)
+    config = {
+        "methods": ["rotnet"],
+        "seeds": [0],
+        "mvtec": {"root": str(tmp_path / "mvtec"), "categories": "all"},
+        "deploy": {
+            "dataset": "mvtec",
+            "inlier": "gadget",
+            "method": "rotnet",
+            "detector": "kde",
+            "registered_name": "droc-gadget",
+        },
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = run_snakemake(tmp_path, "-n", "--configfile", str(path), check=False)
+    assert result.returncode != 0
+    assert "deploy.inlier 'gadget' is not in the sweep (widget)" in result.stdout + result.stderr
+    config["deploy"]["inlier"] = "widget"
+    path.write_text(yaml.safe_dump(config))
+    planned = run_snakemake(tmp_path, "-n", "--configfile", str(path)).stdout
+    assert re.search(r"^deploy_model\s+1$", planned, flags=re.MULTILINE)
+    assert re.search(r"^score_patches_and_rotation_classifier\s+1$", planned, flags=re.MULTILINE)

@@ -1,10 +1,14 @@
-"""Deployment: package one cell of the main table and register it in the MLflow registry.
+"""Deployment: package one cell and register it in the MLflow model registry.
 
 Runs when the config has a `deploy` section (README "Use a trained detector"). The job reads
-the finished results (for `best` and the recorded AUC), the cell's split, features and
-trained model, and writes results/deploy/<registered_name>/package (representation,
-detector, threshold, TorchScript and ONNX graphs) and deployed.json. With tracking on it
-runs after log_to_mlflow and takes the same writer lock: one MLflow writer at a time.
+the finished results (for `best` and the recorded AUC) and the cell's inputs: for a cell of
+the main table its split, features and trained model; for an MVTec category
+(`deploy.dataset: mvtec`, `deploy.inlier` the category) its category.npz and trained patch
+model (the dense patch features are temporary, so the job embeds the training patches
+again). It writes results/deploy/<registered_name>/package (representation, detector,
+threshold, TorchScript and ONNX graphs; MVTec: with the anomaly map) and deployed.json. With
+tracking on it runs after log_to_mlflow (MVTec: log_mvtec_to_mlflow) and takes the same
+writer lock: one MLflow writer at a time.
 """
 
 
@@ -15,7 +19,7 @@ if DEPLOY:
 
     rule deploy_model:
         input:
-            results="results/summary/results.csv",
+            results=DEPLOY_RESULTS,
             cells=[
                 path
                 for paths in DEPLOY_FILES.values()
@@ -23,9 +27,7 @@ if DEPLOY:
                 if path
             ],
             # The single MLflow writer has finished: this job writes alone (writer lock too).
-            logged=(
-                ["results/mlflow/logged.json"] if config["tracking"]["enabled"] else []
-            ),
+            logged=[DEPLOY_LOGGED] if config["tracking"]["enabled"] else [],
         output:
             package=directory(f"results/deploy/{DEPLOY['registered_name']}/package"),
             record=f"results/deploy/{DEPLOY['registered_name']}/deployed.json",
@@ -42,7 +44,8 @@ if DEPLOY:
         params:
             cell=DEPLOY_CELL,
             files=DEPLOY_FILES,
-            detectors=DETECTOR_PARAMS,
+            detectors=DEPLOY_DETECTORS,
+            patches=DEPLOY_PATCHES,
             width=config["embed"]["width"],
             max_fit=config["detect"]["max_fit"],
             target_fpr=DEPLOY["target_fpr"],

@@ -1,4 +1,9 @@
-"""Helpers of deploy.smk: the deployed cell, its input files and its outputs."""
+"""Helpers of deploy.smk: the deployed cell, its input files and its outputs.
+
+Two kinds of cell: one of the main table (``deploy.dataset`` a data set of ``datasets``)
+and an MVTec category (``deploy.dataset: mvtec``, ``deploy.inlier`` the category, method
+and detector from ``mvtec.methods`` / ``mvtec.detectors``), packaged with its anomaly maps.
+"""
 
 
 class _CellWildcards(dict):
@@ -8,9 +13,17 @@ class _CellWildcards(dict):
 
 
 DEPLOY = config.get("deploy")
+DEPLOY_MVTEC = bool(DEPLOY) and DEPLOY["dataset"] == "mvtec"
 
 
-if DEPLOY:
+def _deploy_exit(key, value, allowed):
+    sys.exit(
+        f"Invalid config: deploy.{key} {value!r} is not in the sweep "
+        f"({', '.join(map(str, allowed)) or 'none'})"
+    )
+
+
+if DEPLOY and not DEPLOY_MVTEC:
     _DEPLOY_DATASET = DEPLOY["dataset"]
     _DEPLOY_INLIER = DEPLOY["inlier"] or GRID_CLASSES[MAIN.name][_DEPLOY_DATASET][0]
     if _DEPLOY_INLIER not in GRID_CLASSES[MAIN.name][_DEPLOY_DATASET]:
@@ -48,6 +61,58 @@ if DEPLOY:
         return files
 
     DEPLOY_FILES = _deploy_files()
+    DEPLOY_RESULTS = "results/summary/results.csv"
+    DEPLOY_LOGGED = "results/mlflow/logged.json"
+    DEPLOY_DETECTORS = DETECTOR_PARAMS
+    DEPLOY_PATCHES = None
+
+if DEPLOY_MVTEC:
+    # The config check (pipeline_lib.dag.config) has checked method, detector and seed; the
+    # categories are known here only (mvtec.categories "all" reads the folders).
+    _DEPLOY_INLIER = str(DEPLOY["inlier"] or MVTEC_CATEGORIES[0])
+    if _DEPLOY_INLIER not in MVTEC_CATEGORIES:
+        _deploy_exit("inlier", _DEPLOY_INLIER, MVTEC_CATEGORIES)
+    _DEPLOY_SEED = str(DEPLOY["seed"] if DEPLOY["seed"] is not None else MVTEC_SEEDS[0])
+    if _DEPLOY_SEED not in MVTEC_SEEDS:
+        _deploy_exit("seed", DEPLOY["seed"], MVTEC_SEEDS)
+    DEPLOY_CELL = dict(
+        dataset="mvtec",
+        inlier=_DEPLOY_INLIER,
+        seed=_DEPLOY_SEED,
+        contamination="0",
+        best=DEPLOY["best"],
+        method=DEPLOY["method"],
+        detector=DEPLOY["detector"],
+    )
+    DEPLOY_FILES = {
+        method: {
+            "category": os.path.join(
+                MVTEC_CATEGORY.format(category=_DEPLOY_INLIER), "category.npz"
+            ),
+            "model": (
+                os.path.join(
+                    MVTEC_MODEL.format(
+                        category=_DEPLOY_INLIER, seed=_DEPLOY_SEED, method=method
+                    ),
+                    "model.pt",
+                )
+                if method in TRAINED_METHODS
+                else None
+            ),
+        }
+        for method in (MVTEC_METHODS if DEPLOY["best"] else [DEPLOY["method"]])
+    }
+    DEPLOY_RESULTS = f"{MVTEC_SUMMARY}/results.csv"
+    DEPLOY_LOGGED = "results/mlflow/mvtec_logged.json"
+    DEPLOY_DETECTORS = MVTEC["detectors"]
+    DEPLOY_PATCHES = dict(
+        patch_size=MVTEC["patches"]["size"],
+        stride=MVTEC["patches"]["stride"],
+        sigma=MVTEC["localize"]["sigma"],
+        normalize=MVTEC["localize"]["normalize"],
+        max_fit_patches=MVTEC["embed"]["max_fit_patches"],
+        batch_size=MVTEC["embed"]["batch_size"],
+    )
 
 
 def deploy_outputs():

@@ -124,7 +124,11 @@ if MVTEC:
             "results/benchmarks/score_patches/{category}/seed{seed}/{method}.tsv"
         wildcard_constraints:
             seed=_one_of(MVTEC_SEEDS),
-            method=_one_of([m for m in MVTEC_METHODS if m not in MVTEC_SCORED_ROTATION]),
+            # "none" when every method is a rotation one: an empty pattern would match all.
+            method=_one_of(
+                [m for m in MVTEC_METHODS if m not in MVTEC_SCORED_ROTATION]
+                or ["none"]
+            ),
         conda:
             "../../environment.yml"
         threads: 2
@@ -165,7 +169,7 @@ if MVTEC:
             "results/benchmarks/score_patches/{category}/seed{seed}/{method}.tsv"
         wildcard_constraints:
             seed=_one_of(MVTEC_SEEDS),
-            method=_one_of(MVTEC_SCORED_ROTATION),
+            method=_one_of(MVTEC_SCORED_ROTATION or ["none"]),
         conda:
             "../../environment.yml"
         threads: 2

@@ -1,4 +1,4 @@
-"""Package the configured cell and register it in the MLflow model registry."""
+"""Package the configured cell (main table or MVTec category) and register it in MLflow."""
 
 from pathlib import Path
 
@@ -35,5 +35,6 @@ with job_logging(snakemake.log[0]):
         target_fpr=params.target_fpr,
         registered_name=params.registered_name,
         tracking=tracking,
+        patches=params.patches,
     )
     save_json(snakemake.output.record, record)

@@ -1,0 +1,38 @@
+"""Open any package folder: image cells and MVTec patch cells, chosen by ``package.json``'s kind."""
+
+from __future__ import annotations
+
+import os
+
+from pipeline_lib.deploy.package import PackagedDetector, PackageError, read_document
+from pipeline_lib.deploy.patch_package import PackagedPatchDetector
+
+#: Either kind of package; both have ``image_size``, ``resize``, ``threshold`` and
+#: ``anomaly_scores``; only patch packages have ``score`` with maps.
+Package = PackagedDetector | PackagedPatchDetector
+
+_KINDS: dict[str, type[PackagedDetector] | type[PackagedPatchDetector]] = {
+    PackagedDetector.kind: PackagedDetector,
+    PackagedPatchDetector.kind: PackagedPatchDetector,
+}
+
+
+def load_package_folder(folder: str | os.PathLike) -> Package:
+    """The package in ``folder``, of the class its ``kind`` names (format 1: image).
+
+    Raises
+    ------
+    PackageError
+        If ``package.json`` is missing or unreadable, or names an unknown kind.
+    """
+    kind = read_document(folder)["kind"]
+    if kind not in _KINDS:
+        raise PackageError(
+            f"{folder}/package.json has kind {kind!r}; this version reads {sorted(_KINDS)}"
+        )
+    return _KINDS[kind].load(folder)
+
+
+def has_maps(package: Package) -> bool:
+    """Whether the package returns an anomaly map per image (MVTec patch cells)."""
+    return isinstance(package, PackagedPatchDetector)
