@@ -179,10 +179,11 @@ def test_fuse_1_or_mtime_triggers_leave_finished_models_alone(separate: Path, co
 
 
 def test_a_diverged_model_fails_its_own_unpack_job(separate: Path, configs, tmp_path: Path) -> None:
+    """lr 1e30: both models of the group 0+1 diverge in epoch 2 (class 8 is not run)."""
     workdir = _with_data_of(separate, tmp_path)
     result = run_snakemake(
         workdir,
-        *MODELS,
+        *MODELS[:2],
         "--cores",
         "2",
         "--keep-going",
@@ -195,11 +196,11 @@ def test_a_diverged_model_fails_its_own_unpack_job(separate: Path, configs, tmp_
     # The group jobs succeeded (their outcome.json kept for the failed unpack jobs) ...
     assert "Error in rule train_fused" not in output
     outcome = json.loads((workdir / GROUPS / "0+1" / "outcome.json").read_text())
-    assert outcome["models"]["0"]["status"] == "diverged"
+    assert outcome["models"]["0"]["status"] == outcome["models"]["1"]["status"] == "diverged"
     # ... and each unpack job fails naming its model and the divergence.
     log = (
         workdir / "results/logs/unpack_fused_model/digits/0/contam0/seed0/rotnet.log"
     ).read_text()
     assert "results/digits/0/contam0/seed0/rotnet (diverged in the fused group" in log
     assert outcome["models"]["0"]["error"] in log
-    assert not any((workdir / model).exists() for model in MODELS)
+    assert not any((workdir / model).exists() for model in MODELS[:2])
