@@ -179,7 +179,8 @@ def method_training(
     ValueError
         If ``overrides`` sets a head depth for a method of :data:`HEADLESS_METHODS`.
     """
-    merged = dict(training)
+    # train.fuse says how many models one job trains, not how a model trains.
+    merged = {key: value for key, value in training.items() if key != "fuse"}
     if method in HEADLESS_METHODS:
         merged["head_depth"] = None
     overrides = dict(overrides or {})

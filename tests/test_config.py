@@ -542,3 +542,32 @@ def test_invalid_tiny_config_stops_the_workflow_naming_the_key(
     message = _workflow_config_error(changes)
     for fragment in expected:
         assert fragment in message
+
+
+def test_train_fuse_is_a_positive_integer(config) -> None:
+    assert "fuse" not in validate_config(config, SCHEMA)["train"]  # absent: no default written
+    for bad in (0, -1, 1.5, "2", True):
+        config["train"] = {"fuse": bad}
+        assert "config key 'train.fuse'" in _error(copy.deepcopy(config)), bad
+    config["train"] = {"fuse": 3}
+    assert validate_config(config, SCHEMA)["train"]["fuse"] == 3
+
+
+def test_train_fuse_refuses_float16(config) -> None:
+    config["train"] = {"fuse": 2, "amp": "float16"}
+    assert "train.fuse" in _error(config) and "float16" in _error(config)
+    config["train"] = {"fuse": 1, "amp": "float16"}  # one model per job: as before
+    validate_config(config, SCHEMA)
+
+
+def test_train_fuse_leaves_the_sweep_id_and_the_training_settings(config) -> None:
+    """How many models a job trains is not science: results of any fuse are the same files."""
+    from pipeline_lib.dag.grids import variant_training
+
+    base = validate_config(config, SCHEMA)
+    for fuse in (1, 4):
+        fused = validate_config({**config, "train": {"fuse": fuse}}, SCHEMA)
+        assert sweep_id(fused) == sweep_id(base)
+        assert variant_training("rotnet", fused["train"], {}) == variant_training(
+            "rotnet", base["train"], {}
+        )

@@ -135,3 +135,23 @@ def test_training_subset_is_seeded_sorted_and_bounded() -> None:
     assert not np.array_equal(subset, training_subset(index, 10, seed=4))
     assert np.array_equal(training_subset(index, None, seed=3), index)
     assert np.array_equal(training_subset(index, 500, seed=3), index)
+
+
+def test_study_file_repeating_the_training_need_not_repeat_fuse(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """train.fuse is how many models a job trains: a study file repeating `train` may leave
+    it out, but may not set another value (it would do nothing there)."""
+    monkeypatch.chdir(tmp_path)
+    Path("head.yaml").write_text(
+        yaml.safe_dump(base_config(study={"kind": "head_depth"}, train={"epochs": 1}))
+    )
+    config = validate_config(
+        base_config(studies=["head.yaml"], train={"epochs": 1, "fuse": 2}), SCHEMA
+    )
+    assert config["train"]["fuse"] == 2
+    Path("head.yaml").write_text(
+        yaml.safe_dump(base_config(study={"kind": "head_depth"}, train={"epochs": 1, "fuse": 3}))
+    )
+    with pytest.raises(ConfigError, match=r"head.yaml: sets 'train'.*global"):
+        validate_config(base_config(studies=["head.yaml"], train={"epochs": 1, "fuse": 2}), SCHEMA)

@@ -258,3 +258,23 @@ def test_cli_rejects_a_bad_rate(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["--configfile", "x.yaml", "--images-per-s", "simclr=3"])
     assert "METHOD=RATE" in capsys.readouterr().err
+
+
+def test_a_fused_job_costs_its_models_separate_trainings(tmp_path: Path) -> None:
+    """train.fuse: a train_fused job of classes 'cat+dog' is two trainings (an upper bound)."""
+    config = {"train": {"epochs": 2, "fuse": 2}, "datasets": {"cifar10": {}}}
+    alone = Job("train_representation", {"dataset": "cifar10", "method": "rotnet"}, ())
+    group = {"dataset": "cifar10", "method": "rotnet", "group": "cat+dog"}
+    costs = plan_costs([Job("train_fused", group, ())], config, device="cpu")
+    single = plan_costs([alone], config, device="cpu")["train_representation"].hours
+    assert costs["train_fused"].hours == pytest.approx(2 * single)
+    assert costs["train_fused"].by_method["rotnet"].jobs == 2
+    assert "fused = sum of separate runs" in costs["train_fused"].sources
+    # A fused model's rate (its share of the group's time) is not a separate job's rate.
+    folder = tmp_path / "results/cifar10/cat/contam0/seed0/rotnet"
+    folder.mkdir(parents=True)
+    history = [{"epoch": k, "images_per_s": 100.0} for k in (1, 2)]
+    record = {"method": "rotnet", "history": history, "device": "cpu", "width": 64}
+    (folder / "train_history.json").write_text(json.dumps({**record, "fused": ["cat", "dog"]}))
+    measured = plan_costs([alone], config, device="cpu", workdir=tmp_path)
+    assert "rate measured" not in measured["train_representation"].sources

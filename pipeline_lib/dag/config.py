@@ -128,6 +128,7 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
     splits = filled["splits"]
     splits["contamination"] = [float(ratio) for ratio in splits["contamination"]]
     _check_imagenet_weights(filled)
+    _check_fuse(filled)
     _check_grids(filled, schema_path)
     _check_head_depth(filled)
     merge_detectors(filled)
@@ -141,6 +142,16 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
     if "deploy" in filled:
         _check_deploy(filled)
     return filled
+
+
+def _check_fuse(config: Mapping[str, Any]) -> None:
+    """``train.fuse`` > 1 trains with one optimiser step for K models: no float16 scaling."""
+    train = config.get("train") or {}
+    if train.get("fuse", 1) > 1 and train.get("amp") == "float16":
+        raise ConfigError(
+            f"config key 'train.fuse': {train['fuse']} needs train.amp bfloat16 or null, not "
+            "float16 (one loss scaler would skip every fused model's step when one overflows)"
+        )
 
 
 def _check_grids(config: dict[str, Any], schema_path: str | os.PathLike) -> None:
@@ -491,6 +502,9 @@ def sweep_id(config: Mapping[str, Any]) -> str:
     science = {
         key: value for key, value in config.items() if key not in {"data", "tracking", "deploy"}
     }
+    # train.fuse decides how many models a job trains, not what they learn.
+    if isinstance(science.get("train"), Mapping) and "fuse" in science["train"]:
+        science["train"] = {k: v for k, v in science["train"].items() if k != "fuse"}
     if isinstance(science.get("embed"), Mapping):
         science["embed"] = {k: v for k, v in science["embed"].items() if k != "imagenet_weights"}
     digest = hashlib.sha256(json.dumps(science, sort_keys=True, default=str).encode())

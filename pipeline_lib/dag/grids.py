@@ -166,6 +166,16 @@ def load_study(
     return filled
 
 
+def _global_section(config: Mapping[str, Any], key: str, *, like: Mapping | None = None) -> Any:
+    """``config[key]`` as a study file must repeat it: without ``train.fuse`` (how many models
+    a job trains, a setting of the whole run) unless ``like``, the study, sets it too."""
+    section = config.get(key)
+    if key == "train" and isinstance(section, Mapping) and like is not None:
+        if "fuse" not in (like.get("train") or {}):
+            section = {name: value for name, value in section.items() if name != "fuse"}
+    return section
+
+
 def study_grids(config: Mapping[str, Any], studies: list[Mapping[str, Any]]) -> list[Grid]:
     """The config's grids: its own (``main`` or its study) and each included study's.
 
@@ -182,7 +192,7 @@ def study_grids(config: Mapping[str, Any], studies: list[Mapping[str, Any]]) -> 
             grids.append(_grid_from(config, *_study_name(config)))
     for study in studies:
         for key in study["_explicit"]:
-            if study[key] != config.get(key):
+            if _global_section(study, key) != _global_section(config, key, like=study):
                 raise GridError(
                     f"{study['_source']}: sets '{key}', which differs from the including "
                     f"config's; {key} settings are global (result paths do not name them)"

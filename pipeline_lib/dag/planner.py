@@ -54,7 +54,12 @@ REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
 
 #: Rules that run on the accelerator when given a GPU (the rest always use the CPU).
-DEVICE_RULES: tuple[str, ...] = ("train_representation", "embed_trained", "embed_frozen_dataset")
+DEVICE_RULES: tuple[str, ...] = (
+    "train_representation",
+    "train_fused",
+    "embed_trained",
+    "embed_frozen_dataset",
+)
 
 #: Source images per second of training, ResNet-18 width 64 on 32x32 images at the paper's
 #: batch size, per device: measured with ``benchmarks/bench_train.py``. ``cpu``: a 2-core
@@ -335,6 +340,9 @@ def measured_images_per_s(
                 continue
             if width is not None and record.get("width") != width:
                 continue
+            # A fused model's rate is its share of a group's time, not a separate job's rate.
+            if record.get("fused"):
+                continue
             # Histories record the base method (train_representation.py), never a variant.
             method = str(record["method"])
             history = record["history"][1:] or record["history"]
@@ -381,7 +389,7 @@ def estimated_output_bytes(job: Job, config: Mapping[str, Any]) -> float:
     n_train = size.train_per_class * size.n_classes
     if job.rule == "prepare_dataset":
         return (n_train + size.n_test) * size.side**2 * 3
-    if job.rule == "train_representation":
+    if job.rule in ("train_representation", "unpack_fused_model"):
         return PARAMS_WIDTH_64 * (width / 64) ** 2 * 4
     if job.rule == "embed_trained":
         return (size.train_per_class + size.n_test) * (feature_dim + 128) * 4
@@ -455,11 +463,17 @@ def plan_costs(
             cost.disk_bytes += estimated_output_bytes(job, config)
             cost.sources.add("disk estimated")
         spec = None
-        if job.rule == "train_representation":
+        models = 1
+        if job.rule in ("train_representation", "train_fused"):
             spec = training_spec(job.wildcards.get("method", ""), config)
+        if job.rule == "train_fused":
+            # train.fuse: the group's classes, joined by '+'. Costed as that many separate
+            # trainings, an upper bound until the fused speed-up is measured.
+            models = len(job.wildcards.get("group", "").split("+"))
+            cost.sources.add("fused = sum of separate runs")
         if spec is not None:
             by_method = cost.by_method.setdefault(spec.name, MethodCost(spec))
-            by_method.jobs += 1
+            by_method.jobs += models
             rate, source = _training_rate(spec.base, device, images_per_s, rates_measured)
             if rate is None or cost.hours is None:
                 cost.hours = by_method.hours = None
@@ -475,7 +489,7 @@ def plan_costs(
             batch = spec.batch_size
             per_epoch = max(images // batch, 1) * min(batch, images)
             # 64x64 images cost 4x the FLOPs of 32x32 (the defaults are measured at 32x32).
-            hours = spec.epochs * per_epoch * (size.side / 32) ** 2 / rate / 3600
+            hours = models * spec.epochs * per_epoch * (size.side / 32) ** 2 / rate / 3600
             cost.hours += hours
             if by_method.hours is not None:
                 by_method.hours += hours

@@ -10,7 +10,7 @@ than in :mod:`pipeline_lib.models.embed` because it adds the rotation classifier
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,6 +21,7 @@ from pipeline_lib.data.split import OneClassSplit, training_subset
 from pipeline_lib.models.embed import embed_split
 from pipeline_lib.models.proxy import ProxyModel
 from pipeline_lib.registry import ROTATION_METHODS, training_arguments
+from pipeline_lib.ssl.fused import FusedResult, train_representations_fused
 from pipeline_lib.ssl.rotation import rotation_scores
 from pipeline_lib.ssl.train import train_representation
 
@@ -82,6 +83,53 @@ def train_on_split(
         **arguments,
     )
     return model, history, arguments
+
+
+def train_on_splits_fused(
+    method: str,
+    train_images: np.ndarray,
+    splits: Sequence[OneClassSplit],
+    *,
+    training: Mapping[str, Any],
+    train_size: int | None,
+    seed: int,
+    device: torch.device | str,
+    width: int,
+    checkpoint_paths: Sequence[str | os.PathLike | None] | None = None,
+) -> tuple[list[FusedResult], dict[str, Any]]:
+    """Train one model per split as :func:`train_on_split` would, fused into one computation.
+
+    The workflow's ``train_fused`` job: the K splits are K inlier classes of one data set,
+    contamination, seed and method (``train.fuse``). Each model gets the images, seed and
+    checkpoint its separate job would (:func:`pipeline_lib.ssl.fused.train_representations_fused`,
+    equal to a separate run up to float32 rounding); models whose steps per epoch differ
+    (classes of different sizes) train in one fused group after another.
+
+    Returns
+    -------
+    results : list of ((ProxyModel, list of dict) or TrainingDivergedError)
+        Per split, in order: the model and its history, or the error that stopped it (the
+        other models train on).
+    arguments : dict
+        The keyword arguments every model trained with, as :func:`train_on_split` records.
+    """
+    arguments = training_arguments(method, dict(training))
+    options = dict(arguments)
+    checkpoint_every = options.pop("checkpoint_every", 1)
+    images = [
+        train_images[training_subset(split.train_index, train_size, seed=seed)] for split in splits
+    ]
+    results = train_representations_fused(
+        method,
+        images,
+        seeds=[seed] * len(splits),
+        checkpoint_paths=checkpoint_paths,
+        checkpoint_every=checkpoint_every,
+        device=device,
+        width=width,
+        **options,
+    )
+    return results, arguments
 
 
 def embed_trained(

@@ -259,6 +259,95 @@ def training_histories():
     return list(dict.fromkeys(paths))
 
 
+# --- Fused training (train.fuse, train.smk): the trained models of one data set,
+# contamination, seed and method are trained K inlier classes at a time (config order) by one
+# train_fused job each; fuse 1 (the default) keeps one train_representation job per model.
+FUSE = config["train"].get("fuse", 1)
+FUSED = TRAINED if FUSE > 1 else []
+FUSED_GROUP = (
+    "results/{dataset}/_fused/contam{contamination}/seed{seed}/{method}/{group}"
+)
+_FUSED_GROUPS = {}
+
+
+def fused_groups():
+    """(data set, contamination, seed, method) -> its groups, each a list of inlier classes.
+
+    Every trained model a grid or the explanation figure reads, grouped FUSE classes at a
+    time in CLASSES order. A group's name is its classes joined by '+'. Memoised; called only
+    from input and param functions (after every include), so explain_common.smk is read.
+    """
+    if _FUSED_GROUPS or not FUSED:
+        return _FUSED_GROUPS
+    models = {
+        (name, inlier, contamination_text(contamination), str(seed), method)
+        for grid in GRIDS
+        for name, classes in GRID_CLASSES[grid.name].items()
+        for inlier in classes
+        for contamination in grid.contamination
+        for seed in grid.seeds
+        for method in grid.methods
+        if method in FUSED
+    }
+    if EXPLAIN:
+        dataset, inlier, _ = _explain_target()
+        models |= {
+            (dataset, inlier, CONTAMINATIONS[0], SEEDS[0], method)
+            for method in EXPLAIN["methods"]
+            if method in FUSED
+        }
+    members = {}
+    for dataset, inlier, contamination, seed, method in models:
+        members.setdefault((dataset, contamination, seed, method), set()).add(inlier)
+    for key, inliers in members.items():
+        ordered = [name for name in CLASSES[key[0]] if name in inliers]
+        _FUSED_GROUPS[key] = [
+            ordered[start : start + FUSE] for start in range(0, len(ordered), FUSE)
+        ]
+    return _FUSED_GROUPS
+
+
+def _fused_key(wildcards):
+    return (
+        wildcards.dataset,
+        wildcards.contamination,
+        wildcards.seed,
+        wildcards.method,
+    )
+
+
+def fused_members(wildcards):
+    """The inlier classes of the fused group {group}, in training order."""
+    for group in fused_groups().get(_fused_key(wildcards), []):
+        if "+".join(group) == wildcards.group:
+            return group
+    raise ValueError(
+        f"{FUSED_GROUP.format(**wildcards)} is not a fused group of this config"
+    )
+
+
+def fused_group_splits(wildcards):
+    return [
+        os.path.join(
+            SPLIT.format(**dict(wildcards.items(), inlier=inlier)), "split.npz"
+        )
+        for inlier in fused_members(wildcards)
+    ]
+
+
+def fused_outcome(wildcards):
+    """outcome.json of the fused group that trains model SPLIT/{method}."""
+    for group in fused_groups().get(_fused_key(wildcards), []):
+        if wildcards.inlier in group:
+            folder = FUSED_GROUP.format(
+                **dict(wildcards.items(), group="+".join(group))
+            )
+            return os.path.join(folder, "outcome.json")
+    raise ValueError(
+        f"{SPLIT.format(**wildcards)}/{wildcards.method} is in no fused group of this config"
+    )
+
+
 # --- Studies (studies.smk): every grid gets a table, figures and a place on the summary page.
 
 # The main grid is a study too (kind main), so the summary ranks its deviations with the rest.

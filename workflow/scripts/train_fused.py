@@ -1,0 +1,67 @@
+"""Train the K models of one fused group (train.fuse) as one computation; see train.smk.
+
+Writes each model's model.pt and train_history.json (the files train_representation.py
+writes) under the group's folder, and outcome.json, the job's one declared output, naming per
+inlier class whether it trained or diverged (with the error). A diverged model does not fail
+the job: Snakemake would delete the outputs of a failed job, and with them the other models'
+work. unpack_fused_model then fails for that model alone, quoting the error.
+"""
+
+from pathlib import Path
+
+from pipeline_lib.data.split import load_split
+from pipeline_lib.models.checkpoints import save_representation
+from pipeline_lib.runtime.devices import gpus_requested, job_device, set_threads
+from pipeline_lib.runtime.io import load_image_dataset, save_json
+from pipeline_lib.runtime.logs import job_logging
+from pipeline_lib.ssl.jobs import train_on_splits_fused
+from pipeline_lib.ssl.train import TrainingDivergedError
+
+with job_logging(snakemake.log[0]):
+    set_threads(snakemake.threads)
+    method = snakemake.params.method  # the base method of a variant
+    inliers = list(snakemake.params.inliers)
+    splits = list(snakemake.input.splits)
+    assert len(splits) == len(inliers), (splits, inliers)
+    images = load_image_dataset(snakemake.input.dataset).train_images
+    # Each model checkpoints where its separate job would (SPLIT/{method}/checkpoint.pt), so a
+    # killed group resumes, and a separate job can resume a fused checkpoint and back.
+    checkpoints = [
+        Path(split).parent / snakemake.wildcards.method / "checkpoint.pt" for split in splits
+    ]
+    with job_device(gpus_requested(snakemake.resources)) as device:
+        results, arguments = train_on_splits_fused(
+            method,
+            images,
+            [load_split(split) for split in splits],
+            training=snakemake.params.training,
+            train_size=snakemake.params.train_size,
+            seed=int(snakemake.wildcards.seed),
+            device=device,
+            width=snakemake.params.width,
+            checkpoint_paths=checkpoints,
+        )
+    folder = Path(snakemake.output.outcome).parent
+    outcome = {}
+    for inlier, result, checkpoint in zip(inliers, results, checkpoints, strict=True):
+        if isinstance(result, TrainingDivergedError):
+            outcome[inlier] = {"status": "diverged", "error": str(result)}
+            continue
+        model, history = result
+        save_json(
+            folder / inlier / "train_history.json",
+            {
+                "method": method,
+                "arguments": arguments,
+                "history": history,
+                "device": device.type,
+                "width": snakemake.params.width,
+                "fused": inliers,  # its rates are shares of a fused group's time
+            },
+        )
+        save_representation(
+            folder / inlier / "model.pt", model, method=method, config_dict=arguments
+        )
+        checkpoint.unlink(missing_ok=True)
+        outcome[inlier] = {"status": "trained"}
+    save_json(snakemake.output.outcome, {"method": snakemake.wildcards.method, "models": outcome})

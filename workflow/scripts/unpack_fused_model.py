@@ -1,0 +1,31 @@
+"""Move one model of a fused group to where embed_trained reads it, or fail with its error."""
+
+import contextlib
+import os
+from pathlib import Path
+
+from pipeline_lib.runtime.io import load_json
+from pipeline_lib.runtime.logs import job_logging
+
+with job_logging(snakemake.log[0]):
+    inlier = snakemake.wildcards.inlier
+    folder = Path(snakemake.input.outcome).parent
+    record = load_json(snakemake.input.outcome)["models"][inlier]
+    if record["status"] != "trained":
+        raise RuntimeError(
+            f"model {Path(snakemake.output.model).parent} ({record['status']} in the fused "
+            f"group {folder}): {record['error']}"
+        )
+    missing = [
+        name for name in ("model.pt", "train_history.json") if not (folder / inlier / name).exists()
+    ]
+    if missing:
+        raise FileNotFoundError(
+            f"{folder / inlier} lacks {', '.join(missing)}; delete {snakemake.input.outcome} "
+            "and re-run to train the group again"
+        )
+    # A move, not a copy: the group's outcome.json is temporary, and nothing else reads these.
+    os.replace(folder / inlier / "train_history.json", snakemake.output.history)
+    os.replace(folder / inlier / "model.pt", snakemake.output.model)
+    with contextlib.suppress(OSError):  # the class's folder, now empty
+        (folder / inlier).rmdir()
