@@ -20,7 +20,7 @@ import yaml
 
 from pipeline_lib.models.proxy import build_proxy_model
 from pipeline_lib.ssl.train import _stream_seed
-from tests.workflow.conftest import run_snakemake
+from tests.workflow.conftest import ONE_THREAD_PER_JOB, run_snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -93,7 +93,9 @@ def test_dry_runs_plan_one_job_per_model_or_per_group(configs, tmp_path: Path) -
 def separate(tmp_path_factory: pytest.TempPathFactory, configs) -> Path:
     """The three models trained one job each (no train.fuse): the reference."""
     workdir = tmp_path_factory.mktemp("separate")
-    run_snakemake(workdir, *MODELS, "--cores", "2", "--configfile", str(configs["none"]))
+    run_snakemake(
+        workdir, *MODELS, "--cores", "2", *ONE_THREAD_PER_JOB, "--configfile", str(configs["none"])
+    )
     return workdir
 
 
@@ -110,7 +112,9 @@ def _with_data_of(reference: Path, workdir: Path) -> Path:
 @pytest.fixture(scope="module")
 def fused(tmp_path_factory: pytest.TempPathFactory, separate: Path, configs) -> Path:
     workdir = _with_data_of(separate, tmp_path_factory.mktemp("fused"))
-    run_snakemake(workdir, *MODELS, "--cores", "2", "--configfile", str(configs["fuse2"]))
+    run_snakemake(
+        workdir, *MODELS, "--cores", "2", *ONE_THREAD_PER_JOB, "--configfile", str(configs["fuse2"])
+    )
     return workdir
 
 
