@@ -32,7 +32,7 @@ import io
 import math
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -205,7 +205,7 @@ class ScoringGraph(nn.Module):
         return self.detector(self.backbone(x).to(torch.float64))
 
 
-def export_torchscript(graph: ScoringGraph, example: np.ndarray, path: str | os.PathLike) -> Path:
+def export_torchscript(graph: nn.Module, example: np.ndarray, path: str | os.PathLike) -> Path:
     """Trace ``graph`` on ``example`` (uint8 images) and save it; returns the path.
 
     Tracing (not scripting): the graph has no data-dependent control flow, and the traced
@@ -222,11 +222,17 @@ def export_torchscript(graph: ScoringGraph, example: np.ndarray, path: str | os.
     return Path(path)
 
 
-def export_onnx(graph: ScoringGraph, example: np.ndarray, path: str | os.PathLike) -> Path:
-    """Export ``graph`` to ONNX (input ``images`` uint8, output ``normality`` float64).
+def export_onnx(
+    graph: nn.Module,
+    example: np.ndarray,
+    path: str | os.PathLike,
+    *,
+    output_names: Sequence[str] = ("normality",),
+) -> Path:
+    """Export ``graph`` to ONNX (input ``images`` uint8, outputs ``output_names``).
 
-    The batch dimension is dynamic. Uses the TorchScript-based exporter (``dynamo=False``),
-    see the module docstring.
+    The batch dimension of the input and of every output is dynamic. Uses the
+    TorchScript-based exporter (``dynamo=False``), see the module docstring.
     """
     buffer = io.BytesIO()
     with torch.no_grad(), warnings.catch_warnings():
@@ -237,19 +243,33 @@ def export_onnx(graph: ScoringGraph, example: np.ndarray, path: str | os.PathLik
             buffer,
             dynamo=False,
             input_names=["images"],
-            output_names=["normality"],
-            dynamic_axes={"images": {0: "n"}, "normality": {0: "n"}},
+            output_names=list(output_names),
+            dynamic_axes={name: {0: "n"} for name in ("images", *output_names)},
             opset_version=ONNX_OPSET,
         )
     Path(path).write_bytes(buffer.getvalue())
     return Path(path)
 
 
-def torchscript_scorer(path: str | os.PathLike) -> Callable[[np.ndarray], np.ndarray]:
-    """Load a saved TorchScript graph; returns ``images -> normality`` on NumPy arrays."""
+def load_torchscript(path: str | os.PathLike) -> torch.jit.ScriptModule:
+    """A saved TorchScript graph on the CPU, in inference mode."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch.jit is deprecated, still works
-        module = torch.jit.load(str(path), map_location="cpu").eval()
+        return torch.jit.load(str(path), map_location="cpu").eval()
+
+
+def onnx_session(path: str | os.PathLike) -> Any:
+    """An onnxruntime session of a saved graph on the CPU (only errors logged)."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def torchscript_scorer(path: str | os.PathLike) -> Callable[[np.ndarray], np.ndarray]:
+    """Load a saved TorchScript graph; returns ``images -> normality`` on NumPy arrays."""
+    module = load_torchscript(path)
 
     def score(images: np.ndarray) -> np.ndarray:
         with torch.no_grad():
@@ -260,11 +280,7 @@ def torchscript_scorer(path: str | os.PathLike) -> Callable[[np.ndarray], np.nda
 
 def onnx_scorer(path: str | os.PathLike) -> Callable[[np.ndarray], np.ndarray]:
     """Load an ONNX graph in onnxruntime (CPU); returns ``images -> normality``."""
-    import onnxruntime
-
-    options = onnxruntime.SessionOptions()
-    options.log_severity_level = 3
-    session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    session = onnx_session(path)
 
     def score(images: np.ndarray) -> np.ndarray:
         return session.run(None, {"images": np.ascontiguousarray(images, dtype=np.uint8)})[0]

@@ -21,17 +21,14 @@ patches), so exported graphs are best fed a few images at a time, as the loaders
 
 from __future__ import annotations
 
-import io
 import os
-import warnings
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
-from pipeline_lib.deploy.export import ONNX_OPSET
+from pipeline_lib.deploy.export import load_torchscript, onnx_session
 from pipeline_lib.mvtec.localize import grid_side, upsampling_matrix
 
 #: Largest detector constant exported (bytes of its buffers); ONNX files stop at 2 GB.
@@ -109,36 +106,10 @@ class PatchScoringGraph(nn.Module):
         return scores, pixels.to(torch.float32)
 
 
+#: Names of the graph's outputs (ONNX), in :meth:`PatchScoringGraph.forward`'s order.
+MAP_OUTPUTS = ("score", "anomaly_map")
+
 PatchScorer = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
-
-
-def export_patch_torchscript(graph: PatchScoringGraph, example: np.ndarray, path: Path) -> Path:
-    """Trace ``graph`` on uint8 ``example`` images and save it (see :mod:`.export`)."""
-    with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        warnings.simplefilter("ignore", FutureWarning)
-        traced = torch.jit.trace(graph.eval(), torch.from_numpy(example), check_trace=False)
-        torch.jit.save(traced, str(path))
-    return Path(path)
-
-
-def export_patch_onnx(graph: PatchScoringGraph, example: np.ndarray, path: Path) -> Path:
-    """ONNX: input ``images`` uint8, outputs ``score`` and ``anomaly_map``; batch dynamic."""
-    buffer = io.BytesIO()
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            graph.eval(),
-            (torch.from_numpy(example),),
-            buffer,
-            dynamo=False,
-            input_names=["images"],
-            output_names=["score", "anomaly_map"],
-            dynamic_axes={"images": {0: "n"}, "score": {0: "n"}, "anomaly_map": {0: "n"}},
-            opset_version=ONNX_OPSET,
-        )
-    Path(path).write_bytes(buffer.getvalue())
-    return Path(path)
 
 
 #: Images per call of the loaders below: every patch of a call goes through the graph at
@@ -158,9 +129,7 @@ def _in_small_batches(run: PatchScorer) -> PatchScorer:
 
 def torchscript_patch_scorer(path: str | os.PathLike) -> PatchScorer:
     """Load a saved patch graph; ``images -> (scores, maps)``, :data:`IMAGES_PER_CALL` a call."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        module = torch.jit.load(str(path), map_location="cpu").eval()
+    module = load_torchscript(path)
 
     def run(images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         with torch.no_grad():
@@ -172,11 +141,7 @@ def torchscript_patch_scorer(path: str | os.PathLike) -> PatchScorer:
 
 def onnx_patch_scorer(path: str | os.PathLike) -> PatchScorer:
     """Load a patch graph in onnxruntime (CPU); ``images -> (scores, maps)``, in small batches."""
-    import onnxruntime
-
-    options = onnxruntime.SessionOptions()
-    options.log_severity_level = 3
-    session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    session = onnx_session(path)
 
     def run(images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         scores, maps = session.run(None, {"images": np.ascontiguousarray(images, dtype=np.uint8)})

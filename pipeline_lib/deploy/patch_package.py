@@ -42,7 +42,7 @@ import numpy as np
 from torch import nn
 
 from pipeline_lib.data.mvtec import category_from_arrays
-from pipeline_lib.deploy.export import check_parity, detector_graph
+from pipeline_lib.deploy.export import check_parity, detector_graph, export_onnx, export_torchscript
 from pipeline_lib.deploy.package import (
     THRESHOLD_FOLDS,
     PackageError,
@@ -57,12 +57,11 @@ from pipeline_lib.deploy.package import (
     write_model_files,
 )
 from pipeline_lib.deploy.patch_export import (
+    MAP_OUTPUTS,
     MAX_EXPORT_BYTES,
     PatchScorer,
     PatchScoringGraph,
     buffer_bytes,
-    export_patch_onnx,
-    export_patch_torchscript,
     onnx_patch_scorer,
     torchscript_patch_scorer,
 )
@@ -418,8 +417,8 @@ def _export_and_check(
     graph = package.graph()
     size = buffer_bytes(graph.detector)
     if size <= MAX_EXPORT_BYTES:
-        export_patch_torchscript(graph, sample[:2], out_dir / "model.ts")
-        export_patch_onnx(graph, sample[:2], out_dir / "model.onnx")
+        export_torchscript(graph, sample[:2], out_dir / "model.ts")
+        export_onnx(graph, sample[:2], out_dir / "model.onnx", output_names=MAP_OUTPUTS)
         others["torchscript"] = torchscript_patch_scorer(out_dir / "model.ts")
         others["onnx"] = onnx_patch_scorer(out_dir / "model.onnx")
         export = {
