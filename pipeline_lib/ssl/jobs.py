@@ -1,6 +1,6 @@
 """A trained representation's per-split steps: train it on a split, embed the split with it.
 
-The workflow's ``train_representation`` and ``embed_trained`` scripts and
+The workflow's ``train_representation`` (or ``train_fused``) and ``embed_trained`` scripts and
 ``benchmarks/direct_run.py`` call these same two functions, so the direct runner cannot
 drift from the workflow (it once embedded no clean fit sets). Embedding lives here rather
 than in :mod:`pipeline_lib.models.embed` because it adds the rotation classifier's scores
@@ -18,9 +18,11 @@ import torch
 
 from pipeline_lib.data import ImageDataset
 from pipeline_lib.data.split import OneClassSplit, training_subset
+from pipeline_lib.models.checkpoints import save_representation
 from pipeline_lib.models.embed import embed_split
 from pipeline_lib.models.proxy import ProxyModel
 from pipeline_lib.registry import ROTATION_METHODS, training_arguments
+from pipeline_lib.runtime.io import save_json
 from pipeline_lib.ssl.fused import FusedResult, train_representations_fused
 from pipeline_lib.ssl.rotation import rotation_scores
 from pipeline_lib.ssl.train import train_representation
@@ -114,8 +116,6 @@ def train_on_splits_fused(
         The keyword arguments every model trained with, as :func:`train_on_split` records.
     """
     arguments = training_arguments(method, dict(training))
-    options = dict(arguments)
-    checkpoint_every = options.pop("checkpoint_every", 1)
     images = [
         train_images[training_subset(split.train_index, train_size, seed=seed)] for split in splits
     ]
@@ -124,12 +124,42 @@ def train_on_splits_fused(
         images,
         seeds=[seed] * len(splits),
         checkpoint_paths=checkpoint_paths,
-        checkpoint_every=checkpoint_every,
         device=device,
         width=width,
-        **options,
+        **arguments,
     )
     return results, arguments
+
+
+def save_trained(
+    model_path: str | os.PathLike,
+    history_path: str | os.PathLike,
+    model: ProxyModel,
+    history: list[dict[str, Any]],
+    *,
+    method: str,
+    arguments: Mapping[str, Any],
+    device: torch.device,
+    width: int,
+    **extra: Any,
+) -> None:
+    """Write a trained model and its history as the workflow's jobs do (separate or fused).
+
+    Device and width are recorded so the cost planner reuses the rates only for matching
+    plans; ``extra`` adds fields to the history file (a fused group's members).
+    """
+    save_json(
+        history_path,
+        {
+            "method": method,
+            "arguments": dict(arguments),
+            "history": history,
+            "device": device.type,
+            "width": width,
+            **extra,
+        },
+    )
+    save_representation(model_path, model, method=method, config_dict=dict(arguments))
 
 
 def embed_trained(

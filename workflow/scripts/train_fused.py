@@ -10,11 +10,10 @@ work. unpack_fused_model then fails for that model alone, quoting the error.
 from pathlib import Path
 
 from pipeline_lib.data.split import load_split
-from pipeline_lib.models.checkpoints import save_representation
 from pipeline_lib.runtime.devices import gpus_requested, job_device, set_threads
 from pipeline_lib.runtime.io import load_image_dataset, save_json
 from pipeline_lib.runtime.logs import job_logging
-from pipeline_lib.ssl.jobs import train_on_splits_fused
+from pipeline_lib.ssl.jobs import save_trained, train_on_splits_fused
 from pipeline_lib.ssl.train import TrainingDivergedError
 
 with job_logging(snakemake.log[0]):
@@ -48,19 +47,16 @@ with job_logging(snakemake.log[0]):
             outcome[inlier] = {"status": "diverged", "error": str(result)}
             continue
         model, history = result
-        save_json(
+        save_trained(
+            folder / inlier / "model.pt",
             folder / inlier / "train_history.json",
-            {
-                "method": method,
-                "arguments": arguments,
-                "history": history,
-                "device": device.type,
-                "width": snakemake.params.width,
-                "fused": inliers,  # its rates are shares of a fused group's time
-            },
-        )
-        save_representation(
-            folder / inlier / "model.pt", model, method=method, config_dict=arguments
+            model,
+            history,
+            method=method,
+            arguments=arguments,
+            device=device,
+            width=snakemake.params.width,
+            fused=inliers,  # its rates are shares of a fused group's time
         )
         checkpoint.unlink(missing_ok=True)
         outcome[inlier] = {"status": "trained"}

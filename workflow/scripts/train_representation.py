@@ -3,11 +3,10 @@
 from pathlib import Path
 
 from pipeline_lib.data.split import load_split
-from pipeline_lib.models.checkpoints import save_representation
 from pipeline_lib.runtime.devices import gpus_requested, job_device, set_threads
-from pipeline_lib.runtime.io import load_image_dataset, save_json
+from pipeline_lib.runtime.io import load_image_dataset
 from pipeline_lib.runtime.logs import job_logging, show_progress
-from pipeline_lib.ssl.jobs import train_on_split
+from pipeline_lib.ssl.jobs import save_trained, train_on_split
 
 with job_logging(snakemake.log[0]):
     set_threads(snakemake.threads)
@@ -30,16 +29,14 @@ with job_logging(snakemake.log[0]):
             checkpoint_path=checkpoint,
             progress=show_progress(),
         )
-    # Device and width let the cost planner reuse these rates only for matching plans.
-    save_json(
+    save_trained(
+        snakemake.output.model,
         snakemake.output.history,
-        {
-            "method": method,
-            "arguments": arguments,
-            "history": history,
-            "device": device.type,
-            "width": snakemake.params.width,
-        },
+        model,
+        history,
+        method=method,
+        arguments=arguments,
+        device=device,
+        width=snakemake.params.width,
     )
-    save_representation(snakemake.output.model, model, method=method, config_dict=arguments)
     checkpoint.unlink(missing_ok=True)
