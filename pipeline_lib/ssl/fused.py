@@ -303,6 +303,7 @@ def _train_group(
         else:
             losses = group.train_epoch()
             group.unload()
+        seconds = time.perf_counter() - started  # the members' shared epoch
         done: list[tuple[int, dict[str, float]]] = []
         for column, index in enumerate(members):
             run, state = runs[index], states[index]
@@ -311,7 +312,6 @@ def _train_group(
                 log.error("fused model %d stopped, the others go on: %s", index, error)
                 failed[index] = error
                 continue
-            seconds = time.perf_counter() - started
             record = _epoch_record(run, epoch, losses[column], seconds)
             state.history.append(record)
             state.epoch = epoch + 1
