@@ -66,6 +66,9 @@ _RGB_TO_YIQ = torch.tensor(
     dtype=torch.float64,
 )
 _YIQ_TO_RGB = torch.linalg.inv(_RGB_TO_YIQ)
+# As plain floats, for :func:`device_constant` (a step must not read a tensor on the host).
+_RGB_TO_YIQ_VALUES = tuple(_RGB_TO_YIQ.flatten().tolist())
+_YIQ_TO_RGB_VALUES = tuple(_YIQ_TO_RGB.flatten().tolist())
 
 
 def _per_image(value: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
@@ -339,8 +342,8 @@ def affine_color_jitter(
     rot[:, 0, 0] = 1.0
     rot[:, 1, 1], rot[:, 1, 2] = cos, -sin
     rot[:, 2, 1], rot[:, 2, 2] = sin, cos
-    to_yiq = device_constant(_RGB_TO_YIQ.flatten().tolist(), torch.float32, device).view(3, 3)
-    to_rgb = device_constant(_YIQ_TO_RGB.flatten().tolist(), torch.float32, device).view(3, 3)
+    to_yiq = device_constant(_RGB_TO_YIQ_VALUES, torch.float32, device).view(3, 3)
+    to_rgb = device_constant(_YIQ_TO_RGB_VALUES, torch.float32, device).view(3, 3)
     m_hue = to_rgb @ rot @ to_yiq
     matrices = torch.stack([m_brightness, m_contrast, m_saturation, m_hue], 1)  # (n, 4, 3, 3)
     contrast_offset = 1.0 - c  # times the current mean luma, only in the contrast slot
