@@ -130,7 +130,10 @@ def test_two_phase_step_equals_eager_bit_for_bit(case, images, tmp_path, monkeyp
     assert history[0]["steps"] >= 2
     _assert_equal_trees(_without_timing(eager_history), _without_timing(history))
     _assert_equal_trees(eager_model.state_dict(), model.state_dict(), "model")
-    eager, static = load_checkpoint(tmp_path / "eager.pt"), load_checkpoint(tmp_path / "two_phase.pt")
+    eager, static = (
+        load_checkpoint(tmp_path / "eager.pt"),
+        load_checkpoint(tmp_path / "two_phase.pt"),
+    )
     for part in ("optimizer", "scheduler"):
         _assert_equal_trees(eager[part], static[part], part)
     for stream in ("shuffle", "augment"):
@@ -327,5 +330,6 @@ def test_failed_capture_warns_and_trains_uncaptured(images, monkeypatch, caplog)
     assert "capture of the training step failed" in caplog.text
     assert "capture refused (test)" in caplog.text
     assert history[-1]["step_mode"] == "uncaptured"
-    assert all(torch.isfinite(v).all() for v in model.state_dict().values() if v.is_floating_point())
-
+    assert all(
+        torch.isfinite(v).all() for v in model.state_dict().values() if v.is_floating_point()
+    )
