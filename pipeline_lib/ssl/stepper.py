@@ -17,7 +17,11 @@ start runs the same kernels, captured or not, so a resumed run repeats an uninte
 
 On CUDA the optimiser is SGD's fused kernel reading the learning rate from a device tensor
 (a float would be baked into the graph); elsewhere it is ``optimizer.step()``, so the
-two-phase step on the CPU gives the eager step's numbers bit for bit (tested).
+two-phase step on the CPU gives the eager step's numbers bit for bit (tested). The parameter
+groups keep their float rates, which LambdaLR sets on the host as before; each step copies
+them into that tensor with ``fill_`` (a kernel, no sync). A tensor rate inside the groups
+would also work with LambdaLR (it ``fill_``s it) but would enter the optimiser's state and
+checkpoints, which then would no longer be the same for the eager and graph paths.
 """
 
 from __future__ import annotations
