@@ -3,12 +3,14 @@
 On the CPU the two-phase step runs uncaptured (``two_phase``); it must give the eager loop's
 weights, BatchNorm buffers, optimiser state, schedule and generator states bit for bit, and
 its device phase must trace under fake tensors (a ``.item()``, ``nonzero`` or boolean-mask
-index, i.e. a host sync or a data-dependent shape, would raise there). The CUDA-only tests
-(graph capture itself) are skipped here and run on a GPU session.
+index, i.e. a host sync or a data-dependent shape, would raise there), and on the meta
+device it must read no host tensor (a captured host-to-device copy would replay stale data).
+The CUDA-only tests (graph capture itself) are skipped here and run on a GPU session.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 from types import SimpleNamespace
@@ -17,6 +19,7 @@ import numpy as np
 import pytest
 import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import pipeline_lib.ssl.train as train_module
 from pipeline_lib.models.checkpoints import load_checkpoint
@@ -231,6 +234,76 @@ def test_fake_trace_catches_a_host_sync(images) -> None:
         with pytest.raises(DataDependentOutputException):
             step(torch.arange(run.data.per_step))
     draws_module._cached_constant.cache_clear()
+
+
+class _HostToDevice(TorchDispatchMode):
+    """Records every op that reads a CPU tensor into a tensor on another device."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.copies: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        reads_host = any(isinstance(a, torch.Tensor) and a.device.type == "cpu" for a in args)
+        outputs = out if isinstance(out, (list, tuple)) else [out]
+        if reads_host and any(
+            isinstance(o, torch.Tensor) and o.device.type != "cpu" for o in outputs
+        ):
+            self.copies.append(str(func))
+        return out
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_device_phase_copies_nothing_from_the_host(case, images, monkeypatch) -> None:
+    """On the meta device (CUDA's stand-in): no host tensor enters the device phase.
+
+    A CUDA graph replays a host-to-device copy from the address it captured, so the views,
+    masks and constants of a captured step must all be made on the device. Autocast has no
+    meta backend, so it is a no-op here.
+    """
+    run, _ = _prepared(case, images)
+    monkeypatch.setattr(torch, "autocast", lambda *a, **k: contextlib.nullcontext())
+    made_from_data: list[str] = []
+    real_tensor = torch.tensor
+
+    def tensor(*args, **kwargs):
+        if kwargs.get("device") is not None and torch.device(kwargs["device"]).type != "cpu":
+            made_from_data.append(repr(args)[:60])
+        return real_tensor(*args, **kwargs)
+
+    meta = torch.device("meta")
+    with meta:
+        model = build_proxy_model(run.method, **run.new_state.keywords["arch"])
+    groups = _parameter_groups(model, weight_decay=3e-4, exclude_bn_from_decay=False)
+    state = SimpleNamespace(
+        model=model,
+        optimizer=torch.optim.SGD(groups, lr=0.05, momentum=0.9),
+        augment_generator=torch.Generator().manual_seed(0),
+    )
+    step = _static_step(
+        SimpleNamespace(
+            step=run.step,
+            data=SimpleNamespace(
+                images=torch.empty_like(run.data.images, device=meta), per_step=run.data.per_step
+            ),
+            autocast=run.autocast,
+        ),
+        state,
+    )
+    step(torch.arange(run.data.per_step, device=meta))  # records the plan (copies allowed)
+    watch, device_phase = _HostToDevice(), step._device_phase
+
+    def watched(cache_enabled: bool) -> torch.Tensor:
+        with watch:
+            return device_phase(cache_enabled)
+
+    step._device_phase = watched
+    monkeypatch.setattr(torch, "tensor", tensor)
+    for _ in range(2):
+        step(torch.arange(run.data.per_step, device=meta))
+    monkeypatch.setattr(torch, "tensor", real_tensor)
+    assert watch.copies == [] and made_from_data == []
 
 
 def test_device_lr_update_matches_optimizer_step(images) -> None:
