@@ -393,7 +393,7 @@ def test_graph_resume_is_bit_identical_on_cuda(case, images, tmp_path) -> None:
 
 
 @needs_cuda
-def test_failed_capture_warns_and_trains_uncaptured(images, monkeypatch, caplog) -> None:
+def test_failed_capture_warns_and_trains_uncaptured_on_cuda(images, monkeypatch, caplog) -> None:
     def broken_graph(*args, **kwargs):
         raise RuntimeError("capture refused (test)")
 
