@@ -36,6 +36,13 @@ on its own random images and seed, trained as one stacked network. A second tabl
 source images/s of all K together beside one separate run's (K separate runs one after the
 other train at that rate), and the ratio: what fusing buys on this device at this width.
 
+Graph capture (``--step-mode``, :mod:`pipeline_lib.ssl.stepper`): ``eager`` (default) times
+today's loop as above; ``graph`` (CUDA) times the graph-captured step; ``both`` times each
+and prints a second table with the ratio. A captured run records its step's plan, warms up
+for three steps and captures in its first epoch, so with ``graph`` or ``both`` the timed
+call trains two epochs of ``--steps`` steps and reports the second (steady state), for
+either mode.
+
 The numbers depend on the machine and its load: the script prints what it measured in this
 run only.
 
@@ -44,6 +51,7 @@ Usage::
     python benchmarks/bench_train.py --device cuda --peak-tflops 989   # paper network
     python benchmarks/bench_train.py --width 16 --steps 2              # CPU smoke run
     python benchmarks/bench_train.py --device cuda --fuse 8            # fused vs separate
+    python benchmarks/bench_train.py --device cuda --step-mode both    # graph vs eager
 """
 
 from __future__ import annotations
@@ -107,19 +115,33 @@ def forward_flops_per_view(
 
 
 def measure(
-    method: str, *, width: int, steps: int, device: torch.device, amp: str | None
+    method: str,
+    *,
+    width: int,
+    steps: int,
+    device: torch.device,
+    amp: str | None,
+    step_mode: str = "eager",
+    epochs: int = 1,
 ) -> dict[str, float]:
-    """Source images/s of ``steps`` timed training steps after a one-step warm-up."""
+    """Source images/s of the last of ``epochs`` timed epochs of ``steps`` steps.
+
+    After a one-step warm-up call; ``epochs=2`` times a graph-captured run after its capture.
+    """
     batch = PAPER_BATCH_SIZE[method]
     generator = torch.Generator().manual_seed(0)
     images = torch.randint(0, 256, (batch * steps, 32, 32, 3), generator=generator)
     images = images.to(torch.uint8)
-    common = {"seed": 0, "epochs": 1, "batch_size": batch, "width": width}
+    common = {"seed": 0, "batch_size": batch, "width": width, "step_mode": step_mode}
     common |= {"amp": amp, "device": device}
-    train_representation(method, images[:batch], **common)  # warm-up: one step
-    _, history = train_representation(method, images, **common)
+    train_representation(method, images[:batch], epochs=1, **common)  # warm-up: one step
+    _, history = train_representation(method, images, epochs=epochs, **common)
     record = history[-1]
-    return {"images_per_s": record["images_per_s"], "seconds": record["seconds"]}
+    return {
+        "images_per_s": record["images_per_s"],
+        "seconds": record["seconds"],
+        "step_mode": record.get("step_mode", step_mode),
+    }
 
 
 def measure_fused(
@@ -180,7 +202,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="K",
         help="also time K models trained fused against one separate run (default 1: no)",
     )
+    parser.add_argument(
+        "--step-mode",
+        choices=["eager", "graph", "both"],
+        default="eager",
+        help="time the eager loop, the graph-captured step (CUDA), or both with the ratio",
+    )
     args = parser.parse_args(argv)
+    if args.step_mode != "eager" and args.device != "cuda":
+        parser.error("--step-mode graph / both needs --device cuda (the CPU steps eagerly)")
     if args.steps < 1:
         parser.error("--steps must be >= 1")
     if args.fuse < 1:
@@ -190,6 +220,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda but CUDA is not available")
     return args
+
+
+def print_graph_table(
+    args: argparse.Namespace,
+    eager: dict[str, float],
+    timing: dict[str, object],
+    *,
+    peak: float | None,
+) -> None:
+    """Graph-captured vs eager source images/s per method (both timed after a warm epoch)."""
+    print("graph-captured step vs eager (source images/s, second epoch of each)")
+    print(f"{'method':<15}{'eager':>10}{'graph':>10}{'ratio':>8}{'TFLOP/s':>9}{'% peak':>8}  ran")
+    for method in args.methods:
+        graph = measure(method, step_mode="graph", epochs=2, **timing)  # type: ignore[arg-type]
+        views, batch = VIEWS_PER_IMAGE[method], PAPER_BATCH_SIZE[method]
+        step_flops = 3 * forward_flops_per_view(method, width=args.width) * views * batch
+        tflops = step_flops * graph["images_per_s"] / batch / 1e12
+        share = f"{100 * tflops / peak:.1f}" if peak else "-"
+        print(
+            f"{method:<15}{eager[method]:>10.1f}{graph['images_per_s']:>10.1f}"
+            f"{graph['images_per_s'] / eager[method]:>8.2f}{tflops:>9.3f}{share:>8}"
+            f"  {graph['step_mode']}"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -211,9 +264,12 @@ def main(argv: list[str] | None = None) -> None:
     print(header)
     total_hours = 0.0
     separate: dict[str, float] = {}
+    table_mode = "eager" if args.step_mode == "both" else args.step_mode
+    epochs = 1 if args.step_mode == "eager" else 2
+    timing = {"width": args.width, "steps": args.steps, "device": device, "amp": amp}
     for method in args.methods:
         batch, views = PAPER_BATCH_SIZE[method], VIEWS_PER_IMAGE[method]
-        speed = measure(method, width=args.width, steps=args.steps, device=device, amp=amp)
+        speed = measure(method, step_mode=table_mode, epochs=epochs, **timing)
         separate[method] = speed["images_per_s"]
         step_flops = 3 * forward_flops_per_view(method, width=args.width) * views * batch
         tflops = step_flops * speed["images_per_s"] / batch / 1e12
@@ -243,6 +299,8 @@ def main(argv: list[str] | None = None) -> None:
         f"4x) on one such device at width {args.width}, trained methods of the config: "
         f"{total_hours:,.0f} in all"
     )
+    if args.step_mode == "both":
+        print_graph_table(args, separate, timing, peak=args.peak_tflops)
     if args.fuse > 1:
         print(f"fused: {args.fuse} models as one network vs one separate run (source images/s)")
         print(f"{'method':<15}{'K':>4}{'separate':>10}{'fused':>10}{'speed-up':>10}")

@@ -7,9 +7,11 @@
 #   DEVICE=cpu WIDTH=8 STEPS=1 DETECT="--n-fit 500 --n-test 1000 --dim 64" \
 #     OUT=/tmp/gpu bash benchmarks/gpu_session.sh                      # CPU smoke run
 #
-# Steps: fused == separate on the device (bf16 and float32), eager and fused (K = 4, 10)
-# training throughput per method with the share of the card's dense bf16 peak, and the
-# detectors on the device at the paper's sizes. The full-protocol cell
+# Steps: the graph-captured step's CUDA tests (graph vs eager weights, resume bit-identity,
+# fallback warning), graph-captured vs eager training throughput per method (ratio), fused
+# == separate on the device (bf16 and float32), eager and fused (K = 4, 10) training
+# throughput per method with the share of the card's dense bf16 peak, and the detectors on
+# the device at the paper's sizes. The full-protocol cell
 # (config/cifar10_fullcell.yaml, ~30 minutes) is a separate call: see docs/status.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -30,13 +32,18 @@ step() {  # step NAME SECONDS COMMAND...: run with a limit, keep its output, go 
   echo "== $name: exit ${PIPESTATUS[0]}"
 }
 
-step check_fused 90 "$PYTHON" benchmarks/check_fused.py --device "$DEVICE" --k 4 --steps 3 \
+if [ "$DEVICE" = cuda ]; then  # graph capture is CUDA-only (the CPU tests run in CI)
+  step graph_tests 75 "$PYTHON" -m pytest -q -p no:cacheprovider tests/ssl/test_stepper.py -k on_cuda
+  step train_graph 120 "$PYTHON" benchmarks/bench_train.py --device "$DEVICE" \
+    --width "$WIDTH" --steps "$STEPS" --peak-tflops "$PEAK" --step-mode both
+fi
+step check_fused 60 "$PYTHON" benchmarks/check_fused.py --device "$DEVICE" --k 4 --steps 3 \
   --width "$WIDTH"
-step train_fuse4 180 "$PYTHON" benchmarks/bench_train.py --device "$DEVICE" --width "$WIDTH" \
+step train_fuse4 135 "$PYTHON" benchmarks/bench_train.py --device "$DEVICE" --width "$WIDTH" \
   --steps "$STEPS" --peak-tflops "$PEAK" --fuse 4
-step train_fuse10 150 "$PYTHON" benchmarks/bench_train.py --device "$DEVICE" --width "$WIDTH" \
+step train_fuse10 90 "$PYTHON" benchmarks/bench_train.py --device "$DEVICE" --width "$WIDTH" \
   --steps "$STEPS" --peak-tflops "$PEAK" --fuse 10
 # shellcheck disable=SC2086  # DETECT is a list of options
-step ocsvm 60 "$PYTHON" benchmarks/bench_ocsvm.py --device "$DEVICE" $DETECT
+step ocsvm 40 "$PYTHON" benchmarks/bench_ocsvm.py --device "$DEVICE" $DETECT
 # shellcheck disable=SC2086
-step kde 60 "$PYTHON" benchmarks/bench_kde.py --device "$DEVICE" $DETECT
+step kde 40 "$PYTHON" benchmarks/bench_kde.py --device "$DEVICE" $DETECT

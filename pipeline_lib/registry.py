@@ -68,6 +68,10 @@ LR_SCHEDULES: tuple[str, ...] = ("per_epoch", "per_step")
 
 #: Settings of the ``train`` config that only methods with augmented views read.
 VIEW_SETTINGS: tuple[str, ...] = ("view_flip", "view_jitter", "view_blur")
+#: ``train`` keys that say how training executes, not what a model learns: how many models
+#: one job trains (``fuse``) and whether a step is graph-captured (``step_mode``). They are
+#: left out of a model's training arguments, of job params and of sweep ids.
+TRAIN_EXECUTION_SETTINGS: tuple[str, ...] = ("fuse", "step_mode")
 
 #: Distribution augmentation of the paper's main table (rotations as new instances).
 DEFAULT_DISTRIBUTIONS: tuple[str, ...] = ("rot90", "rot180", "rot270")
@@ -179,8 +183,8 @@ def method_training(
     ValueError
         If ``overrides`` sets a head depth for a method of :data:`HEADLESS_METHODS`.
     """
-    # train.fuse says how many models one job trains, not how a model trains.
-    merged = {key: value for key, value in training.items() if key != "fuse"}
+    # train.fuse / step_mode say how training executes, not how a model trains.
+    merged = {k: v for k, v in training.items() if k not in TRAIN_EXECUTION_SETTINGS}
     if method in HEADLESS_METHODS:
         merged["head_depth"] = None
     overrides = dict(overrides or {})

@@ -560,6 +560,31 @@ def test_train_fuse_refuses_float16(config) -> None:
     validate_config(config, SCHEMA)
 
 
+def test_train_step_mode_is_an_execution_setting(config) -> None:
+    """auto / eager / graph: no default written, no effect on sweep ids or training settings."""
+    from pipeline_lib.dag.grids import variant_training
+
+    base = validate_config(config, SCHEMA)
+    assert "step_mode" not in base["train"]
+    for bad in ("compiled", 1, True):
+        config["train"] = {"step_mode": bad}
+        assert "config key 'train.step_mode'" in _error(copy.deepcopy(config)), bad
+    for mode in ("auto", "eager", "graph"):
+        chosen = validate_config({**config, "train": {"step_mode": mode}}, SCHEMA)
+        assert chosen["train"]["step_mode"] == mode
+        assert sweep_id(chosen) == sweep_id(base)
+        assert variant_training("rotnet", chosen["train"], {}) == variant_training(
+            "rotnet", base["train"], {}
+        )
+
+
+def test_train_step_mode_graph_refuses_float16(config) -> None:
+    config["train"] = {"step_mode": "graph", "amp": "float16"}
+    assert "train.step_mode" in _error(config) and "float16" in _error(config)
+    config["train"] = {"step_mode": "auto", "amp": "float16"}  # auto falls back to eager
+    validate_config(config, SCHEMA)
+
+
 def test_train_fuse_leaves_the_sweep_id_and_the_training_settings(config) -> None:
     """How many models a job trains is not science: results of any fuse are the same files."""
     from pipeline_lib.dag.grids import variant_training

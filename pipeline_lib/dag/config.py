@@ -28,6 +28,7 @@ from pipeline_lib.registry import (
     HEADLESS_METHODS,
     METHODS,
     PAPER_RECIPE,
+    TRAIN_EXECUTION_SETTINGS,
     TRAINED_METHODS,
     detector_settings,
     headless_error,
@@ -129,6 +130,7 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
     splits["contamination"] = [float(ratio) for ratio in splits["contamination"]]
     _check_imagenet_weights(filled)
     _check_fuse(filled)
+    _check_step_mode(filled)
     _check_grids(filled, schema_path)
     _check_head_depth(filled)
     merge_detectors(filled)
@@ -151,6 +153,16 @@ def _check_fuse(config: Mapping[str, Any]) -> None:
         raise ConfigError(
             f"config key 'train.fuse': {train['fuse']} needs train.amp bfloat16 or null, not "
             "float16 (one loss scaler would skip every fused model's step when one overflows)"
+        )
+
+
+def _check_step_mode(config: Mapping[str, Any]) -> None:
+    """``train.step_mode: graph`` cannot run with float16 amp (its GradScaler syncs the host)."""
+    train = config.get("train") or {}
+    if train.get("step_mode") == "graph" and train.get("amp") == "float16":
+        raise ConfigError(
+            "config key 'train.step_mode': graph needs train.amp bfloat16 or null, not float16 "
+            "(the GradScaler reads its overflow flag on the host every step); use auto or eager"
         )
 
 
@@ -502,9 +514,11 @@ def sweep_id(config: Mapping[str, Any]) -> str:
     science = {
         key: value for key, value in config.items() if key not in {"data", "tracking", "deploy"}
     }
-    # train.fuse decides how many models a job trains, not what they learn.
-    if isinstance(science.get("train"), Mapping) and "fuse" in science["train"]:
-        science["train"] = {k: v for k, v in science["train"].items() if k != "fuse"}
+    # train.fuse / step_mode decide how training executes, not what the models learn.
+    if isinstance(science.get("train"), Mapping):
+        science["train"] = {
+            k: v for k, v in science["train"].items() if k not in TRAIN_EXECUTION_SETTINGS
+        }
     if isinstance(science.get("embed"), Mapping):
         science["embed"] = {k: v for k, v in science["embed"].items() if k != "imagenet_weights"}
     digest = hashlib.sha256(json.dumps(science, sort_keys=True, default=str).encode())

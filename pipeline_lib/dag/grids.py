@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from pipeline_lib.registry import METHODS, method_training
+from pipeline_lib.registry import METHODS, TRAIN_EXECUTION_SETTINGS, method_training
 
 #: Methods of the main table.
 BASE_METHODS: tuple[str, ...] = METHODS
@@ -167,12 +167,17 @@ def load_study(
 
 
 def _global_section(config: Mapping[str, Any], key: str, *, like: Mapping | None = None) -> Any:
-    """``config[key]`` as a study file must repeat it: without ``train.fuse`` (how many models
-    a job trains, a setting of the whole run) unless ``like``, the study, sets it too."""
+    """``config[key]`` as a study file must repeat it: without ``train.fuse`` or
+    ``train.step_mode`` (how training executes, settings of the whole run) unless ``like``,
+    the study, sets them too."""
     section = config.get(key)
     if key == "train" and isinstance(section, Mapping) and like is not None:
-        if "fuse" not in (like.get("train") or {}):
-            section = {name: value for name, value in section.items() if name != "fuse"}
+        kept = like.get("train") or {}
+        section = {
+            name: value
+            for name, value in section.items()
+            if name not in TRAIN_EXECUTION_SETTINGS or name in kept
+        }
     return section
 
 

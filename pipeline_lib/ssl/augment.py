@@ -34,6 +34,7 @@ permutations: :func:`rotate90`, :func:`hflip` and :func:`distribution_copies`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -45,10 +46,13 @@ from pipeline_lib.registry import DEFAULT_DISTRIBUTIONS
 from pipeline_lib.ssl.color_ops import GRAY_WEIGHTS as GRAY_WEIGHTS_601
 from pipeline_lib.ssl.color_ops import (
     TF_GRAY_WEIGHTS,
+    JitterSlots,
     affine_color_jitter,
     grayscale,
+    jitter_slots,
     released_color_jitter,
 )
+from pipeline_lib.ssl.draws import Draws, as_draws
 
 __all__ = [
     "DEFAULT_DISTRIBUTIONS",
@@ -89,9 +93,9 @@ def _check_batch(images: torch.Tensor) -> None:
         raise ValueError(f"images must have shape (n, 3, h, w), got {tuple(images.shape)}")
 
 
-def _rand(generator: torch.Generator, *shape: int, device: torch.device) -> torch.Tensor:
-    """Uniform [0, 1) numbers from the CPU ``generator``, moved to ``device``."""
-    return torch.rand(*shape, generator=generator).to(device, non_blocking=True)
+def _rand(generator: torch.Generator | Draws, *shape: int, device: torch.device) -> torch.Tensor:
+    """Uniform [0, 1) numbers from the CPU ``generator`` (or static draws), on ``device``."""
+    return as_draws(generator).rand(*shape).to(device, non_blocking=True)
 
 
 def _resize_matrix(offset: torch.Tensor, side: torch.Tensor, size: int) -> torch.Tensor:
@@ -113,7 +117,7 @@ def _resize_matrix(offset: torch.Tensor, side: torch.Tensor, size: int) -> torch
 def crop_and_resize(
     images: torch.Tensor,
     *,
-    generator: torch.Generator,
+    generator: torch.Generator | Draws,
     min_scale: float = 0.5,
     flip_p: float = 0.0,
 ) -> torch.Tensor:
@@ -128,8 +132,9 @@ def crop_and_resize(
     ----------
     images : Tensor of shape (n, 3, h, h)
         uint8 or float in [0, 1]; square.
-    generator : torch.Generator
-        CPU generator for the per-image parameters (draws ``n * 4`` numbers).
+    generator : torch.Generator or Draws
+        CPU generator for the per-image parameters (draws ``n * 4`` numbers), or the static
+        draws of a two-phase step (:mod:`pipeline_lib.ssl.draws`).
     min_scale : float, default=0.5
         Smallest crop side as a fraction of the image side (the released ``cnr0.5``).
     flip_p : float, default=0.0
@@ -150,7 +155,7 @@ def crop_and_resize(
     n, _, h, w = x.shape
     if h != w:
         raise ValueError(f"crop_and_resize needs square images, got {h}x{w}")
-    u = torch.rand(n, 4, generator=generator)
+    u = as_draws(generator).rand(n, 4)
     smallest = int(h * min_scale)
     side = (smallest + (u[:, 0] * (h - smallest + 1)).floor()).clamp(max=h)
     top = (u[:, 1] * (h - side + 1)).floor().clamp(max=h - side)
@@ -168,7 +173,7 @@ def crop_and_resize(
 def random_grayscale(
     images: torch.Tensor,
     *,
-    generator: torch.Generator,
+    generator: torch.Generator | Draws,
     p: float = 0.2,
     weights: tuple[float, float, float] = TF_GRAY_WEIGHTS,
 ) -> torch.Tensor:
@@ -185,7 +190,7 @@ def random_grayscale(
 def gaussian_blur(
     images: torch.Tensor,
     *,
-    generator: torch.Generator,
+    generator: torch.Generator | Draws,
     p: float = 0.5,
     sigma: tuple[float, float] = (0.1, 2.0),
     kernel_size: int | None = None,
@@ -272,52 +277,98 @@ class ViewAugment:
 
     def stream_orders(self, streams: int) -> torch.Tensor:
         """The fixed jitter order of each view stream, ``(streams, 4)``, from ``order_seed``."""
-        generator = torch.Generator().manual_seed(self.order_seed)
-        return torch.stack([torch.randperm(4, generator=generator) for _ in range(streams)])
+        return torch.tensor(_stream_orders(self.order_seed, streams))
 
-    def _orders(self, n: int, streams: int, generator: torch.Generator) -> torch.Tensor:
+    def _orders(self, n: int, streams: int, generator: torch.Generator | Draws) -> torch.Tensor:
         if self.jitter_order == "per_image":
-            return torch.argsort(torch.rand(n, 4, generator=generator), dim=1)
+            return torch.argsort(as_draws(generator).rand(n, 4), dim=1)
         if n % streams:
             raise ValueError(f"{n} images do not split into {streams} equal view streams")
         return self.stream_orders(streams).repeat_interleave(n // streams, dim=0)
 
+    def _static_slots(self, x: torch.Tensor, streams: int, draws: Draws) -> JitterSlots:
+        """The jitter's slots with every mask made on the device (a two-phase step).
+
+        ``per_run``: the host knows each stream's fixed order, so a slot computes only the
+        operations some stream runs there; ``per_image``: any operation may run in any slot.
+        """
+        n = len(x)
+        if self.jitter_order == "per_image":
+            order = torch.argsort(draws.rand(n, 4), dim=1)
+            return [[(index, order[:, slot] == index) for index in range(4)] for slot in range(4)]
+        if n % streams:
+            raise ValueError(f"{n} images do not split into {streams} equal view streams")
+        orders = _stream_orders(self.order_seed, streams)
+        stream = torch.arange(n, device=x.device) // (n // streams)
+        slots: JitterSlots = []
+        for slot in range(4):
+            entries = []
+            for index in range(4):
+                chosen = [s for s in range(streams) if orders[s][slot] == index]
+                if not chosen:
+                    continue
+                if len(chosen) == streams:
+                    entries.append((index, None))
+                    continue
+                rows = functools.reduce(torch.logical_or, [stream == s for s in chosen])
+                entries.append((index, rows))
+            slots.append(entries)
+        return slots
+
+    def _released_jitter(self, x: torch.Tensor, streams: int, draws: Draws) -> torch.Tensor:
+        """The released colour jitter and grayscale (draws: order if per image, 4, then 1)."""
+        strengths = {
+            "brightness": self.brightness,
+            "contrast": self.contrast,
+            "saturation": self.saturation,
+            "hue": self.hue,
+        }
+        if draws.static:
+            slots = self._static_slots(x, streams, draws)
+            x = jitter_slots(x, slots=slots, uniforms=draws.rand(len(x), 4), **strengths)
+        else:
+            x = released_color_jitter(
+                x,
+                order=self._orders(len(x), streams, draws),
+                uniforms=draws.rand(len(x), 4),
+                **strengths,
+            )
+        return random_grayscale(x, generator=draws, p=self.grayscale_p)
+
     def __call__(
-        self, images: torch.Tensor, generator: torch.Generator, streams: int = 1
+        self, images: torch.Tensor, generator: torch.Generator | Draws, streams: int = 1
     ) -> torch.Tensor:
+        draws = as_draws(generator)
         # Pixels stay float32 even inside the training loop's autocast region.
         with torch.autocast(device_type=images.device.type, enabled=False):
             x = crop_and_resize(
-                images, generator=generator, min_scale=self.crop_min_scale, flip_p=self.flip_p
+                images, generator=draws, min_scale=self.crop_min_scale, flip_p=self.flip_p
             )
-            n = len(x)
-            strengths = {
-                "brightness": self.brightness,
-                "contrast": self.contrast,
-                "saturation": self.saturation,
-                "hue": self.hue,
-            }
             if self.jitter == "released":
-                x = released_color_jitter(
-                    x,
-                    order=self._orders(n, streams, generator),
-                    uniforms=torch.rand(n, 4, generator=generator),
-                    **strengths,
-                )
-                x = random_grayscale(x, generator=generator, p=self.grayscale_p)
+                x = self._released_jitter(x, streams, draws)
             else:
                 x = affine_color_jitter(
                     x.clamp(0.0, 1.0),
-                    uniforms=torch.rand(n, 9, generator=generator),
+                    uniforms=draws.rand(len(x), 9),
                     random_order=True,
-                    **strengths,
+                    brightness=self.brightness,
+                    contrast=self.contrast,
+                    saturation=self.saturation,
+                    hue=self.hue,
                 )
                 x = random_grayscale(
-                    x, generator=generator, p=self.grayscale_p, weights=GRAY_WEIGHTS_601
+                    x, generator=draws, p=self.grayscale_p, weights=GRAY_WEIGHTS_601
                 )
             if self.blur_p > 0:
-                x = gaussian_blur(x, generator=generator, p=self.blur_p, sigma=self.blur_sigma)
+                x = gaussian_blur(x, generator=draws, p=self.blur_p, sigma=self.blur_sigma)
         return x
+
+
+@functools.lru_cache(maxsize=256)
+def _stream_orders(order_seed: int, streams: int) -> tuple[tuple[int, ...], ...]:
+    """Per view stream, the jitter order drawn from ``order_seed`` (plain ints, cached)."""
+    generator = torch.Generator().manual_seed(order_seed)
+    return tuple(tuple(torch.randperm(4, generator=generator).tolist()) for _ in range(streams))
 
 
 def hflip(images: torch.Tensor) -> torch.Tensor:
@@ -358,7 +409,9 @@ def rotate90(images: torch.Tensor, k: int | torch.Tensor) -> torch.Tensor:
 
 
 def two_views(
-    images: torch.Tensor, augment: Callable[..., torch.Tensor], generator: torch.Generator
+    images: torch.Tensor,
+    augment: Callable[..., torch.Tensor],
+    generator: torch.Generator | Draws,
 ) -> list[torch.Tensor]:
     """Two independently augmented views of every image (contrastive learning).
 
@@ -369,7 +422,9 @@ def two_views(
 
 
 def rotation_views(
-    images: torch.Tensor, augment: Callable[..., torch.Tensor], generator: torch.Generator
+    images: torch.Tensor,
+    augment: Callable[..., torch.Tensor],
+    generator: torch.Generator | Draws,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Four independently augmented views of every image, rotated by 0/90/180/270 degrees.
 

@@ -33,8 +33,11 @@ worked examples of TF's own documentation and a numpy re-implementation.
 from __future__ import annotations
 
 import math
+from typing import TypeAlias
 
 import torch
+
+from pipeline_lib.ssl.draws import device_constant
 
 __all__ = [
     "GRAY_WEIGHTS",
@@ -45,8 +48,13 @@ __all__ = [
     "adjust_saturation",
     "affine_color_jitter",
     "grayscale",
+    "jitter_slots",
     "released_color_jitter",
 ]
+
+#: Per slot of the jitter, the operations that may run there: ``(operation, rows)`` with
+#: ``rows`` None (every image) or a boolean ``(n,)`` mask of the images that run it.
+JitterSlots: TypeAlias = list[list[tuple[int, torch.Tensor | None]]]
 
 #: Luma weights of ITU-R 601 as used by the ``torchvision`` variant.
 GRAY_WEIGHTS: tuple[float, float, float] = (0.299, 0.587, 0.114)
@@ -58,6 +66,9 @@ _RGB_TO_YIQ = torch.tensor(
     dtype=torch.float64,
 )
 _YIQ_TO_RGB = torch.linalg.inv(_RGB_TO_YIQ)
+# As plain floats, for :func:`device_constant` (a step must not read a tensor on the host).
+_RGB_TO_YIQ_VALUES = tuple(_RGB_TO_YIQ.flatten().tolist())
+_YIQ_TO_RGB_VALUES = tuple(_YIQ_TO_RGB.flatten().tolist())
 
 
 def _per_image(value: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
@@ -172,7 +183,7 @@ def adjust_hue(images: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
 
 def grayscale(images: torch.Tensor, weights: tuple[float, float, float]) -> torch.Tensor:
     """Luma with ``weights``, repeated in all three channels."""
-    row = torch.tensor(weights, dtype=images.dtype, device=images.device)
+    row = device_constant(weights, images.dtype, images.device)
     return torch.einsum("nchw,c->nhw", images, row)[:, None].expand_as(images)
 
 
@@ -205,6 +216,43 @@ def released_color_jitter(
     -------
     Tensor of shape (n, 3, h, w), float, unclipped
     """
+    slots: JitterSlots = []
+    for slot in range(4):
+        chosen = order[:, slot]  # CPU: deciding which operations run needs no device sync
+        entries = []
+        for index in range(4):
+            rows = chosen == index
+            if bool(rows.any()):
+                entries.append((index, None if bool(rows.all()) else rows))
+        slots.append(entries)
+    return jitter_slots(
+        images,
+        slots=slots,
+        uniforms=uniforms,
+        brightness=brightness,
+        contrast=contrast,
+        saturation=saturation,
+        hue=hue,
+    )
+
+
+def jitter_slots(
+    images: torch.Tensor,
+    *,
+    slots: JitterSlots,
+    uniforms: torch.Tensor,
+    brightness: float = 0.4,
+    contrast: float = 0.4,
+    saturation: float = 0.4,
+    hue: float = 0.4,
+) -> torch.Tensor:
+    """The released jitter given which operations run in each slot (see :data:`JitterSlots`).
+
+    :func:`released_color_jitter` builds the slots from a CPU order; a two-phase training
+    step builds them with masks already on the device, so the step reads nothing on the host
+    and copies nothing to the device. Masked images keep their values (``torch.where``), so
+    both give the same numbers.
+    """
     if min(brightness, contrast, saturation, hue) < 0 or hue > 0.5:
         raise ValueError(
             "jitter strengths must be >= 0 and hue <= 0.5, got "
@@ -218,14 +266,13 @@ def released_color_jitter(
         (hue, lambda x, s: adjust_hue(x, hue * s)),
     )
     x = images
-    for slot in range(4):
-        chosen = order[:, slot]  # CPU: deciding which operations run needs no device sync
-        for index, (strength, operation) in enumerate(operations):
-            rows = chosen == index
-            if strength == 0 or not bool(rows.any()):
+    for entries in slots:
+        for index, rows in entries:
+            strength, operation = operations[index]
+            if strength == 0:
                 continue
             changed = operation(x, signed[:, index])
-            x = changed if bool(rows.all()) else torch.where(_mask(rows, x), changed, x)
+            x = changed if rows is None else torch.where(_mask(rows, x), changed, x)
     return x
 
 
@@ -285,7 +332,7 @@ def affine_color_jitter(
     b, c, s = factor(0, brightness), factor(1, contrast), factor(2, saturation)
     angle = applied * hue * (2.0 * u[:, 3] - 1.0) * (2.0 * math.pi)
     eye = torch.eye(3, device=device).expand(n, 3, 3)
-    gray = torch.tensor(GRAY_WEIGHTS, dtype=torch.float32, device=device)
+    gray = device_constant(GRAY_WEIGHTS, torch.float32, device)
     ones_gray = torch.ones(3, 1, device=device) * gray[None, :]  # (3, 3): 1 w^T
     m_brightness = b[:, None, None] * eye
     m_contrast = c[:, None, None] * eye
@@ -295,8 +342,8 @@ def affine_color_jitter(
     rot[:, 0, 0] = 1.0
     rot[:, 1, 1], rot[:, 1, 2] = cos, -sin
     rot[:, 2, 1], rot[:, 2, 2] = sin, cos
-    to_yiq = _RGB_TO_YIQ.to(device=device, dtype=torch.float32)
-    to_rgb = _YIQ_TO_RGB.to(device=device, dtype=torch.float32)
+    to_yiq = device_constant(_RGB_TO_YIQ_VALUES, torch.float32, device).view(3, 3)
+    to_rgb = device_constant(_YIQ_TO_RGB_VALUES, torch.float32, device).view(3, 3)
     m_hue = to_rgb @ rot @ to_yiq
     matrices = torch.stack([m_brightness, m_contrast, m_saturation, m_hue], 1)  # (n, 4, 3, 3)
     contrast_offset = 1.0 - c  # times the current mean luma, only in the contrast slot

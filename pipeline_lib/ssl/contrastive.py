@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from pipeline_lib.ssl.augment import distribution_copies, two_views
+from pipeline_lib.ssl.draws import Draws
 
 #: Accepted values of ``form``.
 LOSS_FORMS: tuple[str, ...] = ("paper", "released", "ntxent")
@@ -93,7 +94,7 @@ def nt_xent_loss(z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.2
     z = F.normalize(torch.cat([z1, z2]).float(), dim=1)  # (2M, d)
     eye = torch.eye(2 * m, dtype=torch.bool, device=z.device)
     logits = (z @ z.T / temperature).masked_fill(eye, float("-inf"))
-    targets = torch.cat([torch.arange(m, 2 * m), torch.arange(m)]).to(z.device)
+    targets = torch.cat([torch.arange(m, 2 * m, device=z.device), torch.arange(m, device=z.device)])
     return F.cross_entropy(logits, targets)
 
 
@@ -127,7 +128,7 @@ def contrastive_step(
     model: torch.nn.Module,
     batch: torch.Tensor,
     *,
-    generator: torch.Generator,
+    generator: torch.Generator | Draws,
     augment: Callable[..., torch.Tensor],
     temperature: float = 0.2,
     form: str = "paper",
@@ -166,7 +167,7 @@ def contrastive_step(
 def contrastive_inputs(
     batch: torch.Tensor,
     *,
-    generator: torch.Generator,
+    generator: torch.Generator | Draws,
     augment: Callable[..., torch.Tensor],
     distributions: Sequence[str] = (),
 ) -> torch.Tensor:

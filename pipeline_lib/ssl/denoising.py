@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from pipeline_lib.models.proxy import ProxyModel
 from pipeline_lib.registry import DENOISING_TARGETS
 from pipeline_lib.ssl.augment import to_unit_float
+from pipeline_lib.ssl.draws import Draws, as_draws
 
 #: Default standard deviation of the Gaussian corruption (images in [0, 1]).
 DEFAULT_NOISE_STD = 0.1
@@ -87,7 +88,7 @@ def denoising_step(
     model: ProxyModel,
     batch: torch.Tensor,
     *,
-    generator: torch.Generator,
+    generator: torch.Generator | Draws,
     noise_std: float = DEFAULT_NOISE_STD,
     target: str = DENOISING_TARGETS[0],
     patch: int = DEFAULT_TARGET_PATCH,
@@ -110,7 +111,7 @@ def denoising_step(
 def denoising_inputs(
     batch: torch.Tensor,
     *,
-    generator: torch.Generator,
+    generator: torch.Generator | Draws,
     noise_std: float = DEFAULT_NOISE_STD,
     augment: Callable[..., torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -126,5 +127,5 @@ def denoising_inputs(
     if noise_std < 0:
         raise ValueError(f"noise_std must be >= 0, got {noise_std}")
     clean = augment(batch, generator) if augment is not None else to_unit_float(batch)
-    noise = torch.randn(clean.shape, generator=generator).to(clean.device, non_blocking=True)
+    noise = as_draws(generator).randn(*clean.shape).to(clean.device, non_blocking=True)
     return clean + noise_std * noise, clean

@@ -40,6 +40,7 @@ def train_on_split(
     width: int,
     checkpoint_path: str | os.PathLike | None = None,
     progress: bool = False,
+    step_mode: str = "auto",
 ) -> tuple[ProxyModel, list[dict[str, Any]], dict[str, Any]]:
     """Train ``method`` on the split's training images, as the workflow's job does.
 
@@ -63,6 +64,8 @@ def train_on_split(
     checkpoint_path : str or PathLike or None, default=None
         Where training checkpoints (and resumes from).
     progress : bool, default=False
+    step_mode : {"auto", "eager", "graph"}, default="auto"
+        ``train.step_mode``: how steps execute (not part of ``arguments``, the recipe).
 
     Returns
     -------
@@ -82,6 +85,7 @@ def train_on_split(
         checkpoint_path=checkpoint_path,
         width=width,
         progress=progress,
+        step_mode=step_mode,
         **arguments,
     )
     return model, history, arguments

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from pipeline_lib.models.proxy import ProxyModel, rotation_logits
 from pipeline_lib.ssl.augment import rotate90, rotation_views, to_unit_float
+from pipeline_lib.ssl.draws import Draws
 
 
 def rotation_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -31,7 +32,7 @@ def rotation_step(
     model: ProxyModel,
     batch: torch.Tensor,
     *,
-    generator: torch.Generator,
+    generator: torch.Generator | Draws,
     augment: Callable[..., torch.Tensor],
 ) -> torch.Tensor:
     """One rotation-prediction loss on a uint8 batch ``(n, 3, h, w)`` (``4 n`` views).

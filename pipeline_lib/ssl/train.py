@@ -49,6 +49,7 @@ from pipeline_lib.ssl.augment import (
 from pipeline_lib.ssl.contrastive import LOSS_FORMS, contrastive_step
 from pipeline_lib.ssl.denoising import DEFAULT_NOISE_STD, DEFAULT_TARGET_PATCH, denoising_step
 from pipeline_lib.ssl.rotation import rotation_step
+from pipeline_lib.ssl.stepper import StaticStep, resolve_step_mode
 
 __all__ = ["TrainingDivergedError", "train_representation"]
 
@@ -342,15 +343,22 @@ class _Run:
     device: torch.device
     amp: str | None
     use_scaler: bool
+    #: ``eager`` (today's loop) or ``graph`` (:class:`~pipeline_lib.ssl.stepper.StaticStep`).
+    step_mode: str = "eager"
 
     @property
     def on_cuda(self) -> bool:
         return self.device.type == "cuda"
 
-    def autocast(self) -> contextlib.AbstractContextManager[Any]:
-        """Autocast on CUDA with ``amp``; nothing on the CPU (always float32)."""
+    def autocast(self, cache_enabled: bool = True) -> contextlib.AbstractContextManager[Any]:
+        """Autocast on CUDA with ``amp``; nothing on the CPU (always float32).
+
+        A captured step needs ``cache_enabled=False``: cached casts would outlive the graph.
+        """
         if self.on_cuda and self.amp is not None:
-            return torch.autocast(device_type="cuda", dtype=_AMP_DTYPES[self.amp])
+            return torch.autocast(
+                device_type="cuda", dtype=_AMP_DTYPES[self.amp], cache_enabled=cache_enabled
+            )
         return contextlib.nullcontext()
 
 
@@ -418,6 +426,7 @@ def _prepare_run(
     device: torch.device | str,
     checkpoint_every: int,
     log_every: int,
+    step_mode: str = "eager",
 ) -> tuple[_Run, _TrainingState]:
     """Check the arguments, load the data and build the fresh state of one run.
 
@@ -463,6 +472,7 @@ def _prepare_run(
     )
     cosine = _cosine_schedule(lr_schedule, data.steps_per_epoch, epochs * data.steps_per_epoch)
     use_scaler = on_cuda and amp == "float16"
+    step_mode = resolve_step_mode(step_mode, device, float16_scaler=use_scaler)
     new_state = functools.partial(
         _fresh_state,
         method,
@@ -530,6 +540,7 @@ def _prepare_run(
         device=device,
         amp=amp,
         use_scaler=use_scaler,
+        step_mode=step_mode,
     )
     return run, state
 
@@ -584,12 +595,43 @@ def _resume(
         return run.new_state()
 
 
-def _train_epoch(run: _Run, state: _TrainingState) -> torch.Tensor:
-    """One pass over a fresh seeded permutation; the steps' losses (on the device, no sync)."""
+def _static_step(run: _Run, state: _TrainingState) -> StaticStep | None:
+    """The two-phase step of a ``graph`` run (built after any resume), None for ``eager``.
+
+    ``two_phase`` (tests only) is the same step never captured, which runs on the CPU.
+    """
+    if run.step_mode == "eager":
+        return None
+    return StaticStep(
+        model=state.model,
+        optimizer=state.optimizer,
+        step=run.step,
+        images=run.data.images,
+        per_step=run.data.per_step,
+        generator=state.augment_generator,
+        autocast=run.autocast,
+        capture=run.step_mode == "graph",
+    )
+
+
+def _train_epoch(
+    run: _Run, state: _TrainingState, static_step: StaticStep | None = None
+) -> torch.Tensor:
+    """One pass over a fresh seeded permutation; the steps' losses (on the device, no sync).
+
+    With ``static_step`` every step runs through it (the same random numbers, drawn in the
+    same order, so the generators end where the eager loop leaves them).
+    """
     data, model = run.data, state.model
     model.train()
     order = torch.randperm(len(data.images), generator=state.shuffle_generator).to(run.device)
     losses = torch.zeros(data.steps_per_epoch, device=run.device)
+    if static_step is not None:
+        for index in range(data.steps_per_epoch):
+            loss = static_step(order[index * data.per_step : (index + 1) * data.per_step])
+            state.scheduler.step()
+            losses[index] = loss  # a copy: a replayed step's loss tensor is reused
+        return losses
     for index in range(data.steps_per_epoch):
         batch = data.images[order[index * data.per_step : (index + 1) * data.per_step]]
         with run.autocast():
@@ -625,8 +667,10 @@ def _divergence(
     return None
 
 
-def _epoch_record(run: _Run, epoch: int, losses: torch.Tensor, seconds: float) -> dict[str, float]:
-    """The history record of epoch ``epoch`` (0-based)."""
+def _epoch_record(
+    run: _Run, epoch: int, losses: torch.Tensor, seconds: float, step_mode: str = "eager"
+) -> dict[str, Any]:
+    """The history record of epoch ``epoch`` (0-based); ``step_mode``: what ran its steps."""
     steps = run.data.steps_per_epoch
     return {
         "epoch": epoch + 1,
@@ -635,6 +679,7 @@ def _epoch_record(run: _Run, epoch: int, losses: torch.Tensor, seconds: float) -
         "images_per_s": steps * run.data.per_step / seconds,
         "seconds": seconds,
         "steps": steps,
+        "step_mode": step_mode,
     }
 
 
@@ -710,6 +755,7 @@ def train_representation(
     augment: ViewAugment | None = None,
     amp: str | None = "bfloat16",
     device: torch.device | str = "cpu",
+    step_mode: str = "auto",
     checkpoint_path: str | os.PathLike | None = None,
     checkpoint_every: int = 1,
     progress: bool = False,
@@ -791,6 +837,16 @@ def train_representation(
         Autocast dtype on CUDA (float16 adds a GradScaler); CPU always trains in float32.
         Channels-last memory format is also CUDA-only.
     device : torch.device or str, default="cpu"
+    step_mode : {"auto", "eager", "graph"}, default="auto"
+        How a step runs (an execution setting, not part of the recipe): ``graph`` captures
+        the whole step (views, forward, loss, backward, SGD) once as a CUDA graph and
+        replays it (:mod:`pipeline_lib.ssl.stepper`), with the same random numbers as
+        ``eager``, so the two differ only in kernel rounding; ``auto`` is ``graph`` on CUDA
+        (``eager`` with ``amp="float16"``) and ``eager`` elsewhere. If the capture fails,
+        training goes on uncaptured with a warning. Each history record's ``step_mode``
+        says what ran: ``eager``, ``graph`` or ``uncaptured``. A checkpoint resumes under
+        either mode (it holds the same state); the uninterrupted result is repeated
+        exactly when both runs use the same mode.
     checkpoint_path : str or PathLike or None, default=None
         Resumable checkpoint. If the file exists and was written for the same arguments
         and data, training resumes after its last epoch (on the CPU the result is
@@ -820,7 +876,7 @@ def train_representation(
     history : list of dict
         One record per epoch: ``epoch`` (1-based), ``loss`` (mean over the epoch's steps),
         ``lr`` (of the epoch's last step), ``images_per_s`` (training instances per second of
-        training, excluding checkpointing), ``seconds``.
+        training, excluding checkpointing), ``seconds``, ``steps``, ``step_mode``.
 
     Raises
     ------
@@ -861,8 +917,10 @@ def train_representation(
         device=device,
         checkpoint_every=checkpoint_every,
         log_every=log_every,
+        step_mode=step_mode,
     )
     state = _resume(run, state, checkpoint_path)
+    static_step = _static_step(run, state)
     start_epoch = state.epoch
     epochs_bar = tqdm(
         range(start_epoch, epochs),
@@ -874,11 +932,12 @@ def train_representation(
     )
     for epoch in epochs_bar:
         started = time.perf_counter()
-        losses = _train_epoch(run, state)
+        losses = _train_epoch(run, state, static_step)
         error = _divergence(run, losses, state.model, epoch)
         if error is not None:
             raise error
-        record = _epoch_record(run, epoch, losses, time.perf_counter() - started)
+        mode = "eager" if static_step is None else static_step.mode
+        record = _epoch_record(run, epoch, losses, time.perf_counter() - started, mode)
         state.history.append(record)
         state.epoch = epoch + 1
         epochs_bar.set_postfix(loss=f"{record['loss']:.4f}")

@@ -28,6 +28,9 @@ with job_logging(snakemake.log[0]):
             width=snakemake.params.width,
             checkpoint_path=checkpoint,
             progress=show_progress(),
+            # An execution setting, read from the config rather than a param: changing it
+            # re-runs no finished job (each epoch's history records what ran).
+            step_mode=snakemake.config["train"].get("step_mode", "auto"),
         )
     save_trained(
         snakemake.output.model,

@@ -1,0 +1,232 @@
+"""A training step in two phases, whose device phase can be captured once as a CUDA graph.
+
+The eager step (:func:`pipeline_lib.ssl.train._train_epoch`) launches a few hundred small
+kernels per step and reads its random numbers as fresh host tensors, so on a GPU a batch of
+32 images is bound by the launches. :class:`StaticStep` runs the same step as
+
+* a *host phase*: the batch's indices and every random number of the step (drawn from the
+  run's CPU generator in the eager order, :class:`~pipeline_lib.ssl.draws.StaticDraws`) are
+  copied into static device buffers, and the learning rates into a device tensor;
+* a *device phase*: gather the batch, build the views, forward, loss, backward and SGD, all
+  from those buffers, with static shapes and no host synchronisation.
+
+With ``capture=True`` (CUDA) the device phase runs uncaptured for its first steps after each
+start (the draws' plan is recorded, SGD's momentum buffers and cuDNN's workspaces come to
+exist), on a side stream as CUDA graphs require, then is captured once and replayed. Every
+start runs the same kernels, captured or not, so a resumed run repeats an uninterrupted one.
+
+On CUDA the optimiser is SGD's fused kernel reading the learning rate from a device tensor
+(a float would be baked into the graph); elsewhere it is ``optimizer.step()``, so the
+two-phase step on the CPU gives the eager step's numbers bit for bit (tested). The parameter
+groups keep their float rates, which LambdaLR sets on the host as before; each step copies
+them into that tensor with ``fill_`` (a kernel, no sync). A tensor rate inside the groups
+would also work with LambdaLR (it ``fill_``s it) but would enter the optimiser's state and
+checkpoints, which then would no longer be the same for the eager and graph paths.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+from torch.optim.sgd import sgd as functional_sgd
+
+from pipeline_lib.ssl.draws import StaticDraws
+
+__all__ = ["STEP_MODES", "StaticStep", "resolve_step_mode"]
+
+log = logging.getLogger(__name__)
+
+#: Accepted values of ``step_mode`` (``train.step_mode``).
+STEP_MODES: tuple[str, ...] = ("auto", "eager", "graph")
+
+#: Uncaptured device phases after a start before the capture (the first records the plan).
+WARMUP_STEPS = 3
+
+
+def resolve_step_mode(step_mode: str, device: torch.device, *, float16_scaler: bool) -> str:
+    """The path a run takes: ``"eager"`` or ``"graph"``.
+
+    ``auto`` is ``graph`` on CUDA and ``eager`` elsewhere; float16 autocast needs the
+    GradScaler, which reads its overflow flag on the host every step, so it stays eager.
+
+    Raises
+    ------
+    ValueError
+        On an unknown mode, or ``graph`` where it cannot run (not CUDA, or float16 amp).
+    """
+    if step_mode not in STEP_MODES:
+        raise ValueError(f"unknown step_mode {step_mode!r}; allowed: {', '.join(STEP_MODES)}")
+    if step_mode == "eager":
+        return "eager"
+    if device.type != "cuda":
+        if step_mode == "graph":
+            raise ValueError(
+                f"step_mode='graph' needs a CUDA device, got {device.type!r}; use 'auto' "
+                "(graph on CUDA, eager elsewhere) or 'eager'"
+            )
+        return "eager"
+    if float16_scaler:
+        if step_mode == "graph":
+            raise ValueError(
+                "step_mode='graph' cannot run with amp='float16' (the GradScaler syncs the "
+                "host every step); use amp='bfloat16' or step_mode 'auto' / 'eager'"
+            )
+        log.info("amp float16 needs the GradScaler, which syncs the host: eager training steps")
+        return "eager"
+    return "graph"
+
+
+class StaticStep:
+    """One run's two-phase training step (see the module docstring).
+
+    Parameters
+    ----------
+    model : nn.Module
+    optimizer : torch.optim.SGD
+        Its parameter groups (weight decay per group) and momentum buffers are used as is.
+    step : callable
+        ``step(model, batch, generator=draws) -> loss``, one of the trainer's step functions.
+    images : Tensor
+        The uint8 training instances on the device.
+    per_step : int
+        Instances per step (static).
+    generator : torch.Generator
+        The run's CPU augmentation generator (advanced exactly as by the eager step).
+    autocast : callable
+        ``autocast(cache_enabled) -> context manager`` of the run's amp setting.
+    capture : bool
+        Capture and replay a CUDA graph (CUDA only); False runs every device phase uncaptured.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: nn.Module,
+        optimizer: torch.optim.SGD,
+        step: Callable[..., torch.Tensor],
+        images: torch.Tensor,
+        per_step: int,
+        generator: torch.Generator,
+        autocast: Callable[[bool], contextlib.AbstractContextManager[Any]],
+        capture: bool,
+    ) -> None:
+        device = images.device
+        if capture and device.type != "cuda":
+            raise ValueError(f"graph capture needs a CUDA device, got {device.type!r}")
+        self.model, self.optimizer, self.step = model, optimizer, step
+        self.images, self.autocast = images, autocast
+        self.capture = capture
+        self.draws = StaticDraws(generator, device)
+        self.index = torch.zeros(per_step, dtype=torch.long, device=device)
+        self.device_lr = device.type == "cuda"
+        self.lr = torch.zeros(len(optimizer.param_groups), device=device)
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.graph_loss: torch.Tensor | None = None
+        self.uncaptured = 0  # device phases run uncaptured since this start
+        self.failure: str | None = None  # why capture failed (then every step is uncaptured)
+        self._side = torch.cuda.Stream(device) if device.type == "cuda" else None
+
+    @property
+    def mode(self) -> str:
+        """The history's ``step_mode``: ``graph``, ``uncaptured`` (capture failed) or ``two_phase``.
+
+        ``graph`` includes the uncaptured steps after each start: they run the same kernels.
+        """
+        if self.failure is not None:
+            return "uncaptured"
+        return "graph" if self.capture else "two_phase"
+
+    def __call__(self, batch_index: torch.Tensor) -> torch.Tensor:
+        """Run one step on the instances ``batch_index`` (device); the loss, on the device.
+
+        In graph mode the loss is a static tensor that the next step overwrites: copy it.
+        """
+        self.index.copy_(batch_index, non_blocking=True)
+        if self.device_lr:
+            for slot, group in enumerate(self.optimizer.param_groups):
+                self.lr[slot].fill_(group["lr"])  # a kernel with the value, no host sync
+        if not self.draws.recorded:
+            loss = self._uncaptured()  # draws on demand and records the plan
+            self.draws.freeze()
+            return loss
+        self.draws.draw()
+        if self.capture and self.graph is None and self.uncaptured >= WARMUP_STEPS:
+            self._try_capture()
+        if self.graph is not None:
+            self.graph.replay()
+            assert self.graph_loss is not None
+            return self.graph_loss
+        return self._uncaptured()
+
+    def _device_phase(self, cache_enabled: bool) -> torch.Tensor:
+        """Gather, views, forward, loss, backward and update: static shapes, no host sync."""
+        self.draws.rewind()
+        batch = self.images[self.index]
+        with self.autocast(cache_enabled):
+            loss = self.step(self.model, batch, generator=self.draws)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self._update()
+        return loss.detach()
+
+    def _update(self) -> None:
+        """SGD: ``optimizer.step()`` with float rates, or the fused kernel reading ``self.lr``."""
+        if not self.device_lr:
+            self.optimizer.step()
+            return
+        # LambdaLR warns unless optimizer.step() ran; this is that step, by another route.
+        self.optimizer._opt_called = True  # type: ignore[attr-defined]
+        for slot, group in enumerate(self.optimizer.param_groups):
+            params = [p for p in group["params"] if p.grad is not None]
+            state = [self.optimizer.state[p] for p in params]
+            buffers = [s.get("momentum_buffer") for s in state]
+            functional_sgd(
+                params,
+                [p.grad for p in params],
+                buffers,
+                fused=True,
+                weight_decay=group["weight_decay"],
+                momentum=group["momentum"],
+                lr=self.lr[slot],
+                dampening=group["dampening"],
+                nesterov=group["nesterov"],
+                maximize=group["maximize"],
+            )
+            if group["momentum"] != 0:
+                for entry, buffer in zip(state, buffers, strict=True):
+                    entry["momentum_buffer"] = buffer
+
+    def _uncaptured(self) -> torch.Tensor:
+        """The device phase run directly (on a side stream on CUDA, as capture requires)."""
+        self.uncaptured += 1
+        side = self._side
+        if side is None:
+            return self._device_phase(cache_enabled=True)
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            loss = self._device_phase(cache_enabled=False)
+        torch.cuda.current_stream().wait_stream(side)
+        return loss
+
+    def _try_capture(self) -> None:
+        """Capture the device phase once; on any error warn and stay uncaptured."""
+        graph = torch.cuda.CUDAGraph()
+        try:
+            self.optimizer.zero_grad(set_to_none=True)
+            with torch.cuda.graph(graph):
+                loss = self._device_phase(cache_enabled=False)
+        except Exception as error:  # capture support varies by op and driver: never fatal
+            self.failure = f"{type(error).__name__}: {error}"
+            self.capture = False
+            log.warning(
+                "CUDA graph capture of the training step failed (%s); training on with "
+                "uncaptured steps (step_mode 'uncaptured' in the history)",
+                self.failure,
+            )
+            return
+        self.graph, self.graph_loss = graph, loss
