@@ -32,12 +32,12 @@ lint: $(VENV)/.installed
 	$(BIN)/lint-imports
 	$(BIN)/snakemake --lint --configfile tests/configs/tiny.yaml
 
-# Two pytest-xdist workers, a test file (or the files sharing the tiny run) at a time, longest
+# Two pytest-xdist workers, a test file (the files sharing the tiny run as one) at a time, longest
 # first (tests/conftest.py): one worker's waits (SLURM status checks, servers starting) are the
 # other's working time. --durations: the 25 slowest tests at the end of the log (CI's too).
 TEST_WORKERS ?= 2
 test: lint
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=25
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --no-loadscope-reorder --durations=25
 
 test-fast: lint
 	$(BIN)/python -m pytest -m "$(FAST)" -q

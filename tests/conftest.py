@@ -1,60 +1,72 @@
 """How the suite is shared between pytest-xdist workers (`make test` runs two).
 
-Tests are handed out a test file at a time (``--dist loadgroup``: each file is one group), so
-a module's fixtures are built once. The files that use the session's ``tiny_run`` (one
-Snakemake run of tests/configs/tiny.yaml, about 100 s) form one group, so that run is made
-once, on one worker. Groups are ordered longest first (that tiny-run group, the other
-Snakemake runs, the real-data tests, then the unit tests), so the two workers finish
-together: the idle seconds of one (a SLURM job waiting for its status check, a server
-starting) are the other's working seconds.
+Tests are handed out a test file at a time, so a module's fixtures are built once. The files
+that use the session's ``tiny_run`` (one Snakemake run of tests/configs/tiny.yaml, about
+100 s) form one unit, so that run is made once, on one worker. Units are ordered longest
+first (the tiny-run files, the other Snakemake runs, the real-data tests, then the unit
+tests), so the two workers finish together: the idle seconds of one (a SLURM job waiting for
+its status check, a server starting) are the other's working seconds.
+
+xdist's own ``--dist loadgroup`` would do the grouping from ``xdist_group`` marks, but under
+pytest 9 it drops them (it renames ``item._nodeid``, which ``item.nodeid`` no longer reads),
+so the unit of work is chosen here, by a scheduler that only overrides the scope of a test.
 """
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-#: Group of every test whose file uses the session-scoped ``tiny_run`` fixture.
-TINY_RUN_GROUP = "tiny_run"
+TESTS = Path(__file__).resolve().parent
+#: Unit of work of every test whose file uses the session-scoped ``tiny_run`` fixture.
+TINY_RUN_UNIT = "tiny_run"
 
 
-def _group(item: pytest.Item) -> str:
-    if "tiny_run" in getattr(item, "fixturenames", ()):
-        return TINY_RUN_GROUP
-    return Path(str(item.path)).relative_to(Path(__file__).parent).as_posix()
+@functools.cache
+def unit_of_file(relative_path: str) -> str:
+    """The work unit of a test file (path relative to the rootdir, as in a node id)."""
+    path = TESTS.parent / relative_path
+    if path.is_file() and "tiny_run" in path.read_text():
+        return TINY_RUN_UNIT
+    return relative_path
+
+
+def _unit(item: pytest.Item) -> str:
+    return unit_of_file(item.nodeid.split("::", 1)[0])
 
 
 def _weight(items: list[pytest.Item]) -> int:
-    """Rough cost class of a group: higher runs first."""
-    markers = {marker.name for item in items for marker in item.iter_markers()}
-    if any(_group(item) == TINY_RUN_GROUP for item in items):
+    """Rough cost class of a unit: higher runs first."""
+    if _unit(items[0]) == TINY_RUN_UNIT:
         return 3
+    markers = {marker.name for item in items for marker in item.iter_markers()}
     if markers & {"workflow", "cluster"}:
         return 2
     return 1 if "realdata" in markers else 0
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """One xdist group per test file (the tiny run's users share one), longest groups first.
+    """Each unit's tests together, longest units first (xdist hands them out in this order).
 
-    Without xdist the groups are unused and only the order changes, which no test depends on.
+    Without xdist only the order changes, which no test depends on.
     """
-    by_file: dict[Path, list[pytest.Item]] = {}
+    units: dict[str, list[pytest.Item]] = {}
     for item in items:
-        by_file.setdefault(Path(str(item.path)), []).append(item)
-    groups: dict[str, list[pytest.Item]] = {}
-    for file_items in by_file.values():
-        # A file with one tiny_run user goes whole into the tiny-run group.
-        name = (
-            TINY_RUN_GROUP
-            if any(_group(item) == TINY_RUN_GROUP for item in file_items)
-            else _group(file_items[0])
-        )
-        groups.setdefault(name, []).extend(file_items)
-    ordered = sorted(groups.items(), key=lambda entry: -_weight(entry[1]))  # stable
-    items[:] = [item for _, group_items in ordered for item in group_items]
-    for name, group_items in ordered:
-        for item in group_items:
-            item.add_marker(pytest.mark.xdist_group(name))
+        units.setdefault(_unit(item), []).append(item)
+    ordered = sorted(units.values(), key=lambda unit_items: -_weight(unit_items))  # stable
+    items[:] = [item for unit_items in ordered for item in unit_items]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's scope scheduler, with a test's scope being its file's unit (see above)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileUnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of_file(nodeid.split("::", 1)[0])
+
+    return FileUnitScheduling(config, log)
