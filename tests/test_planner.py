@@ -501,6 +501,8 @@ def test_setting_costs_regroup_the_models_and_name_the_cheapest(table: list[Rate
         f"{expected[best] / 3600:,.1f} cuda-hours of training"
     )
     assert f"as configured: {expected[('graph', 1)] / 3600:,.1f} of training" in line
+    for (mode, fuse), seconds in expected.items():
+        assert f"{mode}, fuse {fuse}: {seconds / 3600:,.1f}" in line
 
 
 def test_without_studies_keeps_the_main_table(tmp_path: Path) -> None:

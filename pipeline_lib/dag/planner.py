@@ -791,7 +791,7 @@ def format_settings(
         return f"best setting of {name}: unknown (a training rate is missing)"
     best = min(known, key=lambda s: s.hours or 0.0)
     every = "; ".join(
-        f"{s.setting} {'unknown' if s.hours is None else f'{s.hours:,.0f}'}" for s in settings
+        f"{s.setting}: {'unknown' if s.hours is None else f'{s.hours:,.1f}'}" for s in settings
     )
     return (
         f"best setting of {name}: {best.setting}: {best.hours:,.1f} {device}-hours of training, "
