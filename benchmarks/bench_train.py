@@ -44,7 +44,10 @@ call trains two epochs of ``--steps`` steps and reports the second (steady state
 either mode.
 
 The numbers depend on the machine and its load: the script prints what it measured in this
-run only.
+run only. With ``--rates-out PATH`` it also appends every rate it measured (eager, graph,
+fused K) to the rate table at PATH, the format of :mod:`pipeline_lib.dag.rates` (one row
+per method and setting, per-model source images/s; fused K: the group's total / K), which
+``droc-plan --rates PATH`` costs a sweep from (benchmarks/rates/README.md).
 
 Usage::
 
@@ -52,17 +55,23 @@ Usage::
     python benchmarks/bench_train.py --width 16 --steps 2              # CPU smoke run
     python benchmarks/bench_train.py --device cuda --fuse 8            # fused vs separate
     python benchmarks/bench_train.py --device cuda --step-mode both    # graph vs eager
+    python benchmarks/bench_train.py --width 16 --steps 2 --rates-out /tmp/rates.csv
 """
 
 from __future__ import annotations
 
 import argparse
+import platform
+import shlex
+import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
 import yaml
 from torch.utils.flop_counter import FlopCounterMode
 
+from pipeline_lib.dag.rates import Rate, append_rates
 from pipeline_lib.models.proxy import build_proxy_model
 from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
 from pipeline_lib.ssl.fused import train_representations_fused
@@ -164,6 +173,67 @@ def measure_fused(
     return {"images_per_s": k * batch * steps / seconds, "seconds": seconds}
 
 
+def device_name(device: torch.device) -> str:
+    """The device as torch names it (a rate table's ``device``); the CPU's model name."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model} ({torch.get_num_threads()} threads)"
+
+
+class RateLog:
+    """The rates one run measured, as rate-table rows appended to --rates-out (if given).
+
+    Each row is appended as soon as it is measured, so a step that a time limit kills
+    (benchmarks/gpu_session.sh) keeps the rates it had measured.
+    """
+
+    def __init__(self, args: argparse.Namespace, device: torch.device, amp: str | None) -> None:
+        self.args = args
+        self.common = {
+            "device": device_name(device),
+            "kind": device.type,
+            "width": args.width,
+            "amp": (amp or "none") if device.type == "cuda" else "none",
+            "steps": args.steps,
+            "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "command": shlex.join(["python", *sys.argv]),
+        }
+        self.rows: list[Rate] = []
+
+    def add(self, method: str, step_mode: str, fuse: int, total_images_per_s: float) -> None:
+        """Record ``fuse`` models' total rate as the per-model rate (total / fuse).
+
+        A run whose capture failed (``uncaptured``) measured neither mode cleanly: skipped.
+        """
+        if step_mode not in ("eager", "graph"):
+            print(f"rates: {method} ran {step_mode!r}; not written to the rate table")
+            return
+        per_model = total_images_per_s / fuse
+        row = Rate(
+            method=method,
+            step_mode=step_mode,
+            fuse=fuse,
+            images_per_s_per_model=per_model,
+            **self.common,  # type: ignore[arg-type]
+        )
+        self.rows.append(row)
+        if self.args.rates_out is not None:
+            append_rates(self.args.rates_out, [row])
+
+    def report(self) -> None:
+        """Say where the rows went."""
+        if self.args.rates_out is not None:
+            print(f"rates: {len(self.rows)} rows appended to {self.args.rates_out}")
+
+
 def paper_source_images(config: dict, method: str) -> list[tuple[str, int, int]]:
     """(data set, source images trained on, image side) of ``method`` in ``config``."""
     train = config.get("train", {})
@@ -208,6 +278,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="eager",
         help="time the eager loop, the graph-captured step (CUDA), or both with the ratio",
     )
+    parser.add_argument(
+        "--rates-out",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="append every measured rate to this rate table (pipeline_lib.dag.rates)",
+    )
     args = parser.parse_args(argv)
     if args.step_mode != "eager" and args.device != "cuda":
         parser.error("--step-mode graph / both needs --device cuda (the CPU steps eagerly)")
@@ -228,12 +305,14 @@ def print_graph_table(
     timing: dict[str, object],
     *,
     peak: float | None,
+    log: RateLog,
 ) -> None:
     """Graph-captured vs eager source images/s per method (both timed after a warm epoch)."""
     print("graph-captured step vs eager (source images/s, second epoch of each)")
     print(f"{'method':<15}{'eager':>10}{'graph':>10}{'ratio':>8}{'TFLOP/s':>9}{'% peak':>8}  ran")
     for method in args.methods:
         graph = measure(method, step_mode="graph", epochs=2, **timing)  # type: ignore[arg-type]
+        log.add(method, str(graph["step_mode"]), 1, graph["images_per_s"])
         views, batch = VIEWS_PER_IMAGE[method], PAPER_BATCH_SIZE[method]
         step_flops = 3 * forward_flops_per_view(method, width=args.width) * views * batch
         tflops = step_flops * graph["images_per_s"] / batch / 1e12
@@ -267,10 +346,12 @@ def main(argv: list[str] | None = None) -> None:
     table_mode = "eager" if args.step_mode == "both" else args.step_mode
     epochs = 1 if args.step_mode == "eager" else 2
     timing = {"width": args.width, "steps": args.steps, "device": device, "amp": amp}
+    log = RateLog(args, device, amp)
     for method in args.methods:
         batch, views = PAPER_BATCH_SIZE[method], VIEWS_PER_IMAGE[method]
         speed = measure(method, step_mode=table_mode, epochs=epochs, **timing)
         separate[method] = speed["images_per_s"]
+        log.add(method, str(speed["step_mode"]), 1, speed["images_per_s"])
         step_flops = 3 * forward_flops_per_view(method, width=args.width) * views * batch
         tflops = step_flops * speed["images_per_s"] / batch / 1e12
         share = f"{100 * tflops / args.peak_tflops:.1f}" if args.peak_tflops else "-"
@@ -300,7 +381,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{total_hours:,.0f} in all"
     )
     if args.step_mode == "both":
-        print_graph_table(args, separate, timing, peak=args.peak_tflops)
+        print_graph_table(args, separate, timing, peak=args.peak_tflops, log=log)
     if args.fuse > 1:
         print(f"fused: {args.fuse} models as one network vs one separate run (source images/s)")
         print(f"{'method':<15}{'K':>4}{'separate':>10}{'fused':>10}{'speed-up':>10}")
@@ -308,10 +389,12 @@ def main(argv: list[str] | None = None) -> None:
             fused = measure_fused(
                 method, k=args.fuse, width=args.width, steps=args.steps, device=device, amp=amp
             )
+            log.add(method, "eager", args.fuse, fused["images_per_s"])  # fused steps eagerly
             print(
                 f"{method:<15}{args.fuse:>4}{separate[method]:>10.1f}"
                 f"{fused['images_per_s']:>10.1f}{fused['images_per_s'] / separate[method]:>10.2f}"
             )
+    log.report()
 
 
 if __name__ == "__main__":

@@ -13,6 +13,12 @@
 # throughput per method with the share of the card's dense bf16 peak, and the detectors on
 # the device at the paper's sizes. The full-protocol cell
 # (config/cifar10_fullcell.yaml, ~30 minutes) is a separate call: see docs/status.md.
+#
+# Every bench_train step appends its rates (eager, graph, fused K; per model) to
+# $OUT/rates.csv (pipeline_lib.dag.rates). Commit that file as benchmarks/rates/<card>.csv
+# (h200.csv, h100.csv; benchmarks/rates/README.md), then the planner costs the paper from it:
+#   droc-plan --configfile config/paper.yaml --device cuda --no-measured \
+#     --rates benchmarks/rates/h200.csv
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:?set OUT to a folder for the outputs}
@@ -35,14 +41,15 @@ step() {  # step NAME SECONDS COMMAND...: run with a limit, keep its output, go 
 if [ "$DEVICE" = cuda ]; then  # graph capture is CUDA-only (the CPU tests run in CI)
   step graph_tests 75 "$PYTHON" -m pytest -q -p no:cacheprovider tests/ssl/test_stepper.py -k on_cuda
   step train_graph 120 "$PYTHON" benchmarks/bench_train.py --device "$DEVICE" \
-    --width "$WIDTH" --steps "$STEPS" --peak-tflops "$PEAK" --step-mode both
+    --width "$WIDTH" --steps "$STEPS" --peak-tflops "$PEAK" --step-mode both \
+    --rates-out "$OUT/rates.csv"
 fi
 step check_fused 60 "$PYTHON" benchmarks/check_fused.py --device "$DEVICE" --k 4 --steps 3 \
   --width "$WIDTH"
 step train_fuse4 135 "$PYTHON" benchmarks/bench_train.py --device "$DEVICE" --width "$WIDTH" \
-  --steps "$STEPS" --peak-tflops "$PEAK" --fuse 4
+  --steps "$STEPS" --peak-tflops "$PEAK" --fuse 4 --rates-out "$OUT/rates.csv"
 step train_fuse10 90 "$PYTHON" benchmarks/bench_train.py --device "$DEVICE" --width "$WIDTH" \
-  --steps "$STEPS" --peak-tflops "$PEAK" --fuse 10
+  --steps "$STEPS" --peak-tflops "$PEAK" --fuse 10 --rates-out "$OUT/rates.csv"
 # shellcheck disable=SC2086  # DETECT is a list of options
 step ocsvm 40 "$PYTHON" benchmarks/bench_ocsvm.py --device "$DEVICE" $DETECT
 # shellcheck disable=SC2086

@@ -15,11 +15,23 @@ from pipeline_lib.dag.planner import (
     PlanError,
     dataset_size,
     format_plan,
+    format_settings,
     main,
     parse_dry_run,
     plan,
     plan_costs,
+    regroup,
+    setting_costs,
     training_spec,
+    without_studies,
+)
+from pipeline_lib.dag.rates import (
+    Rate,
+    RateTableError,
+    Setting,
+    append_rates,
+    choose_rate,
+    read_rates,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -278,3 +290,227 @@ def test_a_fused_job_costs_its_models_separate_trainings(tmp_path: Path) -> None
     (folder / "train_history.json").write_text(json.dumps({**record, "fused": ["cat", "dog"]}))
     measured = plan_costs([alone], config, device="cpu", workdir=tmp_path)
     assert "rate measured" not in measured["train_representation"].sources
+
+
+# --- Rate tables (pipeline_lib.dag.rates, droc-plan --rates) --------------------------------
+
+HEADER = "device,kind,width,method,step_mode,fuse,images_per_s_per_model,amp,steps,date,command\n"
+
+
+def rate_row(
+    method: str,
+    step_mode: str,
+    fuse: int,
+    per_model: float,
+    *,
+    width: int = 64,
+    date: str = "2026-11-27T10:00:00Z",
+    device: str = "NVIDIA H200",
+    kind: str = "cuda",
+) -> str:
+    """One synthetic row (these tables test the selection logic, not any real card)."""
+    return (
+        f"{device},{kind},{width},{method},{step_mode},{fuse},{per_model},bfloat16,20,{date},"
+        f'"python benchmarks/bench_train.py --device cuda"\n'
+    )
+
+
+def write_table(path: Path, *rows: str) -> Path:
+    path.write_text(HEADER + "".join(rows))
+    return path
+
+
+def test_a_rate_table_round_trips_and_a_bad_row_names_file_line_and_column(
+    tmp_path: Path,
+) -> None:
+    rows = [
+        Rate("NVIDIA H200", "cuda", 64, "rotnet", "graph", 1, 2500.0, "bfloat16", 20, "d", "x"),
+        Rate("NVIDIA H200", "cuda", 64, "rotnet", "eager", 4, 800.0, "bfloat16", 20, "d", "a,b"),
+    ]
+    table = tmp_path / "h200.csv"
+    append_rates(table, rows[:1])
+    append_rates(table, rows[1:])  # appends below the header, no second header
+    read = read_rates([table])
+    assert [(r.step_mode, r.fuse, r.images_per_s_per_model, r.command) for r in read] == [
+        ("graph", 1, 2500.0, "x"),
+        ("eager", 4, 800.0, "a,b"),
+    ]
+    assert read[1].device_images_per_s == 4 * 800.0
+    assert read[1].where == f"{table}, line 3"
+    bad = write_table(tmp_path / "bad.csv", rate_row("rotnet", "eager", 1, 10.0))
+    bad.write_text(bad.read_text() + rate_row("rotnet", "eager", 1, 10.0).replace("10.0", "fast"))
+    with pytest.raises(RateTableError, match=r"bad\.csv, line 3, column images_per_s_per_model"):
+        read_rates([bad])
+    write_table(bad, rate_row("simclr", "eager", 1, 10.0))
+    with pytest.raises(RateTableError, match=r"line 2, column method: 'simclr'"):
+        read_rates([bad])
+    write_table(bad, rate_row("rotnet", "compiled", 1, 10.0))
+    with pytest.raises(RateTableError, match=r"line 2, column step_mode"):
+        read_rates([bad])
+    write_table(bad, rate_row("rotnet", "eager", 0, 10.0))
+    with pytest.raises(RateTableError, match=r"line 2, column fuse: '0' must be positive"):
+        read_rates([bad])
+    write_table(bad, rate_row("rotnet", "eager", 1, 10.0).replace("\n", ",extra\n"))
+    with pytest.raises(RateTableError, match=r"line 2: 12 fields where the header has 11"):
+        read_rates([bad])
+    bad.write_text(HEADER.replace(",command", "") + "x\n")
+    with pytest.raises(RateTableError, match=r"line 1: missing columns \['command'\]"):
+        read_rates([bad])
+    # The command line refuses a bad table before planning anything.
+    with pytest.raises(SystemExit):
+        main(["--configfile", "x.yaml", "--rates", str(bad)])
+
+
+def test_the_best_setting_is_the_most_images_per_device_second(tmp_path: Path) -> None:
+    """Fuse 10 at 400 per model (4,000 a device-second) beats graph at 2,500 a model."""
+    per_setting = {("eager", 1): 1000.0, ("graph", 1): 2500.0, ("eager", 4): 800.0}
+    per_setting[("eager", 10)] = 400.0
+    rows = [rate_row("rotnet", mode, k, rate) for (mode, k), rate in per_setting.items()]
+    # An older day's faster measurement is superseded by the newer day's (median of repeats).
+    rows.append(rate_row("rotnet", "graph", 1, 9999.0, date="2026-11-01T00:00:00Z"))
+    rows.append(rate_row("rotnet", "graph", 1, 2300.0))
+    rows.append(rate_row("rotnet", "graph", 1, 2700.0))
+    rates = read_rates([write_table(tmp_path / "t.csv", *rows)])
+    best, why = choose_rate(rates, kind="cuda", width=64, method="rotnet")
+    throughput = {setting: rate * setting[1] for setting, rate in per_setting.items()}
+    expected = max(throughput, key=throughput.__getitem__)
+    assert best is not None and (best.setting.step_mode, best.setting.fuse) == expected
+    assert best.device_images_per_s == pytest.approx(throughput[expected])
+    assert why == "eager, fuse 10, measured NVIDIA H200 2026-11-27"
+    graph, _ = choose_rate(rates, kind="cuda", width=64, method="rotnet", fuse=1)
+    assert graph is not None and graph.setting == Setting("graph", 1)
+    assert graph.images_per_s_per_model == pytest.approx(2500.0)  # median of 2300, 2500, 2700
+    none, why = choose_rate(rates, kind="cpu", width=64, method="rotnet")
+    assert none is None and why == "no cpu rate-table row for rotnet"
+    # Two cards of one kind in one plan: refused, the plan is for one card.
+    other = rate_row("rotnet", "eager", 1, 1.0, device="NVIDIA H100 80GB HBM3")
+    mixed = read_rates([tmp_path / "t.csv", write_table(tmp_path / "h100.csv", other)])
+    with pytest.raises(RateTableError, match="several devices"):
+        choose_rate(mixed, kind="cuda", width=64, method="rotnet")
+
+
+RATES = {("eager", 1): 1000.0, ("graph", 1): 2500.0, ("eager", 4): 800.0, ("eager", 10): 400.0}
+#: RotNet on CIFAR-10 for 2 epochs: 5,000 // 64 * 64 images an epoch.
+IMAGES = 2 * (5000 // 64 * 64)
+CIFAR10 = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship"]
+CIFAR10 = [*CIFAR10, "truck"]
+
+
+def rotnet_jobs(classes: list[str]) -> list[Job]:
+    common = {"dataset": "cifar10", "contamination": "0", "seed": "0", "method": "rotnet"}
+    return [Job("train_representation", {**common, "inlier": c}, ()) for c in classes]
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> list[Rate]:
+    rows = [rate_row("rotnet", mode, k, rate) for (mode, k), rate in RATES.items()]
+    return read_rates([write_table(tmp_path / "h200.csv", *rows)])
+
+
+def test_a_config_costs_the_setting_it_runs_and_train_fuse_restricts_it(
+    table: list[Rate],
+) -> None:
+    config = {"train": {"epochs": 2}, "datasets": {"cifar10": {}}}
+    jobs = rotnet_jobs(["cat"])
+    # step_mode absent (auto) on CUDA with a graph row: graph, fuse 1, although fuse 10
+    # trains more images a device-second (a train_representation job trains one model).
+    auto = plan_costs(jobs, config, device="cuda", rates=table)["train_representation"]
+    assert auto.hours == pytest.approx(IMAGES / RATES[("graph", 1)] / 3600)
+    assert auto.by_method["rotnet"].sources == {"graph, fuse 1, measured NVIDIA H200 2026-11-27"}
+    eager_config = {**config, "train": {"epochs": 2, "step_mode": "eager"}}
+    eager = plan_costs(jobs, eager_config, device="cuda", rates=table)["train_representation"]
+    assert eager.hours == pytest.approx(IMAGES / RATES[("eager", 1)] / 3600)
+    # amp float16 cannot capture: auto is eager.
+    fp16 = {**config, "train": {"epochs": 2, "amp": "float16"}}
+    assert plan_costs(jobs, fp16, device="cuda", rates=table)[
+        "train_representation"
+    ].hours == pytest.approx(IMAGES / RATES[("eager", 1)] / 3600)
+    # train.fuse 4: a group of 4 at the fused-4 rate (4 models x 800 a device-second).
+    fused_config = {**config, "train": {"epochs": 2, "fuse": 4}}
+    group = {"dataset": "cifar10", "method": "rotnet", "group": "cat+dog+frog+deer"}
+    fused = plan_costs([Job("train_fused", group, ())], fused_config, device="cuda", rates=table)
+    assert fused["train_fused"].hours == pytest.approx(
+        4 * IMAGES / (4 * RATES[("eager", 4)]) / 3600
+    )
+    assert fused["train_fused"].by_method["rotnet"].jobs == 4
+    assert "eager, fuse 4, measured NVIDIA H200 2026-11-27" in fused["train_fused"].sources
+    # A group of 3 (fuse 3 unmeasured): 3 separate eager trainings, an upper bound.
+    three = {**group, "group": "cat+dog+frog"}
+    rest = plan_costs([Job("train_fused", three, ())], fused_config, device="cuda", rates=table)
+    assert rest["train_fused"].hours == pytest.approx(3 * IMAGES / RATES[("eager", 1)] / 3600)
+    assert any("fuse 3 not measured" in s for s in rest["train_fused"].sources)
+
+
+def test_a_table_at_another_width_is_reported_not_scaled(table: list[Rate]) -> None:
+    config = {"train": {"epochs": 2}, "datasets": {"cifar10": {}}, "embed": {"width": 32}}
+    costs = plan_costs(rotnet_jobs(["cat"]), config, device="cuda", rates=table)
+    training = costs["train_representation"]
+    assert "no rate-table row for rotnet at width 32 (measured: [64])" in training.sources
+    assert "rate default (cuda)" in training.sources  # the next source in the order
+    assert training.hours == pytest.approx(IMAGES / DEFAULT_IMAGES_PER_S["cuda"]["rotnet"] / 3600)
+
+
+def test_rate_precedence_given_then_table_then_histories_then_defaults(
+    tmp_path: Path, table: list[Rate]
+) -> None:
+    folder = tmp_path / "results/cifar10/cat/contam0/seed0/rotnet"
+    folder.mkdir(parents=True)
+    history = [{"epoch": k, "images_per_s": 100.0} for k in (1, 2, 3)]
+    record = {"method": "rotnet", "history": history, "device": "cuda", "width": 64}
+    (folder / "train_history.json").write_text(json.dumps(record))
+    config = {"train": {"epochs": 2}, "datasets": {"cifar10": {}}}
+    jobs = rotnet_jobs(["cat"])
+
+    def hours(**options: object) -> float | None:
+        costs = plan_costs(jobs, config, device="cuda", workdir=tmp_path, **options)  # type: ignore[arg-type]
+        return costs["train_representation"].hours
+
+    assert hours(rates=table, images_per_s={"rotnet": 50.0}) == pytest.approx(IMAGES / 50 / 3600)
+    assert hours(rates=table) == pytest.approx(IMAGES / RATES[("graph", 1)] / 3600)
+    assert hours() == pytest.approx(IMAGES / 100.0 / 3600)  # the history
+    defaults = plan_costs(jobs, config, device="cuda")["train_representation"].hours
+    assert defaults == pytest.approx(IMAGES / DEFAULT_IMAGES_PER_S["cuda"]["rotnet"] / 3600)
+
+
+def test_setting_costs_regroup_the_models_and_name_the_cheapest(table: list[Rate]) -> None:
+    """Ten CIFAR-10 models: fuse 4 leaves a group of 2 (unmeasured: 2 separate eager runs)."""
+    config = {"train": {"epochs": 2}, "datasets": {"cifar10": {}}}
+    jobs = rotnet_jobs(CIFAR10)
+    settings = setting_costs(jobs, config, device="cuda", rates=table)
+    per_model = {setting: IMAGES / (rate * setting[1]) for setting, rate in RATES.items()}
+    expected = {
+        ("eager", 1): 10 * per_model[("eager", 1)],
+        ("graph", 1): 10 * per_model[("graph", 1)],
+        ("eager", 4): 8 * per_model[("eager", 4)] + 2 * per_model[("eager", 1)],
+        ("eager", 10): 10 * per_model[("eager", 10)],
+    }
+    got = {(s.setting.step_mode, s.setting.fuse): s.hours for s in settings}
+    assert got == pytest.approx({key: value / 3600 for key, value in expected.items()})
+    # The same models planned at fuse 4 regroup to the same settings' hours.
+    fused_jobs = regroup(jobs, 4)
+    assert [job.wildcards["group"].count("+") + 1 for job in fused_jobs] == [4, 4, 2]
+    again = setting_costs(
+        fused_jobs, {**config, "train": {"epochs": 2, "fuse": 4}}, device="cuda", rates=table
+    )
+    assert [s.hours for s in again] == pytest.approx([s.hours for s in settings])
+    costs = plan_costs(jobs, config, device="cuda", rates=table)
+    line = format_settings("paper.yaml", costs, settings, device="cuda")
+    best = min(expected, key=expected.__getitem__)
+    assert line.startswith(
+        f"best setting of paper.yaml: {best[0]}, fuse {best[1]}: "
+        f"{expected[best] / 3600:,.1f} cuda-hours of training"
+    )
+    assert f"as configured: {expected[('graph', 1)] / 3600:,.1f} of training" in line
+    for (mode, fuse), seconds in expected.items():
+        assert f"{mode}, fuse {fuse}: {seconds / 3600:,.1f}" in line
+
+
+def test_without_studies_keeps_the_main_table(tmp_path: Path) -> None:
+    copy = without_studies(REPO / "config/paper.yaml", tmp_path)
+    assert copy is not None
+    raw = yaml.safe_load(copy.read_text())
+    assert (
+        raw["studies"] == []
+        and raw["methods"] == yaml.safe_load((REPO / "config/paper.yaml").read_text())["methods"]
+    )
+    assert without_studies(copy, tmp_path) is None

@@ -4,16 +4,40 @@
 the real DAG with ``snakemake --dry-run --forceall`` (so its job counts are Snakemake's own),
 then projects per rule:
 
-* **device-hours**: training jobs cost ``epochs x images per epoch / images per second``,
-  with each variant's own epochs, batch size, base method and training subset taken from the
-  grid functions the DAG itself uses (:mod:`pipeline_lib.dag.grids`: ``base_method``,
-  ``variant_training``, ``variant_train_size``), so a 60-epoch variant costs 60 epochs;
-  every other job a fixed number of seconds. Rates and seconds come, in this order, from
-  measurements of earlier runs in the working directory (per-epoch ``images_per_s`` in the
-  ``train_history.json`` files; the median wall time ``s`` of each rule's ``benchmark:``
-  files under ``results/benchmarks/``), else from the documented defaults
-  :data:`DEFAULT_IMAGES_PER_S` and :data:`DEFAULT_JOB_SECONDS`. The torch rules
+* **device-hours**: training jobs cost ``models x epochs x images per epoch / images per
+  device-second``, with each variant's own epochs, batch size, base method and training
+  subset taken from the grid functions the DAG itself uses (:mod:`pipeline_lib.dag.grids`:
+  ``base_method``, ``variant_training``, ``variant_train_size``), so a 60-epoch variant
+  costs 60 epochs; every other job a fixed number of seconds. The torch rules
   (:data:`DEVICE_RULES`) are counted as device-hours on ``--device``; the rest as CPU-hours.
+  Training rates come, in this order, from
+
+  1. ``--images-per-s METHOD=RATE`` (one job alone);
+  2. rate tables (``--rates FILE ...``, :mod:`pipeline_lib.dag.rates`, written by
+     ``benchmarks/bench_train.py --rates-out``): the rows of ``--device``'s kind, the
+     config's ``embed.width`` and the job's base method, in the setting the config runs: a
+     ``train_representation`` job at fuse 1 in ``train.step_mode`` (absent or ``auto``:
+     ``graph`` on CUDA when a graph row exists, else ``eager``); a ``train_fused`` job of m
+     models at the fused-m rate (fused jobs step eagerly), else as m separate eager
+     trainings (an upper bound). A table measured at another width is reported in the
+     source column, never scaled;
+  3. measurements of earlier runs in the working directory (per-epoch ``images_per_s`` in
+     the ``train_history.json`` files of that device and width);
+  4. the documented defaults :data:`DEFAULT_IMAGES_PER_S` (one job alone, eager, width 64).
+
+  A rate given on the command line is the most deliberate; a table is chosen explicitly
+  and names its device, setting and date, while histories are whatever happens to lie in
+  the working directory (any code version, any load), so they rank below it. Seconds of
+  the other rules: the median wall time ``s`` of each rule's ``benchmark:`` files under
+  ``results/benchmarks/``, else :data:`DEFAULT_JOB_SECONDS`.
+* **best setting** (with rate tables): the training hours of the config at each measured
+  (step mode, fuse) setting, its models regrouped as ``train.fuse`` would group them
+  (:func:`setting_costs`), and the cheapest: what to put in the config's ``train`` section.
+  Cheapest means fewest device-hours, i.e. most source images per device-second (per-model
+  rate x fuse), not the highest per-model rate: K fused models each slower than one alone
+  can still train more images a second together. A data set with fewer classes than K
+  leaves a smaller group, costed at its own fused rate or as separate runs. A config with
+  ``studies`` is also costed without them (the main table alone).
 * **disk**: the median size of the rule's existing outputs when there are any, else an
   estimate from the data set sizes in :data:`DATASET_SIZES`.
 
@@ -46,6 +70,15 @@ from pipeline_lib.dag.grids import (
     study_grids,
     variant_train_size,
     variant_training,
+)
+from pipeline_lib.dag.rates import (
+    Choice,
+    Rate,
+    RateTableError,
+    Setting,
+    choose_rate,
+    read_rates,
+    settings_measured,
 )
 from pipeline_lib.registry import TRAINED_METHODS, training_arguments
 
@@ -169,6 +202,8 @@ class MethodCost:
     spec: TrainingSpec
     jobs: int = 0
     hours: float | None = 0.0
+    #: Where its rates came from (a rate table's setting, device and date; a default).
+    sources: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -412,6 +447,7 @@ def plan_costs(
     device: str = "cuda",
     workdir: str | os.PathLike | None = None,
     images_per_s: Mapping[str, float] | None = None,
+    rates: Sequence[Rate] = (),
 ) -> dict[str, RuleCost]:
     """Hours and disk of ``jobs`` per rule (see the module docstring for the sources).
 
@@ -427,6 +463,9 @@ def plan_costs(
         A working directory with earlier results to measure; ``None`` = defaults only.
     images_per_s : mapping or None, default=None
         Training rates per method that override everything else.
+    rates : sequence of Rate, default=()
+        Rows of rate tables (:func:`pipeline_lib.dag.rates.read_rates`), after
+        ``images_per_s`` and before earlier runs' histories.
 
     Returns
     -------
@@ -437,19 +476,20 @@ def plan_costs(
     ------
     ValueError
         On an unknown ``device``.
+    RateTableError
+        If ``rates`` hold rows of two devices of ``device``'s kind.
     """
     if device not in DEFAULT_IMAGES_PER_S:
         raise ValueError(f"device must be one of {sorted(DEFAULT_IMAGES_PER_S)}, got {device!r}")
     rates_measured: dict[str, list[float]] = {}
     seconds_measured: dict[str, list[float]] = {}
     bytes_measured: dict[str, list[int]] = {}
+    width = int((config.get("embed") or {}).get("width") or 64)
+    train = config.get("train") or {}
+    table = TableQuery(rates, device, width, train.get("step_mode"), train.get("amp"))
     if workdir is not None:
         root = Path(workdir)
-        rates_measured = measured_images_per_s(
-            root / "results",
-            device=device,
-            width=int((config.get("embed") or {}).get("width") or 64),
-        )
+        rates_measured = measured_images_per_s(root / "results", device=device, width=width)
         seconds_measured = measured_job_seconds(root / "results" / "benchmarks")
         bytes_measured = measured_output_bytes(root, jobs)
     costs: dict[str, RuleCost] = {}
@@ -467,19 +507,22 @@ def plan_costs(
         if job.rule in ("train_representation", "train_fused"):
             spec = training_spec(job.wildcards.get("method", ""), config)
         if job.rule == "train_fused":
-            # train.fuse: the group's classes, joined by '+'. Costed as that many separate
-            # trainings, an upper bound until the fused speed-up is measured.
+            # train.fuse: the group's classes, joined by '+'. Costed at the fused rate of that
+            # many models if a rate table has it, else as that many separate trainings.
             models = len(job.wildcards.get("group", "").split("+"))
-            cost.sources.add("fused = sum of separate runs")
         if spec is not None:
             by_method = cost.by_method.setdefault(spec.name, MethodCost(spec))
             by_method.jobs += models
-            rate, source = _training_rate(spec.base, device, images_per_s, rates_measured)
+            fused = models if job.rule == "train_fused" else None
+            rate, sources = _training_rate(
+                spec.base, device, images_per_s, table, rates_measured, fused=fused
+            )
+            cost.sources.update(sources)
+            by_method.sources.update(sources)
             if rate is None or cost.hours is None:
                 cost.hours = by_method.hours = None
                 cost.sources.add(f"no {device} rate for {spec.base}")
                 continue
-            cost.sources.add(source)
             size, known = dataset_size(config, job.wildcards.get("dataset", ""))
             if not known:
                 cost.sources.add(f"size of {job.wildcards.get('dataset')} guessed")
@@ -504,17 +547,87 @@ def plan_costs(
     return costs
 
 
+@dataclass(frozen=True)
+class TableQuery:
+    """What a rate table is asked for a config: device kind, width and its train settings."""
+
+    rates: Sequence[Rate]
+    kind: str
+    width: int
+    step_mode: str | None
+    amp: str | None
+
+    def single(self, method: str) -> tuple[float | None, str]:
+        """Images per device-second of one model trained alone as the config says, or why not.
+
+        ``train.step_mode`` absent or ``auto`` is what the stepper does: graph on CUDA
+        (unless amp float16) when a graph row exists, else eager.
+        """
+        mode = self.step_mode if self.step_mode in ("eager", "graph") else None
+        if mode is None:
+            mode = "eager"
+            if self.kind == "cuda" and self.amp != "float16":
+                graph, _ = self._choose(method, "graph", 1)
+                mode = "graph" if graph is not None else "eager"
+        choice, why = self._choose(method, mode, 1)
+        return (choice.device_images_per_s if choice else None), why
+
+    def fused(self, method: str, models: int) -> tuple[float | None, str]:
+        """Images per device-second of a fused job of ``models`` models (it steps eagerly).
+
+        Without a fused-``models`` row: ``models`` separate eager trainings, the upper bound
+        the planner used before fused rates were measured (the job's hours are then
+        ``models`` x one model's).
+        """
+        choice, why = self._choose(method, "eager", models)
+        if choice is not None:
+            return choice.device_images_per_s, why
+        if models == 1:
+            return None, why
+        alone, why_alone = self._choose(method, "eager", 1)
+        if alone is None:
+            return None, f"{why}; {why_alone}"
+        return alone.images_per_s_per_model, (
+            f"fuse {models} not measured: {models} separate runs ({why_alone}), an upper bound"
+        )
+
+    def _choose(self, method: str, step_mode: str, fuse: int) -> tuple[Choice | None, str]:
+        return choose_rate(
+            self.rates,
+            kind=self.kind,
+            width=self.width,
+            method=method,
+            step_mode=step_mode,
+            fuse=fuse,
+        )
+
+
 def _training_rate(
     method: str,
     device: str,
     overrides: Mapping[str, float] | None,
+    table: TableQuery,
     measured: Mapping[str, list[float]],
-) -> tuple[float | None, str]:
+    *,
+    fused: int | None = None,
+) -> tuple[float | None, list[str]]:
+    """Images per device-second for a job of ``method`` and where they came from.
+
+    ``fused``: the models of a train_fused job. Only a rate table knows fused rates: every
+    other source is one job alone, so the job costs ``fused`` separate trainings then.
+    """
+    sources = ["fused = sum of separate runs"] if fused is not None and fused > 1 else []
     if overrides and method in overrides:
-        return float(overrides[method]), "rate given"
+        return float(overrides[method]), [*sources, "rate given"]
+    if table.rates:
+        rate, why = table.single(method) if fused is None else table.fused(method, fused)
+        if rate is not None:
+            return rate, [why]
+        sources.append(why)
     if measured.get(method):
-        return _median(measured[method]), "rate measured"
-    return DEFAULT_IMAGES_PER_S[device][method], f"rate default ({device})"
+        return _median(measured[method]), [*sources, "rate measured"]
+    default = DEFAULT_IMAGES_PER_S[device][method]
+    return default, [*sources, f"rate default ({device})"] if default is not None else sources
 
 
 def _human_bytes(value: float) -> str:
@@ -552,7 +665,7 @@ def format_plan(name: str, costs: Mapping[str, RuleCost], *, device: str) -> str
             lines.append(
                 f"  {method:<26}{part.jobs:>8,}{part_hours:>12}  {on:<7}{'':>12}  "
                 f"{spec.base}, {spec.epochs} epochs, batch {spec.batch_size}, "
-                f"train size {subset}"
+                f"train size {subset}; {', '.join(sorted(part.sources))}"
             )
     device_hours = "unknown" if unknown else f"{totals['device']:,.1f}"
     lines.append(
@@ -561,6 +674,130 @@ def format_plan(name: str, costs: Mapping[str, RuleCost], *, device: str) -> str
         f"outputs"
     )
     return "\n".join(lines)
+
+
+#: The rules that train models (one alone, or fused).
+TRAINING_RULES: tuple[str, ...] = ("train_representation", "train_fused")
+
+
+def training_models(jobs: Iterable[Job]) -> dict[tuple[str, ...], list[str]]:
+    """(data set, contamination, seed, method) -> the inlier classes of its trained models.
+
+    Read from either training rule (a train_fused job's group is its classes joined by '+'),
+    so a plan made at any ``train.fuse`` can be regrouped at another.
+    """
+    models: dict[tuple[str, ...], list[str]] = {}
+    for job in jobs:
+        if job.rule not in TRAINING_RULES:
+            continue
+        w = job.wildcards
+        key = (w.get("dataset", ""), w.get("contamination", ""), w.get("seed", ""), w["method"])
+        inliers = w["group"].split("+") if job.rule == "train_fused" else [w.get("inlier", "")]
+        models.setdefault(key, []).extend(inliers)
+    return models
+
+
+def regroup(jobs: Iterable[Job], fuse: int) -> list[Job]:
+    """The training jobs the DAG runs at ``train.fuse = fuse`` for the models of ``jobs``.
+
+    Like workflow/rules/common.smk's ``fused_groups``: the models of one data set,
+    contamination, seed and method, ``fuse`` classes at a time (the last group smaller);
+    fuse 1 is one train_representation job per model. Outputs are left empty: only the
+    hours are wanted.
+    """
+    regrouped = []
+    for (dataset, contamination, seed, method), inliers in training_models(jobs).items():
+        common = {"dataset": dataset, "contamination": contamination, "seed": seed}
+        common["method"] = method
+        if fuse == 1:
+            regrouped += [
+                Job("train_representation", {**common, "inlier": inlier}, ()) for inlier in inliers
+            ]
+            continue
+        for start in range(0, len(inliers), fuse):
+            group = "+".join(inliers[start : start + fuse])
+            regrouped.append(Job("train_fused", {**common, "group": group}, ()))
+    return regrouped
+
+
+@dataclass(frozen=True)
+class SettingCost:
+    """The training hours of a config's models at one (step mode, fuse) setting."""
+
+    setting: Setting
+    hours: float | None
+
+
+def training_hours(costs: Mapping[str, RuleCost]) -> float | None:
+    """Hours of the training rules; None if any is unknown."""
+    parts = [costs[rule].hours for rule in TRAINING_RULES if rule in costs]
+    return None if any(part is None for part in parts) else sum(p or 0.0 for p in parts)
+
+
+def setting_costs(
+    jobs: Sequence[Job],
+    config: Mapping[str, Any],
+    *,
+    device: str,
+    rates: Sequence[Rate],
+    workdir: str | os.PathLike | None = None,
+    images_per_s: Mapping[str, float] | None = None,
+) -> list[SettingCost]:
+    """The training hours of ``jobs``' models at each setting the rate tables measured.
+
+    Each setting is one config for every trained method (``train.fuse`` and
+    ``train.step_mode`` are global): fuse 1 in each measured step mode, and each measured
+    fuse K > 1 (fused jobs step eagerly). The models are regrouped as the DAG would group
+    them (:func:`regroup`) and costed by :func:`plan_costs` with the setting in the config,
+    so a method without a row for the setting falls back as the plan does (and says so).
+    """
+    width = int((config.get("embed") or {}).get("width") or 64)
+    settings = {Setting("eager", 1)}
+    settings.update(settings_measured(rates, kind=device, width=width))
+    results = []
+    for setting in sorted(settings, key=lambda s: (s.fuse, s.step_mode)):
+        if setting.fuse > 1 and setting.step_mode != "eager":
+            continue
+        train = {**(config.get("train") or {}), "fuse": setting.fuse}
+        train["step_mode"] = setting.step_mode
+        costs = plan_costs(
+            regroup(jobs, setting.fuse),
+            {**config, "train": train},
+            device=device,
+            workdir=workdir,
+            images_per_s=images_per_s,
+            rates=rates,
+        )
+        results.append(SettingCost(setting, training_hours(costs)))
+    return results
+
+
+def format_settings(
+    name: str, costs: Mapping[str, RuleCost], settings: Sequence[SettingCost], *, device: str
+) -> str:
+    """One line: the cheapest measured setting's device-hours, beside the planned ones.
+
+    The torch rules other than training (embedding) are the same in every setting and are
+    added to give the device-hours of the whole config.
+    """
+    planned = training_hours(costs)
+    other = sum(
+        cost.hours or 0.0
+        for rule, cost in costs.items()
+        if rule in DEVICE_RULES and rule not in TRAINING_RULES
+    )
+    known = [s for s in settings if s.hours is not None]
+    if not known or planned is None:
+        return f"best setting of {name}: unknown (a training rate is missing)"
+    best = min(known, key=lambda s: s.hours or 0.0)
+    every = "; ".join(
+        f"{s.setting}: {'unknown' if s.hours is None else f'{s.hours:,.1f}'}" for s in settings
+    )
+    return (
+        f"best setting of {name}: {best.setting}: {best.hours:,.1f} {device}-hours of training, "
+        f"{(best.hours or 0.0) + other:,.1f} on the torch rules (as configured: "
+        f"{planned:,.1f} of training); every setting: {every}"
+    )
 
 
 def planned_config(configfile: str | os.PathLike) -> dict[str, Any]:
@@ -584,15 +821,25 @@ def planned_config(configfile: str | os.PathLike) -> dict[str, Any]:
     return {**config, "datasets": merge_datasets(grids)}
 
 
-def plan(
+@dataclass(frozen=True)
+class PlanResult:
+    """A planned config: Snakemake's job counts, the costs, and (with rate tables) settings."""
+
+    stats: dict[str, int]
+    costs: dict[str, RuleCost]
+    settings: list[SettingCost]
+
+
+def plan_config(
     configfile: str | os.PathLike,
     *,
     workdir: str | os.PathLike | None = None,
     device: str = "cuda",
     images_per_s: Mapping[str, float] | None = None,
     measure: bool = True,
-) -> tuple[dict[str, int], dict[str, RuleCost]]:
-    """Plan one config: (Snakemake's job counts per rule, costs per rule).
+    rates: Sequence[Rate] = (),
+) -> PlanResult:
+    """Plan one config; with ``rates``, also cost it at every measured setting.
 
     ``workdir`` is where the sweep runs (its ``results/`` is measured when ``measure``);
     ``None`` plans in an empty temporary folder with defaults only.
@@ -601,14 +848,56 @@ def plan(
     with tempfile.TemporaryDirectory(prefix="droc-plan-") as empty:
         where = Path(workdir) if workdir is not None else Path(empty)
         jobs, stats = parse_dry_run(dry_run([configfile], workdir=where))
+        measured = where if (measure and workdir is not None) else None
         costs = plan_costs(
-            jobs,
-            config,
-            device=device,
-            workdir=where if (measure and workdir is not None) else None,
-            images_per_s=images_per_s,
+            jobs, config, device=device, workdir=measured, images_per_s=images_per_s, rates=rates
         )
-    return stats, costs
+        settings = []
+        if rates:
+            settings = setting_costs(
+                jobs,
+                config,
+                device=device,
+                workdir=measured,
+                images_per_s=images_per_s,
+                rates=rates,
+            )
+    return PlanResult(stats, costs, settings)
+
+
+def plan(
+    configfile: str | os.PathLike,
+    *,
+    workdir: str | os.PathLike | None = None,
+    device: str = "cuda",
+    images_per_s: Mapping[str, float] | None = None,
+    measure: bool = True,
+    rates: Sequence[Rate] = (),
+) -> tuple[dict[str, int], dict[str, RuleCost]]:
+    """Plan one config: (Snakemake's job counts per rule, costs per rule); see plan_config."""
+    result = plan_config(
+        configfile,
+        workdir=workdir,
+        device=device,
+        images_per_s=images_per_s,
+        measure=measure,
+        rates=rates,
+    )
+    return result.stats, result.costs
+
+
+def without_studies(configfile: str | os.PathLike, folder: str | os.PathLike) -> Path | None:
+    """A copy of ``configfile`` in ``folder`` with ``studies: []``; None if it has none.
+
+    config/paper.yaml is the main table plus every study in one DAG: planning the copy too
+    gives the main table's hours beside the whole paper's.
+    """
+    raw = yaml.safe_load(Path(configfile).read_text()) or {}
+    if not raw.get("studies"):
+        return None
+    copy = Path(folder) / f"{Path(configfile).stem}-main-table.yaml"
+    copy.write_text(yaml.safe_dump({**raw, "studies": []}, sort_keys=False))
+    return copy
 
 
 def _parse_rates(values: Sequence[str]) -> dict[str, float]:
@@ -643,28 +932,57 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--no-measured", action="store_true", help="ignore earlier runs: defaults only"
     )
+    parser.add_argument(
+        "--rates",
+        nargs="+",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="rate tables (benchmarks/rates/*.csv): training rates per device, width, method, "
+        "step mode and fuse; also prints each config's best measured setting",
+    )
     args = parser.parse_args(argv)
     try:
-        rates = _parse_rates(args.images_per_s)
+        given = _parse_rates(args.images_per_s)
     except argparse.ArgumentTypeError as error:
         parser.error(str(error))
+    try:
+        table = read_rates(args.rates)
+    except RateTableError as error:
+        parser.error(str(error))
+    options = {
+        "workdir": args.directory,
+        "device": args.device,
+        "images_per_s": given,
+        "measure": not args.no_measured,
+        "rates": table,
+    }
     for configfile in args.configfile:
         if not configfile.is_file():
             parser.error(f"no such config file: {configfile}")
         try:
-            _, costs = plan(
-                configfile,
-                workdir=args.directory,
-                device=args.device,
-                images_per_s=rates,
-                measure=not args.no_measured,
-            )
-        except PlanError as error:
+            result = plan_config(configfile, **options)  # type: ignore[arg-type]
+            print(format_plan(str(configfile), result.costs, device=args.device))
+            if table:
+                name = str(configfile)
+                print(format_settings(name, result.costs, result.settings, device=args.device))
+                _print_main_table(configfile, options, device=args.device)
+        except (PlanError, RateTableError) as error:
             print(f"{configfile}: {error}", file=sys.stderr)
             return 1
-        print(format_plan(str(configfile), costs, device=args.device))
         print()
     return 0
+
+
+def _print_main_table(configfile: Path, options: Mapping[str, Any], *, device: str) -> None:
+    """The best-setting line of ``configfile`` without its studies, if it has any."""
+    with tempfile.TemporaryDirectory(prefix="droc-plan-main-") as folder:
+        main_table = without_studies(configfile, folder)
+        if main_table is None:
+            return
+        result = plan_config(main_table, **options)
+    name = f"{configfile} without its studies (main table)"
+    print(format_settings(name, result.costs, result.settings, device=device))
 
 
 if __name__ == "__main__":
