@@ -10,15 +10,25 @@ its status check, a server starting) are the other's working seconds.
 xdist's own ``--dist loadgroup`` would do the grouping from ``xdist_group`` marks, but under
 pytest 9 it drops them (it renames ``item._nodeid``, which ``item.nodeid`` no longer reads),
 so the unit of work is chosen here, by a scheduler that only overrides the scope of a test.
+
+Two workers on two cores means more runnable threads than cores (a worker's torch uses two
+threads, as does a two-thread Snakemake job it starts). OpenMP's default of spinning while it
+waits then burns the cores the other worker needs: two 2-thread ResNet forward loops side by
+side took 15 s each spinning and 5.3 s each with ``OMP_WAIT_POLICY=PASSIVE`` (3.9 / 4.3 s
+alone). The policy is set here, before torch loads, for every process the tests start; it
+changes when threads sleep, not what they compute.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 TESTS = Path(__file__).resolve().parent
 #: Unit of work of every test whose file uses the session-scoped ``tiny_run`` fixture.
