@@ -35,7 +35,7 @@ lint: $(VENV)/.installed
 # Two pytest-xdist workers, a test file (the files sharing the tiny run as one) at a time, longest
 # first (tests/conftest.py): one worker's waits (SLURM status checks, servers starting) are the
 # other's working time. --durations: the 25 slowest tests at the end of the log (CI's too).
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 2
 test: lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --no-loadscope-reorder --durations=25
 
