@@ -40,7 +40,7 @@ test: lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --no-loadscope-reorder --durations=25
 
 test-fast: lint
-	$(BIN)/python -m pytest -m "$(FAST)" -q
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --no-loadscope-reorder -m "$(FAST)" -q
 
 # The rule graph drawn in README.md (needs Graphviz's `dot`).
 rulegraph: $(VENV)/.installed
