@@ -18,7 +18,7 @@ from pipeline_lib.dag.planner import (
     format_settings,
     main,
     parse_dry_run,
-    plan,
+    plan_config,
     plan_costs,
     regroup,
     setting_costs,
@@ -213,7 +213,7 @@ def test_training_spec_reads_a_variant_through_the_grid_functions() -> None:
 
 def test_plan_costs_each_variant_of_the_longer_gpu_config_at_its_own_epochs() -> None:
     """config/cifar10_gpu_longer.yaml trains at 60 and 50 epochs, not the global 20."""
-    _, costs = plan(REPO / "config/cifar10_gpu_longer.yaml", device="cuda", measure=False)
+    costs = plan_config(REPO / "config/cifar10_gpu_longer.yaml", device="cuda", measure=False).costs
     training = costs["train_representation"]
     epochs = {name: part.spec.epochs for name, part in training.by_method.items()}
     assert epochs == {

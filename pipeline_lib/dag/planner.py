@@ -865,27 +865,6 @@ def plan_config(
     return PlanResult(stats, costs, settings)
 
 
-def plan(
-    configfile: str | os.PathLike,
-    *,
-    workdir: str | os.PathLike | None = None,
-    device: str = "cuda",
-    images_per_s: Mapping[str, float] | None = None,
-    measure: bool = True,
-    rates: Sequence[Rate] = (),
-) -> tuple[dict[str, int], dict[str, RuleCost]]:
-    """Plan one config: (Snakemake's job counts per rule, costs per rule); see plan_config."""
-    result = plan_config(
-        configfile,
-        workdir=workdir,
-        device=device,
-        images_per_s=images_per_s,
-        measure=measure,
-        rates=rates,
-    )
-    return result.stats, result.costs
-
-
 def without_studies(configfile: str | os.PathLike, folder: str | os.PathLike) -> Path | None:
     """A copy of ``configfile`` in ``folder`` with ``studies: []``; None if it has none.
 

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline_lib.dag.keys import STUDY_KEY_COLUMNS, contamination_value
+from pipeline_lib.report.studies.stats import SEED_STAT_COLUMNS
 from pipeline_lib.report.study_frames import VARIANT_COLUMNS
 
 if TYPE_CHECKING:
@@ -54,13 +55,7 @@ _REQUIRED = ("dataset", "inlier", "contamination", "seed", "method", "fitset", "
 
 #: Statistics columns of every study table (the other columns name the cell).
 STAT_COLUMNS: tuple[str, ...] = (
-    "mean",
-    "std",
-    "n_seeds",
-    "n_expected_seeds",
-    "n_results",
-    "n_expected",
-    "n_missing",
+    *SEED_STAT_COLUMNS,
     "paper_mean",
     "paper_std",
     "paper_source",

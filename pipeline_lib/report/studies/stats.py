@@ -9,6 +9,18 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+#: What :func:`cell_stats` adds to a cell's ``by`` columns (the head of a study table's
+#: statistics, :data:`~pipeline_lib.report.studies.contract.STAT_COLUMNS`).
+SEED_STAT_COLUMNS: tuple[str, ...] = (
+    "mean",
+    "std",
+    "n_seeds",
+    "n_expected_seeds",
+    "n_results",
+    "n_expected",
+    "n_missing",
+)
+
 __all__ = [
     "any_incomplete",
     "cell_stats",
@@ -58,16 +70,7 @@ def cell_stats(
         cell and would be averaged together.
     """
     by = list(by)
-    columns = [
-        *by,
-        "mean",
-        "std",
-        "n_seeds",
-        "n_expected_seeds",
-        "n_results",
-        "n_expected",
-        "n_missing",
-    ]
+    columns = [*by, *SEED_STAT_COLUMNS]
     if cells.empty:
         return pd.DataFrame({col: pd.Series(dtype=object) for col in columns})
     rows = []
