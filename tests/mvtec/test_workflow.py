@@ -2,7 +2,8 @@
 
 One run covers a user category given by path (with masks), a frozen and a trained
 representation, RotNet's own classifier as a patch detector, tables, the heat-map figure,
-MLflow, and the deployment of the RotNet + KDE cell with its anomaly maps. The explanation
+MLflow, and the deployment of the RotNet + KDE cell with its anomaly maps, registered and
+then served over HTTP by ``mlflow models serve`` (one start, one request). The explanation
 rule runs on hand-made inputs of a tiny digits sweep. Sizes are cut for CI (48x48 images,
 16x16 patches, stride 4, width 4, one epoch); the paper's constants are the config
 defaults. Categories without masks and categories found by name are covered by
@@ -11,6 +12,7 @@ tests/mvtec/test_reader.py and test_patches.py.
 
 from __future__ import annotations
 
+import base64
 import re
 from pathlib import Path
 
@@ -22,13 +24,19 @@ import yaml
 from PIL import Image
 
 from pipeline_lib.data import load_dataset
+from pipeline_lib.data.mvtec import category_from_arrays
 from pipeline_lib.data.split import one_class_split, save_split
+from pipeline_lib.deploy.packages import load_package_folder
+from pipeline_lib.deploy.pyfunc import decode_map
+from pipeline_lib.detection.metrics import auroc
 from pipeline_lib.models.checkpoints import save_representation
 from pipeline_lib.models.embed import embed_dataset, embed_split
 from pipeline_lib.models.representation import build_representation
-from pipeline_lib.runtime.io import save_image_dataset, save_npz
+from pipeline_lib.runtime.io import load_npz, save_image_dataset, save_npz
 from pipeline_lib.ssl.train import train_representation
+from tests.deploy.conftest import png_bytes
 from tests.mvtec.conftest import write_category
+from tests.serving import post_json, served_model
 from tests.workflow.conftest import ONE_THREAD_PER_JOB, REPO, run_snakemake
 
 pytestmark = pytest.mark.workflow
@@ -144,6 +152,50 @@ def test_the_deployed_cell_is_registered_and_scores_as_the_benchmark(mvtec_run):
         (mvtec_run / "results/deploy/droc-widget/package/package.json").read_text()
     )
     assert package["kind"] == "patch" and package["anomaly_map"]["size"] == [48, 48]
+
+
+def test_the_served_cell_answers_with_the_package_scores_and_maps(mvtec_run):
+    """One server start, one request: the test images as PNG rows and a corrupt one."""
+    category = category_from_arrays(load_npz(mvtec_run / "results/mvtec/widget/category.npz"))
+    images, names = category.test_images, list(category.test_files)
+    records = [
+        {"name": name, "image": base64.b64encode(png_bytes(image)).decode()}
+        for name, image in zip(names, images, strict=True)
+    ]
+    records.insert(1, {"name": "broken", "image": base64.b64encode(b"\x89PNG\r\n").decode()})
+    tracking_uri = f"sqlite:///{mvtec_run / 'results/mlflow/mlflow.db'}"
+    with served_model("models:/droc-widget/1", tracking_uri=tracking_uri, workdir=mvtec_run) as url:
+        status, answer = post_json(f"{url}/invocations", {"dataframe_records": records})
+    assert status == 200, answer
+    rows = answer["predictions"]
+    assert [row["name"] for row in rows] == [names[0], "broken", *names[1:]]
+    broken = rows.pop(1)
+    assert "image" in broken["error"] and broken["score"] is None
+    assert broken["anomaly_map"] is None and broken["is_anomaly"] is None
+    assert [row["error"] for row in rows] == [""] * len(images)
+
+    package = load_package_folder(mvtec_run / "results/deploy/droc-widget/package")
+    expected = package.score(images)
+    served = np.array([row["score"] for row in rows])
+    maps = np.stack([decode_map(row["anomaly_map"]) for row in rows])
+    size = package.image_size
+    assert maps.shape == (len(images), size, size) == expected.maps.shape
+    assert maps.dtype == np.float32
+    print(
+        f"served vs in-process over {len(images)} images: scores max |diff| "
+        f"{np.max(np.abs(served - expected.scores)):.3g}, maps max |diff| "
+        f"{np.max(np.abs(maps - expected.maps)):.3g}"
+    )
+    # Equal here (max |diff| 0); the tolerance allows the server's torch another thread count
+    # than this process's one, which may change float32 summation order.
+    np.testing.assert_allclose(served, expected.scores, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(maps, expected.maps, rtol=1e-5, atol=1e-6)
+    flags = [row["is_anomaly"] for row in rows]
+    assert flags == list(served > package.threshold) == list(expected.is_anomaly)
+    record = yaml.safe_load((mvtec_run / "results/deploy/droc-widget/deployed.json").read_text())
+    assert auroc(served, category.test_labels) == pytest.approx(
+        record["metrics"]["image_auroc"], abs=1e-9
+    )
 
 
 def _explain_inputs(workdir: Path) -> None:

@@ -15,8 +15,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -32,18 +30,12 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from pipeline_lib.report.tracking import KEY_TAG, KIND_TAG, SWEEP_TAG, log_sweep
+from tests.serving import MLFLOW, free_port, stop_group
 from tests.workflow.conftest import REPO, run_snakemake
 
 pytestmark = pytest.mark.workflow
 
 TINY = REPO / "tests/configs/tiny.yaml"
-MLFLOW = Path(sys.executable).with_name("mlflow")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _healthy(uri: str) -> bool:
@@ -90,7 +82,7 @@ def _request(
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A real ``mlflow server --app-name basic-auth`` and a writer account on it."""
     root = tmp_path_factory.mktemp("mlflow_server")
-    port = _free_port()
+    port = free_port()
     uri = f"http://127.0.0.1:{port}"
     admin = ("admin", secrets.token_urlsafe(16))
     # The auth app's settings file: its user database; the admin's password is not in it.
@@ -149,12 +141,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         assert status == 200, body
         yield writer
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(5)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_group(process, grace_s=5)
 
 
 @pytest.fixture
