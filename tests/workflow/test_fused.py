@@ -4,7 +4,9 @@ The library's fused training is tested beside its code (tests/ssl/test_fused.py:
 with separate runs, resume, divergence of one model). Here: fuse 1 plans today's jobs and
 leaves finished results alone; fuse K plans one train_fused job per K classes; the unpacked
 models sit where embed_trained reads them and equal separately trained ones to float32
-rounding; a model that diverges fails its own unpack job with its error, not the group.
+rounding; a killed group job is retried and its models resume from their checkpoints, ending
+bit-identical to an uninterrupted run; a model that diverges fails its own unpack job with
+its error, not the group.
 """
 
 from __future__ import annotations
