@@ -18,21 +18,26 @@ SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 ONE_THREAD_PER_JOB = ("--max-threads", "1")
 
 
+def _command(workdir: Path, *args: str) -> list[str]:
+    """``snakemake`` on the repo's Snakefile with ``workdir`` as working directory."""
+    snakefile = str(REPO / "Snakefile")
+    return [str(SNAKEMAKE), "--snakefile", snakefile, "--directory", str(workdir), *args]
+
+
+def _environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """This environment with the venv's tools first and no tracking server."""
+    environment = {**os.environ, "PATH": f"{SNAKEMAKE.parent}{os.pathsep}{os.environ['PATH']}"}
+    environment.pop("MLFLOW_TRACKING_URI", None)
+    environment.update(env or {})
+    return environment
+
+
 def run_snakemake(
     workdir: Path, *args: str, check: bool = True, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``snakemake`` on the repo's Snakefile with ``workdir`` as working directory."""
-    command = [
-        str(SNAKEMAKE),
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(workdir),
-        *args,
-    ]
-    environment = {**os.environ, "PATH": f"{SNAKEMAKE.parent}{os.pathsep}{os.environ['PATH']}"}
-    environment.pop("MLFLOW_TRACKING_URI", None)
-    environment.update(env or {})
+    command = _command(workdir, *args)
+    environment = _environment(env)
     result = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=1800)
     if check and result.returncode != 0:
         raise AssertionError(
@@ -40,6 +45,38 @@ def run_snakemake(
             f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
         )
     return result
+
+
+def start_snakemake(workdir: Path, *args: str) -> subprocess.Popen[str]:
+    """``run_snakemake`` in the background, for a test that kills its jobs or the whole run.
+
+    Output (stdout and stderr) is one text pipe; the run is its own process group, so
+    ``os.killpg(process.pid, ...)`` reaches Snakemake and its jobs at once.
+    """
+    return subprocess.Popen(
+        _command(workdir, *args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_environment(),
+        start_new_session=True,
+    )
+
+
+def script_pids(workdir: Path, script: str) -> list[int]:
+    """Processes running ``workdir``'s job script ``script`` (``train_fused.py``, say)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if script in command and (str(workdir) in command or cwd == str(workdir)):
+            pids.append(int(entry.name))
+    return pids
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,7 @@ import pytest
 import torch
 import yaml
 
-from tests.workflow.conftest import REPO, SNAKEMAKE, run_snakemake
+from tests.workflow.conftest import REPO, run_snakemake, script_pids, start_snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -88,44 +88,11 @@ def _with_data_of(reference: Path, tmp_path: Path) -> Path:
 
 
 def _training_pids(workdir: Path) -> list[int]:
-    """Processes running this working directory's train_representation script."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            cwd = os.readlink(entry / "cwd")
-        except OSError:
-            continue
-        if "train_representation.py" in command and (
-            str(workdir) in command or cwd == str(workdir)
-        ):
-            pids.append(int(entry.name))
-    return pids
+    return script_pids(workdir, "train_representation.py")
 
 
 def _start(workdir: Path, config: Path) -> subprocess.Popen[str]:
-    environment = {**os.environ, "PATH": f"{SNAKEMAKE.parent}{os.pathsep}{os.environ['PATH']}"}
-    return subprocess.Popen(
-        [
-            str(SNAKEMAKE),
-            "--snakefile",
-            str(REPO / "Snakefile"),
-            "--directory",
-            str(workdir),
-            MODEL,
-            "--cores",
-            "1",
-            "--configfile",
-            str(config),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=environment,
-        start_new_session=True,  # its own process group, to kill the whole run at once
-    )
+    return start_snakemake(workdir, MODEL, "--cores", "1", "--configfile", str(config))
 
 
 def _wait_for_checkpoint(workdir: Path, process: subprocess.Popen[str]) -> None:

@@ -4,23 +4,35 @@ The library's fused training is tested beside its code (tests/ssl/test_fused.py:
 with separate runs, resume, divergence of one model). Here: fuse 1 plans today's jobs and
 leaves finished results alone; fuse K plans one train_fused job per K classes; the unpacked
 models sit where embed_trained reads them and equal separately trained ones to float32
-rounding; a model that diverges fails its own unpack job with its error, not the group.
+rounding; a killed group job is retried and its models resume from their checkpoints, ending
+bit-identical to an uninterrupted run; a model that diverges fails its own unpack job with
+its error, not the group.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
 
+from pipeline_lib.models.checkpoints import load_checkpoint
 from pipeline_lib.models.proxy import build_proxy_model
 from pipeline_lib.ssl.train import _stream_seed
-from tests.workflow.conftest import ONE_THREAD_PER_JOB, run_snakemake
+from tests.workflow.conftest import (
+    ONE_THREAD_PER_JOB,
+    run_snakemake,
+    script_pids,
+    start_snakemake,
+)
 
 pytestmark = pytest.mark.workflow
 
@@ -28,6 +40,9 @@ CLASSES = ["0", "1", "8"]
 EPOCHS = 2
 MODELS = [f"results/digits/{inlier}/contam0/seed0/rotnet/model.pt" for inlier in CLASSES]
 GROUPS = "results/digits/_fused/contam0/seed0/rotnet"
+#: The group 0+1's log and its models' checkpoints (where their separate jobs keep them).
+GROUP_LOG = "results/logs/train_fused/digits/contam0/seed0/rotnet/0+1.log"
+CHECKPOINTS = [model.replace("model.pt", "checkpoint.pt") for model in MODELS[:2]]
 #: Bound on ||w_fused - w_separate|| / ||w_separate - w_initial||, float32 on CPU (see below).
 FLOAT32_RATIO = 2e-2
 
@@ -125,7 +140,7 @@ def test_fused_models_are_where_embed_trained_reads_them(fused: Path) -> None:
         assert [epoch["epoch"] for epoch in history["history"]] == list(range(1, EPOCHS + 1))
         assert not (fused / model).with_name("checkpoint.pt").exists()
     assert json.loads((fused / model).with_name("train_history.json").read_text())["fused"] == ["8"]
-    log = (fused / "results/logs/train_fused/digits/contam0/seed0/rotnet/0+1.log").read_text()
+    log = (fused / GROUP_LOG).read_text()
     assert "training 2 rotnet models fused from epoch 1" in log
     # The groups' outcome.json are temporary: gone once every model is unpacked.
     assert not list((fused / GROUPS).rglob("outcome.json"))
@@ -172,6 +187,71 @@ def test_fused_models_equal_separate_ones_to_float32_rounding(fused: Path, separ
     alone = MODELS[2]
     for name, tensor in torch.load(separate / alone, weights_only=True)["state_dict"].items():
         assert torch.equal(torch.load(fused / alone, weights_only=True)["state_dict"][name], tensor)
+
+
+def _kill_after_first_epoch(workdir: Path, run: subprocess.Popen[str]) -> None:
+    """SIGKILL the group 0+1's job once both its epoch-1 checkpoints exist, Snakemake paused.
+
+    Epoch 2 takes ~0.4 s after them here; the checkpoints are read back to prove the kill
+    came before it ended (they are replaced atomically, so they exist only complete).
+    """
+    deadline, pids = time.monotonic() + 300, []
+    while not (pids and all((workdir / path).exists() for path in CHECKPOINTS)):
+        if run.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"no checkpoints appeared:\n{run.communicate()[0][-3000:]}")
+        pids = pids or script_pids(workdir, "train_fused.py")
+        time.sleep(0.01)
+    assert len(pids) == 1, pids
+    # Snakemake waits, stopped, so that the remains are seen before its retry starts.
+    os.kill(run.pid, signal.SIGSTOP)
+    os.kill(pids[0], signal.SIGKILL)  # as an out-of-memory killer or a lost node would
+
+
+def test_killed_fused_job_is_retried_and_both_models_resume(
+    fused: Path, separate: Path, configs, tmp_path: Path
+) -> None:
+    """Issue 15 item 2 through the DAG: the retry resumes both models after epoch 1 (neither
+    trains epoch 1 again) and ends with the uninterrupted run's weights, bit for bit."""
+    workdir = _with_data_of(separate, tmp_path)
+    # One thread per job, as the reference: a thread count can change float32 sums.
+    options = ("--cores", "2", *ONE_THREAD_PER_JOB, "--configfile", str(configs["fuse2"]))
+    run = start_snakemake(workdir, *MODELS[:2], *options)
+    try:
+        _kill_after_first_epoch(workdir, run)
+        # The killed job kept both models' epoch-1 checkpoints and left nothing that looks
+        # finished: no outcome.json, no model in the group's folder or where embed reads it.
+        for path in CHECKPOINTS:
+            assert load_checkpoint(workdir / path)["epoch"] == 1, "killed too late"
+        assert not (workdir / GROUPS / "0+1" / "outcome.json").exists()
+        assert not list((workdir / GROUPS).rglob("model.pt"))
+        assert not any((workdir / model).exists() for model in MODELS)
+        os.kill(run.pid, signal.SIGCONT)
+        output, _ = run.communicate(timeout=600)
+    finally:
+        if run.poll() is None:  # a failed check above: end the run it paused
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait(30)
+    assert run.returncode == 0, output[-3000:]
+    assert "Trying to restart job" in output  # the rule's retries
+    log = (workdir / GROUP_LOG).read_text()  # the second attempt's log
+    for path in CHECKPOINTS:
+        assert f"resuming rotnet from {path} after epoch 1/{EPOCHS}" in log, log
+    assert "training 2 rotnet models fused from epoch 2" in log, log
+    assert "rotnet epoch 1/" not in log, log  # neither model started over
+    for model, path in zip(MODELS[:2], CHECKPOINTS, strict=True):
+        ours = torch.load(workdir / model, weights_only=True)["state_dict"]
+        theirs = torch.load(fused / model, weights_only=True)["state_dict"]
+        assert ours.keys() == theirs.keys()
+        for name, tensor in theirs.items():
+            assert torch.equal(ours[name], tensor), (model, name)
+        histories = [
+            json.loads((folder / model).with_name("train_history.json").read_text())["history"]
+            for folder in (workdir, fused)
+        ]
+        assert [epoch["loss"] for epoch in histories[0]] == [
+            epoch["loss"] for epoch in histories[1]
+        ]
+        assert not (workdir / path).exists()  # removed once the model is saved
 
 
 def test_fuse_1_or_mtime_triggers_leave_finished_models_alone(separate: Path, configs) -> None:
