@@ -26,7 +26,7 @@ from pipeline_lib.models.checkpoints import load_checkpoint
 from pipeline_lib.models.proxy import build_proxy_model
 from pipeline_lib.ssl import draws as draws_module
 from pipeline_lib.ssl.augment import ViewAugment
-from pipeline_lib.ssl.stepper import StaticStep, resolve_step_mode
+from pipeline_lib.ssl.stepper import StaticStep, one_member, resolve_step_mode
 from pipeline_lib.ssl.train import _parameter_groups, _prepare_run, train_representation
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -177,10 +177,10 @@ def _static_step(run, state, *, device_lr: bool = False) -> StaticStep:
     step = StaticStep(
         model=state.model,
         optimizer=state.optimizer,
-        step=run.step,
-        images=run.data.images,
+        step=one_member(run.step),
+        images=[run.data.images],
         per_step=run.data.per_step,
-        generator=state.augment_generator,
+        generators=[state.augment_generator],
         autocast=run.autocast,
         capture=False,
     )
@@ -214,7 +214,7 @@ def test_device_phase_traces_with_fake_tensors(case, images) -> None:
             for _ in range(3):  # records the plan, then two steps from the static buffers
                 loss = step(torch.arange(run.data.per_step))
                 fake.scheduler.step()
-            assert loss.shape == () and step.draws.recorded
+            assert loss.shape == () and step.recorded
     finally:
         draws_module._cached_constant.cache_clear()  # no fake constant may outlive the mode
 
@@ -230,7 +230,7 @@ def test_fake_trace_catches_a_host_sync(images) -> None:
     with FakeTensorMode(allow_non_fake_inputs=True):
         fake = _fake_state(run)
         step = _static_step(run, fake)
-        step.step = syncing_step
+        step.step = one_member(syncing_step)
         with pytest.raises(DataDependentOutputException):
             step(torch.arange(run.data.per_step))
     draws_module._cached_constant.cache_clear()
