@@ -621,3 +621,65 @@ def test_failed_capture_warns_and_trains_uncaptured_on_cuda(images, monkeypatch,
     assert all(
         torch.isfinite(v).all() for v in model.state_dict().values() if v.is_floating_point()
     )
+
+
+def _fused_initial(method: str, seed: int) -> dict:
+    """The untrained weights of fused member ``seed`` of ``_train_fused`` (its init stream)."""
+    arch = {k: v for k, v in FUSED[method].items() if k != "batch_size"}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(train_module._stream_seed(seed, 0))
+        model = build_proxy_model(method, width=4, image_size=16, **arch)
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+@needs_cuda
+@pytest.mark.parametrize("method", list(FUSED))
+def test_fused_graph_matches_fused_eager_on_cuda(method, noise16) -> None:
+    """Per member, the bound of the single-run test, for the same reason.
+
+    4 epochs of 2 steps (8, as there) in float32 at lr 0.05: the same numbers and batches,
+    so only the fused SGD kernel and cuDNN's choices round differently (the stacked model is
+    the same in both modes).
+    """
+    options = {"device": "cuda", "amp": None, "epochs": 4, "lr": 0.05}
+    eager = _train_fused(method, noise16, step_mode="eager", **options)
+    graph = _train_fused(method, noise16, step_mode="graph", **options)
+    for seed, (alone, _), (model, history) in zip([3, 4], eager, graph, strict=True):
+        assert [r["step_mode"] for r in history] == ["graph"] * 4
+        assert _relative_gap(alone, model, _fused_initial(method, seed)) < GRAPH_VS_EAGER_RELATIVE
+
+
+@needs_cuda
+def test_fused_graph_captures_once_per_group_on_cuda(noise16, monkeypatch) -> None:
+    """A group of three captures; a member diverges; the pair left captures again."""
+    captured: list[StaticStep] = []
+    try_capture = StaticStep._try_capture
+
+    def counted(self: StaticStep) -> None:
+        try_capture(self)
+        captured.append(self)
+
+    monkeypatch.setattr(StaticStep, "_try_capture", counted)
+    resume = fused_module._resume
+
+    def poison_seed_1(run, state, path):
+        state = resume(run, state, path)
+        if run.fingerprint["seed"] == 1:
+            with torch.no_grad():
+                state.model.backbone.stem[0].weight[0, 0, 0, 0] = float("nan")
+        return state
+
+    monkeypatch.setattr(fused_module, "_resume", poison_seed_1)
+    sets = [noise16[0], noise16[1], noise16[0][::-1].copy()]
+    results = train_representations_fused(
+        "rotnet", sets, seeds=[0, 1, 2], epochs=2, batch_size=2, width=4, device="cuda"
+    )  # 8 steps an epoch: each group captures at its fourth step
+    assert isinstance(results[1], train_module.TrainingDivergedError)
+    assert [(len(step.draws), step.graph is not None) for step in captured] == [
+        (3, True),
+        (2, True),
+    ]
+    for k in (0, 2):
+        model, history = results[k]
+        assert [r["step_mode"] for r in history] == ["graph", "graph"]
+        assert all(torch.isfinite(v).all() for v in model.state_dict().values())
