@@ -325,9 +325,9 @@ def _train_group(
 
     Each epoch trains the runs that have completed exactly that many epochs (after a resume
     a run that is ahead waits for the others); one run alone takes the separate trainer's
-    own epoch (with its own static step unless ``eager``). Whenever the members change the
-    group, or the lone run's static step, is built anew from the states (a captured graph
-    holds the addresses of the tensors it was captured with). All checkpoints of an epoch
+    own epoch (with its own static step unless ``eager``). Whenever the members change, the
+    group (or the lone run's static step) is built anew from the states: a captured graph
+    holds the addresses of the tensors it was captured with. All checkpoints of an epoch
     are written before any callback is called.
     """
     failed: dict[int, TrainingDivergedError] = {}
