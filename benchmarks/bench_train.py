@@ -31,17 +31,19 @@ the cost of a 32x32 image (4x the FLOPs; a GPU may use them a little more effici
 this errs high). The hours are for one device like this one, at ``--width``: only width 64
 on CUDA estimates the paper's GPU-hours.
 
-Fused training (``--fuse K``, :mod:`pipeline_lib.ssl.fused`): K models of the method, each
-on its own random images and seed, trained as one stacked network. A second table gives the
-source images/s of all K together beside one separate run's (K separate runs one after the
-other train at that rate), and the ratio: what fusing buys on this device at this width.
+Fused training (``--fuse K [K ...]``, :mod:`pipeline_lib.ssl.fused`): K models of the
+method, each on its own random images and seed, trained as one stacked network. A table per
+K gives the source images/s of all K together beside one separate run's in the same step
+mode (K separate runs one after the other train at that rate), and the ratio: what fusing
+buys on this device at this width. Each K is timed in the step mode(s) of ``--step-mode``.
 
 Graph capture (``--step-mode``, :mod:`pipeline_lib.ssl.stepper`): ``eager`` (default) times
 today's loop as above; ``graph`` (CUDA) times the graph-captured step; ``both`` times each
-and prints a second table with the ratio. A captured run records its step's plan, warms up
+and prints a second table with the ratio. The same holds for the fused runs, whose group's
+stacked step is captured as one graph. A captured run records its step's plan, warms up
 for three steps and captures in its first epoch, so with ``graph`` or ``both`` the timed
 call trains two epochs of ``--steps`` steps and reports the second (steady state), for
-either mode.
+either mode, separate or fused.
 
 The numbers depend on the machine and its load: the script prints what it measured in this
 run only. With ``--rates-out PATH`` it also appends every rate it measured (eager, graph,
@@ -55,6 +57,8 @@ Usage::
     python benchmarks/bench_train.py --width 16 --steps 2              # CPU smoke run
     python benchmarks/bench_train.py --device cuda --fuse 8            # fused vs separate
     python benchmarks/bench_train.py --device cuda --step-mode both    # graph vs eager
+    python benchmarks/bench_train.py --device cuda --step-mode both --fuse 4 10  # all of it
+    python benchmarks/bench_train.py --width 8 --steps 1 --fuse 2 --methods rotnet  # CPU
     python benchmarks/bench_train.py --width 16 --steps 2 --rates-out /tmp/rates.csv
 """
 
@@ -154,23 +158,46 @@ def measure(
 
 
 def measure_fused(
-    method: str, *, k: int, width: int, steps: int, device: torch.device, amp: str | None
-) -> dict[str, float]:
-    """Source images/s of K fused models (all together) over ``steps`` timed steps.
+    method: str,
+    *,
+    k: int,
+    width: int,
+    steps: int,
+    device: torch.device,
+    amp: str | None,
+    step_mode: str = "eager",
+    epochs: int = 1,
+) -> dict[str, float | str]:
+    """Source images/s of K fused models (all together) in the last of ``epochs`` epochs.
 
     Each model trains on its own random images with its own seed, after a one-step fused
-    warm-up; the time is the fused epoch's (the last model's record, the longest).
+    warm-up; the time is the fused epoch's (the members share it). ``epochs=2`` times a
+    graph-captured group after its capture.
+
+    Raises
+    ------
+    TrainingDivergedError
+        If a model diverged (its rate would not be the group's).
     """
     batch = PAPER_BATCH_SIZE[method]
     generator = torch.Generator().manual_seed(0)
     images = torch.randint(0, 256, (k, batch * steps, 32, 32, 3), generator=generator)
     images = images.to(torch.uint8)
-    common = {"seeds": list(range(k)), "epochs": 1, "batch_size": batch, "width": width}
-    common |= {"amp": amp, "device": device}
-    train_representations_fused(method, [x[:batch] for x in images], **common)  # warm-up
-    results = train_representations_fused(method, list(images), **common)
-    seconds = max(history[-1]["seconds"] for _, history in results)
-    return {"images_per_s": k * batch * steps / seconds, "seconds": seconds}
+    common = {"seeds": list(range(k)), "batch_size": batch, "width": width}
+    common |= {"amp": amp, "device": device, "step_mode": step_mode}
+    train_representations_fused(method, [x[:batch] for x in images], epochs=1, **common)
+    histories = []
+    for result in train_representations_fused(method, list(images), epochs=epochs, **common):
+        if isinstance(result, Exception):
+            raise result
+        histories.append(result[1])
+    seconds = max(history[-1]["seconds"] for history in histories)
+    ran = sorted({str(history[-1]["step_mode"]) for history in histories})
+    return {
+        "images_per_s": k * batch * steps / seconds,
+        "seconds": seconds,
+        "step_mode": "+".join(ran),  # one group: one mode
+    }
 
 
 def device_name(device: torch.device) -> str:
@@ -268,9 +295,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--fuse",
         type=int,
-        default=1,
+        nargs="+",
+        default=[1],
         metavar="K",
-        help="also time K models trained fused against one separate run (default 1: no)",
+        help="also time K models trained fused against one separate run, for each K given "
+        "(default 1: no)",
     )
     parser.add_argument(
         "--step-mode",
@@ -290,9 +319,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--step-mode graph / both needs --device cuda (the CPU steps eagerly)")
     if args.steps < 1:
         parser.error("--steps must be >= 1")
-    if args.fuse < 1:
+    if min(args.fuse) < 1:
         parser.error("--fuse must be >= 1")
-    if args.fuse > 1 and args.amp == "float16":
+    if max(args.fuse) > 1 and args.amp == "float16":
         parser.error("--fuse needs --amp bfloat16 or none (float16 loss scaling couples models)")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda but CUDA is not available")
@@ -306,13 +335,18 @@ def print_graph_table(
     *,
     peak: float | None,
     log: RateLog,
-) -> None:
-    """Graph-captured vs eager source images/s per method (both timed after a warm epoch)."""
+) -> dict[str, float]:
+    """Graph-captured vs eager source images/s per method (both timed after a warm epoch).
+
+    Returns the graph-captured rates, per method.
+    """
     print("graph-captured step vs eager (source images/s, second epoch of each)")
     print(f"{'method':<15}{'eager':>10}{'graph':>10}{'ratio':>8}{'TFLOP/s':>9}{'% peak':>8}  ran")
+    rates = {}
     for method in args.methods:
         graph = measure(method, step_mode="graph", epochs=2, **timing)  # type: ignore[arg-type]
         log.add(method, str(graph["step_mode"]), 1, graph["images_per_s"])
+        rates[method] = graph["images_per_s"]
         views, batch = VIEWS_PER_IMAGE[method], PAPER_BATCH_SIZE[method]
         step_flops = 3 * forward_flops_per_view(method, width=args.width) * views * batch
         tflops = step_flops * graph["images_per_s"] / batch / 1e12
@@ -322,6 +356,31 @@ def print_graph_table(
             f"{graph['images_per_s'] / eager[method]:>8.2f}{tflops:>9.3f}{share:>8}"
             f"  {graph['step_mode']}"
         )
+    return rates
+
+
+def print_fused_table(
+    args: argparse.Namespace,
+    k: int,
+    separate: dict[str, dict[str, float]],
+    timing: dict[str, object],
+    *,
+    epochs: int,
+    log: RateLog,
+) -> None:
+    """K fused models vs one separate run, per method and step mode of ``separate``."""
+    print(f"fused: {k} models as one network vs one separate run (source images/s, same mode)")
+    print(f"{'method':<15}{'K':>4}{'mode':>7}{'separate':>10}{'fused':>10}{'speed-up':>10}  ran")
+    for method in args.methods:
+        for mode, alone in separate.items():
+            options = {"k": k, "step_mode": mode, "epochs": epochs, **timing}
+            fused = measure_fused(method, **options)  # type: ignore[arg-type]
+            rate = float(fused["images_per_s"])
+            log.add(method, str(fused["step_mode"]), k, rate)
+            print(
+                f"{method:<15}{k:>4}{mode:>7}{alone[method]:>10.1f}{rate:>10.1f}"
+                f"{rate / alone[method]:>10.2f}  {fused['step_mode']}"
+            )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -380,20 +439,12 @@ def main(argv: list[str] | None = None) -> None:
         f"4x) on one such device at width {args.width}, trained methods of the config: "
         f"{total_hours:,.0f} in all"
     )
+    by_mode = {table_mode: separate}  # the separate rates each fused mode is compared with
     if args.step_mode == "both":
-        print_graph_table(args, separate, timing, peak=args.peak_tflops, log=log)
-    if args.fuse > 1:
-        print(f"fused: {args.fuse} models as one network vs one separate run (source images/s)")
-        print(f"{'method':<15}{'K':>4}{'separate':>10}{'fused':>10}{'speed-up':>10}")
-        for method in args.methods:
-            fused = measure_fused(
-                method, k=args.fuse, width=args.width, steps=args.steps, device=device, amp=amp
-            )
-            log.add(method, "eager", args.fuse, fused["images_per_s"])  # fused steps eagerly
-            print(
-                f"{method:<15}{args.fuse:>4}{separate[method]:>10.1f}"
-                f"{fused['images_per_s']:>10.1f}{fused['images_per_s'] / separate[method]:>10.2f}"
-            )
+        by_mode["graph"] = print_graph_table(args, separate, timing, peak=args.peak_tflops, log=log)
+    for k in args.fuse:
+        if k > 1:
+            print_fused_table(args, k, by_mode, timing, epochs=epochs, log=log)
     log.report()
 
 

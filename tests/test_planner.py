@@ -13,6 +13,7 @@ from pipeline_lib.dag.planner import (
     DEFAULT_JOB_SECONDS,
     Job,
     PlanError,
+    RuleCost,
     dataset_size,
     format_plan,
     format_settings,
@@ -514,3 +515,47 @@ def test_without_studies_keeps_the_main_table(tmp_path: Path) -> None:
         and raw["methods"] == yaml.safe_load((REPO / "config/paper.yaml").read_text())["methods"]
     )
     assert without_studies(copy, tmp_path) is None
+
+
+def test_fused_jobs_step_as_train_step_mode_says_and_fused_graph_rows_are_settings(
+    tmp_path: Path,
+) -> None:
+    """A graph fuse-K row costs a train_fused job under auto on CUDA, and is a setting."""
+    per_setting = {**RATES, ("graph", 4): 1500.0, ("graph", 10): 600.0}
+    rows = [rate_row("rotnet", mode, k, rate) for (mode, k), rate in per_setting.items()]
+    table = read_rates([write_table(tmp_path / "h200.csv", *rows)])
+    config = {"datasets": {"cifar10": {}}}
+    group = {"dataset": "cifar10", "method": "rotnet", "group": "cat+dog+frog+deer"}
+
+    def fused(members: str = group["group"], **train: object) -> RuleCost:
+        settings = {"train": {"epochs": 2, "fuse": 4, **train}}
+        job = Job("train_fused", {**group, "group": members}, ())
+        return plan_costs([job], {**config, **settings}, device="cuda", rates=table)["train_fused"]
+
+    auto = fused()
+    assert auto.hours == pytest.approx(4 * IMAGES / (4 * per_setting[("graph", 4)]) / 3600)
+    assert "graph, fuse 4, measured NVIDIA H200 2026-11-27" in auto.sources
+    eager = fused(step_mode="eager")
+    assert eager.hours == pytest.approx(4 * IMAGES / (4 * per_setting[("eager", 4)]) / 3600)
+    # float16 amp cannot capture: auto costs the eager row.
+    assert fused(amp="float16").hours == eager.hours
+    # Graph asked, fuse 3 unmeasured in graph: 3 separate eager trainings, the mode named.
+    rest = fused("cat+dog+frog", step_mode="graph")
+    assert rest.hours == pytest.approx(3 * IMAGES / per_setting[("eager", 1)] / 3600)
+    assert any("fuse 3 not measured (graph)" in source for source in rest.sources)
+    # Every measured (step mode, fuse) is a setting; graph fuse 10 (6,000 a device-second)
+    # is the cheapest; graph fuse 4 leaves a pair that costs 2 separate eager runs.
+    settings = setting_costs(
+        rotnet_jobs(CIFAR10), {**config, "train": {"epochs": 2}}, device="cuda", rates=table
+    )
+    got = {(s.setting.step_mode, s.setting.fuse): s.hours for s in settings}
+    assert set(got) == set(per_setting)
+    assert got[("graph", 10)] == pytest.approx(10 * IMAGES / (10 * 600.0) / 3600)
+    assert got[("graph", 4)] == pytest.approx(
+        (8 * IMAGES / (4 * 1500.0) + 2 * IMAGES / per_setting[("eager", 1)]) / 3600
+    )
+    costs = plan_costs(
+        rotnet_jobs(CIFAR10), {**config, "train": {"epochs": 2}}, device="cuda", rates=table
+    )
+    line = format_settings("paper.yaml", costs, settings, device="cuda")
+    assert line.startswith("best setting of paper.yaml: graph, fuse 10: ")

@@ -18,9 +18,9 @@ then projects per rule:
      config's ``embed.width`` and the job's base method, in the setting the config runs: a
      ``train_representation`` job at fuse 1 in ``train.step_mode`` (absent or ``auto``:
      ``graph`` on CUDA when a graph row exists, else ``eager``); a ``train_fused`` job of m
-     models at the fused-m rate (fused jobs step eagerly), else as m separate eager
-     trainings (an upper bound). A table measured at another width is reported in the
-     source column, never scaled;
+     models at the fused-m rate in ``train.step_mode`` (the same rule, among fuse-m rows),
+     else as m separate eager trainings (an upper bound). A table measured at another width
+     is reported in the source column, never scaled;
   3. measurements of earlier runs in the working directory (per-epoch ``images_per_s`` in
      the ``train_history.json`` files of that device and width);
   4. the documented defaults :data:`DEFAULT_IMAGES_PER_S` (one job alone, eager, width 64).
@@ -557,29 +557,35 @@ class TableQuery:
     step_mode: str | None
     amp: str | None
 
-    def single(self, method: str) -> tuple[float | None, str]:
-        """Images per device-second of one model trained alone as the config says, or why not.
+    def mode(self, method: str, fuse: int) -> str:
+        """The step mode whose rows cost a job of ``fuse`` models (``train.step_mode``).
 
-        ``train.step_mode`` absent or ``auto`` is what the stepper does: graph on CUDA
-        (unless amp float16) when a graph row exists, else eager.
+        Absent or ``auto`` is what the stepper does: graph on CUDA (unless amp float16), costed
+        from a graph row of that fuse when one exists, else from the eager one.
         """
-        mode = self.step_mode if self.step_mode in ("eager", "graph") else None
-        if mode is None:
-            mode = "eager"
-            if self.kind == "cuda" and self.amp != "float16":
-                graph, _ = self._choose(method, "graph", 1)
-                mode = "graph" if graph is not None else "eager"
-        choice, why = self._choose(method, mode, 1)
+        if self.step_mode in ("eager", "graph"):
+            return self.step_mode
+        if self.kind == "cuda" and self.amp != "float16":
+            graph, _ = self._choose(method, "graph", fuse)
+            if graph is not None:
+                return "graph"
+        return "eager"
+
+    def single(self, method: str) -> tuple[float | None, str]:
+        """Images per device-second of one model trained alone as the config says, or why not."""
+        choice, why = self._choose(method, self.mode(method, 1), 1)
         return (choice.device_images_per_s if choice else None), why
 
     def fused(self, method: str, models: int) -> tuple[float | None, str]:
-        """Images per device-second of a fused job of ``models`` models (it steps eagerly).
+        """Images per device-second of a fused job of ``models`` models as the config says.
 
-        Without a fused-``models`` row: ``models`` separate eager trainings, the upper bound
-        the planner used before fused rates were measured (the job's hours are then
-        ``models`` x one model's).
+        Fused jobs step as ``train.step_mode`` says, as single ones do (:meth:`mode`).
+        Without a fused-``models`` row of that mode: ``models`` separate eager trainings, the
+        upper bound the planner used before fused rates were measured (the job's hours are
+        then ``models`` x one model's).
         """
-        choice, why = self._choose(method, "eager", models)
+        mode = self.mode(method, models)
+        choice, why = self._choose(method, mode, models)
         if choice is not None:
             return choice.device_images_per_s, why
         if models == 1:
@@ -588,7 +594,8 @@ class TableQuery:
         if alone is None:
             return None, f"{why}; {why_alone}"
         return alone.images_per_s_per_model, (
-            f"fuse {models} not measured: {models} separate runs ({why_alone}), an upper bound"
+            f"fuse {models} not measured ({mode}): {models} separate runs ({why_alone}), "
+            "an upper bound"
         )
 
     def _choose(self, method: str, step_mode: str, fuse: int) -> tuple[Choice | None, str]:
@@ -746,18 +753,17 @@ def setting_costs(
     """The training hours of ``jobs``' models at each setting the rate tables measured.
 
     Each setting is one config for every trained method (``train.fuse`` and
-    ``train.step_mode`` are global): fuse 1 in each measured step mode, and each measured
-    fuse K > 1 (fused jobs step eagerly). The models are regrouped as the DAG would group
-    them (:func:`regroup`) and costed by :func:`plan_costs` with the setting in the config,
-    so a method without a row for the setting falls back as the plan does (and says so).
+    ``train.step_mode`` are global): each measured (step mode, fuse), fused ones included
+    (a fused job steps as ``train.step_mode`` says). The models are regrouped as the DAG
+    would group them (:func:`regroup`) and costed by :func:`plan_costs` with the setting in
+    the config, so a method without a row for the setting falls back as the plan does (and
+    says so).
     """
     width = int((config.get("embed") or {}).get("width") or 64)
     settings = {Setting("eager", 1)}
     settings.update(settings_measured(rates, kind=device, width=width))
     results = []
     for setting in sorted(settings, key=lambda s: (s.fuse, s.step_mode)):
-        if setting.fuse > 1 and setting.step_mode != "eager":
-            continue
         train = {**(config.get("train") or {}), "fuse": setting.fuse}
         train["step_mode"] = setting.step_mode
         costs = plan_costs(

@@ -9,8 +9,8 @@ One CSV row per measurement, with the columns of :data:`COLUMNS`:
 * ``width``: first-stage width of the ResNet-18 (64 in the paper);
 * ``method``: the trained base method (``rotnet``, ``rotation``, ``denoising``,
   ``contrastive``, ``contrastive_da``);
-* ``step_mode``: ``eager`` or ``graph`` (the graph-captured step, CUDA only); fused runs step
-  eagerly;
+* ``step_mode``: ``eager`` or ``graph`` (the graph-captured step, CUDA only), at any fuse
+  (a fused group's stacked step is captured as one graph);
 * ``fuse``: K, the models trained as one computation (1 = one model alone);
 * ``images_per_s_per_model``: **source images per second each model trains at**. For fuse 1
   the job's rate; for fuse K the K models' total divided by K (each model's share). The

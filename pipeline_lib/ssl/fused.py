@@ -22,6 +22,15 @@ statistics, optimiser state, checkpoint and divergence check, exactly as
 The stacked layers add their products in another order than the separate layers, so on the
 CPU a fused model matches its separate twin to float32 rounding, not bit for bit (the tests
 state the tolerance); a killed fused run resumes bit-identically to an uninterrupted one.
+
+Steps run as the runs' ``step_mode`` says (:mod:`pipeline_lib.ssl.stepper`): ``eager`` is
+the loop below; ``graph`` (CUDA) runs the group's step through one
+:class:`~pipeline_lib.ssl.stepper.StaticStep` of K members (each member's batch indices and
+random numbers, from its own generators in its own eager order, copied into static device
+buffers; the stacked step and the fused SGD with a device learning rate captured once per
+group as a CUDA graph and replayed). A group is rebuilt, and so captures again, whenever its
+membership changes. On the CPU the same step runs uncaptured (``two_phase``, tests only) and
+equals the eager loop bit for bit.
 """
 
 from __future__ import annotations
@@ -51,7 +60,9 @@ from pipeline_lib.models.stacked import (
 from pipeline_lib.ssl.augment import rotation_views
 from pipeline_lib.ssl.contrastive import contrastive_inputs, contrastive_outputs_loss
 from pipeline_lib.ssl.denoising import denoising_inputs, denoising_target, reconstruction_loss
+from pipeline_lib.ssl.draws import Draws
 from pipeline_lib.ssl.rotation import rotation_loss
+from pipeline_lib.ssl.stepper import StaticStep
 from pipeline_lib.ssl.train import (
     TrainingDivergedError,
     _checkpoint_due,
@@ -61,6 +72,7 @@ from pipeline_lib.ssl.train import (
     _prepare_run,
     _resume,
     _Run,
+    _static_step,
     _train_epoch,
     _TrainingState,
     _write_checkpoint,
@@ -82,8 +94,8 @@ _NOT_SHARED = ("seed", "checkpoint_path", "callback", "progress", "checkpoint_ev
 class _Task:
     """A proxy task in the three parts its step function composes (see ``_step_function``)."""
 
-    #: ``(uint8 batch, generator) -> (network input, what the loss needs besides the output)``
-    inputs: Callable[[torch.Tensor, torch.Generator], tuple[torch.Tensor, Any]]
+    #: ``(uint8 batch, generator or draws) -> (network input, what the loss needs besides it)``
+    inputs: Callable[[torch.Tensor, torch.Generator | Draws], tuple[torch.Tensor, Any]]
     #: ``(network, input) -> output``; the network may be a stacked one.
     forward: Callable[[nn.Module, torch.Tensor], torch.Tensor]
     #: ``(one model's output, what inputs returned besides the input) -> scalar loss``
@@ -136,6 +148,9 @@ class _FusedGroup:
     """The stacked model, optimiser and schedule of the models that train an epoch together.
 
     Built from the members' states (exact copies); :meth:`unload` copies everything back.
+    With the runs' ``step_mode`` other than ``eager`` its steps run through one
+    :class:`~pipeline_lib.ssl.stepper.StaticStep` of the members, made with the group (so a
+    new group captures anew).
     """
 
     def __init__(
@@ -175,6 +190,24 @@ class _FusedGroup:
             self.optimizer.param_groups, first.optimizer.param_groups, strict=True
         ):
             stacked["lr"], stacked["initial_lr"] = own["lr"], own["initial_lr"]
+        run = self.runs[0]
+        self.static_step: StaticStep | None = None
+        if run.step_mode != "eager":
+            self.static_step = StaticStep(
+                model=self.model,
+                optimizer=self.optimizer,
+                step=self._losses,
+                images=[r.data.images for r in self.runs],
+                per_step=run.data.per_step,
+                generators=[state.augment_generator for state in self.states],
+                autocast=run.autocast,
+                capture=run.step_mode == "graph",
+            )
+
+    @property
+    def mode(self) -> str:
+        """What ran the steps (the history's ``step_mode``): ``eager`` or the static step's."""
+        return "eager" if self.static_step is None else self.static_step.mode
 
     def train_epoch(self) -> torch.Tensor:
         """One epoch of every member; the losses ``(members, steps)`` (on the device)."""
@@ -187,11 +220,17 @@ class _FusedGroup:
             for d, s in zip(data, self.states, strict=True)
         ]
         losses = torch.zeros(len(self.members), steps, device=run.device)
+        generators = [state.augment_generator for state in self.states]
         for index in range(steps):
             window = slice(index * per_step, (index + 1) * per_step)
+            if self.static_step is not None:
+                step_losses = self.static_step(*[order[window] for order in orders])
+                self.scheduler.step()
+                losses[:, index] = step_losses  # a copy: a replayed step's losses are reused
+                continue
             batches = [d.images[order[window]] for d, order in zip(data, orders, strict=True)]
             with run.autocast():
-                step_losses = self._losses(batches)
+                step_losses = self._losses(self.model, batches, generators)
             self.optimizer.zero_grad(set_to_none=True)
             step_losses.sum().backward()
             self.optimizer.step()
@@ -199,12 +238,18 @@ class _FusedGroup:
             losses[:, index] = step_losses.detach()
         return losses
 
-    def _losses(self, batches: list[torch.Tensor]) -> torch.Tensor:
+    def _losses(
+        self,
+        model: nn.Module,
+        batches: Sequence[torch.Tensor],
+        sources: Sequence[torch.Generator | Draws],
+    ) -> torch.Tensor:
+        """The members' losses ``(K,)``; member ``k`` draws from ``sources[k]`` only."""
         prepared = [
-            task.inputs(batch, state.augment_generator)
-            for task, batch, state in zip(self.tasks, batches, self.states, strict=True)
+            task.inputs(batch, source)
+            for task, batch, source in zip(self.tasks, batches, sources, strict=True)
         ]
-        output = self.tasks[0].forward(self.model, stack_inputs([x for x, _ in prepared]))
+        output = self.tasks[0].forward(model, stack_inputs([x for x, _ in prepared]))
         outputs = unstack_outputs(output, len(self.members))
         return torch.stack(
             [
@@ -280,29 +325,40 @@ def _train_group(
 
     Each epoch trains the runs that have completed exactly that many epochs (after a resume
     a run that is ahead waits for the others); one run alone takes the separate trainer's
-    own epoch. All checkpoints of an epoch are written before any callback is called.
+    own epoch (with its own static step unless ``eager``). Whenever the members change, the
+    group (or the lone run's static step) is built anew from the states: a captured graph
+    holds the addresses of the tensors it was captured with. All checkpoints of an epoch
+    are written before any callback is called.
     """
     failed: dict[int, TrainingDivergedError] = {}
     group: _FusedGroup | None = None
+    lone_step: StaticStep | None = None
+    previous: list[int] = []
     first_epoch = min(states[i].epoch for i in indices)
     for epoch in range(first_epoch, runs[indices[0]].epochs):
         members = [i for i in indices if i not in failed and states[i].epoch == epoch]
         if not members:
             continue
-        if len(members) > 1 and (group is None or group.members != members):
-            group = _FusedGroup(members, runs, states)
-            log.info(
-                "training %d %s models fused from epoch %d",
-                len(members),
-                runs[members[0]].method,
-                epoch + 1,
-            )
+        if members != previous:
+            group, lone_step, previous = None, None, members
+            if len(members) > 1:
+                group = _FusedGroup(members, runs, states)
+                log.info(
+                    "training %d %s models fused from epoch %d",
+                    len(members),
+                    runs[members[0]].method,
+                    epoch + 1,
+                )
+            else:
+                lone_step = _static_step(runs[members[0]], states[members[0]])
         started = time.perf_counter()
-        if len(members) == 1:
-            losses = _train_epoch(runs[members[0]], states[members[0]])[None]
+        if group is None:
+            losses = _train_epoch(runs[members[0]], states[members[0]], lone_step)[None]
+            mode = "eager" if lone_step is None else lone_step.mode
         else:
             losses = group.train_epoch()
             group.unload()
+            mode = group.mode
         seconds = time.perf_counter() - started  # the members' shared epoch
         done: list[tuple[int, dict[str, float]]] = []
         for column, index in enumerate(members):
@@ -312,7 +368,7 @@ def _train_group(
                 log.error("fused model %d stopped, the others go on: %s", index, error)
                 failed[index] = error
                 continue
-            record = _epoch_record(run, epoch, losses[column], seconds)
+            record = _epoch_record(run, epoch, losses[column], seconds, mode)
             state.history.append(record)
             state.epoch = epoch + 1
             _log_epoch(run, record, first=epoch == first_epoch, log_every=log_every)
@@ -364,7 +420,10 @@ def train_representations_fused(
         Every other keyword argument of :func:`train_representation` (``epochs`` and
         ``batch_size`` are required; ``amp="float16"`` is refused: its loss scaling would
         couple the models). ``seed``, ``checkpoint_path``, ``callback`` and ``progress``
-        are not accepted.
+        are not accepted. ``step_mode`` (default ``"auto"``) is resolved as there: ``auto``
+        is ``graph`` on CUDA and ``eager`` elsewhere, ``graph`` off CUDA is an error; under
+        ``graph`` each fused group captures its stacked step once (see the module
+        docstring) and each history record's ``step_mode`` says what ran its epoch.
 
     Returns
     -------

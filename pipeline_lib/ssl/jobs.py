@@ -102,6 +102,7 @@ def train_on_splits_fused(
     device: torch.device | str,
     width: int,
     checkpoint_paths: Sequence[str | os.PathLike | None] | None = None,
+    step_mode: str = "auto",
 ) -> tuple[list[FusedResult], dict[str, Any]]:
     """Train one model per split as :func:`train_on_split` would, fused into one computation.
 
@@ -110,6 +111,18 @@ def train_on_splits_fused(
     checkpoint its separate job would (:func:`pipeline_lib.ssl.fused.train_representations_fused`,
     equal to a separate run up to float32 rounding); models whose steps per epoch differ
     (classes of different sizes) train in one fused group after another.
+
+    Parameters
+    ----------
+    method, train_images, training, train_size, seed, device, width
+        As for :func:`train_on_split`.
+    splits : sequence of OneClassSplit
+        One per model.
+    checkpoint_paths : sequence of (str or PathLike or None), or None, default=None
+        One per model.
+    step_mode : {"auto", "eager", "graph"}, default="auto"
+        ``train.step_mode``, as for :func:`train_on_split` (not part of ``arguments``); under
+        ``graph`` each fused group's step is captured as one CUDA graph.
 
     Returns
     -------
@@ -130,6 +143,7 @@ def train_on_splits_fused(
         checkpoint_paths=checkpoint_paths,
         device=device,
         width=width,
+        step_mode=step_mode,
         **arguments,
     )
     return results, arguments

@@ -22,22 +22,30 @@ groups keep their float rates, which LambdaLR sets on the host as before; each s
 them into that tensor with ``fill_`` (a kernel, no sync). A tensor rate inside the groups
 would also work with LambdaLR (it ``fill_``s it) but would enter the optimiser's state and
 checkpoints, which then would no longer be the same for the eager and graph paths.
+
+One step may serve K *members* (:mod:`pipeline_lib.ssl.fused`: K runs stacked in one
+model): each member has its own training instances, index buffer and
+:class:`~pipeline_lib.ssl.draws.StaticDraws` over its own generator (so each draws its
+numbers in its own eager order), the step returns the K losses and backward runs on their
+sum, as the fused eager loop does. A single run is the one-member case
+(:func:`one_member`), whose scalar loss is backpropagated as is, so its step is unchanged.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch import nn
 from torch.optim.sgd import sgd as functional_sgd
 
-from pipeline_lib.ssl.draws import StaticDraws
+from pipeline_lib.ssl.draws import Draws, StaticDraws
 
-__all__ = ["STEP_MODES", "StaticStep", "resolve_step_mode"]
+__all__ = ["STEP_MODES", "MembersStep", "StaticStep", "one_member", "resolve_step_mode"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +54,25 @@ STEP_MODES: tuple[str, ...] = ("auto", "eager", "graph")
 
 #: Uncaptured device phases after a start before the capture (the first records the plan).
 WARMUP_STEPS = 3
+
+#: ``step(model, batches, draws) -> loss``: the K members' uint8 batches and draws in, a
+#: scalar loss (one run) or the members' losses ``(K,)`` out.
+MembersStep = Callable[[nn.Module, Sequence[torch.Tensor], Sequence[Draws]], torch.Tensor]
+
+
+def _one_member_step(
+    step: Callable[..., torch.Tensor],
+    model: nn.Module,
+    batches: Sequence[torch.Tensor],
+    draws: Sequence[Draws],
+) -> torch.Tensor:
+    (batch,), (member_draws,) = batches, draws
+    return step(model, batch, generator=member_draws)
+
+
+def one_member(step: Callable[..., torch.Tensor]) -> MembersStep:
+    """A single run's ``step(model, batch, generator=...)`` as a one-member :data:`MembersStep`."""
+    return functools.partial(_one_member_step, step)
 
 
 def resolve_step_mode(step_mode: str, device: torch.device, *, float16_scaler: bool) -> str:
@@ -82,25 +109,32 @@ def resolve_step_mode(step_mode: str, device: torch.device, *, float16_scaler: b
 
 
 class StaticStep:
-    """One run's two-phase training step (see the module docstring).
+    """The two-phase training step of one run or of K stacked members (see the module docstring).
 
     Parameters
     ----------
     model : nn.Module
+        The run's model, or the members' stacked model.
     optimizer : torch.optim.SGD
         Its parameter groups (weight decay per group) and momentum buffers are used as is.
-    step : callable
-        ``step(model, batch, generator=draws) -> loss``, one of the trainer's step functions.
-    images : Tensor
-        The uint8 training instances on the device.
+    step : MembersStep
+        ``step(model, batches, draws) -> loss``: :func:`one_member` of one of the trainer's
+        step functions, or the fused trainer's step of K members returning ``(K,)`` losses.
+    images : sequence of Tensor
+        Each member's uint8 training instances, on the device.
     per_step : int
-        Instances per step (static).
-    generator : torch.Generator
-        The run's CPU augmentation generator (advanced exactly as by the eager step).
+        Instances per step and member (static).
+    generators : sequence of torch.Generator
+        Each member's CPU augmentation generator (advanced exactly as by the eager step).
     autocast : callable
         ``autocast(cache_enabled) -> context manager`` of the run's amp setting.
     capture : bool
         Capture and replay a CUDA graph (CUDA only); False runs every device phase uncaptured.
+
+    Raises
+    ------
+    ValueError
+        If ``capture`` is set off CUDA, or ``images`` and ``generators`` differ in length.
     """
 
     def __init__(
@@ -108,21 +142,26 @@ class StaticStep:
         *,
         model: nn.Module,
         optimizer: torch.optim.SGD,
-        step: Callable[..., torch.Tensor],
-        images: torch.Tensor,
+        step: MembersStep,
+        images: Sequence[torch.Tensor],
         per_step: int,
-        generator: torch.Generator,
+        generators: Sequence[torch.Generator],
         autocast: Callable[[bool], contextlib.AbstractContextManager[Any]],
         capture: bool,
     ) -> None:
-        device = images.device
+        if not images or len(images) != len(generators):
+            raise ValueError(
+                f"need one generator per member's images: {len(images)} image tensors, "
+                f"{len(generators)} generators"
+            )
+        device = images[0].device
         if capture and device.type != "cuda":
             raise ValueError(f"graph capture needs a CUDA device, got {device.type!r}")
         self.model, self.optimizer, self.step = model, optimizer, step
-        self.images, self.autocast = images, autocast
+        self.images, self.autocast = list(images), autocast
         self.capture = capture
-        self.draws = StaticDraws(generator, device)
-        self.index = torch.zeros(per_step, dtype=torch.long, device=device)
+        self.draws = [StaticDraws(generator, device) for generator in generators]
+        self.indices = [torch.zeros(per_step, dtype=torch.long, device=device) for _ in self.images]
         self.device_lr = device.type == "cuda"
         self.lr = torch.zeros(len(optimizer.param_groups), device=device)
         self.graph: torch.cuda.CUDAGraph | None = None
@@ -141,20 +180,29 @@ class StaticStep:
             return "uncaptured"
         return "graph" if self.capture else "two_phase"
 
-    def __call__(self, batch_index: torch.Tensor) -> torch.Tensor:
-        """Run one step on the instances ``batch_index`` (device); the loss, on the device.
+    def __call__(self, *batch_indices: torch.Tensor) -> torch.Tensor:
+        """Run one step on each member's instances ``batch_indices[k]`` (device); the loss.
 
-        In graph mode the loss is a static tensor that the next step overwrites: copy it.
+        The loss is on the device: a scalar (one run) or the members' ``(K,)``. In graph mode
+        it is a static tensor that the next step overwrites: copy it.
         """
-        self.index.copy_(batch_index, non_blocking=True)
+        if len(batch_indices) != len(self.indices):
+            raise ValueError(
+                f"need one batch index per member: {len(self.indices)} members, "
+                f"{len(batch_indices)} indices"
+            )
+        for index, batch_index in zip(self.indices, batch_indices, strict=True):
+            index.copy_(batch_index, non_blocking=True)
         if self.device_lr:
             for slot, group in enumerate(self.optimizer.param_groups):
                 self.lr[slot].fill_(group["lr"])  # a kernel with the value, no host sync
-        if not self.draws.recorded:
-            loss = self._uncaptured()  # draws on demand and records the plan
-            self.draws.freeze()
+        if not self.recorded:
+            loss = self._uncaptured()  # draws on demand and records the plans
+            for draws in self.draws:
+                draws.freeze()
             return loss
-        self.draws.draw()
+        for draws in self.draws:  # each member's numbers from its own generator
+            draws.draw()
         if self.capture and self.graph is None and self.uncaptured >= WARMUP_STEPS:
             self._try_capture()
         if self.graph is not None:
@@ -163,14 +211,21 @@ class StaticStep:
             return self.graph_loss
         return self._uncaptured()
 
+    @property
+    def recorded(self) -> bool:
+        """Whether every member's draw plan is known (after the first step)."""
+        return all(draws.recorded for draws in self.draws)
+
     def _device_phase(self, cache_enabled: bool) -> torch.Tensor:
         """Gather, views, forward, loss, backward and update: static shapes, no host sync."""
-        self.draws.rewind()
-        batch = self.images[self.index]
+        for draws in self.draws:
+            draws.rewind()
+        batches = [images[index] for images, index in zip(self.images, self.indices, strict=True)]
         with self.autocast(cache_enabled):
-            loss = self.step(self.model, batch, generator=self.draws)
+            loss = self.step(self.model, batches, self.draws)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        # K members: the gradient of the sum is each member's own (nothing couples them).
+        (loss if loss.ndim == 0 else loss.sum()).backward()
         self._update()
         return loss.detach()
 

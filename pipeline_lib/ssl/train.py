@@ -49,7 +49,7 @@ from pipeline_lib.ssl.augment import (
 from pipeline_lib.ssl.contrastive import LOSS_FORMS, contrastive_step
 from pipeline_lib.ssl.denoising import DEFAULT_NOISE_STD, DEFAULT_TARGET_PATCH, denoising_step
 from pipeline_lib.ssl.rotation import rotation_step
-from pipeline_lib.ssl.stepper import StaticStep, resolve_step_mode
+from pipeline_lib.ssl.stepper import StaticStep, one_member, resolve_step_mode
 
 __all__ = ["TrainingDivergedError", "train_representation"]
 
@@ -605,10 +605,10 @@ def _static_step(run: _Run, state: _TrainingState) -> StaticStep | None:
     return StaticStep(
         model=state.model,
         optimizer=state.optimizer,
-        step=run.step,
-        images=run.data.images,
+        step=one_member(run.step),
+        images=[run.data.images],
         per_step=run.data.per_step,
-        generator=state.augment_generator,
+        generators=[state.augment_generator],
         autocast=run.autocast,
         capture=run.step_mode == "graph",
     )

@@ -13,7 +13,9 @@ later steps amplify it as they amplify any rounding, so float32 is compared afte
 
 from __future__ import annotations
 
+import ast
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,8 +23,10 @@ import torch
 
 import pipeline_lib.ssl.fused as fused_module
 import pipeline_lib.ssl.train as train_module
+from pipeline_lib.data.split import OneClassSplit
 from pipeline_lib.models.proxy import build_proxy_model
 from pipeline_lib.ssl.fused import train_representations_fused
+from pipeline_lib.ssl.jobs import train_on_splits_fused
 from pipeline_lib.ssl.train import TrainingDivergedError, train_representation
 
 TINY = {
@@ -258,3 +262,33 @@ def test_one_model_trains_exactly_as_train_representation(noise_sets) -> None:
     for a, b in zip(model.state_dict().values(), alone.state_dict().values(), strict=True):
         assert torch.equal(a, b)  # float32, bit for bit: the separate trainer's own epoch
     assert _without_timing(history) == _without_timing(alone_history)
+
+
+def _step_mode_argument(script: Path) -> str:
+    """The source of the ``step_mode=`` argument of the one call in ``script`` that has it."""
+    calls = [node for node in ast.walk(ast.parse(script.read_text())) if isinstance(node, ast.Call)]
+    found = [ast.unparse(k.value) for call in calls for k in call.keywords if k.arg == "step_mode"]
+    assert len(found) == 1, (script, found)
+    return found[0]
+
+
+def test_the_fused_job_passes_train_step_mode_as_the_separate_job_does(noise_sets) -> None:
+    """train.step_mode reaches fused training (graph on the CPU is refused there, as alone),
+    read by both job scripts from the config the same way (not a param: it re-runs nothing)."""
+    split = OneClassSplit(0, 0.0, 0, np.arange(8), 0, np.arange(1), np.zeros(1, np.int8))
+    with pytest.raises(ValueError, match="step_mode='graph' needs a CUDA device"):
+        train_on_splits_fused(
+            "rotnet",
+            noise_sets[0],
+            [split, split],
+            training={"epochs": 1},
+            train_size=None,
+            seed=0,
+            device="cpu",
+            width=4,
+            step_mode="graph",
+        )
+    scripts = Path(__file__).resolve().parents[2] / "workflow" / "scripts"
+    expected = "snakemake.config['train'].get('step_mode', 'auto')"
+    assert _step_mode_argument(scripts / "train_fused.py") == expected
+    assert _step_mode_argument(scripts / "train_representation.py") == expected

@@ -5,12 +5,15 @@ weights, BatchNorm buffers, optimiser state, schedule and generator states bit f
 its device phase must trace under fake tensors (a ``.item()``, ``nonzero`` or boolean-mask
 index, i.e. a host sync or a data-dependent shape, would raise there), and on the meta
 device it must read no host tensor (a captured host-to-device copy would replay stale data).
-The CUDA-only tests (graph capture itself) are skipped here and run on a GPU session.
+The same holds for the fused trainer's step of K stacked members (``pipeline_lib.ssl.fused``),
+against the fused eager loop. The CUDA-only tests (graph capture itself) are skipped here and
+run on a GPU session (benchmarks/gpu_session.sh runs ``-k on_cuda``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import logging
 from types import SimpleNamespace
@@ -18,15 +21,22 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    FakeTensorMode,
+    unset_fake_temporarily,
+)
 from torch.utils._python_dispatch import TorchDispatchMode
 
+import pipeline_lib.ssl.fused as fused_module
 import pipeline_lib.ssl.train as train_module
 from pipeline_lib.models.checkpoints import load_checkpoint
 from pipeline_lib.models.proxy import build_proxy_model
+from pipeline_lib.models.stacked import stack_models
 from pipeline_lib.ssl import draws as draws_module
 from pipeline_lib.ssl.augment import ViewAugment
-from pipeline_lib.ssl.stepper import StaticStep, resolve_step_mode
+from pipeline_lib.ssl.fused import _FusedGroup, train_representations_fused
+from pipeline_lib.ssl.stepper import StaticStep, one_member, resolve_step_mode
 from pipeline_lib.ssl.train import _parameter_groups, _prepare_run, train_representation
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -177,10 +187,10 @@ def _static_step(run, state, *, device_lr: bool = False) -> StaticStep:
     step = StaticStep(
         model=state.model,
         optimizer=state.optimizer,
-        step=run.step,
-        images=run.data.images,
+        step=one_member(run.step),
+        images=[run.data.images],
         per_step=run.data.per_step,
-        generator=state.augment_generator,
+        generators=[state.augment_generator],
         autocast=run.autocast,
         capture=False,
     )
@@ -214,7 +224,7 @@ def test_device_phase_traces_with_fake_tensors(case, images) -> None:
             for _ in range(3):  # records the plan, then two steps from the static buffers
                 loss = step(torch.arange(run.data.per_step))
                 fake.scheduler.step()
-            assert loss.shape == () and step.draws.recorded
+            assert loss.shape == () and step.recorded
     finally:
         draws_module._cached_constant.cache_clear()  # no fake constant may outlive the mode
 
@@ -230,7 +240,7 @@ def test_fake_trace_catches_a_host_sync(images) -> None:
     with FakeTensorMode(allow_non_fake_inputs=True):
         fake = _fake_state(run)
         step = _static_step(run, fake)
-        step.step = syncing_step
+        step.step = one_member(syncing_step)
         with pytest.raises(DataDependentOutputException):
             step(torch.arange(run.data.per_step))
     draws_module._cached_constant.cache_clear()
@@ -264,6 +274,44 @@ def test_device_phase_copies_nothing_from_the_host(case, images, monkeypatch) ->
     """
     run, _ = _prepared(case, images)
     monkeypatch.setattr(torch, "autocast", lambda *a, **k: contextlib.nullcontext())
+    step = _static_step(
+        SimpleNamespace(
+            step=run.step,
+            data=SimpleNamespace(
+                images=torch.empty_like(run.data.images, device=META), per_step=run.data.per_step
+            ),
+            autocast=run.autocast,
+        ),
+        _meta_state(run),
+    )
+    copies, made_from_data = _host_reads(step, [torch.arange(run.data.per_step, device=META)])
+    assert copies == [] and made_from_data == []
+
+
+META = torch.device("meta")
+
+
+def _meta_state(run) -> SimpleNamespace:
+    """A fresh model, SGD and schedule of ``run`` on the meta device."""
+    with META:
+        model = build_proxy_model(run.method, **run.new_state.keywords["arch"])
+    groups = _parameter_groups(model, weight_decay=3e-4, exclude_bn_from_decay=False)
+    optimizer = torch.optim.SGD(groups, lr=0.05, momentum=0.9)
+    return SimpleNamespace(
+        model=model,
+        optimizer=optimizer,
+        scheduler=torch.optim.lr_scheduler.LambdaLR(optimizer, run.cosine),
+        augment_generator=torch.Generator().manual_seed(0),
+    )
+
+
+def _host_reads(step: StaticStep, indices: list[torch.Tensor]) -> tuple[list[str], list[str]]:
+    """Two steps of ``step`` after its recording step, watched: (host copies, torch.tensor calls).
+
+    The first lists ops reading a CPU tensor into a device one inside the device phase; the
+    second, ``torch.tensor(..., device=...)`` calls off the CPU during those steps.
+    """
+    step(*indices)  # records the plan (copies allowed)
     made_from_data: list[str] = []
     real_tensor = torch.tensor
 
@@ -272,38 +320,20 @@ def test_device_phase_copies_nothing_from_the_host(case, images, monkeypatch) ->
             made_from_data.append(repr(args)[:60])
         return real_tensor(*args, **kwargs)
 
-    meta = torch.device("meta")
-    with meta:
-        model = build_proxy_model(run.method, **run.new_state.keywords["arch"])
-    groups = _parameter_groups(model, weight_decay=3e-4, exclude_bn_from_decay=False)
-    state = SimpleNamespace(
-        model=model,
-        optimizer=torch.optim.SGD(groups, lr=0.05, momentum=0.9),
-        augment_generator=torch.Generator().manual_seed(0),
-    )
-    step = _static_step(
-        SimpleNamespace(
-            step=run.step,
-            data=SimpleNamespace(
-                images=torch.empty_like(run.data.images, device=meta), per_step=run.data.per_step
-            ),
-            autocast=run.autocast,
-        ),
-        state,
-    )
-    step(torch.arange(run.data.per_step, device=meta))  # records the plan (copies allowed)
     watch, device_phase = _HostToDevice(), step._device_phase
 
     def watched(cache_enabled: bool) -> torch.Tensor:
         with watch:
             return device_phase(cache_enabled)
 
-    step._device_phase = watched
-    monkeypatch.setattr(torch, "tensor", tensor)
-    for _ in range(2):
-        step(torch.arange(run.data.per_step, device=meta))
-    monkeypatch.setattr(torch, "tensor", real_tensor)
-    assert watch.copies == [] and made_from_data == []
+    step._device_phase = watched  # type: ignore[method-assign]
+    torch.tensor = tensor  # type: ignore[assignment]
+    try:
+        for _ in range(2):
+            step(*indices)
+    finally:
+        torch.tensor = real_tensor
+    return watch.copies, made_from_data
 
 
 def test_device_lr_update_matches_optimizer_step(images) -> None:
@@ -341,6 +371,191 @@ def test_step_mode_resolution() -> None:
 def test_graph_on_cpu_is_an_argument_error(images) -> None:
     with pytest.raises(ValueError, match="step_mode='graph' needs a CUDA device"):
         _train("rotnet", images, step_mode="graph")
+
+
+# --- Fused: the step of K stacked members (pipeline_lib.ssl.fused) ---------------------------
+
+#: Two fused models at width 4 on 16x16 noise, 2 steps an epoch (contrastive DA: 8 images, 4
+#: copies each, batch 16), so 2 epochs cross an epoch boundary; every method.
+FUSED = {
+    "rotnet": {"batch_size": 8},
+    "rotation": {"batch_size": 8, "head_depth": 1, "head_hidden": 16},
+    "denoising": {"batch_size": 8},
+    "contrastive": {"batch_size": 8, "head_depth": 1, "head_hidden": 16, "proj_dim": 8},
+    "contrastive_da": {"batch_size": 16, "head_depth": 1, "head_hidden": 16, "proj_dim": 8},
+}
+
+
+@pytest.fixture(scope="module")
+def noise16() -> list[np.ndarray]:
+    """Two models' training sets of 16 random 16x16 images."""
+    images = np.random.default_rng(0).integers(0, 256, (32, 16, 16, 3), dtype=np.uint8)
+    return [images[:16], images[16:]]
+
+
+def _train_fused(method: str, sets: list[np.ndarray], **overrides):
+    if method == "contrastive_da":
+        sets = [images[:8] for images in sets]
+    options = {"epochs": 2, "width": 4, "lr": 0.1, "lr_schedule": "per_step", **FUSED[method]}
+    seeds = [3, 4][: len(sets)]
+    return train_representations_fused(method, sets, seeds=seeds, **{**options, **overrides})
+
+
+@pytest.mark.parametrize("method", list(FUSED))
+def test_fused_two_phase_equals_fused_eager_bit_for_bit(
+    method, noise16, tmp_path, monkeypatch
+) -> None:
+    """Each member's weights, BN buffers, optimiser, schedule, generators and losses equal."""
+    eager_paths = [tmp_path / f"eager{k}.pt" for k in range(2)]
+    static_paths = [tmp_path / f"static{k}.pt" for k in range(2)]
+    eager = _train_fused(method, noise16, checkpoint_paths=eager_paths)
+    monkeypatch.setattr(train_module, "resolve_step_mode", lambda *a, **k: "two_phase")
+    static = _train_fused(method, noise16, checkpoint_paths=static_paths)
+    for k, ((eager_model, eager_history), (model, history)) in enumerate(
+        zip(eager, static, strict=True)
+    ):
+        assert [r["step_mode"] for r in eager_history] == ["eager", "eager"]
+        assert [r["step_mode"] for r in history] == ["two_phase", "two_phase"]
+        assert history[0]["steps"] == 2
+        _assert_equal_trees(_without_timing(eager_history), _without_timing(history))
+        _assert_equal_trees(eager_model.state_dict(), model.state_dict(), f"model {k}")
+        saved_eager, saved = load_checkpoint(eager_paths[k]), load_checkpoint(static_paths[k])
+        for part in ("optimizer", "scheduler"):
+            _assert_equal_trees(saved_eager[part], saved[part], f"{part} {k}")
+        for stream in ("shuffle", "augment"):
+            _assert_equal_trees(saved_eager["rng"][stream], saved["rng"][stream], stream)
+    assert not torch.equal(*(next(model.parameters()) for model, _ in static))  # two models
+
+
+def test_fused_two_phase_resume_is_bit_identical(noise16, tmp_path, two_phase) -> None:
+    paths = [tmp_path / f"model{k}.pt" for k in range(2)]
+
+    def kill_after_first_epoch(index: int, record: dict) -> None:
+        if record["epoch"] == 1 and index == 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _train_fused(
+            "contrastive",
+            noise16,
+            epochs=3,
+            checkpoint_paths=paths,
+            callback=kill_after_first_epoch,
+        )
+    resumed = _train_fused("contrastive", noise16, epochs=3, checkpoint_paths=paths)
+    whole = _train_fused("contrastive", noise16, epochs=3)
+    for k, ((model, history), (again, again_history)) in enumerate(
+        zip(whole, resumed, strict=True)
+    ):
+        _assert_equal_trees(model.state_dict(), again.state_dict(), f"model {k}")
+        _assert_equal_trees(_without_timing(history), _without_timing(again_history))
+        assert [r["step_mode"] for r in again_history] == ["two_phase"] * 3
+
+
+def test_fused_two_phase_lone_member_then_new_group_equals_eager(
+    noise16, tmp_path, monkeypatch
+) -> None:
+    """A member behind trains alone (its own static step), then the pair trains as a new group.
+
+    Both the lone run's step and the rebuilt group's step give the eager path's numbers.
+    """
+
+    def kill_after_first_epoch(index: int, record: dict) -> None:
+        if record["epoch"] == 1:
+            raise KeyboardInterrupt
+
+    results = {}
+    for mode in ("eager", "two_phase"):
+        if mode == "two_phase":
+            monkeypatch.setattr(train_module, "resolve_step_mode", lambda *a, **k: "two_phase")
+        paths = [tmp_path / f"{mode}{k}.pt" for k in range(2)]
+        with pytest.raises(KeyboardInterrupt):  # model 0 alone, killed after epoch 1
+            _train_fused(
+                "rotation",
+                noise16[:1],
+                epochs=3,
+                checkpoint_paths=paths[:1],
+                callback=kill_after_first_epoch,
+            )
+        # Model 0 resumes after epoch 1: model 1 trains epoch 1 alone, then both epochs 2-3.
+        results[mode] = _train_fused("rotation", noise16, epochs=3, checkpoint_paths=paths)
+    for k, ((eager_model, eager_history), (model, history)) in enumerate(
+        zip(results["eager"], results["two_phase"], strict=True)
+    ):
+        _assert_equal_trees(eager_model.state_dict(), model.state_dict(), f"model {k}")
+        _assert_equal_trees(_without_timing(eager_history), _without_timing(history))
+        assert [r["step_mode"] for r in history] == ["two_phase"] * 3
+
+
+def test_fused_graph_on_cpu_is_an_argument_error(noise16) -> None:
+    with pytest.raises(ValueError, match="step_mode='graph' needs a CUDA device"):
+        _train_fused("rotnet", noise16, step_mode="graph")
+
+
+#: One case of each task family, with the switches that add the most ops to a step.
+FUSED_TRACE_CASES = ["rotation", "contrastive_da_per_image", "denoising_patch_views"]
+
+
+def _fused_runs(case: str, images: np.ndarray) -> tuple[list, list]:
+    """Two runs of ``case`` (on halves of ``images``) set to two_phase, and their states."""
+    half = len(images) // 2
+    prepared = [_prepared(case, part) for part in (images[:half], images[half:])]
+    runs = [dataclasses.replace(run, step_mode="two_phase") for run, _ in prepared]
+    return runs, [state for _, state in prepared]
+
+
+@pytest.mark.parametrize("case", FUSED_TRACE_CASES)
+def test_fused_device_phase_traces_with_fake_tensors(case, images, monkeypatch) -> None:
+    """The stacked members' step (views, stacked forward, K losses, fused SGD): no host sync.
+
+    ``stack_models`` deep-copies a member, which fake tensors do not support: here the stack
+    is built from meta members outside the fake mode, then allocated as fake tensors.
+    """
+    runs, states = _fused_runs(case, images)
+    per_step = runs[0].data.per_step
+    batch = torch.arange(per_step)
+    _FusedGroup([0, 1], runs, states).static_step(batch, batch)  # warms the constant caches
+
+    def fake_stack(models: list[torch.nn.Module]) -> torch.nn.Module:
+        with unset_fake_temporarily(), META:
+            on_meta = [build_proxy_model(runs[0].method, **runs[0].new_state.keywords["arch"])]
+            stacked = stack_models(on_meta * len(models))
+        return stacked.to_empty(device="cpu")  # in the fake mode: fake tensors
+
+    monkeypatch.setattr(fused_module, "stack_models", fake_stack)
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            group = _FusedGroup([0, 1], runs, [_fake_state(run) for run in runs])
+            step = group.static_step
+            assert step is not None
+            step.device_lr = True  # the fused SGD kernel reading a device lr, as on CUDA
+            for _ in range(3):  # records the plans, then two steps from the static buffers
+                losses = step(batch, batch + 1)
+                group.scheduler.step()
+            assert losses.shape == (2,) and step.recorded and len(step.draws) == 2
+    finally:
+        draws_module._cached_constant.cache_clear()  # no fake constant may outlive the mode
+
+
+@pytest.mark.parametrize("case", FUSED_TRACE_CASES)
+def test_fused_device_phase_copies_nothing_from_the_host(case, images, monkeypatch) -> None:
+    """On the meta device: no host tensor enters the stacked members' device phase."""
+    runs, _ = _fused_runs(case, images)
+    monkeypatch.setattr(torch, "autocast", lambda *a, **k: contextlib.nullcontext())
+    on_meta = [
+        dataclasses.replace(
+            run,
+            data=dataclasses.replace(
+                run.data, images=torch.empty_like(run.data.images, device=META)
+            ),
+        )
+        for run in runs
+    ]
+    group = _FusedGroup([0, 1], on_meta, [_meta_state(run) for run in runs])
+    assert group.static_step is not None
+    batch = torch.arange(runs[0].data.per_step, device=META)
+    copies, made_from_data = _host_reads(group.static_step, [batch, batch])
+    assert copies == [] and made_from_data == []
 
 
 # --- CUDA only: the captured graph itself ----------------------------------------------------
@@ -406,3 +621,65 @@ def test_failed_capture_warns_and_trains_uncaptured_on_cuda(images, monkeypatch,
     assert all(
         torch.isfinite(v).all() for v in model.state_dict().values() if v.is_floating_point()
     )
+
+
+def _fused_initial(method: str, seed: int) -> dict:
+    """The untrained weights of fused member ``seed`` of ``_train_fused`` (its init stream)."""
+    arch = {k: v for k, v in FUSED[method].items() if k != "batch_size"}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(train_module._stream_seed(seed, 0))
+        model = build_proxy_model(method, width=4, image_size=16, **arch)
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+@needs_cuda
+@pytest.mark.parametrize("method", list(FUSED))
+def test_fused_graph_matches_fused_eager_on_cuda(method, noise16) -> None:
+    """Per member, the bound of the single-run test, for the same reason.
+
+    4 epochs of 2 steps (8, as there) in float32 at lr 0.05: the same numbers and batches,
+    so only the fused SGD kernel and cuDNN's choices round differently (the stacked model is
+    the same in both modes).
+    """
+    options = {"device": "cuda", "amp": None, "epochs": 4, "lr": 0.05}
+    eager = _train_fused(method, noise16, step_mode="eager", **options)
+    graph = _train_fused(method, noise16, step_mode="graph", **options)
+    for seed, (alone, _), (model, history) in zip([3, 4], eager, graph, strict=True):
+        assert [r["step_mode"] for r in history] == ["graph"] * 4
+        assert _relative_gap(alone, model, _fused_initial(method, seed)) < GRAPH_VS_EAGER_RELATIVE
+
+
+@needs_cuda
+def test_fused_graph_captures_once_per_group_on_cuda(noise16, monkeypatch) -> None:
+    """A group of three captures; a member diverges; the pair left captures again."""
+    captured: list[StaticStep] = []
+    try_capture = StaticStep._try_capture
+
+    def counted(self: StaticStep) -> None:
+        try_capture(self)
+        captured.append(self)
+
+    monkeypatch.setattr(StaticStep, "_try_capture", counted)
+    resume = fused_module._resume
+
+    def poison_seed_1(run, state, path):
+        state = resume(run, state, path)
+        if run.fingerprint["seed"] == 1:
+            with torch.no_grad():
+                state.model.backbone.stem[0].weight[0, 0, 0, 0] = float("nan")
+        return state
+
+    monkeypatch.setattr(fused_module, "_resume", poison_seed_1)
+    sets = [noise16[0], noise16[1], noise16[0][::-1].copy()]
+    results = train_representations_fused(
+        "rotnet", sets, seeds=[0, 1, 2], epochs=2, batch_size=2, width=4, device="cuda"
+    )  # 8 steps an epoch: each group captures at its fourth step
+    assert isinstance(results[1], train_module.TrainingDivergedError)
+    assert [(len(step.draws), step.graph is not None) for step in captured] == [
+        (3, True),
+        (2, True),
+    ]
+    for k in (0, 2):
+        model, history = results[k]
+        assert [r["step_mode"] for r in history] == ["graph", "graph"]
+        assert all(torch.isfinite(v).all() for v in model.state_dict().values())

@@ -39,6 +39,9 @@ with job_logging(snakemake.log[0]):
             device=device,
             width=snakemake.params.width,
             checkpoint_paths=checkpoints,
+            # An execution setting, read from the config rather than a param, as in
+            # train_representation.py: changing it re-runs no finished job.
+            step_mode=snakemake.config["train"].get("step_mode", "auto"),
         )
     folder = Path(snakemake.output.outcome).parent
     outcome = {}
