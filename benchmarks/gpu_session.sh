@@ -56,3 +56,9 @@ step train 290 "$PYTHON" benchmarks/bench_train.py --device "$DEVICE" --width "$
 step ocsvm 40 "$PYTHON" benchmarks/bench_ocsvm.py --device "$DEVICE" $DETECT
 # shellcheck disable=SC2086
 step kde 40 "$PYTHON" benchmarks/bench_kde.py --device "$DEVICE" $DETECT
+# torch.compile(mode="reduce-overhead") vs the CUDA graph vs eager (bench_compile.py): rotnet
+# only, 40 s, so the limits sum to 560 s (inductor compiles a method in an expected 30-60 s;
+# more methods need a call of their own). On the CPU: dynamo's eager backend.
+BACKEND=inductor; [ "$DEVICE" = cuda ] || BACKEND=eager
+step train_compile 40 "$PYTHON" benchmarks/bench_compile.py --device "$DEVICE" --width "$WIDTH" \
+  --steps "$STEPS" --methods rotnet --backend "$BACKEND"

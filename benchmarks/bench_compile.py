@@ -1,0 +1,514 @@
+"""Benchmark: torch.compile of the two-phase training step against its CUDA graph and eager.
+
+Issue 15, item 1 asks for ``torch.compile(mode="reduce-overhead")`` or a hand-made
+``torch.cuda.CUDAGraph``, both measured. The library has the second
+(:class:`pipeline_lib.ssl.stepper.StaticStep`); this script times, per method at the paper's
+batch size, in one process on one device:
+
+* ``eager``: today's loop (:func:`pipeline_lib.ssl.train._train_epoch` without a static step);
+* ``graph``: the StaticStep with its captured CUDA graph (``step_mode="graph"``); on the CPU,
+  where nothing is captured, the same step uncaptured (``two_phase``);
+* ``compiled``: the same StaticStep whose device phase (gather, views, forward, loss,
+  backward, SGD) is ``torch.compile``'d (:func:`compile_static_step`). The host phase still
+  puts the batch indices, the random numbers and the rates into static device buffers, so
+  no host random number reaches the compiled code.
+
+Each mode trains a fresh model of the same seed on the same random uint8 32x32 images:
+warm-up epochs of ``--steps`` steps (contrastive DA: ``4 * --steps``, its training set being
+the images with their three rotated copies), as many as make :data:`WARMUP_STEPS` steps
+(the recording step, then the compilation at the second step and CUDA-graph trees'
+recording at the third, or the graph mode's three uncaptured steps and its capture at the
+fourth; "warm s": their seconds), then one timed epoch. Images/s are training instances
+per second as bench_train.py counts them (contrastive DA: rotated copies).
+
+The compiled device phase (dynamo, with ``--backend``):
+
+* The recording step (the first, which draws on demand from the host generator and learns
+  the plan of the draws) runs uncompiled; every later step runs the compiled function.
+* The rate is always read from the step's device tensor (``device_lr``, as on CUDA): a float
+  would be baked into the graph and recompiled whenever the schedule changes it.
+* ``--update traced`` (default): SGD as foreach ops reading that tensor, traced into the
+  graph, its other settings read once on the host. ``library``: the StaticStep's own
+  update, SGD's fused kernel, which torch marks ``torch.compiler.disable``: dynamo runs it
+  eagerly after the backward, and retraces that frame whenever the schedule changes the
+  group's float rate (every epoch under the default per-epoch schedule), which it guards on.
+* :func:`~pipeline_lib.ssl.augment._stream_orders` (the jitter orders of each view stream,
+  fixed per run; it builds a ``torch.Generator``, a graph break) is marked a constant.
+* ``loss.backward()`` and ``optimizer.zero_grad`` stay graph breaks: AOTAutograd compiles the
+  backward graph, which the autograd engine runs between the forward graph and the update
+  graph (with ``reduce-overhead`` each of the three is a CUDA graph of its own). Dynamo's
+  ``trace_autograd_ops`` removes the backward break but gave wrong weights on the CPU
+  (torch 2.14.1: 0.9 relative gap to the uncompiled step, contrastive, width 8), so it is off.
+* The images, batch indices, rates and momentum buffers are marked static addresses, so the
+  CUDA graphs neither copy them every step nor skip the update graph for mutating an input.
+
+Weights: after the last epoch the script prints ``gap a-b = ||w_a - w_b|| / ||w_b - w_0||``
+(parameters and BatchNorm buffers as one vector) for graph against eager, compiled against
+eager and against graph, and a *floor*: the graph mode again with the model in the other
+memory format (the same sums in another order), against graph. A network trained from
+scratch amplifies rounding step by step (as in benchmarks/check_fused.py), contrastive DA
+most, so gaps of rounding are not tiny and depend on the method; ``match`` says whether
+both compiled gaps are at most ``max(3 x floor, --tolerance)`` (default 1e-2). A mix-up
+of data, random numbers, rates or state gives gaps far above the floor (on the CPU, the
+random numbers of the first compiled step replayed: 0.11 after four steps where rounding
+gives 2e-4; the broken ``trace_autograd_ops`` above: 0.9). Measured on the CPU in float32
+(width 8, ``--steps 2``: three epochs of two steps, ``--backend eager``), floor / compiled
+gap: rotnet 3.2e-4 / 6.9e-6, rotation 4.5e-3 / 2.2e-4, denoising 1.4e-6 / 6.7e-8,
+contrastive 7.7e-2 / 1.1e-2, contrastive DA 0.86 / 0.51 (its floor is of order 1 after so
+few steps, so there the check tells little); with ``--update library`` every compiled gap
+is 0 (bit for bit). The sharper check is tests/test_bench_compile.py.
+
+Compile time: inductor compiles the forward, backward and update graphs of each method
+anew (``torch._dynamo.reset()`` between methods), an expected 30-60 s a method on a fresh
+CUDA machine (not measured yet), so benchmarks/gpu_session.sh runs only rotnet (40 s);
+``--methods rotnet contrastive`` or more need a call of their own. On the CPU,
+``--backend eager`` or ``aot_eager`` needs no compiler (a smoke run); inductor (C++)
+compiled rotnet at width 8 in about 100 s on two busy cores and matched (compiled gap
+6e-6; cg-skip 2: CUDA graphs skip the CPU).
+
+Usage::
+
+    python benchmarks/bench_compile.py --device cuda                  # inductor, reduce-overhead
+    python benchmarks/bench_compile.py --device cuda --methods rotnet contrastive --steps 10
+    python benchmarks/bench_compile.py --backend eager --width 8 --steps 2   # CPU smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import inspect
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch._dynamo
+from torch._dynamo.utils import counters
+from torch.optim.sgd import sgd as functional_sgd
+
+from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
+from pipeline_lib.ssl import augment
+from pipeline_lib.ssl.stepper import StaticStep, one_member
+from pipeline_lib.ssl.train import (
+    _prepare_run,
+    _Run,
+    _train_epoch,
+    _TrainingState,
+    train_representation,
+)
+
+#: Dynamo backends: inductor (the default; a C++ compiler on the CPU, Triton on CUDA), and
+#: the two that need no compiler (dynamo's graph run by torch; the same after AOTAutograd).
+BACKENDS: tuple[str, ...] = ("inductor", "eager", "aot_eager")
+
+#: Inductor modes (``reduce-overhead`` and ``max-autotune`` replay CUDA graphs on CUDA).
+MODES: tuple[str, ...] = (
+    "reduce-overhead",
+    "default",
+    "max-autotune",
+    "max-autotune-no-cudagraphs",
+)
+
+#: How the compiled step updates the weights (see the module docstring).
+UPDATES: tuple[str, ...] = ("traced", "library")
+
+#: The compiled step matches if its weight gaps are at most FLOOR_FACTOR x the floor or
+#: TOLERANCE, whichever is larger (module docstring, "Weights").
+FLOOR_FACTOR = 3.0
+TOLERANCE = 1e-2
+
+#: Steps before the timed epoch: the graph mode captures its fourth step, the compiled
+#: step compiles its second and CUDA-graph trees record its third.
+WARMUP_STEPS = 4
+
+#: The timed step modes (the untimed ``floor`` is ``graph`` in the other memory format).
+STEP_MODES: tuple[str, ...] = ("eager", "graph", "compiled")
+
+
+def prepared_run(
+    method: str, images: torch.Tensor, *, device: torch.device, **options: Any
+) -> tuple[_Run, _TrainingState]:
+    """A run of ``train_representation``'s defaults with ``options`` (eager mode).
+
+    The static steps are built here, so the run itself is prepared as ``eager``.
+    """
+    parameters = inspect.signature(train_representation).parameters
+    defaults = {
+        name: p.default
+        for name, p in parameters.items()
+        if p.default is not inspect.Parameter.empty
+        and name not in ("checkpoint_path", "progress", "callback")
+    }
+    arguments = {**defaults, "seed": 0, **options}
+    arguments |= {"device": device, "step_mode": "eager"}
+    return _prepare_run(method, images, **arguments)
+
+
+def static_step(run: _Run, state: _TrainingState, *, capture: bool) -> StaticStep:
+    """The library's two-phase step of ``run`` on ``state`` (as ``train._static_step``)."""
+    return StaticStep(
+        model=state.model,
+        optimizer=state.optimizer,
+        step=one_member(run.step),
+        images=[run.data.images],
+        per_step=run.data.per_step,
+        generators=[state.augment_generator],
+        autocast=run.autocast,
+        capture=capture,
+    )
+
+
+#: SGD's settings besides the rate, which only the schedule changes (read once, on the host).
+SGD_OPTIONS: tuple[str, ...] = ("weight_decay", "momentum", "dampening", "nesterov", "maximize")
+
+#: One parameter group as the traced update sees it: its parameters and SGD settings.
+Group = tuple[list[torch.nn.Parameter], dict[str, Any]]
+
+
+def sgd_groups(optimizer: torch.optim.SGD) -> list[Group]:
+    """The groups without their float rate (dynamo would guard on it and recompile)."""
+    return [
+        (list(group["params"]), {key: group[key] for key in SGD_OPTIONS})
+        for group in optimizer.param_groups
+    ]
+
+
+def traced_update(step: StaticStep, groups: list[Group]) -> None:
+    """SGD as foreach ops reading ``step.lr``: the update dynamo traces into its graph.
+
+    The same arithmetic as ``StaticStep._update`` up to rounding (the fused kernel, which
+    dynamo may not trace, multiplies and adds in one pass).
+    """
+    optimizer = step.optimizer
+    optimizer._opt_called = True  # type: ignore[attr-defined]  # LambdaLR's check, as there
+    with torch.no_grad():
+        for slot, (group_params, options) in enumerate(groups):
+            params = [p for p in group_params if p.grad is not None]
+            state = [optimizer.state[p] for p in params]
+            buffers = [entry.get("momentum_buffer") for entry in state]
+            functional_sgd(
+                params,
+                [p.grad for p in params],
+                buffers,
+                foreach=True,
+                lr=step.lr[slot],
+                **options,
+            )
+            if options["momentum"] != 0:
+                for entry, buffer in zip(state, buffers, strict=True):
+                    entry["momentum_buffer"] = buffer
+
+
+def _mark_static(step: StaticStep) -> None:
+    """Tensors the compiled graphs read or write in place at fixed addresses."""
+    tensors = [*step.images, *step.indices, step.lr]
+    for group in step.optimizer.param_groups:
+        for parameter in group["params"]:
+            buffer = step.optimizer.state.get(parameter, {}).get("momentum_buffer")
+            if buffer is not None:
+                tensors.append(buffer)
+    for tensor in tensors:
+        torch._dynamo.mark_static_address(tensor)
+
+
+def compile_static_step(
+    step: StaticStep, *, backend: str, mode: str | None = None, update: str = "traced"
+) -> StaticStep:
+    """Make ``step``'s device phase a ``torch.compile``'d function; return ``step``.
+
+    The instance's ``_device_phase`` (and with ``update="traced"`` its ``_update``) is
+    replaced, the class is untouched; the rate is read from ``step.lr`` on every device.
+
+    Parameters
+    ----------
+    step : StaticStep
+        Built with ``capture=False`` (the compiled graphs replace the hand-made one).
+    backend : str
+        A dynamo backend (:data:`BACKENDS`).
+    mode : str or None, default=None
+        An inductor mode (:data:`MODES`); None for the other backends.
+    update : {"traced", "library"}, default="traced"
+
+    Raises
+    ------
+    ValueError
+        On a captured step, an unknown update, or a mode with a backend other than inductor.
+    """
+    if step.capture:
+        raise ValueError("compile_static_step needs a StaticStep built with capture=False")
+    if update not in UPDATES:
+        raise ValueError(f"unknown update {update!r}; allowed: {', '.join(UPDATES)}")
+    if mode is not None and backend != "inductor":
+        raise ValueError(f"mode {mode!r} is an inductor mode; backend is {backend!r}")
+    step.device_lr = True  # step.lr exists on every device; the host phase fills it
+    # The per-run jitter orders: pure, cached, and built with a torch.Generator (a graph
+    # break if traced); dynamo calls it at trace time and keeps the result as a constant.
+    torch.compiler.assume_constant_result(augment._stream_orders.__wrapped__)
+    if update == "traced":
+        update_step = functools.partial(traced_update, step, sgd_groups(step.optimizer))
+        step._update = update_step  # type: ignore[method-assign]
+    uncompiled = step._device_phase
+    compiled = torch.compile(uncompiled, backend=backend, mode=mode)
+    cudagraphs = backend == "inductor" and mode in ("reduce-overhead", "max-autotune")
+    marked = False
+
+    def device_phase(cache_enabled: bool) -> torch.Tensor:
+        nonlocal marked
+        if not step.recorded:  # draws on demand from the host generator
+            return uncompiled(cache_enabled)
+        if not marked:
+            _mark_static(step)  # the momentum buffers exist after the first update
+            marked = True
+        if cudagraphs:
+            # A new iteration of the CUDA graph trees: the last step's loss was copied.
+            torch.compiler.cudagraph_mark_step_begin()
+        return compiled(cache_enabled)
+
+    step._device_phase = device_phase  # type: ignore[method-assign]
+    return step
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def warmup_epochs(steps_per_epoch: int) -> int:
+    """Untimed epochs before the timed one: at least :data:`WARMUP_STEPS` steps in all."""
+    return -(-WARMUP_STEPS // steps_per_epoch)
+
+
+def train_epochs(
+    run: _Run, state: _TrainingState, step: StaticStep | None, *, warmup: int
+) -> dict[str, float]:
+    """``warmup`` untimed epochs, then one timed: seconds (each ending with a host sync)."""
+    seconds, losses = [], []
+    for _ in range(warmup + 1):
+        _synchronize(run.device)
+        started = time.perf_counter()
+        epoch_losses = _train_epoch(run, state, step)
+        losses.append(float(epoch_losses.mean()))  # the host sync that ends the epoch
+        seconds.append(time.perf_counter() - started)
+    instances = run.data.steps_per_epoch * run.data.per_step
+    return {
+        "warmup_s": sum(seconds[:-1]),
+        "timed_s": seconds[-1],
+        "images_per_s": instances / seconds[-1],
+        "loss": losses[-1],
+    }
+
+
+def float_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The floating-point parameters and buffers, on the CPU in float64."""
+    return {
+        name: value.detach().to("cpu", torch.float64)
+        for name, value in model.state_dict().items()
+        if value.is_floating_point()
+    }
+
+
+def relative_gap(
+    weights: dict[str, torch.Tensor],
+    reference: dict[str, torch.Tensor],
+    initial: dict[str, torch.Tensor],
+) -> float:
+    """``||w - w_ref|| / ||w_ref - w_0||`` over all entries as one vector."""
+    gap = sum(float(((weights[n] - reference[n]) ** 2).sum()) for n in reference)
+    moved = sum(float(((reference[n] - initial[n]) ** 2).sum()) for n in reference)
+    return (gap / moved) ** 0.5
+
+
+def _other_memory_format(device: torch.device) -> torch.memory_format:
+    """Not the trainer's format (channels-last on CUDA): the same sums in another order."""
+    return torch.contiguous_format if device.type == "cuda" else torch.channels_last
+
+
+def measure_method(
+    method: str,
+    *,
+    width: int,
+    steps: int,
+    device: torch.device,
+    amp: str | None,
+    backend: str,
+    mode: str | None,
+    update: str,
+) -> dict[str, Any]:
+    """Each step mode's timings and final weights, and the compiled step's dynamo counts.
+
+    A mode that raises is reported (``error``) and the others still run.
+    """
+    batch = default_batch_size(method)
+    generator = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (batch * steps, 32, 32, 3), generator=generator)
+    warmup = warmup_epochs(steps)  # contrastive DA's epochs are longer: never fewer steps
+    options = {"batch_size": batch, "width": width, "amp": amp, "epochs": warmup + 1}
+    run, state = prepared_run(method, images.to(torch.uint8), device=device, **options)
+    initial = float_weights(state.model)
+    builders: dict[str, Callable[[_TrainingState], StaticStep | None]] = {
+        "eager": lambda s: None,
+        "graph": lambda s: static_step(run, s, capture=device.type == "cuda"),
+        "floor": lambda s: static_step(run, s, capture=device.type == "cuda"),
+        "compiled": lambda s: compile_static_step(
+            static_step(run, s, capture=False), backend=backend, mode=mode, update=update
+        ),
+    }
+    modes: dict[str, dict[str, Any]] = {}
+    results: dict[str, Any] = {"batch": batch, "initial": initial, "modes": modes}
+    torch._dynamo.reset()
+    counters.clear()
+    for name, build in builders.items():
+        fresh = state if name == "eager" else run.new_state()
+        if name == "floor":
+            fresh.model.to(memory_format=_other_memory_format(device))  # parameters kept
+        try:
+            step = build(fresh)
+            timing = train_epochs(run, fresh, step, warmup=warmup)
+        except Exception as error:  # report it, measure the other modes
+            modes[name] = {"error": f"{type(error).__name__}: {error}"}
+            continue
+        timing["ran"] = step.mode if name == "graph" and step is not None else name
+        timing["weights"] = float_weights(fresh.model)
+        modes[name] = timing
+    results["graphs"] = int(counters["stats"]["unique_graphs"])
+    results["breaks"] = sum(counters["graph_break"].values())
+    results["cudagraph_skips"] = int(counters["inductor"]["cudagraph_skips"])
+    return results
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--steps", type=int, default=10, help="steps per epoch (default 10)")
+    parser.add_argument("--width", type=int, default=64, help="ResNet-18 width (default 64)")
+    parser.add_argument(
+        "--methods", nargs="+", choices=TRAINED_METHODS, default=list(TRAINED_METHODS)
+    )
+    parser.add_argument(
+        "--amp", choices=["bfloat16", "float16", "none"], default="bfloat16", help="CUDA only"
+    )
+    parser.add_argument("--backend", choices=BACKENDS, default="inductor")
+    parser.add_argument(
+        "--mode", choices=MODES, default=None, help="inductor only (default reduce-overhead)"
+    )
+    parser.add_argument("--update", choices=UPDATES, default="traced")
+    parser.add_argument("--tolerance", type=float, default=TOLERANCE)
+    args = parser.parse_args(argv)
+    if args.steps < 1:
+        parser.error("--steps must be >= 1")
+    if args.mode is not None and args.backend != "inductor":
+        parser.error(f"--mode is an inductor mode; --backend is {args.backend}")
+    if args.backend == "inductor" and args.mode is None:
+        args.mode = "reduce-overhead"
+    if args.amp == "float16" and args.device == "cuda":
+        parser.error("--amp float16 needs the GradScaler, which the static step cannot run")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda but CUDA is not available")
+    return args
+
+
+#: The weight gaps printed: (trained, reference); ``floor`` against ``graph`` first.
+GAPS: tuple[tuple[str, str], ...] = (
+    ("floor", "graph"),
+    ("graph", "eager"),
+    ("compiled", "eager"),
+    ("compiled", "graph"),
+)
+
+
+def weight_gaps(result: dict[str, Any]) -> dict[tuple[str, str], float]:
+    """The relative gaps of :data:`GAPS` between the modes that ran."""
+    modes = result["modes"]
+    weights = {name: entry["weights"] for name, entry in modes.items() if "weights" in entry}
+    return {
+        (top, bottom): relative_gap(weights[top], weights[bottom], result["initial"])
+        for top, bottom in GAPS
+        if top in weights and bottom in weights
+    }
+
+
+def compiled_matches(gaps: dict[tuple[str, str], float], tolerance: float) -> bool | None:
+    """Whether both compiled gaps are within max(FLOOR_FACTOR x floor, tolerance)."""
+    compiled = [gap for (top, _), gap in gaps.items() if top == "compiled"]
+    if not compiled:
+        return None
+    bound = max(FLOOR_FACTOR * gaps.get(("floor", "graph"), 0.0), tolerance)
+    return max(compiled) <= bound
+
+
+def format_row(method: str, result: dict[str, Any], tolerance: float) -> str:
+    """One table row: rates, ratios, first-epoch seconds, weight gaps, dynamo counts."""
+    modes = result["modes"]
+    rates = {name: modes.get(name, {}).get("images_per_s") for name in STEP_MODES}
+    cells = [f"{method:<15}{result['batch']:>6}"]
+    for name in STEP_MODES:
+        cells.append(f"{rates[name]:>10.1f}" if rates[name] else f"{'-':>10}")
+    for top, bottom in (("graph", "eager"), ("compiled", "eager"), ("compiled", "graph")):
+        ratio = rates[top] / rates[bottom] if rates[top] and rates[bottom] else None
+        cells.append(f"{ratio:>7.2f}" if ratio else f"{'-':>7}")
+    for name in STEP_MODES:
+        first = modes.get(name, {}).get("warmup_s")
+        cells.append(f"{first:>8.1f}" if first is not None else f"{'-':>8}")
+    gaps = weight_gaps(result)
+    for pair in GAPS:
+        cells.append(f"{gaps[pair]:>9.1e}" if pair in gaps else f"{'-':>9}")
+    match = compiled_matches(gaps, tolerance)
+    cells.append(f"{'-' if match is None else 'yes' if match else 'NO':>6}")
+    cells.append(f"{result['graphs']:>7}{result['breaks']:>7}{result['cudagraph_skips']:>8}")
+    cells.append(f"  {modes.get('graph', {}).get('ran', '-')}")
+    row = "".join(cells)
+    for name, entry in modes.items():
+        if "error" in entry:
+            row += f"\n  {name} failed: {entry['error'][:400]}"
+    return row
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    # Dynamo traces through the library's lru_caches: _stream_orders is marked constant and
+    # draws._cached_constant only builds a tensor from its arguments, so both trace exactly.
+    warnings.filterwarnings("ignore", message="Dynamo detected a call to a `functools.lru_cache`")
+    device = torch.device(args.device)
+    amp = None if args.amp == "none" or device.type != "cuda" else args.amp
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    print(
+        f"device {name} ({args.device}, amp {amp or 'off'}, {torch.get_num_threads()} CPU "
+        f"threads), torch {torch.__version__}, ResNet-18 width {args.width}, 32x32; per mode "
+        f"{warmup_epochs(args.steps)} warm-up epoch(s) of {args.steps} steps, then one timed; "
+        f"compiled: backend {args.backend}, mode {args.mode or '-'}, update {args.update}",
+        flush=True,
+    )
+    print(
+        "img/s: instances per second in the timed epoch; ratios of img/s; warm s: the warm-up "
+        "epochs (capture, compilation); gap a-b: ||w_a - w_b|| / ||w_b - w_0|| at the end, "
+        "f: floor (graph with the model in the other memory format); match: compiled gaps <= "
+        f"max({FLOOR_FACTOR:g} x gap f-g, {args.tolerance:g}); graphs / breaks / cg-skip: "
+        "dynamo graphs, graph breaks and CUDA-graph skips of the compiled step; ran: what the "
+        "graph mode ran",
+        flush=True,
+    )
+    print(
+        f"{'method':<15}{'batch':>6}{'eager':>10}{'graph':>10}{'compiled':>10}"
+        f"{'g/e':>7}{'c/e':>7}{'c/g':>7}{'warm e':>8}{'warm g':>8}{'warm c':>8}"
+        f"{'gap f-g':>9}{'gap g-e':>9}{'gap c-e':>9}{'gap c-g':>9}{'match':>6}"
+        f"{'graphs':>7}{'breaks':>7}{'cg-skip':>8}  ran",
+        flush=True,
+    )
+    for method in args.methods:
+        result = measure_method(
+            method,
+            width=args.width,
+            steps=args.steps,
+            device=device,
+            amp=amp,
+            backend=args.backend,
+            mode=args.mode,
+            update=args.update,
+        )
+        print(format_row(method, result, args.tolerance), flush=True)
+
+
+if __name__ == "__main__":
+    main()
