@@ -136,14 +136,34 @@ DENOISING_SETTINGS: tuple[str, ...] = (
     "denoising_patch",
 )
 
-#: The paper's batch sizes (source images per step) when the config leaves them open.
+#: The paper's batch sizes (training instances per step: source images, except contrastive
+#: DA's expanded copies, :func:`instances_per_image`) when the config leaves them open.
 DEFAULT_BATCH_SIZE = {"contrastive": 32, "contrastive_da": 32}
 DEFAULT_BATCH_SIZE_OTHERS = 64
 
 
 def default_batch_size(method: str) -> int:
-    """The paper's source images per step for a trained ``method`` (PROTOCOL.md, "Training")."""
+    """The paper's instances per step for a trained ``method`` (PROTOCOL.md, "Training")."""
     return DEFAULT_BATCH_SIZE.get(method, DEFAULT_BATCH_SIZE_OTHERS)
+
+
+def instances_per_image(method: str, training: Mapping[str, Any]) -> int:
+    """Training instances one source image becomes under ``training`` (a ``train`` section).
+
+    Contrastive DA with ``da_batching: expanded`` (the released code's, the default) trains on
+    the training set expanded by its distributions, so an epoch is ``1 + len(distributions)``
+    instances per source image; everything else trains on the source images. Throughput is
+    counted in instances per second (the trainer's ``images_per_s``), so whoever turns epochs
+    into time (the planner, bench_train.py) must count instances too.
+    """
+    if method != "contrastive_da":
+        return 1
+    if training.get("da_batching", PAPER_RECIPE["da_batching"]) != "expanded":
+        return 1
+    distributions = training.get("distributions")
+    if distributions is None:
+        distributions = DEFAULT_DISTRIBUTIONS
+    return 1 + len(distributions)
 
 
 #: Trained methods without an MLP head: RotNet classifies rotations from the features

@@ -113,8 +113,10 @@ def test_training_hours_follow_epochs_images_and_rates() -> None:
     config = {"datasets": {"cifar10": {}, "catvsdog": {}}, "train": {"epochs": 10}}
     costs = plan_costs(jobs, config, device="cpu")
     rotnet = 10 * (5000 // 64 * 64) / DEFAULT_IMAGES_PER_S["cpu"]["rotnet"]
-    # 64x64 Cat-vs-Dog images: 4x the work; batch 32 for the contrastive methods.
-    contrastive_da = 10 * (10000 // 32 * 32) * 4 / DEFAULT_IMAGES_PER_S["cpu"]["contrastive_da"]
+    # 64x64 Cat-vs-Dog images: 4x the work; batch 32 for the contrastive methods; contrastive
+    # DA (expanded batching, the default) trains 4 instances per image: itself and 3 rotations.
+    instances = 10000 * 4 // 32 * 32
+    contrastive_da = 10 * instances * 4 / DEFAULT_IMAGES_PER_S["cpu"]["contrastive_da"]
     assert costs["train_representation"].jobs == 2
     assert costs["train_representation"].hours == pytest.approx((rotnet + contrastive_da) / 3600)
     assert costs["prepare_split"].hours == pytest.approx(
@@ -143,7 +145,8 @@ def test_gpu_plan_without_a_rate_says_unknown_and_a_given_rate_fills_it(
     given = plan_costs(
         jobs, config, device="cuda", images_per_s={"rotnet": 1000.0, "contrastive_da": 500.0}
     )
-    expected = (10 * 4992 / 1000.0 + 10 * 9984 * 4 / 500.0) / 3600
+    # Cat-vs-Dog: 40,000 DA instances an epoch (4 per image), each at 4x the 32x32 cost.
+    expected = (10 * 4992 / 1000.0 + 10 * 40000 * 4 / 500.0) / 3600
     assert given["train_representation"].hours == pytest.approx(expected)
     assert given["train_representation"].sources == {"rate given", "disk estimated"}
 
@@ -210,6 +213,23 @@ def test_training_spec_reads_a_variant_through_the_grid_functions() -> None:
     costs = plan_costs([job], {**config, "datasets": {"cifar10": {}}}, device="cpu")
     expected = 20 * 64 / DEFAULT_IMAGES_PER_S["cpu"]["rotnet"] / 3600
     assert costs["train_representation"].hours == pytest.approx(expected)
+
+
+def test_contrastive_da_is_costed_in_the_instances_its_batching_trains() -> None:
+    """Rates count instances: expanded DA trains 1 + |distributions| per image, per_image 1."""
+    rate = DEFAULT_IMAGES_PER_S["cpu"]["contrastive_da"]
+    job = Job("train_representation", {"dataset": "cifar10", "method": "contrastive_da"}, ())
+
+    def hours(**train) -> float:
+        config = {"datasets": {"cifar10": {}}, "train": {"epochs": 3, **train}}
+        return plan_costs([job], config, device="cpu")["train_representation"].hours
+
+    assert hours() == pytest.approx(3 * (5000 * 4 // 32 * 32) / rate / 3600)
+    assert hours(distributions=["rot90"]) == pytest.approx(3 * (5000 * 2 // 32 * 32) / rate / 3600)
+    assert hours(da_batching="per_image") == pytest.approx(3 * (5000 // 32 * 32) / rate / 3600)
+    config = {"train": {}, "variants": {"hflip": {"method": "contrastive_da", "train": {}}}}
+    assert training_spec("hflip", config).instances_per_image == 4
+    assert training_spec("rotnet", config).instances_per_image == 1
 
 
 def test_plan_costs_each_variant_of_the_longer_gpu_config_at_its_own_epochs() -> None:

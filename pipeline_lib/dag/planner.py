@@ -4,12 +4,15 @@
 the real DAG with ``snakemake --dry-run --forceall`` (so its job counts are Snakemake's own),
 then projects per rule:
 
-* **device-hours**: training jobs cost ``models x epochs x images per epoch / images per
-  device-second``, with each variant's own epochs, batch size, base method and training
-  subset taken from the grid functions the DAG itself uses (:mod:`pipeline_lib.dag.grids`:
-  ``base_method``, ``variant_training``, ``variant_train_size``), so a 60-epoch variant
-  costs 60 epochs; every other job a fixed number of seconds. The torch rules
-  (:data:`DEVICE_RULES`) are counted as device-hours on ``--device``; the rest as CPU-hours.
+* **device-hours**: training jobs cost ``models x epochs x instances per epoch / instances
+  per device-second`` (an instance is a source image, except for contrastive DA with
+  ``da_batching: expanded``, which trains on each image and its 3 rotated copies: 4
+  instances; every rate, measured or default, counts instances), with each variant's own
+  epochs, batch size, base method and training subset taken from the grid functions the
+  DAG itself uses (:mod:`pipeline_lib.dag.grids`: ``base_method``, ``variant_training``,
+  ``variant_train_size``), so a 60-epoch variant costs 60 epochs; every other job a fixed
+  number of seconds. The torch rules (:data:`DEVICE_RULES`) are counted as device-hours on
+  ``--device``; the rest as CPU-hours.
   Training rates come, in this order, from
 
   1. ``--images-per-s METHOD=RATE`` (one job alone);
@@ -33,7 +36,7 @@ then projects per rule:
 * **best setting** (with rate tables): the training hours of the config at each measured
   (step mode, fuse) setting, its models regrouped as ``train.fuse`` would group them
   (:func:`setting_costs`), and the cheapest: what to put in the config's ``train`` section.
-  Cheapest means fewest device-hours, i.e. most source images per device-second (per-model
+  Cheapest means fewest device-hours, i.e. most training instances per device-second (per-model
   rate x fuse), not the highest per-model rate: K fused models each slower than one alone
   can still train more images a second together. A data set with fewer classes than K
   leaves a smaller group, costed at its own fused rate or as separate runs. A config with
@@ -80,7 +83,7 @@ from pipeline_lib.dag.rates import (
     read_rates,
     settings_measured,
 )
-from pipeline_lib.registry import TRAINED_METHODS, training_arguments
+from pipeline_lib.registry import TRAINED_METHODS, instances_per_image, training_arguments
 
 REPO = Path(__file__).resolve().parents[2]
 #: The schema the Snakefile validates a config with (defaults filled, studies merged).
@@ -94,10 +97,11 @@ DEVICE_RULES: tuple[str, ...] = (
     "embed_frozen_dataset",
 )
 
-#: Source images per second of training, ResNet-18 width 64 on 32x32 images at the paper's
-#: batch size, per device: measured with ``benchmarks/bench_train.py``. ``cpu``: a 2-core
-#: CPU (the CI machine). ``cuda``: one job alone on an H200 (below); earlier runs' benchmark
-#: files or ``--images-per-s`` take precedence.
+#: Training instances per second (source images; contrastive DA: its expanded copies,
+#: :func:`~pipeline_lib.registry.instances_per_image`), ResNet-18 width 64 on 32x32 images
+#: at the paper's batch size, per device: measured with ``benchmarks/bench_train.py``.
+#: ``cpu``: a 2-core CPU (the CI machine). ``cuda``: one job alone on an H200 (below);
+#: earlier runs' benchmark files or ``--images-per-s`` take precedence.
 DEFAULT_IMAGES_PER_S: dict[str, dict[str, float | None]] = {
     "cpu": {
         "rotnet": 5.8,
@@ -193,6 +197,9 @@ class TrainingSpec:
     epochs: int
     batch_size: int
     train_size: int | None
+    #: Training instances per source image (contrastive DA, expanded batching: 4), the unit
+    #: of the measured rates (:func:`pipeline_lib.registry.instances_per_image`).
+    instances_per_image: int = 1
 
 
 @dataclass
@@ -336,6 +343,7 @@ def training_spec(name: str, config: Mapping[str, Any]) -> TrainingSpec | None:
         epochs=int(arguments.get("epochs") or 2048),
         batch_size=int(arguments["batch_size"]),
         train_size=variant_train_size(name, variants),
+        instances_per_image=instances_per_image(base, arguments),
     )
 
 
@@ -529,8 +537,10 @@ def plan_costs(
             images = size.train_per_class
             if spec.train_size is not None:
                 images = min(images, spec.train_size)
+            # Rates count training instances (contrastive DA's expanded copies included).
+            instances = images * spec.instances_per_image
             batch = spec.batch_size
-            per_epoch = max(images // batch, 1) * min(batch, images)
+            per_epoch = max(instances // batch, 1) * min(batch, instances)
             # 64x64 images cost 4x the FLOPs of 32x32 (the defaults are measured at 32x32).
             hours = models * spec.epochs * per_epoch * (size.side / 32) ** 2 / rate / 3600
             cost.hours += hours

@@ -12,7 +12,9 @@ One CSV row per measurement, with the columns of :data:`COLUMNS`:
 * ``step_mode``: ``eager`` or ``graph`` (the graph-captured step, CUDA only), at any fuse
   (a fused group's stacked step is captured as one graph);
 * ``fuse``: K, the models trained as one computation (1 = one model alone);
-* ``images_per_s_per_model``: **source images per second each model trains at**. For fuse 1
+* ``images_per_s_per_model``: **training instances per second each model trains at**
+  (the trainer's ``images_per_s``: source images, except contrastive DA's expanded copies,
+  :func:`pipeline_lib.registry.instances_per_image`). For fuse 1
   the job's rate; for fuse K the K models' total divided by K (each model's share). The
   device's throughput in that setting is therefore ``images_per_s_per_model x fuse``
   (:attr:`Rate.device_images_per_s`), and that, not the per-model rate, decides which
@@ -245,7 +247,7 @@ def choose_rate(
 ) -> tuple[Choice | None, str]:
     """The best measured setting of ``method`` on ``kind`` at ``width``, or why there is none.
 
-    Best = the most source images per device-second (per-model rate x fuse), among the
+    Best = the most training instances per device-second (per-model rate x fuse), among the
     settings allowed by ``step_mode`` and ``fuse`` (``None``: any).
 
     Returns
