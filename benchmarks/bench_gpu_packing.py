@@ -6,14 +6,15 @@ Each worker, like a real job, takes its device through
 :func:`pipeline_lib.runtime.devices.job_device` (a lock-file slot on the least-loaded visible
 GPU; every worker sees only ``--gpu``), then runs
 :func:`pipeline_lib.ssl.train.train_representation` on random uint8 32x32 images at the paper's
-batch size (32 source images for the contrastive methods, 64 otherwise):
+batch size (32 instances a step for the contrastive methods, 64 otherwise):
 
 * an untimed warm-up call of one step (CUDA context, cuDNN algorithm choice, allocator);
 * a barrier, so all N workers start the timed part together;
 * epochs of ``--steps-per-epoch`` steps until ``--seconds`` have passed (the first timed
   epoch is left out as a second warm-up); each epoch ends with the loop's own host sync.
 
-A worker's rate is its source images over its timed seconds; the aggregate of N workers is
+A worker's rate is its training instances (source images; contrastive DA: its expanded
+rotated copies) over its timed seconds; the aggregate of N workers is
 the sum of their rates (their timed windows overlap: same start, same length). The speed-up
 is aggregate(N) / aggregate(1): above 1 means packing pays, about N means the device was
 mostly idle with one job. GPU memory per worker (peak allocated) tells how many fit.
@@ -103,7 +104,8 @@ def _worker(settings: dict[str, Any], barrier: Any, results: Any) -> None:
                 pass
             timed = records[1:]  # the first timed epoch is a second warm-up
             seconds = sum(record["seconds"] for record in timed)
-            n_images = batch * settings["steps_per_epoch"] * len(timed)
+            # The epochs' own steps: contrastive DA (expanded) trains 4 instances per image.
+            n_images = batch * sum(record["steps"] for record in timed)
             peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
             results.put(
                 {
@@ -228,7 +230,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(
         f"RESULT: {args.method} on {name}: N=1: {baseline:.1f} img/s; {others} "
-        f"(aggregate source images/s of N packed jobs vs one)"
+        f"(aggregate instances/s of N packed jobs vs one)"
     )
 
 

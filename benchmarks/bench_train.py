@@ -1,7 +1,7 @@
 """Benchmark: self-supervised training throughput per method, and what config/paper.yaml costs.
 
 For every trained method (rotnet, rotation, denoising, contrastive, contrastive_da) at the
-paper's batch size (32 source images for the contrastive methods, 64 otherwise), the script
+paper's batch size (32 instances a step for the contrastive methods, 64 otherwise), the script
 trains the full training loop, :func:`pipeline_lib.ssl.train.train_representation` (views built
 on the device, SGD, autocast on CUDA), on random uint8 32x32 images:
 
@@ -9,8 +9,13 @@ on the device, SGD, autocast on CUDA), on random uint8 32x32 images:
 * one timed call of ``--steps`` steps (one epoch; the loop's own clock, which ends with the
   epoch's host sync and excludes model building and the data digest).
 
-It prints source images/s and views/s (rotation methods train on 4 views per source image,
-contrastive on 2, contrastive DA on ``2 * (1 + 3)`` = 8, denoising on 1).
+It prints training instances/s ("img/s") and views/s. An instance is a source image, except
+for contrastive DA, whose default ``da_batching: expanded`` (the released code's) trains on the
+training set expanded by its 3 rotations: 4 instances per source image, each one a batch
+member (:func:`pipeline_lib.registry.instances_per_image`). Views per instance: rotation
+methods 4, contrastive and contrastive DA 2, denoising 1. (Before 2026-11-26 this script
+counted contrastive DA at 8 views per instance, the ``per_image`` batching's figure, so its
+views/s, TFLOP/s and share of peak were 4x too high, and its hours 4x too low.)
 
 FLOPs (model FLOPs, as in MFU figures; the peak of a GPU counts one multiply-add as 2 FLOPs):
 the forward pass of one view through backbone, head and proxy module (rotation classifier or
@@ -20,20 +25,20 @@ activations and the augmentations are not counted). For the paper's ResNet-18 (w
 32x32 the backbone alone is 1.11 GFLOP per view (= 0.56 G multiply-adds, the "0.56 GFLOPs"
 usually quoted for CIFAR ResNet-18); the heads add under 1 %, the denoising decoder more.
 A training step is estimated at 3x the forward FLOPs (backward = 2x forward) times views per
-source image times the batch. With ``--peak-tflops`` the achieved TFLOP/s is also shown as a
-share of that peak (e.g. 989 for an H100 SXM in dense BF16).
+instance times the batch (instances per step). With ``--peak-tflops`` the achieved TFLOP/s
+is also shown as a share of that peak (e.g. 989 for an H100 SXM in dense BF16).
 
 Cost of the paper's sweep: for each method of ``--config`` (default config/paper.yaml) the
-source images trained on (classes x training images per class, rounded down to whole
+instances trained on (classes x training instances per class, rounded down to whole
 batches, x epochs x seeds x contamination ratios; sizes from :data:`TRAIN_SETS`), converted
-to hours at the measured images/s. 64x64 data sets (Cat-vs-Dog, CelebA) are counted at 4x
+to hours at the measured instances/s. 64x64 data sets (Cat-vs-Dog, CelebA) are counted at 4x
 the cost of a 32x32 image (4x the FLOPs; a GPU may use them a little more efficiently, so
 this errs high). The hours are for one device like this one, at ``--width``: only width 64
 on CUDA estimates the paper's GPU-hours.
 
 Fused training (``--fuse K [K ...]``, :mod:`pipeline_lib.ssl.fused`): K models of the
 method, each on its own random images and seed, trained as one stacked network. A table per
-K gives the source images/s of all K together beside one separate run's in the same step
+K gives the instances/s of all K together beside one separate run's in the same step
 mode (K separate runs one after the other train at that rate), and the ratio: what fusing
 buys on this device at this width. Each K is timed in the step mode(s) of ``--step-mode``.
 
@@ -48,7 +53,7 @@ either mode, separate or fused.
 The numbers depend on the machine and its load: the script prints what it measured in this
 run only. With ``--rates-out PATH`` it also appends every rate it measured (eager, graph,
 fused K) to the rate table at PATH, the format of :mod:`pipeline_lib.dag.rates` (one row
-per method and setting, per-model source images/s; fused K: the group's total / K), which
+per method and setting, per-model instances/s; fused K: the group's total / K), which
 ``droc-plan --rates PATH`` costs a sweep from (benchmarks/rates/README.md).
 
 Usage::
@@ -77,7 +82,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from pipeline_lib.dag.rates import Rate, append_rates
 from pipeline_lib.models.proxy import build_proxy_model
-from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
+from pipeline_lib.registry import TRAINED_METHODS, default_batch_size, instances_per_image
 from pipeline_lib.ssl.fused import train_representations_fused
 from pipeline_lib.ssl.train import train_representation
 
@@ -86,14 +91,14 @@ REPO = Path(__file__).resolve().parents[1]
 #: Source images per step in the paper (PROTOCOL.md, "Training").
 PAPER_BATCH_SIZE: dict[str, int] = {m: default_batch_size(m) for m in TRAINED_METHODS}
 
-#: Views per source image, with the default distribution set (rot90, rot180, rot270) of
-#: contrastive DA (train_representation's docstring).
-VIEWS_PER_IMAGE: dict[str, int] = {
+#: Views per training instance (train_representation's docstring); contrastive DA as timed
+#: here, with its default ``expanded`` batching (each rotated copy an instance of 2 views).
+VIEWS_PER_INSTANCE: dict[str, int] = {
     "rotnet": 4,
     "rotation": 4,
     "denoising": 1,
     "contrastive": 2,
-    "contrastive_da": 2 * (1 + 3),
+    "contrastive_da": 2,
 }
 
 #: Data set -> (classes, training images per inlier class, image side). Sources: the data
@@ -137,7 +142,7 @@ def measure(
     step_mode: str = "eager",
     epochs: int = 1,
 ) -> dict[str, float]:
-    """Source images/s of the last of ``epochs`` timed epochs of ``steps`` steps.
+    """Training instances/s of the last of ``epochs`` timed epochs of ``steps`` steps.
 
     After a one-step warm-up call; ``epochs=2`` times a graph-captured run after its capture.
     """
@@ -153,6 +158,7 @@ def measure(
     return {
         "images_per_s": record["images_per_s"],
         "seconds": record["seconds"],
+        "steps": record["steps"],  # contrastive DA (expanded): 4 x ``steps`` a source epoch
         "step_mode": record.get("step_mode", step_mode),
     }
 
@@ -168,7 +174,7 @@ def measure_fused(
     step_mode: str = "eager",
     epochs: int = 1,
 ) -> dict[str, float | str]:
-    """Source images/s of K fused models (all together) in the last of ``epochs`` epochs.
+    """Training instances/s of K fused models (all together) in the last of ``epochs`` epochs.
 
     Each model trains on its own random images with its own seed, after a one-step fused
     warm-up; the time is the fused epoch's (the members share it). ``epochs=2`` times a
@@ -193,8 +199,10 @@ def measure_fused(
         histories.append(result[1])
     seconds = max(history[-1]["seconds"] for history in histories)
     ran = sorted({str(history[-1]["step_mode"]) for history in histories})
+    # The epoch's own step count: contrastive DA (expanded) trains 4 instances per image.
+    trained = sum(history[-1]["steps"] * batch for history in histories)
     return {
-        "images_per_s": k * batch * steps / seconds,
+        "images_per_s": trained / seconds,
         "seconds": seconds,
         "step_mode": "+".join(ran),  # one group: one mode
     }
@@ -261,9 +269,10 @@ class RateLog:
             print(f"rates: {len(self.rows)} rows appended to {self.args.rates_out}")
 
 
-def paper_source_images(config: dict, method: str) -> list[tuple[str, int, int]]:
-    """(data set, source images trained on, image side) of ``method`` in ``config``."""
+def paper_instances(config: dict, method: str) -> list[tuple[str, int, int]]:
+    """(data set, training instances trained on, image side) of ``method`` in ``config``."""
     train = config.get("train", {})
+    copies = instances_per_image(method, train)
     batch = train.get("batch_size") or PAPER_BATCH_SIZE[method]
     epochs = train.get("epochs", 2048)
     runs = len(config["seeds"]) * len(config.get("splits", {}).get("contamination", [0.0]))
@@ -274,7 +283,7 @@ def paper_source_images(config: dict, method: str) -> list[tuple[str, int, int]]
         n_classes, per_class, side = TRAIN_SETS[name]
         classes = (settings or {}).get("classes", "all")
         n_classes = n_classes if classes == "all" else len(classes)
-        per_epoch = (per_class // batch) * batch  # the last partial batch is dropped
+        per_epoch = (per_class * copies // batch) * batch  # the last partial batch is dropped
         rows.append((name, n_classes * per_epoch * epochs * runs, side))
     return rows
 
@@ -336,18 +345,18 @@ def print_graph_table(
     peak: float | None,
     log: RateLog,
 ) -> dict[str, float]:
-    """Graph-captured vs eager source images/s per method (both timed after a warm epoch).
+    """Graph-captured vs eager instances/s per method (both timed after a warm epoch).
 
     Returns the graph-captured rates, per method.
     """
-    print("graph-captured step vs eager (source images/s, second epoch of each)")
+    print("graph-captured step vs eager (instances/s, second epoch of each)")
     print(f"{'method':<15}{'eager':>10}{'graph':>10}{'ratio':>8}{'TFLOP/s':>9}{'% peak':>8}  ran")
     rates = {}
     for method in args.methods:
         graph = measure(method, step_mode="graph", epochs=2, **timing)  # type: ignore[arg-type]
         log.add(method, str(graph["step_mode"]), 1, graph["images_per_s"])
         rates[method] = graph["images_per_s"]
-        views, batch = VIEWS_PER_IMAGE[method], PAPER_BATCH_SIZE[method]
+        views, batch = VIEWS_PER_INSTANCE[method], PAPER_BATCH_SIZE[method]
         step_flops = 3 * forward_flops_per_view(method, width=args.width) * views * batch
         tflops = step_flops * graph["images_per_s"] / batch / 1e12
         share = f"{100 * tflops / peak:.1f}" if peak else "-"
@@ -369,7 +378,7 @@ def print_fused_table(
     log: RateLog,
 ) -> None:
     """K fused models vs one separate run, per method and step mode of ``separate``."""
-    print(f"fused: {k} models as one network vs one separate run (source images/s, same mode)")
+    print(f"fused: {k} models as one network vs one separate run (instances/s, same mode)")
     print(f"{'method':<15}{'K':>4}{'mode':>7}{'separate':>10}{'fused':>10}{'speed-up':>10}  ran")
     for method in args.methods:
         for mode, alone in separate.items():
@@ -407,7 +416,7 @@ def main(argv: list[str] | None = None) -> None:
     timing = {"width": args.width, "steps": args.steps, "device": device, "amp": amp}
     log = RateLog(args, device, amp)
     for method in args.methods:
-        batch, views = PAPER_BATCH_SIZE[method], VIEWS_PER_IMAGE[method]
+        batch, views = PAPER_BATCH_SIZE[method], VIEWS_PER_INSTANCE[method]
         speed = measure(method, step_mode=table_mode, epochs=epochs, **timing)
         separate[method] = speed["images_per_s"]
         log.add(method, str(speed["step_mode"]), 1, speed["images_per_s"])
@@ -417,13 +426,13 @@ def main(argv: list[str] | None = None) -> None:
         hours = "-"
         if method in paper_methods:
             cost = sum(
-                images * (side / 32) ** 2 for _, images, side in paper_source_images(config, method)
+                images * (side / 32) ** 2 for _, images, side in paper_instances(config, method)
             )
             method_hours = cost / speed["images_per_s"] / 3600
             total_hours += method_hours
             hours = f"{method_hours:,.0f}"
         print(
-            f"{method:<15}{batch:>6}{views:>6}{speed['seconds'] / args.steps:>9.3f}"
+            f"{method:<15}{batch:>6}{views:>6}{speed['seconds'] / speed['steps']:>9.3f}"
             f"{speed['images_per_s']:>10.1f}{speed['images_per_s'] * views:>10.1f}"
             f"{step_flops / 1e9:>12.1f}{tflops:>9.3f}{share:>8}{hours:>10}"
         )
