@@ -60,7 +60,7 @@ is 0 (bit for bit). The sharper check is tests/test_bench_compile.py.
 
 Compile time: inductor compiles the forward, backward and update graphs of each method
 anew (``torch._dynamo.reset()`` between methods), an expected 30-60 s a method on a fresh
-CUDA machine (not measured yet), so benchmarks/gpu_session.sh runs only rotnet (40 s);
+CUDA machine (not measured yet), so benchmarks/gpu_session.sh runs only rotnet (120 s);
 ``--methods rotnet contrastive`` or more need a call of their own. On the CPU,
 ``--backend eager`` or ``aot_eager`` needs no compiler (a smoke run); inductor (C++)
 compiled rotnet at width 8 in about 100 s on two busy cores and matched (compiled gap
