@@ -90,12 +90,13 @@ from torch.optim.sgd import sgd as functional_sgd
 
 from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
 from pipeline_lib.ssl import augment
-from pipeline_lib.ssl.stepper import StaticStep, one_member
+from pipeline_lib.ssl.stepper import StaticStep
 from pipeline_lib.ssl.train import (
     _prepare_run,
     _Run,
     _train_epoch,
     _TrainingState,
+    run_static_step,
     train_representation,
 )
 
@@ -144,20 +145,6 @@ def prepared_run(
     arguments = {**defaults, "seed": 0, **options}
     arguments |= {"device": device, "step_mode": "eager"}
     return _prepare_run(method, images, **arguments)
-
-
-def static_step(run: _Run, state: _TrainingState, *, capture: bool) -> StaticStep:
-    """The library's two-phase step of ``run`` on ``state`` (as ``train._static_step``)."""
-    return StaticStep(
-        model=state.model,
-        optimizer=state.optimizer,
-        step=one_member(run.step),
-        images=[run.data.images],
-        per_step=run.data.per_step,
-        generators=[state.augment_generator],
-        autocast=run.autocast,
-        capture=capture,
-    )
 
 
 #: SGD's settings besides the rate, which only the schedule changes (read once, on the host).
@@ -349,10 +336,10 @@ def measure_method(
     initial = float_weights(state.model)
     builders: dict[str, Callable[[_TrainingState], StaticStep | None]] = {
         "eager": lambda s: None,
-        "graph": lambda s: static_step(run, s, capture=device.type == "cuda"),
-        "floor": lambda s: static_step(run, s, capture=device.type == "cuda"),
+        "graph": lambda s: run_static_step(run, s, capture=device.type == "cuda"),
+        "floor": lambda s: run_static_step(run, s, capture=device.type == "cuda"),
         "compiled": lambda s: compile_static_step(
-            static_step(run, s, capture=False), backend=backend, mode=mode, update=update
+            run_static_step(run, s, capture=False), backend=backend, mode=mode, update=update
         ),
     }
     modes: dict[str, dict[str, Any]] = {}

@@ -595,13 +595,12 @@ def _resume(
         return run.new_state()
 
 
-def _static_step(run: _Run, state: _TrainingState) -> StaticStep | None:
-    """The two-phase step of a ``graph`` run (built after any resume), None for ``eager``.
+def run_static_step(run: _Run, state: _TrainingState, *, capture: bool) -> StaticStep:
+    """The two-phase step of one run on ``state``: what ``graph`` training steps through.
 
-    ``two_phase`` (tests only) is the same step never captured, which runs on the CPU.
+    One constructor for the trainer, the tests and benchmarks/bench_compile.py, so they all
+    time and check the step that training runs. ``capture=False`` never captures (the CPU).
     """
-    if run.step_mode == "eager":
-        return None
     return StaticStep(
         model=state.model,
         optimizer=state.optimizer,
@@ -610,8 +609,18 @@ def _static_step(run: _Run, state: _TrainingState) -> StaticStep | None:
         per_step=run.data.per_step,
         generators=[state.augment_generator],
         autocast=run.autocast,
-        capture=run.step_mode == "graph",
+        capture=capture,
     )
+
+
+def _static_step(run: _Run, state: _TrainingState) -> StaticStep | None:
+    """The two-phase step of a ``graph`` run (built after any resume), None for ``eager``.
+
+    ``two_phase`` (tests only) is the same step never captured, which runs on the CPU.
+    """
+    if run.step_mode == "eager":
+        return None
+    return run_static_step(run, state, capture=run.step_mode == "graph")
 
 
 def _train_epoch(

@@ -37,7 +37,12 @@ from pipeline_lib.ssl import draws as draws_module
 from pipeline_lib.ssl.augment import ViewAugment
 from pipeline_lib.ssl.fused import _FusedGroup, train_representations_fused
 from pipeline_lib.ssl.stepper import StaticStep, one_member, resolve_step_mode
-from pipeline_lib.ssl.train import _parameter_groups, _prepare_run, train_representation
+from pipeline_lib.ssl.train import (
+    _parameter_groups,
+    _prepare_run,
+    run_static_step,
+    train_representation,
+)
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
@@ -184,16 +189,7 @@ def _prepared(case: str, images: np.ndarray):
 
 
 def _static_step(run, state, *, device_lr: bool = False) -> StaticStep:
-    step = StaticStep(
-        model=state.model,
-        optimizer=state.optimizer,
-        step=one_member(run.step),
-        images=[run.data.images],
-        per_step=run.data.per_step,
-        generators=[state.augment_generator],
-        autocast=run.autocast,
-        capture=False,
-    )
+    step = run_static_step(run, state, capture=False)
     step.device_lr = device_lr  # the fused SGD kernel reading a device lr, as on CUDA
     return step
 
