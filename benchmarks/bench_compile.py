@@ -77,7 +77,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import inspect
 import time
 import warnings
 from collections.abc import Callable
@@ -92,12 +91,11 @@ from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
 from pipeline_lib.ssl import augment
 from pipeline_lib.ssl.stepper import StaticStep
 from pipeline_lib.ssl.train import (
-    _prepare_run,
     _Run,
     _train_epoch,
     _TrainingState,
+    prepare_run,
     run_static_step,
-    train_representation,
 )
 
 #: Dynamo backends: inductor (the default; a C++ compiler on the CPU, Triton on CUDA), and
@@ -135,16 +133,8 @@ def prepared_run(
 
     The static steps are built here, so the run itself is prepared as ``eager``.
     """
-    parameters = inspect.signature(train_representation).parameters
-    defaults = {
-        name: p.default
-        for name, p in parameters.items()
-        if p.default is not inspect.Parameter.empty
-        and name not in ("checkpoint_path", "progress", "callback")
-    }
-    arguments = {**defaults, "seed": 0, **options}
-    arguments |= {"device": device, "step_mode": "eager"}
-    return _prepare_run(method, images, **arguments)
+    arguments = {"seed": 0, **options, "device": device, "step_mode": "eager"}
+    return prepare_run(method, images, **arguments)
 
 
 #: SGD's settings besides the rate, which only the schedule changes (read once, on the host).

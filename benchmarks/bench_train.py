@@ -132,6 +132,12 @@ def forward_flops_per_view(
     return int(counter.get_total_flops())
 
 
+def random_images(*count: int) -> torch.Tensor:
+    """Seeded random uint8 32x32 RGB images of shape ``(*count, 32, 32, 3)``."""
+    generator = torch.Generator().manual_seed(0)
+    return torch.randint(0, 256, (*count, 32, 32, 3), generator=generator).to(torch.uint8)
+
+
 def measure(
     method: str,
     *,
@@ -147,9 +153,7 @@ def measure(
     After a one-step warm-up call; ``epochs=2`` times a graph-captured run after its capture.
     """
     batch = PAPER_BATCH_SIZE[method]
-    generator = torch.Generator().manual_seed(0)
-    images = torch.randint(0, 256, (batch * steps, 32, 32, 3), generator=generator)
-    images = images.to(torch.uint8)
+    images = random_images(batch * steps)
     common = {"seed": 0, "batch_size": batch, "width": width, "step_mode": step_mode}
     common |= {"amp": amp, "device": device}
     train_representation(method, images[:batch], epochs=1, **common)  # warm-up: one step
@@ -186,9 +190,7 @@ def measure_fused(
         If a model diverged (its rate would not be the group's).
     """
     batch = PAPER_BATCH_SIZE[method]
-    generator = torch.Generator().manual_seed(0)
-    images = torch.randint(0, 256, (k, batch * steps, 32, 32, 3), generator=generator)
-    images = images.to(torch.uint8)
+    images = random_images(k, batch * steps)
     common = {"seeds": list(range(k)), "batch_size": batch, "width": width}
     common |= {"amp": amp, "device": device, "step_mode": step_mode}
     train_representations_fused(method, [x[:batch] for x in images], epochs=1, **common)

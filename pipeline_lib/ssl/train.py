@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import inspect
 import logging
 import math
 import os
@@ -593,6 +594,24 @@ def _resume(
         )
         # Loading may have changed the model or optimiser half-way: rebuild everything.
         return run.new_state()
+
+
+#: Arguments of :func:`train_representation` that concern one call, not how the run trains.
+_PER_CALL: tuple[str, ...] = ("checkpoint_path", "progress", "callback")
+
+
+def prepare_run(
+    method: str, images_uint8: np.ndarray | torch.Tensor, **options: Any
+) -> tuple[_Run, _TrainingState]:
+    """A run prepared as :func:`train_representation` prepares it, its defaults filling what
+    ``options`` leaves out: for the tests and benchmarks that drive the epochs themselves."""
+    parameters = inspect.signature(train_representation).parameters
+    defaults = {
+        name: parameter.default
+        for name, parameter in parameters.items()
+        if parameter.default is not inspect.Parameter.empty and name not in _PER_CALL
+    }
+    return _prepare_run(method, images_uint8, **{**defaults, **options})
 
 
 def run_static_step(run: _Run, state: _TrainingState, *, capture: bool) -> StaticStep:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import inspect
 import logging
 from types import SimpleNamespace
 
@@ -39,7 +38,7 @@ from pipeline_lib.ssl.fused import _FusedGroup, train_representations_fused
 from pipeline_lib.ssl.stepper import StaticStep, one_member, resolve_step_mode
 from pipeline_lib.ssl.train import (
     _parameter_groups,
-    _prepare_run,
+    prepare_run,
     run_static_step,
     train_representation,
 )
@@ -175,17 +174,11 @@ def test_two_phase_resume_is_bit_identical(case, images, tmp_path, two_phase) ->
 
 
 def _prepared(case: str, images: np.ndarray):
-    """``_prepare_run`` with ``train_representation``'s defaults and the case's options."""
+    """A run with ``train_representation``'s defaults and the case's options."""
     method, options = CASES[case]
-    parameters = inspect.signature(train_representation).parameters
-    kwargs = {
-        name: p.default
-        for name, p in parameters.items()
-        if p.default is not inspect.Parameter.empty
-        and name not in ("checkpoint_path", "progress", "callback")
-    }
-    kwargs.update(seed=5, epochs=2, width=8, lr=0.05, step_mode="eager", **options)
-    return _prepare_run(method, images, **kwargs)
+    return prepare_run(
+        method, images, seed=5, epochs=2, width=8, lr=0.05, step_mode="eager", **options
+    )
 
 
 def _static_step(run, state, *, device_lr: bool = False) -> StaticStep:
