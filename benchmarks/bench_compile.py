@@ -159,7 +159,6 @@ def traced_update(step: StaticStep, groups: list[Group]) -> None:
     dynamo may not trace, multiplies and adds in one pass).
     """
     optimizer = step.optimizer
-    optimizer._opt_called = True  # type: ignore[attr-defined]  # LambdaLR's check, as there
     with torch.no_grad():
         for slot, (group_params, options) in enumerate(groups):
             params = [p for p in group_params if p.grad is not None]
@@ -238,6 +237,9 @@ def compile_static_step(
         if not marked:
             _mark_static(step)  # the momentum buffers exist after the first update
             marked = True
+        # LambdaLR's check that optimizer.step() ran, set outside the traced frame (dynamo
+        # refuses a setattr on the optimizer; torch 2.11 failed the compile on it).
+        step.optimizer._opt_called = True  # type: ignore[attr-defined]
         if cudagraphs:
             # A new iteration of the CUDA graph trees: the last step's loss was copied.
             torch.compiler.cudagraph_mark_step_begin()

@@ -74,6 +74,7 @@ def _worker(settings: dict[str, Any], barrier: Any, results: Any) -> None:
             "batch_size": batch,
             "width": settings["width"],
             "amp": settings["amp"],
+            "step_mode": settings["step_mode"],
         }
         gpus = 1 if settings["device"] == "cuda" else 0
         with job_device(gpus, lock_dir=settings["lock_dir"]) as device:
@@ -138,6 +139,7 @@ def run_packed(n_jobs: int, args: argparse.Namespace, lock_dir: str) -> list[dic
             "seconds": args.seconds,
             "device": args.device,
             "amp": None if args.amp == "none" else args.amp,
+            "step_mode": args.step_mode,
             "threads": threads,
             "lock_dir": lock_dir,
         }
@@ -171,6 +173,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps-per-epoch", type=int, default=10)
     parser.add_argument("--amp", choices=["bfloat16", "float16", "none"], default="bfloat16")
     parser.add_argument(
+        "--step-mode",
+        choices=["auto", "eager", "graph"],
+        default="auto",
+        help="each job's training step (auto: graph-captured on CUDA, eager elsewhere)",
+    )
+    parser.add_argument(
         "--threads", type=int, default=os.cpu_count() or 1, help="CPU threads, split over N"
     )
     parser.add_argument(
@@ -197,7 +205,8 @@ def main(argv: list[str] | None = None) -> None:
     name = torch.cuda.get_device_name(0) if args.device == "cuda" else "CPU"
     print(
         f"device {name} ({args.device}), {args.method} at batch {PAPER_BATCH_SIZE[args.method]}, "
-        f"ResNet-18 width {args.width}, {args.seconds:g} s timed per N, "
+        f"ResNet-18 width {args.width}, step mode {args.step_mode}, "
+        f"{args.seconds:g} s timed per N, "
         f"{args.threads} CPU threads split over the N workers"
     )
     print(

@@ -27,6 +27,8 @@
 #     --rates benchmarks/rates/h200.csv
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# The device machine has torch but not this package installed: import it from the checkout.
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 OUT=${OUT:?set OUT to a folder for the outputs}
 DEVICE=${DEVICE:-cuda}
 WIDTH=${WIDTH:-64}
@@ -47,7 +49,7 @@ step() {  # step NAME SECONDS COMMAND...: run with a limit, keep its output, go 
 MODES=eager  # graph capture is CUDA-only (the CPU tests run in CI)
 if [ "$DEVICE" = cuda ]; then
   MODES=both
-  step graph_tests 90 "$PYTHON" -m pytest -q -p no:cacheprovider tests/ssl/test_stepper.py -k on_cuda
+  step graph_tests 90 "$PYTHON" -m pytest -q -p no:cacheprovider tests/ssl/test_stepper.py tests/test_devices.py -k on_cuda
 fi
 step check_fused 60 "$PYTHON" benchmarks/check_fused.py --device "$DEVICE" --k 4 --steps 3 \
   --width "$WIDTH"
