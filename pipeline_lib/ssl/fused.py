@@ -31,10 +31,20 @@ buffers; the stacked step and the fused SGD with a device learning rate captured
 group as a CUDA graph and replayed). A group is rebuilt, and so captures again, whenever its
 membership changes. On the CPU the same step runs uncaptured (``two_phase``, tests only) and
 equals the eager loop bit for bit.
+
+A diverged member must not take the others with it. Finite numbers never cross between
+members, but a NaN can: on an H200 (2026-11-27) cuDNN's grouped convolution gave NaN in every
+member's channels once one member's weight held a NaN (a plain ``0 * NaN``, as if the groups
+were computed as one masked convolution), so every member's loss of that epoch was NaN. The
+members' states are therefore kept as they were at the start of each group epoch; a member
+whose epoch diverged is rolled back and retrains that epoch alone. The one that diverges
+alone stops with its :class:`~pipeline_lib.ssl.train.TrainingDivergedError`; the others go
+on and form a new group (a separate epoch matches a fused one to rounding, as above).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import inspect
@@ -311,6 +321,46 @@ def _shape_groups(runs: Sequence[_Run]) -> list[list[int]]:
     return list(groups.values())
 
 
+def _epoch_start(state: _TrainingState) -> dict[str, Any]:
+    """A deep copy of what an epoch changes in a member (fused runs never use the scaler)."""
+    return copy.deepcopy(
+        {
+            "model": state.model.state_dict(),
+            "optimizer": state.optimizer.state_dict(),
+            "scheduler": state.scheduler.state_dict(),
+            "shuffle": state.shuffle_generator.get_state(),
+            "augment": state.augment_generator.get_state(),
+        }
+    )
+
+
+def _roll_back(state: _TrainingState, start: dict[str, Any]) -> None:
+    """Put ``state`` back where :func:`_epoch_start` found it (weights copied in place)."""
+    state.model.load_state_dict(start["model"])
+    state.optimizer.load_state_dict(start["optimizer"])
+    state.scheduler.load_state_dict(start["scheduler"])
+    state.shuffle_generator.set_state(start["shuffle"])
+    state.augment_generator.set_state(start["augment"])
+
+
+def _retrain_alone(
+    index: int, run: _Run, state: _TrainingState, start: dict[str, Any], epoch: int
+) -> tuple[torch.Tensor, float, str]:
+    """Epoch ``epoch`` of member ``index`` again, alone from its start: losses, seconds, mode."""
+    log.warning(
+        "fused model %d: epoch %d/%d diverged in its group; retraining that epoch alone to "
+        "tell a diverging model from one a NaN of another reached",
+        index,
+        epoch + 1,
+        run.epochs,
+    )
+    _roll_back(state, start)
+    started = time.perf_counter()
+    step = _static_step(run, state)
+    losses = _train_epoch(run, state, step)
+    return losses, time.perf_counter() - started, "eager" if step is None else step.mode
+
+
 def _train_group(
     indices: list[int],
     runs: Sequence[_Run],
@@ -327,8 +377,10 @@ def _train_group(
     a run that is ahead waits for the others); one run alone takes the separate trainer's
     own epoch (with its own static step unless ``eager``). Whenever the members change, the
     group (or the lone run's static step) is built anew from the states: a captured graph
-    holds the addresses of the tensors it was captured with. All checkpoints of an epoch
-    are written before any callback is called.
+    holds the addresses of the tensors it was captured with. A member whose group epoch
+    diverged retrains that epoch alone from its start (:func:`_retrain_alone`, see the module
+    docstring) and only stops if it diverges alone too. All checkpoints of an epoch are
+    written before any callback is called.
     """
     failed: dict[int, TrainingDivergedError] = {}
     group: _FusedGroup | None = None
@@ -352,10 +404,12 @@ def _train_group(
             else:
                 lone_step = _static_step(runs[members[0]], states[members[0]])
         started = time.perf_counter()
+        starts: dict[int, dict[str, Any]] = {}
         if group is None:
             losses = _train_epoch(runs[members[0]], states[members[0]], lone_step)[None]
             mode = "eager" if lone_step is None else lone_step.mode
         else:
+            starts = {index: _epoch_start(states[index]) for index in members}
             losses = group.train_epoch()
             group.unload()
             mode = group.mode
@@ -363,12 +417,19 @@ def _train_group(
         done: list[tuple[int, dict[str, float]]] = []
         for column, index in enumerate(members):
             run, state = runs[index], states[index]
-            error = _divergence(run, losses[column], state.model, epoch)
+            member_losses, member_seconds, member_mode = losses[column], seconds, mode
+            error = _divergence(run, member_losses, state.model, epoch)
+            if error is not None and starts:
+                previous = []  # the group's stacked tensors are stale now: build it anew
+                member_losses, member_seconds, member_mode = _retrain_alone(
+                    index, run, state, starts[index], epoch
+                )
+                error = _divergence(run, member_losses, state.model, epoch)
             if error is not None:
                 log.error("fused model %d stopped, the others go on: %s", index, error)
                 failed[index] = error
                 continue
-            record = _epoch_record(run, epoch, losses[column], seconds, mode)
+            record = _epoch_record(run, epoch, member_losses, member_seconds, member_mode)
             state.history.append(record)
             state.epoch = epoch + 1
             _log_epoch(run, record, first=epoch == first_epoch, log_every=log_every)

@@ -158,6 +158,51 @@ def test_one_diverged_model_stops_alone(noise_sets, float64, monkeypatch, tmp_pa
         _assert_close_weights(results[k][0], separate[k][0], rtol=1e-12)
 
 
+def test_a_nan_that_reaches_every_member_stops_only_its_source(
+    noise_sets, float64, monkeypatch, tmp_path, caplog
+) -> None:
+    """CUDA's grouped convolutions let a NaN reach every member (measured on an H200): here
+    the group's epoch is made to do the same, every member's losses and weights NaN once one
+    is; the members retrain the epoch alone and only the source of the NaN stops."""
+    resume = fused_module._resume
+    train_epoch = fused_module._FusedGroup.train_epoch
+
+    def poison_seed_1(run, state, path):
+        state = resume(run, state, path)
+        if run.fingerprint["seed"] == 1 and state.epoch == 0:
+            with torch.no_grad():
+                state.model.backbone.stem[0].weight[0, 0, 0, 0] = math.nan
+        return state
+
+    def leaking_epoch(group):
+        losses = train_epoch(group)
+        if not bool(torch.isfinite(losses).all()):
+            with torch.no_grad():
+                for parameter in group.model.parameters():
+                    parameter.fill_(math.nan)
+            losses = torch.full_like(losses, math.nan)
+        return losses
+
+    monkeypatch.setattr(fused_module, "_resume", poison_seed_1)
+    monkeypatch.setattr(fused_module._FusedGroup, "train_epoch", leaking_epoch)
+    sets = [images[:8] for images in noise_sets]
+    paths = [tmp_path / f"model{k}.pt" for k in range(3)]
+    options = _options("rotnet")
+    with caplog.at_level("WARNING", logger="pipeline_lib.ssl.fused"):
+        results = train_representations_fused(
+            "rotnet", sets, seeds=SEEDS, checkpoint_paths=paths, **options
+        )
+    assert isinstance(results[1], TrainingDivergedError)
+    assert "rotnet loss is nan at epoch 1/2, step 1/1" in str(results[1])
+    retrained = [r.args[0] for r in caplog.records if "retraining that epoch alone" in r.message]
+    assert sorted(retrained) == [0, 1, 2]  # all three diverged in the group's first epoch
+    assert not paths[1].exists() and paths[0].exists() and paths[2].exists()
+    separate = _separate("rotnet", sets, **options)
+    for k in (0, 2):  # epoch 1 alone, epoch 2 as a new group of two: still the separate runs
+        _assert_close_weights(results[k][0], separate[k][0], rtol=1e-12)
+        assert [r["epoch"] for r in results[k][1]] == [1, 2]
+
+
 class _Killed(Exception):
     pass
 
