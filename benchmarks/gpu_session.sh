@@ -1,30 +1,27 @@
 #!/usr/bin/env bash
-# Issue 15's device measurements in one prepared run, for the next session lent a GPU
-# (at most 560 s of step limits, under 10 minutes on an H200; each step has its own time
-# limit so one slow step cannot eat the others). Everything it prints also lands in $OUT/<step>.txt.
+# Issue 15's device measurements in one prepared run for a session lent a GPU; each step has
+# its own time limit so one slow step cannot eat the others, and everything it prints also
+# lands in $OUT/<step>.txt.
 #
-#   OUT=/tmp/gpu bash benchmarks/gpu_session.sh                 # on the device machine
-#   DEVICE=cpu WIDTH=8 STEPS=1 DETECTORS=1 DETECT="--n-fit 500 --n-test 1000 --dim 64" \
-#     OUT=/tmp/gpu bash benchmarks/gpu_session.sh                      # CPU smoke run
+#   OUT=/tmp/gpu bash benchmarks/gpu_session.sh                       # on the device machine
+#   RATES=1 COMPILE=1 OUT=/tmp/gpu bash benchmarks/gpu_session.sh     # + the measured ones
+#   DEVICE=cpu WIDTH=4 STEPS=2 RATES=1 OUT=/tmp/gpu bash benchmarks/gpu_session.sh  # CPU smoke
 #
-# Steps: the graph-captured step's CUDA tests (graph vs eager weights, resume bit-identity,
-# fallback warning; fused graph vs fused eager, one capture per fused group), fused ==
-# separate on the device, then one bench_train call: eager and graph-captured training
-# throughput per method (ratio, share of the card's dense bf16 peak), and fused K = 4 and 10
-# per method, each eager and graph-captured; then torch.compile(mode="reduce-overhead") of
-# the same step beside its CUDA graph (bench_compile.py, RotNet: inductor compiles for about
-# a minute). The detectors at the paper's sizes (bench_ocsvm.py, bench_kde.py) were measured
-# on an H200 already (docs/status.md): with DETECTORS=1 they run too, 80 s more. The bench_train call measures the separate runs once for both K (it was
-# three calls, each re-measuring them: the graph-vs-eager one and one per K, 345 s of
-# limits; now 290 s with the fused graph runs added). The full-protocol cell
-# (config/cifar10_fullcell.yaml, ~30 minutes) is a separate call: see docs/status.md.
+# Default steps (at most 300 s of limits): the CUDA tests of the graph-captured step
+# (graph == eager bit for bit under deterministic cuDNN, separate and fused; resume; the
+# fallback warning; one capture per fused group, retrains after a leaked NaN), fused ==
+# separate on the device (check_fused.py), and bench_streams.py: K = 1, 2, 4, 8 separate
+# captured runs replayed side by side on K streams, the candidate for filling the GPU that
+# stacking and process packing were not (docs/status.md).
 #
-# bench_train appends each rate as soon as it is measured (eager, graph, fused K in both
-# modes; per model) to $OUT/rates.csv (pipeline_lib.dag.rates), so a step cut by its time
-# limit keeps what it had measured (the fused K = 10 graph rows come last). Commit that file as benchmarks/rates/<card>.csv
-# (h200.csv, h100.csv; benchmarks/rates/README.md), then the planner costs the paper from it:
-#   droc-plan --configfile config/paper.yaml --device cuda --no-measured \
-#     --rates benchmarks/rates/h200.csv
+# Measured on an H200 on 2026-11-27, so opt-in: RATES=1 runs bench_train.py (eager and graph
+# rates per method, fused K = 4 and 10 in both modes, share of bf16 peak; 290 s), appending
+# every rate to $OUT/rates.csv (pipeline_lib.dag.rates; committed as benchmarks/rates/h200.csv,
+# read by `droc-plan --rates`); COMPILE=1 runs bench_compile.py (torch.compile reduce-overhead
+# beside the CUDA graph; inductor compiles a method in 25-50 s; 240 s); DETECTORS=1 the
+# detector benchmarks at the paper's sizes (80 s). The full-protocol cell
+# (config/cifar10_fullcell.yaml) needs about 16 minutes of training at the graph rate, more
+# than a session's device time: see docs/status.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # The device machine has torch but not this package installed: import it from the checkout.
@@ -53,16 +50,19 @@ if [ "$DEVICE" = cuda ]; then
 fi
 step check_fused 60 "$PYTHON" benchmarks/check_fused.py --device "$DEVICE" --k 4 --steps 3 \
   --width "$WIDTH"
-step train 290 "$PYTHON" benchmarks/bench_train.py --device "$DEVICE" --width "$WIDTH" \
-  --steps "$STEPS" --peak-tflops "$PEAK" --step-mode "$MODES" --fuse 4 10 \
-  --rates-out "$OUT/rates.csv"
-# torch.compile(mode="reduce-overhead") vs the CUDA graph vs eager (bench_compile.py): rotnet
-# only, 120 s, so the limits sum to 560 s (inductor compiles a method in an expected 30-90 s;
-# more methods need a call of their own). On the CPU: dynamo's eager backend.
-BACKEND=inductor; [ "$DEVICE" = cuda ] || BACKEND=eager
-step train_compile 120 "$PYTHON" benchmarks/bench_compile.py --device "$DEVICE" --width "$WIDTH" \
-  --steps "$STEPS" --methods rotnet --backend "$BACKEND"
-if [ "${DETECTORS:-0}" = 1 ]; then  # measured on an H200 already: opt-in
+step streams 150 "$PYTHON" benchmarks/bench_streams.py --device "$DEVICE" --width "$WIDTH" \
+  --steps "$STEPS" --streams 1 2 4 8
+if [ "${RATES:-0}" = 1 ]; then
+  step train 290 "$PYTHON" benchmarks/bench_train.py --device "$DEVICE" --width "$WIDTH" \
+    --steps "$STEPS" --peak-tflops "$PEAK" --step-mode "$MODES" --fuse 4 10 \
+    --rates-out "$OUT/rates.csv"
+fi
+if [ "${COMPILE:-0}" = 1 ]; then
+  BACKEND=inductor; [ "$DEVICE" = cuda ] || BACKEND=eager  # on the CPU: no compiler needed
+  step train_compile 240 "$PYTHON" benchmarks/bench_compile.py --device "$DEVICE" \
+    --width "$WIDTH" --steps "$STEPS" --backend "$BACKEND"
+fi
+if [ "${DETECTORS:-0}" = 1 ]; then
   # shellcheck disable=SC2086  # DETECT is a list of options
   step ocsvm 40 "$PYTHON" benchmarks/bench_ocsvm.py --device "$DEVICE" $DETECT
   # shellcheck disable=SC2086

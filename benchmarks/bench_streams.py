@@ -1,0 +1,174 @@
+"""Benchmark: K separate graph-captured training runs replayed side by side on K CUDA streams.
+
+Why: on an H200 (2026-11-27, docs/status.md) one graph-captured job reaches 6-15 % of dense
+bf16 peak, and neither of the two ways tried to fill the rest helped: the stacked fused
+network (grouped convolutions) trained 0.73-1.05x the images of one captured job, and four
+captured jobs packed as processes 1.01x (contrastive DA) to 1.26x (contrastive), since
+kernels of different processes time-slice rather than overlap without MPS. Kernels of one
+process on different streams can overlap. This script measures that before the trainer
+gets such a mode: K independent runs (own model, data, seed, optimiser, generators, and
+:class:`~pipeline_lib.ssl.stepper.StaticStep`, each the separate trainer's), stepped in turn
+from one host thread, run ``k``'s host phase and graph replay on stream ``k``.
+
+Per method and K it trains one untimed epoch (each run captures at its fourth step) and one
+timed epoch of ``--steps`` batches of source images per run (contrastive DA's expanded
+epoch is 4x as many steps), and prints the K runs' total training instances/s (as
+bench_train.py counts them),
+the ratio to K = 1, and run 0's weight gap to the K = 1 run of the same seed
+(``||w - w_alone|| / ||w_alone - w_0||``): the runs share nothing, so it is 0 unless cuDNN
+picks other kernels or the streams race. On the CPU there are no streams: the runs step one
+after the other (a smoke run of the harness; tests/test_bench_streams.py).
+
+Usage::
+
+    python benchmarks/bench_streams.py --device cuda                       # K = 1, 2, 4, 8
+    python benchmarks/bench_streams.py --device cpu --width 4 --steps 2 --streams 1 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import time
+from typing import Any
+
+import torch
+
+from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
+from pipeline_lib.ssl.stepper import StaticStep
+from pipeline_lib.ssl.train import _Run, _TrainingState, prepare_run, run_static_step
+
+#: A run's state, its static step and its stream (None on the CPU).
+Member = tuple[_Run, _TrainingState, StaticStep, "torch.cuda.Stream | None"]
+
+
+def make_members(
+    method: str, k: int, *, width: int, steps: int, device: torch.device, amp: str | None
+) -> list[Member]:
+    """K runs of seeds 0..K-1, each on its own seeded random images (2 epochs)."""
+    batch = default_batch_size(method)
+    members = []
+    for seed in range(k):
+        generator = torch.Generator().manual_seed(seed)
+        images = torch.randint(0, 256, (batch * steps, 32, 32, 3), generator=generator)
+        options = {"batch_size": batch, "width": width, "amp": amp, "epochs": 2}
+        run, state = prepare_run(
+            method, images.to(torch.uint8), seed=seed, device=device, step_mode="eager", **options
+        )
+        step = run_static_step(run, state, capture=device.type == "cuda")
+        stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        members.append((run, state, step, stream))
+    return members
+
+
+def interleaved_epoch(members: list[Member]) -> None:
+    """One epoch of every run, their steps in turn, run ``k``'s work on its own stream."""
+    device = members[0][0].device
+    main = torch.cuda.current_stream(device) if device.type == "cuda" else None
+    orders = []
+    for run, state, _, stream in members:
+        state.model.train()
+        order = torch.randperm(len(run.data.images), generator=state.shuffle_generator)
+        orders.append(order.to(run.device))
+        if stream is not None:
+            stream.wait_stream(main)
+    per_step = members[0][0].data.per_step
+    for index in range(members[0][0].data.steps_per_epoch):
+        window = slice(index * per_step, (index + 1) * per_step)
+        for (_, state, step, stream), order in zip(members, orders, strict=True):
+            on_stream = torch.cuda.stream(stream) if stream else contextlib.nullcontext()
+            with on_stream:
+                step(order[window])
+                state.scheduler.step()
+    for *_, stream in members:
+        if stream is not None:
+            main.wait_stream(stream)
+
+
+def _weights(state: _TrainingState) -> dict[str, torch.Tensor]:
+    return {
+        name: value.detach().to("cpu", torch.float64)
+        for name, value in state.model.state_dict().items()
+        if value.is_floating_point()
+    }
+
+
+def measure(
+    method: str, k: int, *, width: int, steps: int, device: torch.device, amp: str | None
+) -> dict[str, Any]:
+    """Instances/s of K runs stepped side by side (second epoch), run 0's weights and mode."""
+    members = make_members(method, k, width=width, steps=steps, device=device, amp=amp)
+    initial = _weights(members[0][1])
+    interleaved_epoch(members)  # captures
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    started = time.perf_counter()
+    interleaved_epoch(members)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    seconds = time.perf_counter() - started
+    run = members[0][0]
+    instances = k * run.data.steps_per_epoch * run.data.per_step
+    return {
+        "images_per_s": instances / seconds,
+        "weights": _weights(members[0][1]),
+        "initial": initial,
+        "mode": members[0][2].mode,
+        "peak_mib": torch.cuda.max_memory_allocated(device) / 2**20
+        if device.type == "cuda"
+        else 0.0,
+    }
+
+
+def relative_gap(weights: dict, reference: dict, initial: dict) -> float:
+    gap = sum(float(((weights[n] - reference[n]) ** 2).sum()) for n in reference)
+    moved = sum(float(((reference[n] - initial[n]) ** 2).sum()) for n in reference)
+    return (gap / moved) ** 0.5
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--methods", nargs="+", choices=TRAINED_METHODS, default=TRAINED_METHODS)
+    parser.add_argument("--streams", type=int, nargs="+", default=[1, 2, 4, 8], help="values of K")
+    parser.add_argument("--width", type=int, default=64, help="ResNet-18 width (default 64)")
+    parser.add_argument("--steps", type=int, default=20, help="steps an epoch (default 20)")
+    parser.add_argument("--amp", choices=["bfloat16", "none"], default="bfloat16")
+    args = parser.parse_args(argv)
+    if 1 not in args.streams or min(args.streams) < 1:
+        parser.error("--streams must hold 1 (the baseline) and positive values only")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda but CUDA is not available")
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
+    """Print the table; return the measurements (method -> K -> numbers), for the tests."""
+    args = parse_args(argv)
+    device = torch.device(args.device)
+    amp = None if args.amp == "none" or device.type == "cpu" else args.amp
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    print(
+        f"device {name} ({args.device}, amp {amp}), ResNet-18 width {args.width}, "
+        f"{args.steps} timed steps per run after one epoch that captures"
+    )
+    print(f"{'method':<16}{'K':>3}{'img/s':>11}{'vs K=1':>8}{'gap run 0':>11}{'MiB':>8}  ran")
+    results: dict[str, dict[int, dict[str, Any]]] = {}
+    for method in args.methods:
+        results[method] = {}
+        for k in sorted(args.streams):
+            result = measure(method, k, width=args.width, steps=args.steps, device=device, amp=amp)
+            results[method][k] = result
+            alone = results[method][1]
+            result["ratio"] = result["images_per_s"] / alone["images_per_s"]
+            result["gap"] = relative_gap(result["weights"], alone["weights"], alone["initial"])
+            print(
+                f"{method:<16}{k:>3}{result['images_per_s']:>11.1f}{result['ratio']:>8.2f}"
+                f"{result['gap']:>11.1e}{result['peak_mib']:>8.0f}  {result['mode']}",
+                flush=True,
+            )
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""benchmarks/bench_streams.py: K runs stepped side by side train what each trains alone.
+
+On the CPU the runs step one after the other (no streams), so run 0 of K = 2 must end with
+the weights of the same seed's run alone, bit for bit: a generator, optimiser or static
+buffer shared between runs, or a step skipped or doubled by the interleaving, would show.
+On CUDA the same check guards against the streams racing (gpu_session.sh prints it).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _bench_streams():
+    spec = importlib.util.spec_from_file_location(
+        "bench_streams", REPO / "benchmarks/bench_streams.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_run_zero_of_two_interleaved_runs_is_the_run_alone(capsys) -> None:
+    bench = _bench_streams()
+    argv = ["--device", "cpu", "--width", "4", "--steps", "2", "--streams", "1", "2"]
+    results = bench.main([*argv, "--methods", "rotnet", "contrastive_da"])
+    for method, by_k in results.items():
+        alone, two = by_k[1], by_k[2]
+        moved = [(alone["weights"][n] != alone["initial"][n]).any() for n in alone["initial"]]
+        assert any(moved), method  # trained at all
+        assert all(
+            (two["weights"][name] == alone["weights"][name]).all() for name in alone["weights"]
+        ), method
+        assert two["gap"] == 0.0 and two["mode"] == "two_phase"
+    assert "rotnet            2" in capsys.readouterr().out
