@@ -37,18 +37,19 @@ this errs high). The hours are for one device like this one, at ``--width``: onl
 on CUDA estimates the paper's GPU-hours.
 
 Fused training (``--fuse K [K ...]``, :mod:`pipeline_lib.ssl.fused`): K models of the
-method, each on its own random images and seed, trained as one stacked network. A table per
+method, each on its own random images and seed, trained in one job: eager as one stacked
+network, graph-captured side by side on CUDA streams (each its own captured step; since
+2026-11-27, after the stacked captured group measured no faster than one run). A table per
 K gives the instances/s of all K together beside one separate run's in the same step
 mode (K separate runs one after the other train at that rate), and the ratio: what fusing
 buys on this device at this width. Each K is timed in the step mode(s) of ``--step-mode``.
 
 Graph capture (``--step-mode``, :mod:`pipeline_lib.ssl.stepper`): ``eager`` (default) times
 today's loop as above; ``graph`` (CUDA) times the graph-captured step; ``both`` times each
-and prints a second table with the ratio. The same holds for the fused runs, whose group's
-stacked step is captured as one graph. A captured run records its step's plan, warms up
-for three steps and captures in its first epoch, so with ``graph`` or ``both`` the timed
-call trains two epochs of ``--steps`` steps and reports the second (steady state), for
-either mode, separate or fused.
+and prints a second table with the ratio. The same holds for the fused runs. A captured
+run records its step's plan, warms up for three steps and captures in its first epoch,
+so with ``graph`` or ``both`` the timed call trains two epochs of ``--steps`` steps and
+reports the second (steady state), for either mode, separate or fused.
 
 The numbers depend on the machine and its load: the script prints what it measured in this
 run only. With ``--rates-out PATH`` it also appends every rate it measured (eager, graph,
@@ -380,7 +381,7 @@ def print_fused_table(
     log: RateLog,
 ) -> None:
     """K fused models vs one separate run, per method and step mode of ``separate``."""
-    print(f"fused: {k} models as one network vs one separate run (instances/s, same mode)")
+    print(f"fused: {k} models in one job vs one separate run (instances/s, same mode)")
     print(f"{'method':<15}{'K':>4}{'mode':>7}{'separate':>10}{'fused':>10}{'speed-up':>10}  ran")
     for method in args.methods:
         for mode, alone in separate.items():

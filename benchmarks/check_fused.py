@@ -13,7 +13,10 @@ from scratch amplify rounding step by step (contrastive DA most), so neither rat
 after a few steps; fused training is correct when its ratio is of the order of the floor,
 well below 1 (a mix-up of data, views, statistics or optimiser state gives a ratio of order
 1 from the first step). tests/ssl/test_fused.py checks the same on the CPU exactly, in
-float64.
+float64. ``--step-mode`` applies to both sides: ``eager`` checks the stacked network;
+``graph`` (CUDA) a captured fused job, which runs each model's own captured step side by
+side on streams (since 2026-11-27), so its ratio is cuDNN's run-to-run difference, 0 with
+deterministic kernels. ``auto`` (default) is graph on CUDA and eager on the CPU.
 
 Usage::
 
@@ -66,14 +69,28 @@ def _other_memory_format() -> Iterator[None]:
 
 
 def check(
-    method: str, *, k: int, width: int, steps: int, device: torch.device, amp: str | None
+    method: str,
+    *,
+    k: int,
+    width: int,
+    steps: int,
+    device: torch.device,
+    amp: str | None,
+    step_mode: str = "auto",
 ) -> tuple[float, float]:
     """(fused-vs-separate ratio, separate-vs-separate floor), the largest over the K models."""
     batch = default_batch_size(method)
     generator = torch.Generator().manual_seed(0)
     images = torch.randint(0, 256, (k, batch * steps, 32, 32, 3), generator=generator)
     sets = list(images.to(torch.uint8))
-    options = {"epochs": 1, "batch_size": batch, "width": width, "amp": amp, "device": device}
+    options = {
+        "epochs": 1,
+        "batch_size": batch,
+        "width": width,
+        "amp": amp,
+        "device": device,
+        "step_mode": step_mode,
+    }
     fused = train_representations_fused(method, sets, seeds=list(range(k)), **options)
     ratio = floor = 0.0
     for seed, result in enumerate(fused):
@@ -99,6 +116,7 @@ def main(argv: list[str] | None = None) -> None:
         "--methods", nargs="+", choices=TRAINED_METHODS, default=list(TRAINED_METHODS)
     )
     parser.add_argument("--amp", choices=["bfloat16", "none"], default="bfloat16")
+    parser.add_argument("--step-mode", choices=["auto", "eager", "graph"], default="auto")
     args = parser.parse_args(argv)
     if args.k < 2 or args.steps < 1:
         parser.error("need --k >= 2 and --steps >= 1")
@@ -107,12 +125,19 @@ def main(argv: list[str] | None = None) -> None:
     name = torch.cuda.get_device_name() if device.type == "cuda" else "CPU"
     print(
         f"device {name}, amp {amp if device.type == 'cuda' else 'off'}, width {args.width}, "
-        f"K {args.k}, {args.steps} steps; ratio = ||fused - separate|| / ||update||"
+        f"K {args.k}, {args.steps} steps, step mode {args.step_mode}; "
+        "ratio = ||fused - separate|| / ||update||"
     )
     print(f"{'method':<15}{'ratio':>10}{'floor':>10}")
     for method in args.methods:
         ratio, floor = check(
-            method, k=args.k, width=args.width, steps=args.steps, device=device, amp=amp
+            method,
+            k=args.k,
+            width=args.width,
+            steps=args.steps,
+            device=device,
+            amp=amp,
+            step_mode=args.step_mode,
         )
         print(f"{method:<15}{ratio:>10.2e}{floor:>10.2e}")
 

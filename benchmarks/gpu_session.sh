@@ -49,7 +49,7 @@ if [ "$DEVICE" = cuda ]; then
   step graph_tests 90 "$PYTHON" -m pytest -q -p no:cacheprovider tests/ssl/test_stepper.py tests/test_devices.py -k on_cuda
 fi
 step check_fused 60 "$PYTHON" benchmarks/check_fused.py --device "$DEVICE" --k 4 --steps 3 \
-  --width "$WIDTH"
+  --width "$WIDTH"  # auto: on CUDA the captured fused job (models side by side on streams)
 step streams 150 "$PYTHON" benchmarks/bench_streams.py --device "$DEVICE" --width "$WIDTH" \
   --steps "$STEPS" --streams 1 2 4 8
 if [ "${RATES:-0}" = 1 ]; then

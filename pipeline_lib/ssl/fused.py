@@ -1,4 +1,4 @@
-"""Fused training: K models of one method and data set trained as one stacked computation.
+"""Fused training: K models of one method and data set trained together in one job.
 
 At the paper's sizes (ResNet-18 on 32x32 images, 32-64 images a step) one training run
 leaves a large GPU mostly idle. The K runs of a sweep that share a method and a data set
@@ -23,27 +23,38 @@ The stacked layers add their products in another order than the separate layers,
 CPU a fused model matches its separate twin to float32 rounding, not bit for bit (the tests
 state the tolerance); a killed fused run resumes bit-identically to an uninterrupted one.
 
-Steps run as the runs' ``step_mode`` says (:mod:`pipeline_lib.ssl.stepper`): ``eager`` is
-the loop below; ``graph`` (CUDA) runs the group's step through one
-:class:`~pipeline_lib.ssl.stepper.StaticStep` of K members (each member's batch indices and
-random numbers, from its own generators in its own eager order, copied into static device
-buffers; the stacked step and the fused SGD with a device learning rate captured once per
-group as a CUDA graph and replayed). A group is rebuilt, and so captures again, whenever its
-membership changes. On the CPU the same step runs uncaptured (``two_phase``, tests only) and
-equals the eager loop bit for bit.
+Steps run as the runs' ``step_mode`` says (:mod:`pipeline_lib.ssl.stepper`), and the mode
+decides how a group computes:
 
-A diverged member must not take the others with it. Finite numbers never cross between
-members, but a NaN can: on an H200 (2026-11-27) cuDNN's grouped convolution gave NaN in every
-member's channels once one member's weight held a NaN (a plain ``0 * NaN``, as if the groups
-were computed as one masked convolution), so every member's loss of that epoch was NaN. The
-members' states are therefore kept as they were at the start of each group epoch; a member
-whose epoch diverged is rolled back and retrains that epoch alone. The one that diverges
+* ``eager``: the stacked network above, one eager loop for the K models;
+* ``graph`` (CUDA): *side by side* (:class:`_ConcurrentGroup`). On an H200 (2026-11-27) the
+  stacked step captured as one graph trained 0.73-1.05x the images of one captured run:
+  the grouped convolutions cost K separate ones. So each model keeps its own model and the
+  separate run's captured :class:`~pipeline_lib.ssl.stepper.StaticStep`, and the group
+  replays the K graphs step by step on K CUDA streams of one process, whose kernels can
+  overlap (processes sharing a GPU take turns). Each model then runs exactly its separate
+  run's kernels: bit for bit its separate run under deterministic cuDNN, and no NaN can
+  cross. How much faster that is has not been measured (``benchmarks/bench_streams.py``,
+  ``bench_train.py --fuse K --step-mode graph``).
+* ``two_phase`` (tests only, the CPU): the stacked network through one ``StaticStep`` of K
+  members, uncaptured, which equals the stacked eager loop bit for bit.
+
+A group is rebuilt, and so captures again, whenever its membership changes.
+
+A diverged member must not take the others with it. In a stacked group finite numbers
+never cross between members, but a NaN can: on an H200 (2026-11-27) cuDNN's grouped
+convolution gave NaN in every member's channels once one member's weight held a NaN (a
+plain ``0 * NaN``, as if the groups were computed as one masked convolution), so every
+member's loss of that epoch was NaN. A stacked group therefore keeps its members' states
+as they were at the start of each epoch; a member whose epoch diverged is rolled back and
+retrains that epoch alone. The one that diverges
 alone stops with its :class:`~pipeline_lib.ssl.train.TrainingDivergedError`; the others go
 on and form a new group (a separate epoch matches a fused one to rounding, as above).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -86,6 +97,7 @@ from pipeline_lib.ssl.train import (
     _train_epoch,
     _TrainingState,
     _write_checkpoint,
+    run_static_step,
     train_representation,
 )
 
@@ -162,6 +174,9 @@ class _FusedGroup:
     :class:`~pipeline_lib.ssl.stepper.StaticStep` of the members, made with the group (so a
     new group captures anew).
     """
+
+    #: Members share every kernel: on CUDA one member's NaN can reach the others.
+    shares_kernels = True
 
     def __init__(
         self, members: list[int], runs: Sequence[_Run], states: Sequence[_TrainingState]
@@ -291,6 +306,88 @@ class _FusedGroup:
                 own["lr"], own["initial_lr"] = stacked["lr"], stacked["initial_lr"]
 
 
+class _ConcurrentGroup:
+    """The members' own captured steps, replayed side by side on one CUDA stream each.
+
+    Each member keeps its model, optimiser and :class:`~pipeline_lib.ssl.stepper.StaticStep`
+    (the separate run's, captured once), so its epoch runs exactly the separate run's
+    kernels on the same numbers: nothing is stacked, nothing can leak between members, and
+    on the CPU (tests only, no streams) the members step one after the other. Why: the
+    stacked network's grouped convolutions made a captured fused step as slow as K captured
+    steps on an H200 (module docstring); kernels of one process on different streams can
+    run at the same time.
+    """
+
+    #: Members compute apart: a diverged member's epoch is its own (no retrain needed).
+    shares_kernels = False
+
+    def __init__(
+        self, members: list[int], runs: Sequence[_Run], states: Sequence[_TrainingState]
+    ) -> None:
+        self.members = members
+        self.runs = [runs[i] for i in members]
+        self.states = [states[i] for i in members]
+        self.steps = [
+            run_static_step(run, state, capture=run.step_mode == "graph")
+            for run, state in zip(self.runs, self.states, strict=True)
+        ]
+        device = self.runs[0].device
+        self.streams = [
+            torch.cuda.Stream(device) if device.type == "cuda" else None for _ in members
+        ]
+
+    @property
+    def mode(self) -> str:
+        """What ran the steps: ``uncaptured`` if any member's capture failed, else theirs."""
+        modes = {step.mode for step in self.steps}
+        return "uncaptured" if "uncaptured" in modes else modes.pop()
+
+    def train_epoch(self) -> torch.Tensor:
+        """One epoch of every member; the losses ``(members, steps)`` (on the device)."""
+        run = self.runs[0]
+        steps, per_step = run.data.steps_per_epoch, run.data.per_step
+        main = torch.cuda.current_stream(run.device) if run.on_cuda else None
+        orders = []
+        for member_run, state in zip(self.runs, self.states, strict=True):
+            state.model.train()
+            order = torch.randperm(len(member_run.data.images), generator=state.shuffle_generator)
+            orders.append(order.to(run.device))
+        losses = torch.zeros(len(self.members), steps, device=run.device)
+        for stream in self.streams:
+            if stream is not None:
+                stream.wait_stream(main)  # the orders and losses were made on the main stream
+        for index in range(steps):
+            window = slice(index * per_step, (index + 1) * per_step)
+            for k, (state, step, stream) in enumerate(
+                zip(self.states, self.steps, self.streams, strict=True)
+            ):
+                with torch.cuda.stream(stream) if stream else contextlib.nullcontext():
+                    loss = step(orders[k][window])
+                    state.scheduler.step()
+                    losses[k, index] = loss  # a copy: a replayed step's loss tensor is reused
+        for stream in self.streams:
+            if stream is not None:
+                main.wait_stream(stream)
+        return losses
+
+    def unload(self) -> None:
+        """Nothing to copy back: the members trained their own states."""
+
+
+def _group(
+    members: list[int], runs: Sequence[_Run], states: Sequence[_TrainingState]
+) -> _FusedGroup | _ConcurrentGroup:
+    """The members' group: side by side on CUDA streams when captured, else stacked.
+
+    Measured on an H200 (docs/status.md): under graph capture the stacked group trained
+    0.73-1.05x the images of one captured run, so captured members keep their own steps;
+    eager, stacking paid (1.2-3.4x at K = 10), since it launches K models' work at once.
+    """
+    if runs[members[0]].step_mode == "graph":
+        return _ConcurrentGroup(members, runs, states)
+    return _FusedGroup(members, runs, states)
+
+
 def _shared_options(given: dict[str, Any]) -> dict[str, Any]:
     """``given`` completed with :func:`train_representation`'s defaults (one definition)."""
     parameters = inspect.signature(train_representation).parameters
@@ -383,7 +480,7 @@ def _train_group(
     written before any callback is called.
     """
     failed: dict[int, TrainingDivergedError] = {}
-    group: _FusedGroup | None = None
+    group: _FusedGroup | _ConcurrentGroup | None = None
     lone_step: StaticStep | None = None
     previous: list[int] = []
     first_epoch = min(states[i].epoch for i in indices)
@@ -394,11 +491,12 @@ def _train_group(
         if members != previous:
             group, lone_step, previous = None, None, members
             if len(members) > 1:
-                group = _FusedGroup(members, runs, states)
+                group = _group(members, runs, states)
                 log.info(
-                    "training %d %s models fused from epoch %d",
+                    "training %d %s models fused (%s) from epoch %d",
                     len(members),
                     runs[members[0]].method,
+                    "stacked" if group.shares_kernels else "side by side on streams",
                     epoch + 1,
                 )
             else:
@@ -409,7 +507,8 @@ def _train_group(
             losses = _train_epoch(runs[members[0]], states[members[0]], lone_step)[None]
             mode = "eager" if lone_step is None else lone_step.mode
         else:
-            starts = {index: _epoch_start(states[index]) for index in members}
+            if group.shares_kernels:
+                starts = {index: _epoch_start(states[index]) for index in members}
             losses = group.train_epoch()
             group.unload()
             mode = group.mode
@@ -453,11 +552,12 @@ def train_representations_fused(
     callback: Callable[[int, dict[str, float]], None] | None = None,
     **options: Any,
 ) -> list[FusedResult]:
-    """Train K representations of one method as one stacked computation.
+    """Train K representations of one method together (stacked, or side by side when captured).
 
     Model ``k`` is trained as ``train_representation(method, images_per_model[k],
-    seed=seeds[k], checkpoint_path=checkpoint_paths[k], **options)`` would train it, to
-    float32 rounding (see the module docstring).
+    seed=seeds[k], checkpoint_path=checkpoint_paths[k], **options)`` would train it: to
+    float32 rounding when stacked (eager), with its own kernels when captured (see the
+    module docstring).
 
     Parameters
     ----------
@@ -483,8 +583,9 @@ def train_representations_fused(
         couple the models). ``seed``, ``checkpoint_path``, ``callback`` and ``progress``
         are not accepted. ``step_mode`` (default ``"auto"``) is resolved as there: ``auto``
         is ``graph`` on CUDA and ``eager`` elsewhere, ``graph`` off CUDA is an error; under
-        ``graph`` each fused group captures its stacked step once (see the module
-        docstring) and each history record's ``step_mode`` says what ran its epoch.
+        ``graph`` each model's own step is captured once and the models replay side by
+        side on CUDA streams (see the module docstring), and each history record's
+        ``step_mode`` says what ran its epoch.
 
     Returns
     -------
