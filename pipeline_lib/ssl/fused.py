@@ -166,7 +166,18 @@ def _task(method: str, options: dict[str, Any]) -> _Task:
     )
 
 
-class _FusedGroup:
+class _Group:
+    """The models that train an epoch together (members: their indices among the runs)."""
+
+    def __init__(
+        self, members: list[int], runs: Sequence[_Run], states: Sequence[_TrainingState]
+    ) -> None:
+        self.members = members
+        self.runs = [runs[i] for i in members]
+        self.states = [states[i] for i in members]
+
+
+class _FusedGroup(_Group):
     """The stacked model, optimiser and schedule of the models that train an epoch together.
 
     Built from the members' states (exact copies); :meth:`unload` copies everything back.
@@ -181,9 +192,7 @@ class _FusedGroup:
     def __init__(
         self, members: list[int], runs: Sequence[_Run], states: Sequence[_TrainingState]
     ) -> None:
-        self.members = members
-        self.runs = [runs[i] for i in members]
-        self.states = [states[i] for i in members]
+        super().__init__(members, runs, states)
         # Per member: each run has its own view augmentation (its jitter order is seeded).
         self.tasks = [_task(run.method, run.step_options) for run in self.runs]
         self.model = stack_models([state.model for state in self.states])
@@ -306,7 +315,7 @@ class _FusedGroup:
                 own["lr"], own["initial_lr"] = stacked["lr"], stacked["initial_lr"]
 
 
-class _ConcurrentGroup:
+class _ConcurrentGroup(_Group):
     """The members' own captured steps, replayed side by side on one CUDA stream each.
 
     Each member keeps its model, optimiser and :class:`~pipeline_lib.ssl.stepper.StaticStep`
@@ -324,9 +333,7 @@ class _ConcurrentGroup:
     def __init__(
         self, members: list[int], runs: Sequence[_Run], states: Sequence[_TrainingState]
     ) -> None:
-        self.members = members
-        self.runs = [runs[i] for i in members]
-        self.states = [states[i] for i in members]
+        super().__init__(members, runs, states)
         self.steps = [
             run_static_step(run, state, capture=run.step_mode == "graph")
             for run, state in zip(self.runs, self.states, strict=True)

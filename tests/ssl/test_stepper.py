@@ -494,6 +494,20 @@ def _separate_two_phase(method: str, sets: list[np.ndarray], **overrides) -> lis
     ]
 
 
+def _poisoned_resume(seed: int):
+    """``fused_module._resume`` that puts a NaN into the weights of the run of ``seed``."""
+    resume = fused_module._resume
+
+    def poisoned(run, state, path):
+        state = resume(run, state, path)
+        if run.fingerprint["seed"] == seed:
+            with torch.no_grad():
+                state.model.backbone.stem[0].weight[0, 0, 0, 0] = float("nan")
+        return state
+
+    return poisoned
+
+
 @pytest.mark.parametrize("method", list(FUSED))
 def test_side_by_side_members_are_their_separate_runs_bit_for_bit(
     method, noise16, side_by_side
@@ -526,21 +540,10 @@ def test_side_by_side_resume_and_a_diverged_member(noise16, tmp_path, side_by_si
     ):
         _assert_equal_trees(alone.state_dict(), model.state_dict(), "resumed")
 
-    resume = fused_module._resume
-
-    def poison_seed_3(run, state, path):
-        state = resume(run, state, path)
-        if run.fingerprint["seed"] == 3:
-            with torch.no_grad():
-                state.model.backbone.stem[0].weight[0, 0, 0, 0] = float("nan")
-        return state
-
-    fused_module._resume = poison_seed_3
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fused_module, "_resume", _poisoned_resume(3))
         with caplog.at_level(logging.WARNING, logger="pipeline_lib.ssl.fused"):
             results = _train_fused("rotnet", noise16)
-    finally:
-        fused_module._resume = resume
     assert isinstance(results[0], train_module.TrainingDivergedError)
     assert "retraining" not in caplog.text
     _assert_equal_trees(
@@ -713,16 +716,7 @@ def test_fused_graph_captures_once_per_group_on_cuda(noise16, monkeypatch) -> No
         captured.append(self)
 
     monkeypatch.setattr(StaticStep, "_try_capture", counted)
-    resume = fused_module._resume
-
-    def poison_seed_1(run, state, path):
-        state = resume(run, state, path)
-        if run.fingerprint["seed"] == 1:
-            with torch.no_grad():
-                state.model.backbone.stem[0].weight[0, 0, 0, 0] = float("nan")
-        return state
-
-    monkeypatch.setattr(fused_module, "_resume", poison_seed_1)
+    monkeypatch.setattr(fused_module, "_resume", _poisoned_resume(1))
     sets = [noise16[0], noise16[1], noise16[0][::-1].copy()]
     results = train_representations_fused(
         "rotnet", sets, seeds=[0, 1, 2], epochs=2, batch_size=2, width=4, device="cuda"
