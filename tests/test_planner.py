@@ -595,3 +595,7 @@ def test_the_committed_h200_table_covers_every_method_and_setting() -> None:
     # The claim docs/usage.md makes of this table: alone, the captured step trains faster.
     alone = {(r.method, r.step_mode): r.images_per_s_per_model for r in rates if r.fuse == 1}
     assert all(alone[m, "graph"] > alone[m, "eager"] for m in DEFAULT_IMAGES_PER_S["cuda"])
+    # The planner's built-in CUDA rates are this table's (the default step on CUDA is graph).
+    assert {m: alone[m, "graph"] for m in DEFAULT_IMAGES_PER_S["cuda"]} == pytest.approx(
+        DEFAULT_IMAGES_PER_S["cuda"], rel=1e-4
+    )

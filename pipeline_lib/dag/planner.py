@@ -26,7 +26,8 @@ then projects per rule:
      is reported in the source column, never scaled;
   3. measurements of earlier runs in the working directory (per-epoch ``images_per_s`` in
      the ``train_history.json`` files of that device and width);
-  4. the documented defaults :data:`DEFAULT_IMAGES_PER_S` (one job alone, eager, width 64).
+  4. the documented defaults :data:`DEFAULT_IMAGES_PER_S` (one job alone, width 64; on CUDA
+     with the graph-captured step, the default there).
 
   A rate given on the command line is the most deliberate; a table is chosen explicitly
   and names its device, setting and date, while histories are whatever happens to lie in
@@ -110,16 +111,17 @@ DEFAULT_IMAGES_PER_S: dict[str, dict[str, float | None]] = {
         "contrastive": 12.0,
         "contrastive_da": 3.0,
     },
-    # One job alone on an NVIDIA H200 (bf16 autocast, channels-last, width 64), measured with
-    # `benchmarks/bench_train.py --device cuda --steps 40` on 2026-11-26. Packing several jobs
-    # on one GPU raises the total (bench_gpu_packing.py: contrastive 4.0x with 8 jobs,
-    # RotNet 2.0x with 4); these single-job figures therefore err high on GPU-hours.
+    # One job alone on an NVIDIA H200 (bf16 autocast, channels-last, width 64) with the
+    # graph-captured step, the default on CUDA: the fuse-1 graph rows of
+    # benchmarks/rates/h200.csv (`benchmarks/gpu_session.sh`, 2026-11-27). The eager step
+    # trained 3.3-6.9x slower in the same run (those rows: `--rates` with that file and
+    # `train.step_mode: eager`). Packing several captured jobs on one GPU added 1.01-1.26x.
     "cuda": {
-        "rotnet": 5663.8,
-        "rotation": 4549.6,
-        "denoising": 4770.0,
-        "contrastive": 1701.9,
-        "contrastive_da": 1655.4,
+        "rotnet": 10859.0,
+        "rotation": 10174.0,
+        "denoising": 21821.0,
+        "contrastive": 9230.5,
+        "contrastive_da": 9938.3,
     },
 }
 
