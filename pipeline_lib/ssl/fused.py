@@ -500,11 +500,11 @@ def _train_group(
             if len(members) > 1:
                 group = _group(members, runs, states)
                 log.info(
-                    "training %d %s models fused (%s) from epoch %d",
+                    "training %d %s models fused from epoch %d (%s)",
                     len(members),
                     runs[members[0]].method,
-                    "stacked" if group.shares_kernels else "side by side on streams",
                     epoch + 1,
+                    "stacked" if group.shares_kernels else "side by side on streams",
                 )
             else:
                 lone_step = _static_step(runs[members[0]], states[members[0]])
