@@ -172,6 +172,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=5.0, help="timed seconds per N")
     parser.add_argument("--steps-per-epoch", type=int, default=10)
     parser.add_argument("--amp", choices=["bfloat16", "float16", "none"], default="bfloat16")
+    parser.add_argument("--peak-tflops", type=float, default=None, help="device peak TFLOP/s")
     parser.add_argument(
         "--step-mode",
         choices=["auto", "eager", "graph"],
@@ -202,6 +203,8 @@ def main(argv: list[str] | None = None) -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = args.gpu
     import torch
 
+    from pipeline_lib.models.flops import training_tflops
+
     name = torch.cuda.get_device_name(0) if args.device == "cuda" else "CPU"
     print(
         f"device {name} ({args.device}), {args.method} at batch {PAPER_BATCH_SIZE[args.method]}, "
@@ -210,7 +213,8 @@ def main(argv: list[str] | None = None) -> None:
         f"{args.threads} CPU threads split over the N workers"
     )
     print(
-        f"{'N':>3}{'img/s per job':>15}{'aggregate img/s':>17}{'speed-up':>10}{'peak MiB/job':>14}"
+        f"{'N':>3}{'img/s per job':>15}{'aggregate img/s':>17}{'speed-up':>10}"
+        f"{'TFLOP/s':>9}{'% peak':>8}{'peak MiB/job':>14}"
     )
     baseline = None
     summary = []
@@ -226,9 +230,11 @@ def main(argv: list[str] | None = None) -> None:
             baseline = aggregate if baseline is None and n_jobs == 1 else baseline
             speedup = f"{aggregate / baseline:.2f}x" if baseline else "-"
             peak = max(result["peak_mib"] for result in results)
+            tflops = training_tflops(args.method, width=args.width, instances_per_s=aggregate)
+            share = f"{100 * tflops / args.peak_tflops:.1f}" if args.peak_tflops else "-"
             print(
                 f"{n_jobs:>3}{aggregate / n_jobs:>15.1f}{aggregate:>17.1f}{speedup:>10}"
-                f"{peak:>14.0f}   on {', '.join(devices)}"
+                f"{tflops:>9.3f}{share:>8}{peak:>14.0f}   on {', '.join(devices)}"
             )
             summary.append((n_jobs, aggregate))
     if baseline is None or len(summary) < 2:

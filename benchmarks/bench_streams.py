@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from pipeline_lib.models.flops import training_tflops
 from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
 from pipeline_lib.ssl.stepper import StaticStep
 from pipeline_lib.ssl.train import _Run, _TrainingState, prepare_run, run_static_step
@@ -134,6 +135,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--width", type=int, default=64, help="ResNet-18 width (default 64)")
     parser.add_argument("--steps", type=int, default=20, help="steps an epoch (default 20)")
     parser.add_argument("--amp", choices=["bfloat16", "none"], default="bfloat16")
+    parser.add_argument("--peak-tflops", type=float, default=None, help="device peak TFLOP/s")
     args = parser.parse_args(argv)
     if 1 not in args.streams or min(args.streams) < 1:
         parser.error("--streams must hold 1 (the baseline) and positive values only")
@@ -150,9 +152,13 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(
         f"device {name} ({args.device}, amp {amp}), ResNet-18 width {args.width}, "
-        f"{args.steps} timed steps per run after one epoch that captures"
+        f"{args.steps} timed steps per run after one epoch that captures; "
+        "TFLOP/s: all K runs' model FLOPs"
     )
-    print(f"{'method':<16}{'K':>3}{'img/s':>11}{'vs K=1':>8}{'gap run 0':>11}{'MiB':>8}  ran")
+    print(
+        f"{'method':<16}{'K':>3}{'img/s':>11}{'vs K=1':>8}{'TFLOP/s':>9}{'% peak':>8}"
+        f"{'gap run 0':>11}{'MiB':>8}  ran"
+    )
     results: dict[str, dict[int, dict[str, Any]]] = {}
     for method in args.methods:
         results[method] = {}
@@ -162,8 +168,13 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
             alone = results[method][1]
             result["ratio"] = result["images_per_s"] / alone["images_per_s"]
             result["gap"] = relative_gap(result["weights"], alone["weights"], alone["initial"])
+            tflops = training_tflops(
+                method, width=args.width, instances_per_s=result["images_per_s"]
+            )
+            share = f"{100 * tflops / args.peak_tflops:.1f}" if args.peak_tflops else "-"
             print(
                 f"{method:<16}{k:>3}{result['images_per_s']:>11.1f}{result['ratio']:>8.2f}"
+                f"{tflops:>9.3f}{share:>8}"
                 f"{result['gap']:>11.1e}{result['peak_mib']:>8.0f}  {result['mode']}",
                 flush=True,
             )

@@ -41,8 +41,9 @@ method, each on its own random images and seed, trained in one job: eager as one
 network, graph-captured side by side on CUDA streams (each its own captured step; since
 2026-11-27, after the stacked captured group measured no faster than one run). A table per
 K gives the instances/s of all K together beside one separate run's in the same step
-mode (K separate runs one after the other train at that rate), and the ratio: what fusing
-buys on this device at this width. Each K is timed in the step mode(s) of ``--step-mode``.
+mode (K separate runs one after the other train at that rate), the ratio (what fusing
+buys on this device at this width), and the K models' TFLOP/s and share of the peak.
+Each K is timed in the step mode(s) of ``--step-mode``.
 
 Graph capture (``--step-mode``, :mod:`pipeline_lib.ssl.stepper`): ``eager`` (default) times
 today's loop as above; ``graph`` (CUDA) times the graph-captured step; ``both`` times each
@@ -79,10 +80,13 @@ from pathlib import Path
 
 import torch
 import yaml
-from torch.utils.flop_counter import FlopCounterMode
 
 from pipeline_lib.dag.rates import Rate, append_rates
-from pipeline_lib.models.proxy import build_proxy_model
+from pipeline_lib.models.flops import (
+    VIEWS_PER_INSTANCE,
+    forward_flops_per_view,
+    training_tflops,
+)
 from pipeline_lib.registry import TRAINED_METHODS, default_batch_size, instances_per_image
 from pipeline_lib.ssl.fused import train_representations_fused
 from pipeline_lib.ssl.train import train_representation
@@ -91,16 +95,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 #: Source images per step in the paper (PROTOCOL.md, "Training").
 PAPER_BATCH_SIZE: dict[str, int] = {m: default_batch_size(m) for m in TRAINED_METHODS}
-
-#: Views per training instance (train_representation's docstring); contrastive DA as timed
-#: here, with its default ``expanded`` batching (each rotated copy an instance of 2 views).
-VIEWS_PER_INSTANCE: dict[str, int] = {
-    "rotnet": 4,
-    "rotation": 4,
-    "denoising": 1,
-    "contrastive": 2,
-    "contrastive_da": 2,
-}
 
 #: Data set -> (classes, training images per inlier class, image side). Sources: the data
 #: sets' standard train splits as the readers in pipeline_lib.data load them -- CIFAR-10
@@ -117,20 +111,9 @@ TRAIN_SETS: dict[str, tuple[int, int, int]] = {
 }
 
 
-def forward_flops_per_view(
-    method: str, *, width: int, image_size: int = 32, backbone_only: bool = False
-) -> int:
-    """Forward FLOPs of one view through backbone, head and proxy module (meta device)."""
-    with torch.device("meta"):
-        model = build_proxy_model(method, width=width, image_size=image_size).eval()
-        x = torch.empty(1, 3, image_size, image_size)
-    with FlopCounterMode(display=False) as counter:
-        f = model.backbone(x)
-        if not backbone_only:
-            g = model.head(f) if model.head is not None else f
-            if model.proxy is not None:  # rotation classifier on g, decoder on f
-                model.proxy(g if method in ("rotnet", "rotation") else f)
-    return int(counter.get_total_flops())
+def peak_share(tflops: float, peak: float | None) -> str:
+    """``tflops`` as a percentage of ``peak`` TFLOP/s, or ``-`` without a peak."""
+    return f"{100 * tflops / peak:.1f}" if peak else "-"
 
 
 def random_images(*count: int) -> torch.Tensor:
@@ -359,10 +342,8 @@ def print_graph_table(
         graph = measure(method, step_mode="graph", epochs=2, **timing)  # type: ignore[arg-type]
         log.add(method, str(graph["step_mode"]), 1, graph["images_per_s"])
         rates[method] = graph["images_per_s"]
-        views, batch = VIEWS_PER_INSTANCE[method], PAPER_BATCH_SIZE[method]
-        step_flops = 3 * forward_flops_per_view(method, width=args.width) * views * batch
-        tflops = step_flops * graph["images_per_s"] / batch / 1e12
-        share = f"{100 * tflops / peak:.1f}" if peak else "-"
+        tflops = training_tflops(method, width=args.width, instances_per_s=graph["images_per_s"])
+        share = peak_share(tflops, peak)
         print(
             f"{method:<15}{eager[method]:>10.1f}{graph['images_per_s']:>10.1f}"
             f"{graph['images_per_s'] / eager[method]:>8.2f}{tflops:>9.3f}{share:>8}"
@@ -382,16 +363,21 @@ def print_fused_table(
 ) -> None:
     """K fused models vs one separate run, per method and step mode of ``separate``."""
     print(f"fused: {k} models in one job vs one separate run (instances/s, same mode)")
-    print(f"{'method':<15}{'K':>4}{'mode':>7}{'separate':>10}{'fused':>10}{'speed-up':>10}  ran")
+    print(
+        f"{'method':<15}{'K':>4}{'mode':>7}{'separate':>10}{'fused':>10}{'speed-up':>10}"
+        f"{'TFLOP/s':>9}{'% peak':>8}  ran"
+    )
     for method in args.methods:
         for mode, alone in separate.items():
             options = {"k": k, "step_mode": mode, "epochs": epochs, **timing}
             fused = measure_fused(method, **options)  # type: ignore[arg-type]
             rate = float(fused["images_per_s"])
             log.add(method, str(fused["step_mode"]), k, rate)
+            tflops = training_tflops(method, width=args.width, instances_per_s=rate)
             print(
                 f"{method:<15}{k:>4}{mode:>7}{alone[method]:>10.1f}{rate:>10.1f}"
-                f"{rate / alone[method]:>10.2f}  {fused['step_mode']}"
+                f"{rate / alone[method]:>10.2f}{tflops:>9.3f}"
+                f"{peak_share(tflops, args.peak_tflops):>8}  {fused['step_mode']}"
             )
 
 
@@ -424,8 +410,8 @@ def main(argv: list[str] | None = None) -> None:
         separate[method] = speed["images_per_s"]
         log.add(method, str(speed["step_mode"]), 1, speed["images_per_s"])
         step_flops = 3 * forward_flops_per_view(method, width=args.width) * views * batch
-        tflops = step_flops * speed["images_per_s"] / batch / 1e12
-        share = f"{100 * tflops / args.peak_tflops:.1f}" if args.peak_tflops else "-"
+        tflops = training_tflops(method, width=args.width, instances_per_s=speed["images_per_s"])
+        share = peak_share(tflops, args.peak_tflops)
         hours = "-"
         if method in paper_methods:
             cost = sum(

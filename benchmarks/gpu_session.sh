@@ -51,7 +51,7 @@ fi
 step check_fused 60 "$PYTHON" benchmarks/check_fused.py --device "$DEVICE" --k 4 --steps 3 \
   --width "$WIDTH"  # auto: on CUDA the captured fused job (models side by side on streams)
 step streams 150 "$PYTHON" benchmarks/bench_streams.py --device "$DEVICE" --width "$WIDTH" \
-  --steps "$STEPS" --streams 1 2 4 8
+  --steps "$STEPS" --streams 1 2 4 8 --peak-tflops "$PEAK"
 if [ "${RATES:-0}" = 1 ]; then
   step train 290 "$PYTHON" benchmarks/bench_train.py --device "$DEVICE" --width "$WIDTH" \
     --steps "$STEPS" --peak-tflops "$PEAK" --step-mode "$MODES" --fuse 4 10 \
