@@ -483,8 +483,8 @@ def side_by_side(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fused_module, "_group", fused_module._ConcurrentGroup)
 
 
-def _separate_two_phase(method: str, sets: list[np.ndarray], **overrides) -> list:
-    """Each member of ``_train_fused`` trained by train_representation alone (two_phase)."""
+def _separate_runs(method: str, sets: list[np.ndarray], **overrides) -> list:
+    """Each member of ``_train_fused`` trained by train_representation alone."""
     if method == "contrastive_da":
         sets = [images[:8] for images in sets]
     options = {"epochs": 2, "width": 4, "lr": 0.1, "lr_schedule": "per_step", **FUSED[method]}
@@ -514,7 +514,7 @@ def test_side_by_side_members_are_their_separate_runs_bit_for_bit(
 ) -> None:
     """Nothing is stacked: each member runs its separate run's step, so equality is exact."""
     fused = _train_fused(method, noise16)
-    separate = _separate_two_phase(method, noise16)
+    separate = _separate_runs(method, noise16)
     for k, ((model, history), (alone, alone_history)) in enumerate(
         zip(fused, separate, strict=True)
     ):
@@ -536,7 +536,7 @@ def test_side_by_side_resume_and_a_diverged_member(noise16, tmp_path, side_by_si
         _train_fused("contrastive", noise16, callback=kill_after_first_epoch, **options)
     resumed = _train_fused("contrastive", noise16, **options)
     for (model, _), (alone, _) in zip(
-        resumed, _separate_two_phase("contrastive", noise16, epochs=3), strict=True
+        resumed, _separate_runs("contrastive", noise16, epochs=3), strict=True
     ):
         _assert_equal_trees(alone.state_dict(), model.state_dict(), "resumed")
 
@@ -547,7 +547,7 @@ def test_side_by_side_resume_and_a_diverged_member(noise16, tmp_path, side_by_si
     assert isinstance(results[0], train_module.TrainingDivergedError)
     assert "retraining" not in caplog.text
     _assert_equal_trees(
-        _separate_two_phase("rotnet", noise16)[1][0].state_dict(), results[1][0].state_dict()
+        _separate_runs("rotnet", noise16)[1][0].state_dict(), results[1][0].state_dict()
     )
 
 
@@ -696,7 +696,7 @@ def test_fused_graph_members_are_their_separate_graph_runs_on_cuda(
     the separate captured runs (4 epochs of 2 steps in float32, capture in epoch 2)."""
     options = {"device": "cuda", "amp": None, "epochs": 4, "lr": 0.05, "step_mode": "graph"}
     fused = _train_fused(method, noise16, **options)
-    separate = _separate_two_phase(method, noise16, **options)
+    separate = _separate_runs(method, noise16, **options)
     for k, ((model, history), (alone, alone_history)) in enumerate(
         zip(fused, separate, strict=True)
     ):
