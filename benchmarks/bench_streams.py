@@ -77,7 +77,9 @@ def interleaved_epoch(members: list[Member]) -> None:
     for index in range(members[0][0].data.steps_per_epoch):
         window = slice(index * per_step, (index + 1) * per_step)
         for (_, state, step, stream), order in zip(members, orders, strict=True):
-            on_stream = torch.cuda.stream(stream) if stream else contextlib.nullcontext()
+            on_stream = (
+                torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
+            )
             with on_stream:
                 step(order[window])
                 state.scheduler.step()

@@ -368,7 +368,7 @@ class _ConcurrentGroup(_Group):
             for k, (state, step, stream) in enumerate(
                 zip(self.states, self.steps, self.streams, strict=True)
             ):
-                with torch.cuda.stream(stream) if stream else contextlib.nullcontext():
+                with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
                     loss = step(orders[k][window])
                     state.scheduler.step()
                     losses[k, index] = loss  # a copy: a replayed step's loss tensor is reused
