@@ -5,10 +5,11 @@ bf16 peak, and neither of the two ways tried to fill the rest helped: the stacke
 network (grouped convolutions) trained 0.73-1.05x the images of one captured job, and four
 captured jobs packed as processes 1.01x (contrastive DA) to 1.26x (contrastive), since
 kernels of different processes time-slice rather than overlap without MPS. Kernels of one
-process on different streams can overlap. This script measures that before the trainer
-gets such a mode: K independent runs (own model, data, seed, optimiser, generators, and
-:class:`~pipeline_lib.ssl.stepper.StaticStep`, each the separate trainer's), stepped in turn
-from one host thread, run ``k``'s host phase and graph replay on stream ``k``.
+process on different streams can overlap, and a captured fused job now runs that way
+(:class:`pipeline_lib.ssl.fused._ConcurrentGroup`): K independent runs (own model, data,
+seed, optimiser, generators, and :class:`~pipeline_lib.ssl.stepper.StaticStep`, each the
+separate trainer's), stepped in turn from one host thread, run ``k``'s host phase and graph
+replay on stream ``k``. This script times that group alone, at K = 1, 2, 4, 8.
 
 Per method and K it trains one untimed epoch (each run captures at its fourth step) and one
 timed epoch of ``--steps`` batches of source images per run (contrastive DA's expanded
@@ -28,7 +29,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import time
 from typing import Any
 
@@ -36,56 +36,27 @@ import torch
 
 from pipeline_lib.models.flops import training_tflops
 from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
-from pipeline_lib.ssl.stepper import StaticStep
-from pipeline_lib.ssl.train import _Run, _TrainingState, prepare_run, run_static_step
-
-#: A run's state, its static step and its stream (None on the CPU).
-Member = tuple[_Run, _TrainingState, StaticStep, "torch.cuda.Stream | None"]
+from pipeline_lib.ssl.fused import _ConcurrentGroup
+from pipeline_lib.ssl.train import _TrainingState, prepare_run
 
 
-def make_members(
+def make_group(
     method: str, k: int, *, width: int, steps: int, device: torch.device, amp: str | None
-) -> list[Member]:
-    """K runs of seeds 0..K-1, each on its own seeded random images (2 epochs)."""
+) -> _ConcurrentGroup:
+    """K runs of seeds 0..K-1, each on its own seeded random images, as the trainer groups
+    captured fused runs (:class:`pipeline_lib.ssl.fused._ConcurrentGroup`)."""
     batch = default_batch_size(method)
-    members = []
+    runs, states = [], []
     for seed in range(k):
         generator = torch.Generator().manual_seed(seed)
         images = torch.randint(0, 256, (batch * steps, 32, 32, 3), generator=generator)
         options = {"batch_size": batch, "width": width, "amp": amp, "epochs": 2}
         run, state = prepare_run(
-            method, images.to(torch.uint8), seed=seed, device=device, step_mode="eager", **options
+            method, images.to(torch.uint8), seed=seed, device=device, **options
         )
-        step = run_static_step(run, state, capture=device.type == "cuda")
-        stream = torch.cuda.Stream(device) if device.type == "cuda" else None
-        members.append((run, state, step, stream))
-    return members
-
-
-def interleaved_epoch(members: list[Member]) -> None:
-    """One epoch of every run, their steps in turn, run ``k``'s work on its own stream."""
-    device = members[0][0].device
-    main = torch.cuda.current_stream(device) if device.type == "cuda" else None
-    orders = []
-    for run, state, _, stream in members:
-        state.model.train()
-        order = torch.randperm(len(run.data.images), generator=state.shuffle_generator)
-        orders.append(order.to(run.device))
-        if stream is not None:
-            stream.wait_stream(main)
-    per_step = members[0][0].data.per_step
-    for index in range(members[0][0].data.steps_per_epoch):
-        window = slice(index * per_step, (index + 1) * per_step)
-        for (_, state, step, stream), order in zip(members, orders, strict=True):
-            on_stream = (
-                torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
-            )
-            with on_stream:
-                step(order[window])
-                state.scheduler.step()
-    for *_, stream in members:
-        if stream is not None:
-            main.wait_stream(stream)
+        runs.append(run)
+        states.append(state)
+    return _ConcurrentGroup(list(range(k)), runs, states)
 
 
 def _weights(state: _TrainingState) -> dict[str, torch.Tensor]:
@@ -100,23 +71,23 @@ def measure(
     method: str, k: int, *, width: int, steps: int, device: torch.device, amp: str | None
 ) -> dict[str, Any]:
     """Instances/s of K runs stepped side by side (second epoch), run 0's weights and mode."""
-    members = make_members(method, k, width=width, steps=steps, device=device, amp=amp)
-    initial = _weights(members[0][1])
-    interleaved_epoch(members)  # captures
+    group = make_group(method, k, width=width, steps=steps, device=device, amp=amp)
+    initial = _weights(group.states[0])
+    group.train_epoch()  # captures
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     started = time.perf_counter()
-    interleaved_epoch(members)
+    group.train_epoch()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - started
-    run = members[0][0]
+    run = group.runs[0]
     instances = k * run.data.steps_per_epoch * run.data.per_step
     return {
         "images_per_s": instances / seconds,
-        "weights": _weights(members[0][1]),
+        "weights": _weights(group.states[0]),
         "initial": initial,
-        "mode": members[0][2].mode,
+        "mode": group.mode,
         "peak_mib": torch.cuda.max_memory_allocated(device) / 2**20
         if device.type == "cuda"
         else 0.0,
