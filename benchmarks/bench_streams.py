@@ -30,12 +30,15 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from pipeline_lib.dag.rates import RateLog
 from pipeline_lib.models.flops import training_tflops
 from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
+from pipeline_lib.runtime.devices import device_name
 from pipeline_lib.ssl.fused import _ConcurrentGroup
 from pipeline_lib.ssl.train import _TrainingState, prepare_run
 
@@ -109,6 +112,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=20, help="steps an epoch (default 20)")
     parser.add_argument("--amp", choices=["bfloat16", "none"], default="bfloat16")
     parser.add_argument("--peak-tflops", type=float, default=None, help="device peak TFLOP/s")
+    parser.add_argument(
+        "--rates-out",
+        type=Path,
+        default=None,
+        help="append each K's rate to this rate table (pipeline_lib.dag.rates) as a graph "
+        "fuse-K row: what a captured fused job (train.fuse: K) trains at",
+    )
     args = parser.parse_args(argv)
     if 1 not in args.streams or min(args.streams) < 1:
         parser.error("--streams must hold 1 (the baseline) and positive values only")
@@ -132,12 +142,23 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
         f"{'method':<16}{'K':>3}{'img/s':>11}{'vs K=1':>8}{'TFLOP/s':>9}{'% peak':>8}"
         f"{'gap run 0':>11}{'MiB':>8}  ran"
     )
+    log = RateLog(
+        args.rates_out,
+        device=device_name(device),
+        kind=device.type,
+        width=args.width,
+        amp=amp or "none",
+        steps=args.steps,
+    )
     results: dict[str, dict[int, dict[str, Any]]] = {}
     for method in args.methods:
         results[method] = {}
         for k in sorted(args.streams):
             result = measure(method, k, width=args.width, steps=args.steps, device=device, amp=amp)
             results[method][k] = result
+            # Captured runs side by side are the trainer's fused job (graph, fuse K); on the
+            # CPU the runs step in turn, uncaptured ("two_phase"): RateLog skips that row.
+            log.add(method, result["mode"], k, result["images_per_s"])
             alone = results[method][1]
             result["ratio"] = result["images_per_s"] / alone["images_per_s"]
             result["gap"] = relative_gap(result["weights"], alone["weights"], alone["initial"])
@@ -151,6 +172,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
                 f"{result['gap']:>11.1e}{result['peak_mib']:>8.0f}  {result['mode']}",
                 flush=True,
             )
+    log.report()
     return results
 
 

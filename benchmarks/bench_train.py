@@ -72,22 +72,19 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import platform
-import shlex
-import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
 import yaml
 
-from pipeline_lib.dag.rates import Rate, append_rates
+from pipeline_lib.dag.rates import RateLog
 from pipeline_lib.models.flops import (
     VIEWS_PER_INSTANCE,
     forward_flops_per_view,
     training_tflops,
 )
 from pipeline_lib.registry import TRAINED_METHODS, default_batch_size, instances_per_image
+from pipeline_lib.runtime.devices import device_name
 from pipeline_lib.ssl.fused import train_representations_fused
 from pipeline_lib.ssl.train import train_representation
 
@@ -192,67 +189,6 @@ def measure_fused(
         "seconds": seconds,
         "step_mode": "+".join(ran),  # one group: one mode
     }
-
-
-def device_name(device: torch.device) -> str:
-    """The device as torch names it (a rate table's ``device``); the CPU's model name."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{model} ({torch.get_num_threads()} threads)"
-
-
-class RateLog:
-    """The rates one run measured, as rate-table rows appended to --rates-out (if given).
-
-    Each row is appended as soon as it is measured, so a step that a time limit kills
-    (benchmarks/gpu_session.sh) keeps the rates it had measured.
-    """
-
-    def __init__(self, args: argparse.Namespace, device: torch.device, amp: str | None) -> None:
-        self.args = args
-        self.common = {
-            "device": device_name(device),
-            "kind": device.type,
-            "width": args.width,
-            "amp": (amp or "none") if device.type == "cuda" else "none",
-            "steps": args.steps,
-            "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "command": shlex.join(["python", *sys.argv]),
-        }
-        self.rows: list[Rate] = []
-
-    def add(self, method: str, step_mode: str, fuse: int, total_images_per_s: float) -> None:
-        """Record ``fuse`` models' total rate as the per-model rate (total / fuse).
-
-        A run whose capture failed (``uncaptured``) measured neither mode cleanly: skipped.
-        """
-        if step_mode not in ("eager", "graph"):
-            print(f"rates: {method} ran {step_mode!r}; not written to the rate table")
-            return
-        per_model = total_images_per_s / fuse
-        row = Rate(
-            method=method,
-            step_mode=step_mode,
-            fuse=fuse,
-            images_per_s_per_model=per_model,
-            **self.common,  # type: ignore[arg-type]
-        )
-        self.rows.append(row)
-        if self.args.rates_out is not None:
-            append_rates(self.args.rates_out, [row])
-
-    def report(self) -> None:
-        """Say where the rows went."""
-        if self.args.rates_out is not None:
-            print(f"rates: {len(self.rows)} rows appended to {self.args.rates_out}")
 
 
 def paper_instances(config: dict, method: str) -> list[tuple[str, int, int]]:
@@ -403,7 +339,14 @@ def main(argv: list[str] | None = None) -> None:
     table_mode = "eager" if args.step_mode == "both" else args.step_mode
     epochs = 1 if args.step_mode == "eager" else 2
     timing = {"width": args.width, "steps": args.steps, "device": device, "amp": amp}
-    log = RateLog(args, device, amp)
+    log = RateLog(
+        args.rates_out,
+        device=device_name(device),
+        kind=device.type,
+        width=args.width,
+        amp=(amp or "none") if device.type == "cuda" else "none",
+        steps=args.steps,
+    )
     for method in args.methods:
         batch, views = PAPER_BATCH_SIZE[method], VIEWS_PER_INSTANCE[method]
         speed = measure(method, step_mode=table_mode, epochs=epochs, **timing)

@@ -7,12 +7,13 @@
 #   RATES=1 COMPILE=1 OUT=/tmp/gpu bash benchmarks/gpu_session.sh     # + the measured ones
 #   DEVICE=cpu WIDTH=4 STEPS=2 RATES=1 OUT=/tmp/gpu bash benchmarks/gpu_session.sh  # CPU smoke
 #
-# Default steps (at most 300 s of limits): the CUDA tests of the graph-captured step
+# Default steps (at most 350 s of limits): the CUDA tests of the graph-captured step
 # (graph == eager bit for bit under deterministic cuDNN, separate and fused; resume; the
 # fallback warning; one capture per fused group, retrains after a leaked NaN), fused ==
 # separate on the device (check_fused.py), and bench_streams.py: K = 1, 2, 4, 8 separate
 # captured runs replayed side by side on K streams, the candidate for filling the GPU that
-# stacking and process packing were not (docs/status.md).
+# stacking and process packing were not (docs/status.md); its rates go to $OUT/rates.csv as
+# graph fuse-K rows (what a captured `train.fuse: K` job trains at).
 #
 # Measured on an H200 on 2026-11-27, so opt-in: RATES=1 runs bench_train.py (eager and graph
 # rates per method, fused K = 4 and 10 in both modes, share of bf16 peak; 290 s), appending
@@ -50,8 +51,10 @@ if [ "$DEVICE" = cuda ]; then
 fi
 step check_fused 60 "$PYTHON" benchmarks/check_fused.py --device "$DEVICE" --k 4 --steps 3 \
   --width "$WIDTH"  # auto: on CUDA the captured fused job (models side by side on streams)
-step streams 150 "$PYTHON" benchmarks/bench_streams.py --device "$DEVICE" --width "$WIDTH" \
-  --steps "$STEPS" --streams 1 2 4 8 --peak-tflops "$PEAK"
+# Most hours first (contrastive DA is over half the main table's), so a limit cuts the least.
+step streams 200 "$PYTHON" benchmarks/bench_streams.py --device "$DEVICE" --width "$WIDTH" \
+  --steps "$STEPS" --streams 1 2 4 8 --peak-tflops "$PEAK" --rates-out "$OUT/rates.csv" \
+  --methods contrastive_da contrastive rotation rotnet denoising
 if [ "${RATES:-0}" = 1 ]; then
   step train 290 "$PYTHON" benchmarks/bench_train.py --device "$DEVICE" --width "$WIDTH" \
     --steps "$STEPS" --peak-tflops "$PEAK" --step-mode "$MODES" --fuse 4 10 \

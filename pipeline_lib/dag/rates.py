@@ -34,9 +34,12 @@ from __future__ import annotations
 
 import csv
 import os
+import shlex
 import statistics
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pipeline_lib.registry import TRAINED_METHODS
@@ -218,6 +221,62 @@ def append_rates(path: str | os.PathLike, rates: Iterable[Rate]) -> None:
                     rate.command,
                 ]
             )
+
+
+class RateLog:
+    """The rates one benchmark run measures, appended to ``path`` (if given) as they come.
+
+    Each row is appended as soon as it is measured, so a benchmark that a time limit kills
+    (benchmarks/gpu_session.sh) keeps the rates it had measured. Shared by bench_train.py
+    and bench_streams.py, so both write the same columns the same way.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike | None,
+        *,
+        device: str,
+        kind: str,
+        width: int,
+        amp: str,
+        steps: int,
+        command: Sequence[str] | None = None,
+    ) -> None:
+        self.path = path
+        self.common = {
+            "device": device,
+            "kind": kind,
+            "width": width,
+            "amp": amp,
+            "steps": steps,
+            "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "command": shlex.join(["python", *(sys.argv if command is None else command)]),
+        }
+        self.rows: list[Rate] = []
+
+    def add(self, method: str, step_mode: str, fuse: int, total_images_per_s: float) -> None:
+        """Record ``fuse`` models' total rate as the per-model rate (total / fuse).
+
+        A run whose capture failed (``uncaptured``) measured neither mode cleanly: skipped.
+        """
+        if step_mode not in STEP_MODES:
+            print(f"rates: {method} ran {step_mode!r}; not written to the rate table")
+            return
+        row = Rate(
+            method=method,
+            step_mode=step_mode,
+            fuse=fuse,
+            images_per_s_per_model=total_images_per_s / fuse,
+            **self.common,  # type: ignore[arg-type]
+        )
+        self.rows.append(row)
+        if self.path is not None:
+            append_rates(self.path, [row])
+
+    def report(self) -> None:
+        """Say where the rows went."""
+        if self.path is not None:
+            print(f"rates: {len(self.rows)} rows appended to {self.path}")
 
 
 def settings_measured(rates: Iterable[Rate], *, kind: str, width: int) -> list[Setting]:

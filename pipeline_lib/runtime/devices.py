@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import platform
 from collections.abc import Iterator
+from pathlib import Path
 
 import torch
 
@@ -33,6 +35,7 @@ __all__ = [
     "GpuSlot",
     "SlotAllocator",
     "default_lock_dir",
+    "device_name",
     "gpus_requested",
     "job_device",
     "select_device",
@@ -42,6 +45,25 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+
+def device_name(device: torch.device) -> str:
+    """The device as torch names it (a rate table's ``device``); the CPU's model name.
+
+    On the CPU the thread count is part of the name: a rate measured on 2 threads says
+    nothing about 16.
+    """
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model} ({torch.get_num_threads()} threads)"
 
 
 def select_device(gpus: int = 0) -> torch.device:
