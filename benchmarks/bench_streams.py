@@ -71,10 +71,24 @@ def _weights(state: _TrainingState) -> dict[str, torch.Tensor]:
 
 
 def measure(
-    method: str, k: int, *, width: int, steps: int, device: torch.device, amp: str | None
+    method: str,
+    k: int,
+    *,
+    width: int,
+    steps: int,
+    device: torch.device,
+    amp: str | None,
+    cudnn: str = "deterministic",
 ) -> dict[str, Any]:
-    """Instances/s of K runs stepped side by side (second epoch), run 0's weights and mode."""
+    """Instances/s of K runs stepped side by side (second epoch), run 0's weights and mode.
+
+    ``cudnn="default"`` undoes the trainer's deterministic choice (made when a run is
+    prepared, :func:`pipeline_lib.runtime.devices.use_deterministic_kernels`) before the
+    first step, to measure what determinism costs.
+    """
     group = make_group(method, k, width=width, steps=steps, device=device, amp=amp)
+    if cudnn == "default":
+        torch.backends.cudnn.deterministic = False
     initial = _weights(group.states[0])
     group.train_epoch()  # captures
     if device.type == "cuda":
@@ -113,6 +127,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--amp", choices=["bfloat16", "none"], default="bfloat16")
     parser.add_argument("--peak-tflops", type=float, default=None, help="device peak TFLOP/s")
     parser.add_argument(
+        "--cudnn",
+        choices=["deterministic", "default"],
+        default="deterministic",
+        help="cuDNN's algorithms: deterministic (the trainer's) or its default choice, to "
+        "measure what determinism costs (rates of 'default' are not written to --rates-out)",
+    )
+    parser.add_argument(
         "--rates-out",
         type=Path,
         default=None,
@@ -135,7 +156,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(
         f"device {name} ({args.device}, amp {amp}), ResNet-18 width {args.width}, "
-        f"{args.steps} timed steps per run after one epoch that captures; "
+        f"{args.steps} timed steps per run after one epoch that captures, cuDNN {args.cudnn}; "
         "TFLOP/s: all K runs' model FLOPs"
     )
     print(
@@ -154,11 +175,20 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
     for method in args.methods:
         results[method] = {}
         for k in sorted(args.streams):
-            result = measure(method, k, width=args.width, steps=args.steps, device=device, amp=amp)
+            result = measure(
+                method,
+                k,
+                width=args.width,
+                steps=args.steps,
+                device=device,
+                amp=amp,
+                cudnn=args.cudnn,
+            )
             results[method][k] = result
             # Captured runs side by side are the trainer's fused job (graph, fuse K); on the
             # CPU the runs step in turn, uncaptured ("two_phase"): RateLog skips that row.
-            log.add(method, result["mode"], k, result["images_per_s"])
+            if args.cudnn == "deterministic":
+                log.add(method, result["mode"], k, result["images_per_s"])
             alone = results[method][1]
             result["ratio"] = result["images_per_s"] / alone["images_per_s"]
             result["gap"] = relative_gap(result["weights"], alone["weights"], alone["initial"])

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from pipeline_lib.runtime.devices import (
     gpus_requested,
     job_device,
     slots_from_env,
+    use_deterministic_kernels,
 )
 
 #: A "job" in its own process: take a slot, print its device index, hold it until stdin closes.
@@ -179,3 +181,35 @@ def test_job_device_on_cuda_holds_a_slot(tmp_path: Path) -> None:
         assert torch.cuda.current_device() == device.index
         held = [path for path in tmp_path.glob("*.slot*.lock") if path.stat().st_size > 0]
         assert len(held) == 1
+
+
+@contextlib.contextmanager
+def _cudnn_flags_kept() -> Iterator[None]:
+    saved = torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = saved
+
+
+def test_deterministic_kernels_are_chosen_for_cuda_only() -> None:
+    # The flags are plain settings: they can be read and set without a GPU.
+    with _cudnn_flags_kept():
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = False, True
+        use_deterministic_kernels(torch.device("cpu"))
+        assert not torch.backends.cudnn.deterministic and torch.backends.cudnn.benchmark
+        use_deterministic_kernels(torch.device("cuda"))
+        assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_run_prepared_on_cuda_uses_deterministic_kernels() -> None:
+    from pipeline_lib.ssl.train import prepare_run
+
+    images = torch.randint(0, 256, (16, 32, 32, 3), dtype=torch.uint8)
+    with _cudnn_flags_kept():
+        torch.backends.cudnn.deterministic = False
+        prepare_run(
+            "rotnet", images, seed=0, device=torch.device("cuda"), epochs=1, batch_size=8, width=4
+        )
+        assert torch.backends.cudnn.deterministic

@@ -41,6 +41,7 @@ from pipeline_lib.registry import (
     VIEW_FLIPS,
     VIEW_JITTERS,
 )
+from pipeline_lib.runtime.devices import use_deterministic_kernels
 from pipeline_lib.ssl.augment import (
     DEFAULT_DISTRIBUTIONS,
     ViewAugment,
@@ -460,6 +461,7 @@ def _prepare_run(
         )
     device = torch.device(device)
     on_cuda = device.type == "cuda"
+    use_deterministic_kernels(device)
     expand = method == "contrastive_da" and da_batching == "expanded"
     data = _training_data(
         images_uint8,
