@@ -32,6 +32,7 @@ import pipeline_lib.ssl.train as train_module
 from pipeline_lib.models.checkpoints import load_checkpoint
 from pipeline_lib.models.proxy import build_proxy_model
 from pipeline_lib.models.stacked import stack_models
+from pipeline_lib.registry import default_batch_size
 from pipeline_lib.ssl import draws as draws_module
 from pipeline_lib.ssl.augment import ViewAugment
 from pipeline_lib.ssl.fused import _FusedGroup, train_representations_fused
@@ -728,3 +729,43 @@ def test_fused_graph_captures_once_per_group_on_cuda(noise16, monkeypatch) -> No
         model, history = results[k]
         assert [r["step_mode"] for r in history] == ["graph", "graph"]
         assert all(torch.isfinite(v).all() for v in model.state_dict().values())
+
+
+@needs_cuda
+@pytest.mark.parametrize("method", ["contrastive_da", "contrastive"])
+def test_side_by_side_graphs_at_the_paper_width_are_the_runs_alone_on_cuda(method) -> None:
+    """Width 64 in bf16, where the heads' GEMMs use cuBLAS's workspace: graphs captured on
+    one shared stream shared it and raced when replayed side by side (H200: run 0 of 4
+    contrastive DA runs 0.15 of the update away from the run alone); each graph now
+    captures on its own stream, and every run must equal its run alone bit for bit."""
+
+    def group(seeds: list[int]) -> fused_module._ConcurrentGroup:
+        runs, states = [], []
+        for seed in seeds:
+            generator = torch.Generator().manual_seed(seed)
+            images = torch.randint(0, 256, (32 * 6, 32, 32, 3), generator=generator)
+            run, state = prepare_run(
+                method,
+                images.to(torch.uint8),
+                seed=seed,
+                device=torch.device("cuda"),
+                epochs=2,
+                batch_size=default_batch_size(method),
+                width=64,
+                amp="bfloat16",
+            )
+            runs.append(run)
+            states.append(state)
+        return fused_module._ConcurrentGroup(list(range(len(seeds))), runs, states)
+
+    together = group([0, 1, 2, 3])
+    for _ in range(2):  # captures at the fourth step, replays from then on
+        together.train_epoch()
+    assert together.mode == "graph"
+    for seed in range(4):
+        alone = group([seed])
+        for _ in range(2):
+            alone.train_epoch()
+        _assert_equal_trees(
+            alone.states[0].model.state_dict(), together.states[seed].model.state_dict(), method
+        )
