@@ -39,8 +39,9 @@ then projects per rule:
   (:func:`setting_costs`), and the cheapest: what to put in the config's ``train`` section.
   Cheapest means fewest device-hours, i.e. most training instances per device-second (per-model
   rate x fuse), not the highest per-model rate: K fused models each slower than one alone
-  can still train more images a second together. A data set with fewer classes than K
-  leaves a smaller group, costed at its own fused rate or as separate runs. A config with
+  can still train more images a second together. The last group of a data set's models
+  may be smaller than K: costed at its own fused rate, else (graph) at the rate of the most
+  models side by side measured below it, else (eager) as separate runs. A config with
   ``studies`` is also costed without them (the main table alone).
 * **disk**: the median size of the rule's existing outputs when there are any, else an
   estimate from the data set sizes in :data:`DATASET_SIZES`.
@@ -68,6 +69,7 @@ from typing import Any
 import yaml
 
 from pipeline_lib.dag.config import validate_config
+from pipeline_lib.dag.fusing import fused_groups, group_members, group_name
 from pipeline_lib.dag.grids import (
     base_method,
     merge_datasets,
@@ -113,15 +115,16 @@ DEFAULT_IMAGES_PER_S: dict[str, dict[str, float | None]] = {
     },
     # One job alone on an NVIDIA H200 (bf16 autocast, channels-last, width 64) with the
     # graph-captured step, the default on CUDA: the fuse-1 graph rows of
-    # benchmarks/rates/h200.csv (`benchmarks/gpu_session.sh`, 2026-11-27). The eager step
-    # trained 3.3-6.9x slower in the same run (those rows: `--rates` with that file and
-    # `train.step_mode: eager`). Packing several captured jobs on one GPU added 1.01-1.26x.
+    # benchmarks/rates/h200.csv (the median of a day's rows, as --rates takes them; device
+    # session of 2026-11-27). The eager step trained 2.5-6.3x slower in the same run (those
+    # rows: `--rates` with that file and `train.step_mode: eager`); a fused job of K captured
+    # models side by side trains 1.3-2.4x one job's images (`train.fuse`, docs/status.md).
     "cuda": {
-        "rotnet": 10859.0,
-        "rotation": 10174.0,
-        "denoising": 21821.0,
-        "contrastive": 9230.5,
-        "contrastive_da": 9938.3,
+        "rotnet": 10984.5,
+        "rotation": 10305.3,
+        "denoising": 22024.5,
+        "contrastive": 10239.0,
+        "contrastive_da": 10390.0,
     },
 }
 
@@ -517,9 +520,9 @@ def plan_costs(
         if job.rule in ("train_representation", "train_fused"):
             spec = training_spec(job.wildcards.get("method", ""), config)
         if job.rule == "train_fused":
-            # train.fuse: the group's classes, joined by '+'. Costed at the fused rate of that
-            # many models if a rate table has it, else as that many separate trainings.
-            models = len(job.wildcards.get("group", "").split("+"))
+            # train.fuse: the group's members (classes and seeds). Costed at the fused rate of
+            # that many models if a rate table has it, else as TableQuery.fused says.
+            models = len(group_members(job.wildcards.get("group", "")))
         if spec is not None:
             by_method = cost.by_method.setdefault(spec.name, MethodCost(spec))
             by_method.jobs += models
@@ -573,15 +576,23 @@ class TableQuery:
         """The step mode whose rows cost a job of ``fuse`` models (``train.step_mode``).
 
         Absent or ``auto`` is what the stepper does: graph on CUDA (unless amp float16), costed
-        from a graph row of that fuse when one exists, else from the eager one.
+        from graph rows when one of that fuse or fewer models exists (:meth:`fused`), else
+        from the eager ones.
         """
         if self.step_mode in ("eager", "graph"):
             return self.step_mode
         if self.kind == "cuda" and self.amp != "float16":
-            graph, _ = self._choose(method, "graph", fuse)
-            if graph is not None:
+            if self._graph_fuse_at_most(method, fuse) is not None:
                 return "graph"
         return "eager"
+
+    def _graph_fuse_at_most(self, method: str, fuse: int) -> Choice | None:
+        """The graph row of the most models, at most ``fuse``, measured for ``method``."""
+        for fewer in range(fuse, 0, -1):
+            choice, _ = self._choose(method, "graph", fewer)
+            if choice is not None:
+                return choice
+        return None
 
     def single(self, method: str) -> tuple[float | None, str]:
         """Images per device-second of one model trained alone as the config says, or why not."""
@@ -592,9 +603,14 @@ class TableQuery:
         """Images per device-second of a fused job of ``models`` models as the config says.
 
         Fused jobs step as ``train.step_mode`` says, as single ones do (:meth:`mode`).
-        Without a fused-``models`` row of that mode: ``models`` separate eager trainings, the
-        upper bound the planner used before fused rates were measured (the job's hours are
-        then ``models`` x one model's).
+        Without a fused-``models`` row of that mode:
+
+        * graph: the rate of the most models side by side measured below ``models`` (a
+          captured group replays its members' graphs side by side on CUDA streams; on an
+          H200 the group's total rose from K = 1 to 2, 4 and 8 for every method, so fewer
+          members are a floor, e.g. the group of 2 that fuse 4 leaves of CIFAR-10's 10);
+        * eager: ``models`` separate eager trainings, an upper bound of the hours (a stacked
+          group can train slower than one model alone: RotNet at K = 4, 0.97x).
         """
         mode = self.mode(method, models)
         choice, why = self._choose(method, mode, models)
@@ -602,6 +618,12 @@ class TableQuery:
             return choice.device_images_per_s, why
         if models == 1:
             return None, why
+        fewer = self._graph_fuse_at_most(method, models) if mode == "graph" else None
+        if fewer is not None:
+            return fewer.device_images_per_s, (
+                f"fuse {models} not measured (graph): as {fewer.describe()}, the most models "
+                "side by side measured below it"
+            )
         alone, why_alone = self._choose(method, "eager", 1)
         if alone is None:
             return None, f"{why}; {why_alone}"
@@ -699,43 +721,46 @@ def format_plan(name: str, costs: Mapping[str, RuleCost], *, device: str) -> str
 TRAINING_RULES: tuple[str, ...] = ("train_representation", "train_fused")
 
 
-def training_models(jobs: Iterable[Job]) -> dict[tuple[str, ...], list[str]]:
-    """(data set, contamination, seed, method) -> the inlier classes of its trained models.
+def training_models(jobs: Iterable[Job]) -> dict[tuple[str, ...], list[tuple[str, str]]]:
+    """(data set, contamination, method) -> the (class, seed) of each of its trained models.
 
-    Read from either training rule (a train_fused job's group is its classes joined by '+'),
-    so a plan made at any ``train.fuse`` can be regrouped at another.
+    Read from either training rule (a train_fused job's group names its members,
+    :mod:`pipeline_lib.dag.fusing`), so a plan made at any ``train.fuse`` can be regrouped at
+    another.
     """
-    models: dict[tuple[str, ...], list[str]] = {}
+    models: dict[tuple[str, ...], list[tuple[str, str]]] = {}
     for job in jobs:
         if job.rule not in TRAINING_RULES:
             continue
         w = job.wildcards
-        key = (w.get("dataset", ""), w.get("contamination", ""), w.get("seed", ""), w["method"])
-        inliers = w["group"].split("+") if job.rule == "train_fused" else [w.get("inlier", "")]
-        models.setdefault(key, []).extend(inliers)
+        key = (w.get("dataset", ""), w.get("contamination", ""), w["method"])
+        if job.rule == "train_fused":
+            members = group_members(w["group"])
+        else:
+            members = [(w.get("inlier", ""), w.get("seed", "0"))]
+        models.setdefault(key, []).extend(members)
     return models
 
 
 def regroup(jobs: Iterable[Job], fuse: int) -> list[Job]:
     """The training jobs the DAG runs at ``train.fuse = fuse`` for the models of ``jobs``.
 
-    Like workflow/rules/common.smk's ``fused_groups``: the models of one data set,
-    contamination, seed and method, ``fuse`` classes at a time (the last group smaller);
-    fuse 1 is one train_representation job per model. Outputs are left empty: only the
-    hours are wanted.
+    As workflow/rules/common.smk groups them (:func:`pipeline_lib.dag.fusing.fused_groups`:
+    the models of one data set, contamination and method, classes and seeds, ``fuse`` at a
+    time); fuse 1 is one train_representation job per model. Outputs are left empty: only
+    the hours are wanted.
     """
     regrouped = []
-    for (dataset, contamination, seed, method), inliers in training_models(jobs).items():
-        common = {"dataset": dataset, "contamination": contamination, "seed": seed}
-        common["method"] = method
+    for (dataset, contamination, method), members in training_models(jobs).items():
+        common = {"dataset": dataset, "contamination": contamination, "method": method}
         if fuse == 1:
             regrouped += [
-                Job("train_representation", {**common, "inlier": inlier}, ()) for inlier in inliers
+                Job("train_representation", {**common, "inlier": inlier, "seed": seed}, ())
+                for inlier, seed in members
             ]
             continue
-        for start in range(0, len(inliers), fuse):
-            group = "+".join(inliers[start : start + fuse])
-            regrouped.append(Job("train_fused", {**common, "group": group}, ()))
+        for group in fused_groups(members, fuse):
+            regrouped.append(Job("train_fused", {**common, "group": group_name(group)}, ()))
     return regrouped
 
 

@@ -98,7 +98,7 @@ def train_on_splits_fused(
     *,
     training: Mapping[str, Any],
     train_size: int | None,
-    seed: int,
+    seeds: Sequence[int],
     device: torch.device | str,
     width: int,
     checkpoint_paths: Sequence[str | os.PathLike | None] | None = None,
@@ -106,18 +106,21 @@ def train_on_splits_fused(
 ) -> tuple[list[FusedResult], dict[str, Any]]:
     """Train one model per split as :func:`train_on_split` would, fused into one computation.
 
-    The workflow's ``train_fused`` job: the K splits are K inlier classes of one data set,
-    contamination, seed and method (``train.fuse``). Each model gets the images, seed and
+    The workflow's ``train_fused`` job: the K splits are K models (inlier classes and seeds,
+    :mod:`pipeline_lib.dag.fusing`) of one data set, contamination and method
+    (``train.fuse``). Each model gets the images, seed and
     checkpoint its separate job would (:func:`pipeline_lib.ssl.fused.train_representations_fused`,
     equal to a separate run up to float32 rounding); models whose steps per epoch differ
     (classes of different sizes) train in one fused group after another.
 
     Parameters
     ----------
-    method, train_images, training, train_size, seed, device, width
+    method, train_images, training, train_size, device, width
         As for :func:`train_on_split`.
     splits : sequence of OneClassSplit
         One per model.
+    seeds : sequence of int
+        One per model: its seed, as its separate job's ``seed``.
     checkpoint_paths : sequence of (str or PathLike or None), or None, default=None
         One per model.
     step_mode : {"auto", "eager", "graph"}, default="auto"
@@ -132,14 +135,17 @@ def train_on_splits_fused(
     arguments : dict
         The keyword arguments every model trained with, as :func:`train_on_split` records.
     """
+    if len(seeds) != len(splits):
+        raise ValueError(f"need one seed per split: {len(splits)} splits, {len(seeds)} seeds")
     arguments = training_arguments(method, dict(training))
     images = [
-        train_images[training_subset(split.train_index, train_size, seed=seed)] for split in splits
+        train_images[training_subset(split.train_index, train_size, seed=seed)]
+        for split, seed in zip(splits, seeds, strict=True)
     ]
     results = train_representations_fused(
         method,
         images,
-        seeds=[seed] * len(splits),
+        seeds=list(seeds),
         checkpoint_paths=checkpoint_paths,
         device=device,
         width=width,

@@ -328,7 +328,7 @@ def test_the_fused_job_passes_train_step_mode_as_the_separate_job_does(noise_set
             [split, split],
             training={"epochs": 1},
             train_size=None,
-            seed=0,
+            seeds=[0, 1],
             device="cpu",
             width=4,
             step_mode="graph",

@@ -39,23 +39,25 @@ pytestmark = pytest.mark.workflow
 CLASSES = ["0", "1", "8"]
 EPOCHS = 2
 MODELS = [f"results/digits/{inlier}/contam0/seed0/rotnet/model.pt" for inlier in CLASSES]
-GROUPS = "results/digits/_fused/contam0/seed0/rotnet"
-#: The group 0+1's log and its models' checkpoints (where their separate jobs keep them).
-GROUP_LOG = "results/logs/train_fused/digits/contam0/seed0/rotnet/0+1.log"
+GROUPS = "results/digits/_fused/contam0/rotnet"
+#: The group of classes 0 and 1 (seed 0): its name, its log and its models' checkpoints (where
+#: their separate jobs keep them).
+PAIR = "0@0+1@0"
+GROUP_LOG = f"results/logs/train_fused/digits/contam0/rotnet/{PAIR}.log"
 CHECKPOINTS = [model.replace("model.pt", "checkpoint.pt") for model in MODELS[:2]]
 #: Bound on ||w_fused - w_separate|| / ||w_separate - w_initial||, float32 on CPU (see below).
 FLOAT32_RATIO = 2e-2
 
 
-def _settings(**train) -> dict:
-    """Three RotNets on 32 digits each, width 8, 2 epochs of one step."""
+def _settings(seeds: tuple[int, ...] = (0,), **train) -> dict:
+    """Three RotNets (a seed) on 32 digits each, width 8, 2 epochs of one step."""
     return {
         "experiment": "droc-fused",
         "datasets": {
             "digits": {"classes": CLASSES, "max_train_per_class": 32, "max_test_per_class": 20}
         },
         "methods": ["rotnet"],
-        "seeds": [0],
+        "seeds": list(seeds),
         "splits": {"contamination": [0.0]},
         "embed": {"batch_size": 128, "width": 8},
         "train": {"epochs": EPOCHS, "batch_size": 32, "checkpoint_every": 1, **train},
@@ -72,6 +74,7 @@ def configs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "none": {},
         "fuse1": {"fuse": 1},
         "fuse2": {"fuse": 2},
+        "fuse2_seeds": {"fuse": 2, "seeds": [0, 1]},
         "diverge": {"fuse": 2, "lr": 1e30},
     }
     paths = {}
@@ -102,6 +105,12 @@ def test_dry_runs_plan_one_job_per_model_or_per_group(configs, tmp_path: Path) -
     assert "train_representation" not in fused
     rest = {k: v for k, v in fused.items() if k not in {"train_fused", "unpack_fused_model"}}
     assert rest == {k: v for k, v in today.items() if k != "train_representation"}
+    # Two seeds: six models, grouped seed by seed across the seeds (0@0+1@0, 8@0+0@1,
+    # 1@1+8@1), so a one-class data set's seeds train together too.
+    seeds = run_snakemake(tmp_path, "-n", "--configfile", str(configs["fuse2_seeds"])).stdout
+    groups = re.findall(r"group=([^\s,]+)", seeds)
+    assert sorted(set(groups)) == ["0@0+1@0", "1@1+8@1", "8@0+0@1"], groups
+    assert _planned(tmp_path, configs["fuse2_seeds"])["unpack_fused_model"] == 6
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +148,9 @@ def test_fused_models_are_where_embed_trained_reads_them(fused: Path) -> None:
         history = json.loads((fused / model).with_name("train_history.json").read_text())
         assert [epoch["epoch"] for epoch in history["history"]] == list(range(1, EPOCHS + 1))
         assert not (fused / model).with_name("checkpoint.pt").exists()
-    assert json.loads((fused / model).with_name("train_history.json").read_text())["fused"] == ["8"]
+    assert json.loads((fused / model).with_name("train_history.json").read_text())["fused"] == [
+        "8@0"
+    ]
     log = (fused / GROUP_LOG).read_text()
     assert "training 2 rotnet models fused from epoch 1" in log
     # The groups' outcome.json are temporary: gone once every model is unpacked.
@@ -222,7 +233,7 @@ def test_killed_fused_job_is_retried_and_both_models_resume(
         # finished: no outcome.json, no model in the group's folder or where embed reads it.
         for path in CHECKPOINTS:
             assert load_checkpoint(workdir / path)["epoch"] == 1, "killed too late"
-        assert not (workdir / GROUPS / "0+1" / "outcome.json").exists()
+        assert not (workdir / GROUPS / PAIR / "outcome.json").exists()
         assert not list((workdir / GROUPS).rglob("model.pt"))
         assert not any((workdir / model).exists() for model in MODELS)
         os.kill(run.pid, signal.SIGCONT)
@@ -279,12 +290,12 @@ def test_a_diverged_model_fails_its_own_unpack_job(separate: Path, configs, tmp_
     output = result.stdout + result.stderr
     # The group jobs succeeded (their outcome.json kept for the failed unpack jobs) ...
     assert "Error in rule train_fused" not in output
-    outcome = json.loads((workdir / GROUPS / "0+1" / "outcome.json").read_text())
-    assert outcome["models"]["0"]["status"] == outcome["models"]["1"]["status"] == "diverged"
+    outcome = json.loads((workdir / GROUPS / PAIR / "outcome.json").read_text())
+    assert outcome["models"]["0@0"]["status"] == outcome["models"]["1@0"]["status"] == "diverged"
     # ... and each unpack job fails naming its model and the divergence.
     log = (
         workdir / "results/logs/unpack_fused_model/digits/0/contam0/seed0/rotnet.log"
     ).read_text()
     assert "results/digits/0/contam0/seed0/rotnet (diverged in the fused group" in log
-    assert outcome["models"]["0"]["error"] in log
+    assert outcome["models"]["0@0"]["error"] in log
     assert not any((workdir / model).exists() for model in MODELS[:2])

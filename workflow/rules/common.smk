@@ -21,6 +21,9 @@ from pipeline_lib.dag.keys import (
     contamination_text,
 )
 from pipeline_lib.data import DataError, dataset_class_names
+from pipeline_lib.dag.fusing import FUSED_GROUP
+from pipeline_lib.dag.fusing import fused_groups as group_fused_models
+from pipeline_lib.dag.fusing import group_name as fused_group_name
 from pipeline_lib.dag.grids import (
     GridError,
     base_method,
@@ -260,22 +263,20 @@ def training_histories():
 
 
 # --- Fused training (train.fuse, train.smk): the trained models of one data set,
-# contamination, seed and method are trained K inlier classes at a time (config order) by one
-# train_fused job each; fuse 1 (the default) keeps one train_representation job per model.
+# contamination and method, over its classes and seeds, are trained K at a time by one
+# train_fused job each (pipeline_lib.dag.fusing says how they are grouped and named); fuse 1
+# (the default) keeps one train_representation job per model.
 FUSE = config["train"].get("fuse", 1)
 FUSED = TRAINED if FUSE > 1 else []
-FUSED_GROUP = (
-    "results/{dataset}/_fused/contam{contamination}/seed{seed}/{method}/{group}"
-)
 _FUSED_GROUPS = {}
 
 
 def fused_groups():
-    """(data set, contamination, seed, method) -> its groups, each a list of inlier classes.
+    """(data set, contamination, method) -> its groups, each a list of (class, seed).
 
-    Every trained model a grid or the explanation figure reads, grouped FUSE classes at a
-    time in CLASSES order. A group's name is its classes joined by '+'. Memoised; called only
-    from input and param functions (after every include), so explain_common.smk is read.
+    Every trained model a grid or the explanation figure reads, grouped FUSE at a time
+    (pipeline_lib.dag.fusing.fused_groups). Memoised; called only from input and param
+    functions (after every include), so explain_common.smk is read.
     """
     if _FUSED_GROUPS or not FUSED:
         return _FUSED_GROUPS
@@ -298,28 +299,20 @@ def fused_groups():
         }
     members = {}
     for dataset, inlier, contamination, seed, method in models:
-        members.setdefault((dataset, contamination, seed, method), set()).add(inlier)
-    for key, inliers in members.items():
-        ordered = [name for name in CLASSES[key[0]] if name in inliers]
-        _FUSED_GROUPS[key] = [
-            ordered[start : start + FUSE] for start in range(0, len(ordered), FUSE)
-        ]
+        members.setdefault((dataset, contamination, method), set()).add((inlier, seed))
+    for key, pairs in members.items():
+        _FUSED_GROUPS[key] = group_fused_models(pairs, FUSE, classes=CLASSES[key[0]])
     return _FUSED_GROUPS
 
 
 def _fused_key(wildcards):
-    return (
-        wildcards.dataset,
-        wildcards.contamination,
-        wildcards.seed,
-        wildcards.method,
-    )
+    return (wildcards.dataset, wildcards.contamination, wildcards.method)
 
 
 def fused_members(wildcards):
-    """The inlier classes of the fused group {group}, in training order."""
+    """The (class, seed) members of the fused group {group}, in training order."""
     for group in fused_groups().get(_fused_key(wildcards), []):
-        if "+".join(group) == wildcards.group:
+        if fused_group_name(group) == wildcards.group:
             return group
     raise ValueError(
         f"{FUSED_GROUP.format(**wildcards)} is not a fused group of this config"
@@ -329,18 +322,20 @@ def fused_members(wildcards):
 def fused_group_splits(wildcards):
     return [
         os.path.join(
-            SPLIT.format(**dict(wildcards.items(), inlier=inlier)), "split.npz"
+            SPLIT.format(**dict(wildcards.items(), inlier=inlier, seed=seed)),
+            "split.npz",
         )
-        for inlier in fused_members(wildcards)
+        for inlier, seed in fused_members(wildcards)
     ]
 
 
 def fused_outcome(wildcards):
     """outcome.json of the fused group that trains model SPLIT/{method}."""
+    member = (wildcards.inlier, wildcards.seed)
     for group in fused_groups().get(_fused_key(wildcards), []):
-        if wildcards.inlier in group:
+        if member in group:
             folder = FUSED_GROUP.format(
-                **dict(wildcards.items(), group="+".join(group))
+                **dict(wildcards.items(), group=fused_group_name(group))
             )
             return os.path.join(folder, "outcome.json")
     raise ValueError(

@@ -1,8 +1,8 @@
 """Representation learning: one self-supervised model per (data set, class, split, seed).
 
 One job per model (train_representation), or with train.fuse K > 1 one train_fused job per
-K models of a data set, contamination, seed and method, whose models unpack_fused_model puts
-where a separate job would (docs/cluster.md, "Fused training").
+K models (classes and seeds) of a data set, contamination and method, whose models
+unpack_fused_model puts where a separate job would (docs/cluster.md, "Fused training").
 """
 
 from pipeline_lib.dag.resources import mem_mb_by_attempt
@@ -51,9 +51,9 @@ rule train_fused:
         # that diverges does not fail the job, which would delete the other models' work.
         outcome=temp(os.path.join(FUSED_GROUP, "outcome.json")),
     log:
-        "results/logs/train_fused/{dataset}/contam{contamination}/seed{seed}/{method}/{group}.log",
+        "results/logs/train_fused/{dataset}/contam{contamination}/{method}/{group}.log",
     benchmark:
-        "results/benchmarks/train_fused/{dataset}/contam{contamination}/seed{seed}/{method}/{group}.tsv"
+        "results/benchmarks/train_fused/{dataset}/contam{contamination}/{method}/{group}.tsv"
     wildcard_constraints:
         method=_one_of(FUSED or ["none"]),
         group=r"[^/]+",
@@ -66,7 +66,7 @@ rule train_fused:
         runtime=1440,
         gpu=0,
     params:
-        inliers=fused_members,
+        members=fused_members,
         method=get_base_method,
         training=get_training,
         train_size=get_train_size,

@@ -1,14 +1,16 @@
 """Train the K models of one fused group (train.fuse) as one computation; see train.smk.
 
 Writes each model's model.pt and train_history.json (the files train_representation.py
-writes) under the group's folder, and outcome.json, the job's one declared output, naming per
-inlier class whether it trained or diverged (with the error). A diverged model does not fail
+writes) under the group's folder (one folder per member, ``<class>@<seed>``), and
+outcome.json, the job's one declared output, naming per member whether it trained or
+diverged (with the error). A diverged model does not fail
 the job: Snakemake would delete the outputs of a failed job, and with them the other models'
 work. unpack_fused_model then fails for that model alone, quoting the error.
 """
 
 from pathlib import Path
 
+from pipeline_lib.dag.fusing import member_name
 from pipeline_lib.data.split import load_split
 from pipeline_lib.runtime.devices import gpus_requested, job_device, set_threads
 from pipeline_lib.runtime.io import load_image_dataset, save_json
@@ -19,9 +21,9 @@ from pipeline_lib.ssl.train import TrainingDivergedError
 with job_logging(snakemake.log[0]):
     set_threads(snakemake.threads)
     method = snakemake.params.method  # the base method of a variant
-    inliers = list(snakemake.params.inliers)
+    members = [(inlier, int(seed)) for inlier, seed in snakemake.params.members]
     splits = list(snakemake.input.splits)
-    assert len(splits) == len(inliers), (splits, inliers)
+    assert len(splits) == len(members), (splits, members)
     images = load_image_dataset(snakemake.input.dataset).train_images
     # Each model checkpoints where its separate job would (SPLIT/{method}/checkpoint.pt), so a
     # killed group resumes, and a separate job can resume a fused checkpoint and back.
@@ -35,7 +37,7 @@ with job_logging(snakemake.log[0]):
             [load_split(split) for split in splits],
             training=snakemake.params.training,
             train_size=snakemake.params.train_size,
-            seed=int(snakemake.wildcards.seed),
+            seeds=[seed for _, seed in members],
             device=device,
             width=snakemake.params.width,
             checkpoint_paths=checkpoints,
@@ -45,22 +47,23 @@ with job_logging(snakemake.log[0]):
         )
     folder = Path(snakemake.output.outcome).parent
     outcome = {}
-    for inlier, result, checkpoint in zip(inliers, results, checkpoints, strict=True):
+    names = [member_name(inlier, seed) for inlier, seed in members]
+    for name, result, checkpoint in zip(names, results, checkpoints, strict=True):
         if isinstance(result, TrainingDivergedError):
-            outcome[inlier] = {"status": "diverged", "error": str(result)}
+            outcome[name] = {"status": "diverged", "error": str(result)}
             continue
         model, history = result
         save_trained(
-            folder / inlier / "model.pt",
-            folder / inlier / "train_history.json",
+            folder / name / "model.pt",
+            folder / name / "train_history.json",
             model,
             history,
             method=method,
             arguments=arguments,
             device=device,
             width=snakemake.params.width,
-            fused=inliers,  # its rates are shares of a fused group's time
+            fused=names,  # its rates are shares of a fused group's time
         )
         checkpoint.unlink(missing_ok=True)
-        outcome[inlier] = {"status": "trained"}
+        outcome[name] = {"status": "trained"}
     save_json(snakemake.output.outcome, {"method": snakemake.wildcards.method, "models": outcome})
