@@ -15,14 +15,15 @@
 # stacking and process packing were not (docs/status.md); its rates go to $OUT/rates.csv as
 # graph fuse-K rows (what a captured `train.fuse: K` job trains at).
 #
-# Measured on an H200 on 2026-11-27, so opt-in: RATES=1 runs bench_train.py (eager and graph
+# The streams step appends graph fuse-K rates (deterministic cuDNN, the trainer's); measured
+# on an H200 on 2026-11-27, so opt-in: RATES=1 runs bench_train.py (eager and graph
 # rates per method, fused K = 4 and 10 in both modes, share of bf16 peak; 290 s), appending
 # every rate to $OUT/rates.csv (pipeline_lib.dag.rates; committed as benchmarks/rates/h200.csv,
 # read by `droc-plan --rates`); COMPILE=1 runs bench_compile.py (torch.compile reduce-overhead
 # beside the CUDA graph; inductor compiles a method in 25-50 s; 240 s); DETECTORS=1 the
 # detector benchmarks at the paper's sizes (80 s). The full-protocol cell
-# (config/cifar10_fullcell.yaml) needs about 16 minutes of training at the graph rate, more
-# than a session's device time: see docs/status.md.
+# (config/cifar10_fullcell.yaml) needs about 16 minutes of training at the graph rate (one
+# model: fusing does not speed it up), more than a session's device time: docs/status.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # The device machine has torch but not this package installed: import it from the checkout.

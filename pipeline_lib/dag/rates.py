@@ -10,9 +10,7 @@ One CSV row per measurement, with the columns of :data:`COLUMNS`:
 * ``method``: the trained base method (``rotnet``, ``rotation``, ``denoising``,
   ``contrastive``, ``contrastive_da``);
 * ``step_mode``: ``eager`` or ``graph`` (the graph-captured step, CUDA only), at any fuse
-  (fused K under graph: the K models' own captured steps side by side on CUDA streams;
-  rows measured before 2026-11-27's change timed one stacked network captured as one
-  graph, as ``benchmarks/rates/h200.csv``'s do);
+  (fused K under graph: the K models' own captured steps side by side on CUDA streams);
 * ``fuse``: K, the models trained as one computation (1 = one model alone);
 * ``images_per_s_per_model``: **training instances per second each model trains at**
   (the trainer's ``images_per_s``: source images, except contrastive DA's expanded copies,

@@ -33,9 +33,10 @@ decides how a group computes:
   separate run's captured :class:`~pipeline_lib.ssl.stepper.StaticStep`, and the group
   replays the K graphs step by step on K CUDA streams of one process, whose kernels can
   overlap (processes sharing a GPU take turns). Each model then runs exactly its separate
-  run's kernels: bit for bit its separate run under deterministic cuDNN, and no NaN can
-  cross. How much faster that is has not been measured (``benchmarks/bench_streams.py``,
-  ``bench_train.py --fuse K --step-mode graph``).
+  run's kernels: bit for bit its separate run (each graph captured on its own stream, so
+  with its own cuBLAS workspace: sharing one, the graphs raced), and no NaN can cross.
+  Measured on the H200: K = 4-10 side by side trained 1.3-2.5x the images of one captured
+  run (``benchmarks/bench_streams.py``, ``bench_train.py --fuse 4 10``; docs/status.md).
 * ``two_phase`` (tests only, the CPU): the stacked network through one ``StaticStep`` of K
   members, uncaptured, which equals the stacked eager loop bit for bit.
 
