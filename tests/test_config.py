@@ -546,11 +546,40 @@ def test_invalid_tiny_config_stops_the_workflow_naming_the_key(
 
 def test_train_fuse_is_a_positive_integer(config) -> None:
     assert "fuse" not in validate_config(config, SCHEMA)["train"]  # absent: no default written
-    for bad in (0, -1, 1.5, "2", True):
+    for bad in (0, -1, 1.5, "two", "1.5", True):
         config["train"] = {"fuse": bad}
         assert "config key 'train.fuse'" in _error(copy.deepcopy(config)), bad
     config["train"] = {"fuse": 3}
     assert validate_config(config, SCHEMA)["train"]["fuse"] == 3
+
+
+def test_nested_command_line_values_get_the_schema_types(config) -> None:
+    """Snakemake reads a nested --config (and a profile's config: entries) with every scalar a
+    string: `--config "train={fuse: 10, amp: null}"` gives {'fuse': '10', 'amp': 'null'}."""
+    from snakemake.cli import parse_config
+
+    given = parse_config(["train={fuse: 10, epochs: 3, amp: null, lr: 0.5}", "seeds=[0, 1]"])
+    assert given["train"]["fuse"] == "10"  # what Snakemake hands over
+    filled = validate_config({**config, **given}, SCHEMA)
+    assert filled["train"]["fuse"] == 10 and filled["train"]["epochs"] == 3
+    assert filled["train"]["amp"] is None and filled["train"]["lr"] == 0.5
+    assert filled["seeds"] == [0, 1]
+    # Strings the schema allows stay strings (class names), and nonsense is still refused.
+    assert validate_config(config, SCHEMA)["datasets"]["digits"]["classes"] == ["0", "8"]
+    config["train"] = {"epochs": "many"}
+    assert "config key 'train.epochs'" in _error(config)
+
+
+def test_the_slurm_profile_fuses_ten_models_per_training_job(config) -> None:
+    """profiles/slurm sets train.fuse 10 through Snakemake's own config parsing."""
+    from snakemake.cli import parse_config
+
+    profile = yaml.safe_load((ROOT / "profiles/slurm/config.v8+.yaml").read_text())
+    config["train"] = {"epochs": 5}  # merged into, not replaced
+    merged = copy.deepcopy(config)
+    merged["train"].update(parse_config(profile["config"])["train"])
+    filled = validate_config(merged, SCHEMA)
+    assert filled["train"]["fuse"] == 10 and filled["train"]["epochs"] == 5
 
 
 def test_train_fuse_refuses_float16(config) -> None:

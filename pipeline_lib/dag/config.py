@@ -7,6 +7,7 @@ import difflib
 import hashlib
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,7 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
         For the first schema violation, naming the key and the allowed values.
     """
     schema = yaml.safe_load(Path(schema_path).read_text())
+    config = _typed_command_line_values(config, schema)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
@@ -144,6 +146,59 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
     if "deploy" in filled:
         _check_deploy(filled)
     return filled
+
+
+_INTEGER = re.compile(r"[+-]?\d+")
+
+
+def _typed_command_line_values(value: Any, schema: Mapping[str, Any]) -> Any:
+    """``value`` with strings turned into the integer, number or boolean the schema wants.
+
+    Why: Snakemake reads a nested ``--config`` value as YAML with every scalar a string
+    (``--config "train={fuse: 10}"`` gives ``{'train': {'fuse': '10'}}``; a profile's
+    ``config:`` entries too), so a nested override would otherwise always fail the schema.
+    Only where the schema does not also allow a string, and only a string that spells such
+    a value; anything else is left for the schema to reject with its usual message.
+    """
+    if isinstance(value, Mapping):
+        properties = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        typed = {}
+        for key, item in value.items():
+            sub = properties.get(key, extra if isinstance(extra, Mapping) else {})
+            typed[key] = _typed_command_line_values(item, sub)
+        return typed
+    if isinstance(value, list):
+        items = schema.get("items")
+        return [
+            _typed_command_line_values(item, items if isinstance(items, Mapping) else {})
+            for item in value
+        ]
+    if not isinstance(value, str):
+        return value
+    choices = schema.get("enum")
+    if choices is not None and value not in choices:
+        for choice in choices:  # e.g. train.amp's null, given as the string 'null'
+            spelled = ("null", "~", "none") if choice is None else (str(choice).lower(),)
+            if not isinstance(choice, str) and value.strip().lower() in spelled:
+                return choice
+        return value
+    types = schema.get("type") or []
+    types = [types] if isinstance(types, str) else list(types)
+    if "string" in types or not types:
+        return value
+    if "integer" in types and _INTEGER.fullmatch(value.strip()):
+        return int(value)
+    if "number" in types:
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    if "boolean" in types and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    if "null" in types and value.strip().lower() in ("null", "~", "none"):
+        return None
+    return value
 
 
 def _check_fuse(config: Mapping[str, Any]) -> None:

@@ -111,6 +111,10 @@ def test_dry_runs_plan_one_job_per_model_or_per_group(configs, tmp_path: Path) -
     groups = re.findall(r"group=([^\s,]+)", seeds)
     assert sorted(set(groups)) == ["0@0+1@0", "1@1+8@1", "8@0+0@1"], groups
     assert _planned(tmp_path, configs["fuse2_seeds"])["unpack_fused_model"] == 6
+    # Set on the command line (as profiles/slurm does): Snakemake hands a nested --config
+    # over as strings, which the schema's types restore, merged into the file's train section.
+    given = _planned(tmp_path, configs["none"], extra=("--config", "train={fuse: 2}"))
+    assert given == fused
 
 
 @pytest.fixture(scope="module")
