@@ -75,12 +75,17 @@ def test_slurm_profile_plans_the_papers_main_table(tmp_path: Path) -> None:
         counts[job.rule] = counts.get(job.rule, 0) + 1
     assert counts == stats
     assert stats["prepare_split"] == 43 * 5
-    assert stats["train_representation"] == stats["embed_trained"] == 43 * 5 * 5
+    assert stats["unpack_fused_model"] == stats["embed_trained"] == 43 * 5 * 5
     assert stats["score_detectors"] == 43 * 5 * 6
     assert stats["score_rotation_classifier"] == 43 * 5 * 2
+    # The profile's train.fuse 10: per method, the classes x seeds of each data set 10 at a
+    # time (CIFAR-10 50 models: 5 jobs, CIFAR-100 100: 10, Fashion-MNIST 5, Cat-vs-Dog 10:
+    # 1, CelebA's 5 seeds: 1), instead of one job per model.
+    assert "train_representation" not in stats
+    assert stats["train_fused"] == (5 + 10 + 5 + 1 + 1) * 5
 
-    training = _jobs_of(output, "train_representation")
-    assert len(training) == stats["train_representation"]
+    training = _jobs_of(output, "train_fused")
+    assert len(training) == stats["train_fused"]
     for resources in ("gpu=1", "cpus_per_gpu=4", "slurm_partition=CHANGE_ME_gpu_partition"):
         assert resources in training[0]
     assert "mem_mb=12000" in training[0]  # first attempt; retries get 2x and 3x
