@@ -382,6 +382,18 @@ class _ConcurrentGroup(_Group):
         """Nothing to copy back: the members trained their own states."""
 
 
+#: The most members a captured group runs side by side. Each member's graph must keep a
+#: cuBLAS workspace of its own, i.e. be captured on a stream of its own (StaticStep), and
+#: torch hands out streams round-robin from a pool of 32 per device and priority: a 33rd
+#: member would share the first one's stream, and so its workspace, and race with it.
+MAX_SIDE_BY_SIDE = 32
+
+
+def _runs_side_by_side(step_mode: str, members: int) -> bool:
+    """Whether a group of ``members`` runs in ``step_mode`` replays its members side by side."""
+    return step_mode == "graph" and members <= MAX_SIDE_BY_SIDE
+
+
 def _group(
     members: list[int], runs: Sequence[_Run], states: Sequence[_TrainingState]
 ) -> _FusedGroup | _ConcurrentGroup:
@@ -390,8 +402,10 @@ def _group(
     Measured on an H200 (docs/status.md): under graph capture the stacked group trained
     0.73-1.05x the images of one captured run, so captured members keep their own steps;
     eager, stacking paid (1.2-3.4x at K = 10), since it launches K models' work at once.
+    A captured group of more than :data:`MAX_SIDE_BY_SIDE` members stacks (captured as one
+    graph): slower, but no two members share a workspace.
     """
-    if runs[members[0]].step_mode == "graph":
+    if _runs_side_by_side(runs[members[0]].step_mode, len(members)):
         return _ConcurrentGroup(members, runs, states)
     return _FusedGroup(members, runs, states)
 

@@ -337,3 +337,13 @@ def test_the_fused_job_passes_train_step_mode_as_the_separate_job_does(noise_set
     expected = "snakemake.config['train'].get('step_mode', 'auto')"
     assert _step_mode_argument(scripts / "train_fused.py") == expected
     assert _step_mode_argument(scripts / "train_representation.py") == expected
+
+
+def test_captured_groups_beyond_the_stream_pool_stack_instead() -> None:
+    """Side by side needs a capture stream per member; torch's pool has 32 (see the CUDA
+    test of the pool in tests/ssl/test_stepper.py)."""
+    side_by_side = fused_module._runs_side_by_side
+    assert fused_module.MAX_SIDE_BY_SIDE == 32
+    assert side_by_side("graph", 2) and side_by_side("graph", 32)
+    assert not side_by_side("graph", 33)
+    assert not side_by_side("eager", 2) and not side_by_side("two_phase", 2)

@@ -769,3 +769,12 @@ def test_side_by_side_graphs_at_the_paper_width_are_the_runs_alone_on_cuda(metho
         _assert_equal_trees(
             alone.states[0].model.state_dict(), together.states[seed].model.state_dict(), method
         )
+
+
+@needs_cuda
+def test_the_stream_pool_side_by_side_groups_rely_on_on_cuda() -> None:
+    """fused.MAX_SIDE_BY_SIDE: torch hands out 32 distinct streams, then the first again."""
+    streams = [torch.cuda.Stream() for _ in range(fused_module.MAX_SIDE_BY_SIDE + 1)]
+    handles = [stream.cuda_stream for stream in streams]
+    assert len(set(handles[:-1])) == fused_module.MAX_SIDE_BY_SIDE
+    assert handles[-1] in handles[:-1]
