@@ -573,11 +573,12 @@ def test_nested_command_line_values_get_the_schema_types(config) -> None:
 def test_the_slurm_profile_fuses_ten_models_per_training_job(config) -> None:
     """profiles/slurm sets train.fuse 10 through Snakemake's own config parsing."""
     from snakemake.cli import parse_config
+    from snakemake.utils import update_config
 
     profile = yaml.safe_load((ROOT / "profiles/slurm/config.v8+.yaml").read_text())
-    config["train"] = {"epochs": 5}  # merged into, not replaced
+    config["train"] = {"epochs": 5}  # merged into, not replaced (Snakemake's own merge)
     merged = copy.deepcopy(config)
-    merged["train"].update(parse_config(profile["config"])["train"])
+    update_config(merged, parse_config(profile["config"]))
     filled = validate_config(merged, SCHEMA)
     assert filled["train"]["fuse"] == 10 and filled["train"]["epochs"] == 5
 

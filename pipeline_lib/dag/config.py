@@ -149,6 +149,7 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
 
 
 _INTEGER = re.compile(r"[+-]?\d+")
+_NULL_SPELLINGS = ("null", "~", "none")
 
 
 def _typed_command_line_values(value: Any, schema: Mapping[str, Any]) -> Any:
@@ -176,27 +177,28 @@ def _typed_command_line_values(value: Any, schema: Mapping[str, Any]) -> Any:
         ]
     if not isinstance(value, str):
         return value
+    spelled = value.strip().lower()
     choices = schema.get("enum")
     if choices is not None and value not in choices:
         for choice in choices:  # e.g. train.amp's null, given as the string 'null'
-            spelled = ("null", "~", "none") if choice is None else (str(choice).lower(),)
-            if not isinstance(choice, str) and value.strip().lower() in spelled:
+            spellings = _NULL_SPELLINGS if choice is None else (str(choice).lower(),)
+            if not isinstance(choice, str) and spelled in spellings:
                 return choice
         return value
     types = schema.get("type") or []
     types = [types] if isinstance(types, str) else list(types)
     if "string" in types or not types:
         return value
-    if "integer" in types and _INTEGER.fullmatch(value.strip()):
-        return int(value)
+    if "integer" in types and _INTEGER.fullmatch(spelled):
+        return int(spelled)
     if "number" in types:
         try:
-            return float(value)
+            return float(spelled)
         except ValueError:
             pass
-    if "boolean" in types and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    if "null" in types and value.strip().lower() in ("null", "~", "none"):
+    if "boolean" in types and spelled in ("true", "false"):
+        return spelled == "true"
+    if "null" in types and spelled in _NULL_SPELLINGS:
         return None
     return value
 

@@ -238,7 +238,6 @@ class RateLog:
         width: int,
         amp: str,
         steps: int,
-        command: Sequence[str] | None = None,
     ) -> None:
         self.path = path
         self.common = {
@@ -248,7 +247,7 @@ class RateLog:
             "amp": amp,
             "steps": steps,
             "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "command": shlex.join(["python", *(sys.argv if command is None else command)]),
+            "command": shlex.join(["python", *sys.argv]),
         }
         self.rows: list[Rate] = []
 
