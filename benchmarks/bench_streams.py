@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch._dynamo
 
 from pipeline_lib.dag.rates import RateLog
 from pipeline_lib.models.flops import training_tflops
@@ -48,7 +49,14 @@ from pipeline_lib.ssl.train import _TrainingState, prepare_run
 
 
 def make_group(
-    method: str, k: int, *, width: int, steps: int, device: torch.device, amp: str | None
+    method: str,
+    k: int,
+    *,
+    width: int,
+    steps: int,
+    device: torch.device,
+    amp: str | None,
+    step_mode: str = "auto",
 ) -> _ConcurrentGroup:
     """K runs of seeds 0..K-1, each on its own seeded random images, as the trainer groups
     captured fused runs (:class:`pipeline_lib.ssl.fused._ConcurrentGroup`)."""
@@ -57,7 +65,13 @@ def make_group(
     for seed in range(k):
         generator = torch.Generator().manual_seed(seed)
         images = torch.randint(0, 256, (batch * steps, 32, 32, 3), generator=generator)
-        options = {"batch_size": batch, "width": width, "amp": amp, "epochs": 2}
+        options = {
+            "batch_size": batch,
+            "width": width,
+            "amp": amp,
+            "epochs": 2,
+            "step_mode": step_mode,
+        }
         run, state = prepare_run(
             method, images.to(torch.uint8), seed=seed, device=device, **options
         )
@@ -83,6 +97,7 @@ def measure(
     device: torch.device,
     amp: str | None,
     cudnn: str = "deterministic",
+    step_mode: str = "auto",
 ) -> dict[str, Any]:
     """Instances/s of K runs stepped side by side (second epoch), run 0's weights and mode.
 
@@ -90,7 +105,9 @@ def measure(
     prepared, :func:`pipeline_lib.runtime.devices.use_deterministic_kernels`) before the
     first step, to measure what determinism costs.
     """
-    group = make_group(method, k, width=width, steps=steps, device=device, amp=amp)
+    group = make_group(
+        method, k, width=width, steps=steps, device=device, amp=amp, step_mode=step_mode
+    )
     if cudnn == "default":
         torch.backends.cudnn.deterministic = False
     initial = _weights(group.states[0])
@@ -138,6 +155,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "measure what determinism costs (rates of 'default' are not written to --rates-out)",
     )
     parser.add_argument(
+        "--step-mode",
+        choices=["auto", "compiled"],
+        default="auto",
+        help="auto: the graph-captured step on CUDA (two-phase, uncaptured, on the CPU); "
+        "compiled: the same with the network compiled by inductor (CUDA only; "
+        "pipeline_lib.ssl.compiling)",
+    )
+    parser.add_argument(
         "--rates-out",
         type=Path,
         default=None,
@@ -149,6 +174,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--streams must hold 1 (the baseline) and positive values only")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda but CUDA is not available")
+    if args.step_mode == "compiled" and args.device != "cuda":
+        parser.error("--step-mode compiled needs --device cuda")
     return args
 
 
@@ -160,7 +187,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(
         f"device {name} ({args.device}, amp {amp}), ResNet-18 width {args.width}, "
-        f"{args.steps} timed steps per run after one epoch that captures, cuDNN {args.cudnn}; "
+        f"{args.steps} timed steps per run after one epoch that captures, cuDNN {args.cudnn}, "
+        f"step mode {args.step_mode}; "
         "TFLOP/s: all K runs' model FLOPs"
     )
     print(
@@ -177,6 +205,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
     )
     results: dict[str, dict[int, dict[str, Any]]] = {}
     for method in args.methods:
+        if args.step_mode == "compiled":
+            # This process compiles every method: each starts from an empty dynamo cache, so
+            # none meets dynamo's recompile limit (a trainer process compiles one method).
+            torch._dynamo.reset()
         results[method] = {}
         for k in sorted(args.streams):
             result = measure(
@@ -187,6 +219,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
                 device=device,
                 amp=amp,
                 cudnn=args.cudnn,
+                step_mode=args.step_mode,
             )
             results[method][k] = result
             # Captured runs side by side are the trainer's fused job (graph, fuse K); on the

@@ -153,6 +153,7 @@ def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
             device=device,
             width=width,
             checkpoint_path=Path(job.out).with_suffix(".ckpt"),
+            step_mode=config["train"].get("step_mode", "auto"),
         )
         timings["train_s"] = time.perf_counter() - tic
         last = history[-1]

@@ -591,15 +591,16 @@ def test_train_fuse_refuses_float16(config) -> None:
 
 
 def test_train_step_mode_is_an_execution_setting(config) -> None:
-    """auto / eager / graph: no default written, no effect on sweep ids or training settings."""
+    """auto, eager, graph or compiled: no default written, no effect on sweep ids or the
+    training settings."""
     from pipeline_lib.dag.grids import variant_training
 
     base = validate_config(config, SCHEMA)
     assert "step_mode" not in base["train"]
-    for bad in ("compiled", 1, True):
+    for bad in ("inductor", 1, True):
         config["train"] = {"step_mode": bad}
         assert "config key 'train.step_mode'" in _error(copy.deepcopy(config)), bad
-    for mode in ("auto", "eager", "graph"):
+    for mode in ("auto", "eager", "graph", "compiled"):
         chosen = validate_config({**config, "train": {"step_mode": mode}}, SCHEMA)
         assert chosen["train"]["step_mode"] == mode
         assert sweep_id(chosen) == sweep_id(base)
@@ -611,6 +612,8 @@ def test_train_step_mode_is_an_execution_setting(config) -> None:
 def test_train_step_mode_graph_refuses_float16(config) -> None:
     config["train"] = {"step_mode": "graph", "amp": "float16"}
     assert "train.step_mode" in _error(config) and "float16" in _error(config)
+    config["train"] = {"step_mode": "compiled", "amp": "float16"}
+    assert "train.step_mode': compiled" in _error(config) and "float16" in _error(config)
     config["train"] = {"step_mode": "auto", "amp": "float16"}  # auto falls back to eager
     validate_config(config, SCHEMA)
 

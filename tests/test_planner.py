@@ -365,7 +365,7 @@ def test_a_rate_table_round_trips_and_a_bad_row_names_file_line_and_column(
     write_table(bad, rate_row("simclr", "eager", 1, 10.0))
     with pytest.raises(RateTableError, match=r"line 2, column method: 'simclr'"):
         read_rates([bad])
-    write_table(bad, rate_row("rotnet", "compiled", 1, 10.0))
+    write_table(bad, rate_row("rotnet", "inductor", 1, 10.0))
     with pytest.raises(RateTableError, match=r"line 2, column step_mode"):
         read_rates([bad])
     write_table(bad, rate_row("rotnet", "eager", 0, 10.0))
@@ -597,6 +597,32 @@ def test_fused_jobs_step_as_train_step_mode_says_and_fused_graph_rows_are_settin
     assert line.startswith("best setting of paper.yaml: graph, fuse 10: ")
 
 
+def test_compiled_rows_cost_a_compiled_config_and_compete_as_settings(tmp_path: Path) -> None:
+    """train.step_mode: compiled costs compiled rows (fewer members measured: the most side
+    by side below), and compiled fuse 10 is the cheapest setting when it trains the most."""
+    per_setting = {**RATES, ("graph", 10): 600.0, ("compiled", 1): 2900.0}
+    per_setting[("compiled", 10)] = 700.0
+    rows = [rate_row("rotnet", mode, k, rate) for (mode, k), rate in per_setting.items()]
+    table = read_rates([write_table(tmp_path / "h200.csv", *rows)])
+    config = {"datasets": {"cifar10": {}}, "train": {"epochs": 2, "step_mode": "compiled"}}
+    alone = plan_costs(rotnet_jobs(["cat"]), config, device="cuda", rates=table)
+    assert alone["train_representation"].hours == pytest.approx(
+        IMAGES / per_setting[("compiled", 1)] / 3600
+    )
+    three = {"dataset": "cifar10", "method": "rotnet", "group": "cat@0+dog@0+frog@0"}
+    fused_config = {**config, "train": {**config["train"], "fuse": 4}}
+    rest = plan_costs([Job("train_fused", three, ())], fused_config, device="cuda", rates=table)
+    assert rest["train_fused"].hours == pytest.approx(
+        3 * IMAGES / per_setting[("compiled", 1)] / 3600
+    )
+    assert any(s.startswith("fuse 3 not measured (compiled)") for s in rest["train_fused"].sources)
+    jobs = rotnet_jobs(CIFAR10)
+    settings = setting_costs(jobs, {**config, "train": {"epochs": 2}}, device="cuda", rates=table)
+    costs = plan_costs(jobs, {**config, "train": {"epochs": 2}}, device="cuda", rates=table)
+    line = format_settings("paper.yaml", costs, settings, device="cuda")
+    assert line.startswith("best setting of paper.yaml: compiled, fuse 10: ")
+
+
 def test_the_committed_h200_table_covers_every_method_and_setting() -> None:
     """benchmarks/rates/h200.csv (one device session) costs every setting the docs quote."""
     rates = read_rates([REPO / "benchmarks/rates/h200.csv"])
@@ -605,7 +631,7 @@ def test_the_committed_h200_table_covers_every_method_and_setting() -> None:
     methods = DEFAULT_IMAGES_PER_S["cuda"]
     assert settings == {(m, "eager", k) for m in methods for k in (1, 4, 10)} | {
         (m, "graph", k) for m in methods for k in (1, 4, 8, 10)
-    }
+    } | {(m, "compiled", k) for m in methods for k in (1, 4, 10)}
 
     def rate(method: str, mode: str, fuse: int) -> float:
         choice, why = choose_rate(
@@ -618,6 +644,8 @@ def test_the_committed_h200_table_covers_every_method_and_setting() -> None:
     # and captured models side by side train more images a second than one alone.
     assert all(rate(m, "graph", 1) > rate(m, "eager", 1) for m in methods)
     assert all(rate(m, "graph", k) > 1.2 * rate(m, "graph", 1) for m in methods for k in (4, 8))
+    # Compiled (the network compiled inside the captured step) is faster than graph alone.
+    assert all(rate(m, "compiled", 1) > 1.1 * rate(m, "graph", 1) for m in methods)
     # The planner's built-in CUDA rates are this table's (the default step on CUDA is graph).
     assert {m: rate(m, "graph", 1) for m in methods} == pytest.approx(
         DEFAULT_IMAGES_PER_S["cuda"], rel=1e-4

@@ -214,12 +214,15 @@ def _check_fuse(config: Mapping[str, Any]) -> None:
 
 
 def _check_step_mode(config: Mapping[str, Any]) -> None:
-    """``train.step_mode: graph`` cannot run with float16 amp (its GradScaler syncs the host)."""
+    """``train.step_mode`` graph or compiled cannot run with float16 amp (its GradScaler
+    syncs the host)."""
     train = config.get("train") or {}
-    if train.get("step_mode") == "graph" and train.get("amp") == "float16":
+    mode = train.get("step_mode")
+    if mode in ("graph", "compiled") and train.get("amp") == "float16":
         raise ConfigError(
-            "config key 'train.step_mode': graph needs train.amp bfloat16 or null, not float16 "
-            "(the GradScaler reads its overflow flag on the host every step); use auto or eager"
+            f"config key 'train.step_mode': {mode} needs train.amp bfloat16 or null, not "
+            "float16 (the GradScaler reads its overflow flag on the host every step); use auto "
+            "or eager"
         )
 
 

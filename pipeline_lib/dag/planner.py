@@ -116,15 +116,15 @@ DEFAULT_IMAGES_PER_S: dict[str, dict[str, float | None]] = {
     # One job alone on an NVIDIA H200 (bf16 autocast, channels-last, width 64) with the
     # graph-captured step, the default on CUDA: the fuse-1 graph rows of
     # benchmarks/rates/h200.csv (the median of a day's rows, as --rates takes them; device
-    # session of 2026-11-27). The eager step trained 2.5-6.3x slower in the same run (those
+    # sessions of 2026-11-27). The eager step trained 2.5-6.3x slower in the same run (those
     # rows: `--rates` with that file and `train.step_mode: eager`); a fused job of K captured
     # models side by side trains 1.3-2.4x one job's images (`train.fuse`, docs/status.md).
     "cuda": {
-        "rotnet": 10984.5,
-        "rotation": 10305.3,
-        "denoising": 22024.5,
-        "contrastive": 10239.0,
-        "contrastive_da": 10390.0,
+        "rotnet": 11297.0,
+        "rotation": 10687.0,
+        "denoising": 24011.0,
+        "contrastive": 10280.5,
+        "contrastive_da": 10402.0,
     },
 }
 
@@ -579,17 +579,17 @@ class TableQuery:
         from graph rows when one of that fuse or fewer models exists (:meth:`fused`), else
         from the eager ones.
         """
-        if self.step_mode in ("eager", "graph"):
+        if self.step_mode in ("eager", "graph", "compiled"):
             return self.step_mode
         if self.kind == "cuda" and self.amp != "float16":
-            if self._graph_fuse_at_most(method, fuse) is not None:
+            if self._captured_fuse_at_most(method, "graph", fuse) is not None:
                 return "graph"
         return "eager"
 
-    def _graph_fuse_at_most(self, method: str, fuse: int) -> Choice | None:
-        """The graph row of the most models, at most ``fuse``, measured for ``method``."""
+    def _captured_fuse_at_most(self, method: str, mode: str, fuse: int) -> Choice | None:
+        """The ``mode`` row of the most models, at most ``fuse``, measured for ``method``."""
         for fewer in range(fuse, 0, -1):
-            choice, _ = self._choose(method, "graph", fewer)
+            choice, _ = self._choose(method, mode, fewer)
             if choice is not None:
                 return choice
         return None
@@ -605,7 +605,7 @@ class TableQuery:
         Fused jobs step as ``train.step_mode`` says, as single ones do (:meth:`mode`).
         Without a fused-``models`` row of that mode:
 
-        * graph: the rate of the most models side by side measured below ``models`` (a
+        * graph or compiled: the rate of the most models side by side measured below ``models`` (a
           captured group replays its members' graphs side by side on CUDA streams; on an
           H200 the group's total rose from K = 1 to 2, 4 and 8 for every method, so fewer
           members are a floor, e.g. the group of 2 that fuse 4 leaves of CIFAR-10's 10);
@@ -618,10 +618,11 @@ class TableQuery:
             return choice.device_images_per_s, why
         if models == 1:
             return None, why
-        fewer = self._graph_fuse_at_most(method, models) if mode == "graph" else None
+        captured = mode in ("graph", "compiled")
+        fewer = self._captured_fuse_at_most(method, mode, models) if captured else None
         if fewer is not None:
             return fewer.device_images_per_s, (
-                f"fuse {models} not measured (graph): as {fewer.describe()}, the most models "
+                f"fuse {models} not measured ({mode}): as {fewer.describe()}, the most models "
                 "side by side measured below it"
             )
         alone, why_alone = self._choose(method, "eager", 1)

@@ -9,8 +9,9 @@ One CSV row per measurement, with the columns of :data:`COLUMNS`:
 * ``width``: first-stage width of the ResNet-18 (64 in the paper);
 * ``method``: the trained base method (``rotnet``, ``rotation``, ``denoising``,
   ``contrastive``, ``contrastive_da``);
-* ``step_mode``: ``eager`` or ``graph`` (the graph-captured step, CUDA only), at any fuse
-  (fused K under graph: the K models' own captured steps side by side on CUDA streams);
+* ``step_mode``: ``eager``, ``graph`` (the graph-captured step, CUDA only) or ``compiled``
+  (the same with the network compiled by inductor), at any fuse (fused K under graph or
+  compiled: the K models' own captured steps side by side on CUDA streams);
 * ``fuse``: K, the models trained as one computation (1 = one model alone);
 * ``images_per_s_per_model``: **training instances per second each model trains at**
   (the trainer's ``images_per_s``: source images, except contrastive DA's expanded copies,
@@ -57,7 +58,7 @@ COLUMNS: tuple[str, ...] = (
     "command",
 )
 KINDS: tuple[str, ...] = ("cuda", "cpu")
-STEP_MODES: tuple[str, ...] = ("eager", "graph")
+STEP_MODES: tuple[str, ...] = ("eager", "graph", "compiled")
 
 
 class RateTableError(ValueError):

@@ -80,11 +80,12 @@ from pipeline_lib.models.stacked import (
     unstack_tensor,
 )
 from pipeline_lib.ssl.augment import rotation_views
+from pipeline_lib.ssl.compiling import release_network
 from pipeline_lib.ssl.contrastive import contrastive_inputs, contrastive_outputs_loss
 from pipeline_lib.ssl.denoising import denoising_inputs, denoising_target, reconstruction_loss
 from pipeline_lib.ssl.draws import Draws
 from pipeline_lib.ssl.rotation import rotation_loss
-from pipeline_lib.ssl.stepper import StaticStep
+from pipeline_lib.ssl.stepper import CAPTURED_MODES, StaticStep
 from pipeline_lib.ssl.train import (
     TrainingDivergedError,
     _checkpoint_due,
@@ -236,7 +237,8 @@ class _FusedGroup(_Group):
                 per_step=run.data.per_step,
                 generators=[state.augment_generator for state in self.states],
                 autocast=run.autocast,
-                capture=run.step_mode == "graph",
+                # The stacked network is not compiled: a compiled group stacks as "graph".
+                capture=run.step_mode in CAPTURED_MODES,
             )
 
     @property
@@ -336,7 +338,7 @@ class _ConcurrentGroup(_Group):
     ) -> None:
         super().__init__(members, runs, states)
         self.steps = [
-            run_static_step(run, state, capture=run.step_mode == "graph")
+            run_static_step(run, state, capture=run.step_mode in CAPTURED_MODES)
             for run, state in zip(self.runs, self.states, strict=True)
         ]
         device = self.runs[0].device
@@ -391,7 +393,7 @@ MAX_SIDE_BY_SIDE = 32
 
 def _runs_side_by_side(step_mode: str, members: int) -> bool:
     """Whether a group of ``members`` runs in ``step_mode`` replays its members side by side."""
-    return step_mode == "graph" and members <= MAX_SIDE_BY_SIDE
+    return step_mode in CAPTURED_MODES and members <= MAX_SIDE_BY_SIDE
 
 
 def _group(
@@ -657,6 +659,6 @@ def train_representations_fused(
             callback=callback,
         )
     return [
-        failed[index] if index in failed else (state.model.eval(), state.history)
+        failed[index] if index in failed else (release_network(state.model).eval(), state.history)
         for index, state in enumerate(states)
     ]

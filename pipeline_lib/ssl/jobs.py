@@ -64,7 +64,7 @@ def train_on_split(
     checkpoint_path : str or PathLike or None, default=None
         Where training checkpoints (and resumes from).
     progress : bool, default=False
-    step_mode : {"auto", "eager", "graph"}, default="auto"
+    step_mode : {"auto", "eager", "graph", "compiled"}, default="auto"
         ``train.step_mode``: how steps execute (not part of ``arguments``, the recipe).
 
     Returns
@@ -123,9 +123,10 @@ def train_on_splits_fused(
         One per model: its seed, as its separate job's ``seed``.
     checkpoint_paths : sequence of (str or PathLike or None), or None, default=None
         One per model.
-    step_mode : {"auto", "eager", "graph"}, default="auto"
+    step_mode : {"auto", "eager", "graph", "compiled"}, default="auto"
         ``train.step_mode``, as for :func:`train_on_split` (not part of ``arguments``); under
-        ``graph`` each fused group's step is captured as one CUDA graph.
+        ``graph`` or ``compiled`` each model's step is captured as a CUDA graph and the
+        models replay side by side.
 
     Returns
     -------

@@ -43,14 +43,25 @@ import torch
 from torch import nn
 from torch.optim.sgd import sgd as functional_sgd
 
+from pipeline_lib.ssl.compiling import check_compiler
 from pipeline_lib.ssl.draws import Draws, StaticDraws
 
-__all__ = ["STEP_MODES", "MembersStep", "StaticStep", "one_member", "resolve_step_mode"]
+__all__ = [
+    "CAPTURED_MODES",
+    "STEP_MODES",
+    "MembersStep",
+    "StaticStep",
+    "one_member",
+    "resolve_step_mode",
+]
 
 log = logging.getLogger(__name__)
 
 #: Accepted values of ``step_mode`` (``train.step_mode``).
-STEP_MODES: tuple[str, ...] = ("auto", "eager", "graph")
+STEP_MODES: tuple[str, ...] = ("auto", "eager", "graph", "compiled")
+#: The modes whose device phase is captured as a CUDA graph (``compiled``: with the network
+#: compiled by inductor inside it, :mod:`pipeline_lib.ssl.compiling`).
+CAPTURED_MODES: tuple[str, ...] = ("graph", "compiled")
 
 #: Uncaptured device phases after a start before the capture (the first records the plan).
 WARMUP_STEPS = 3
@@ -76,35 +87,41 @@ def one_member(step: Callable[..., torch.Tensor]) -> MembersStep:
 
 
 def resolve_step_mode(step_mode: str, device: torch.device, *, float16_scaler: bool) -> str:
-    """The path a run takes: ``"eager"`` or ``"graph"``.
+    """The path a run takes: ``"eager"``, ``"graph"`` or ``"compiled"``.
 
     ``auto`` is ``graph`` on CUDA and ``eager`` elsewhere; float16 autocast needs the
     GradScaler, which reads its overflow flag on the host every step, so it stays eager.
+    ``compiled`` is opt-in: its rounding is not the eager step's (see
+    :mod:`pipeline_lib.ssl.compiling`).
 
     Raises
     ------
     ValueError
-        On an unknown mode, or ``graph`` where it cannot run (not CUDA, or float16 amp).
+        On an unknown mode, or ``graph`` / ``compiled`` where it cannot run (not CUDA,
+        float16 amp, or for ``compiled`` no Triton or C compiler).
     """
     if step_mode not in STEP_MODES:
         raise ValueError(f"unknown step_mode {step_mode!r}; allowed: {', '.join(STEP_MODES)}")
     if step_mode == "eager":
         return "eager"
     if device.type != "cuda":
-        if step_mode == "graph":
+        if step_mode in CAPTURED_MODES:
             raise ValueError(
-                f"step_mode='graph' needs a CUDA device, got {device.type!r}; use 'auto' "
-                "(graph on CUDA, eager elsewhere) or 'eager'"
+                f"step_mode={step_mode!r} needs a CUDA device, got {device.type!r}; use "
+                "'auto' (graph on CUDA, eager elsewhere) or 'eager'"
             )
         return "eager"
     if float16_scaler:
-        if step_mode == "graph":
+        if step_mode in CAPTURED_MODES:
             raise ValueError(
-                "step_mode='graph' cannot run with amp='float16' (the GradScaler syncs the "
-                "host every step); use amp='bfloat16' or step_mode 'auto' / 'eager'"
+                f"step_mode={step_mode!r} cannot run with amp='float16' (the GradScaler syncs "
+                "the host every step); use amp='bfloat16' or step_mode 'auto' / 'eager'"
             )
         log.info("amp float16 needs the GradScaler, which syncs the host: eager training steps")
         return "eager"
+    if step_mode == "compiled":
+        check_compiler(device)
+        return "compiled"
     return "graph"
 
 
@@ -130,6 +147,9 @@ class StaticStep:
         ``autocast(cache_enabled) -> context manager`` of the run's amp setting.
     capture : bool
         Capture and replay a CUDA graph (CUDA only); False runs every device phase uncaptured.
+    compiled : bool, default=False
+        The model's modules are compiled (:func:`~pipeline_lib.ssl.compiling.compile_network`):
+        only names the mode in the history.
 
     Raises
     ------
@@ -148,6 +168,7 @@ class StaticStep:
         generators: Sequence[torch.Generator],
         autocast: Callable[[bool], contextlib.AbstractContextManager[Any]],
         capture: bool,
+        compiled: bool = False,
     ) -> None:
         if not images or len(images) != len(generators):
             raise ValueError(
@@ -159,7 +180,7 @@ class StaticStep:
             raise ValueError(f"graph capture needs a CUDA device, got {device.type!r}")
         self.model, self.optimizer, self.step = model, optimizer, step
         self.images, self.autocast = list(images), autocast
-        self.capture = capture
+        self.capture, self.compiled = capture, compiled
         self.draws = [StaticDraws(generator, device) for generator in generators]
         self.indices = [torch.zeros(per_step, dtype=torch.long, device=device) for _ in self.images]
         self.device_lr = device.type == "cuda"
@@ -172,13 +193,16 @@ class StaticStep:
 
     @property
     def mode(self) -> str:
-        """The history's ``step_mode``: ``graph``, ``uncaptured`` (capture failed) or ``two_phase``.
+        """The history's ``step_mode``: ``graph`` or ``compiled``, ``uncaptured`` (capture
+        failed) or ``two_phase``.
 
         ``graph`` includes the uncaptured steps after each start: they run the same kernels.
         """
         if self.failure is not None:
             return "uncaptured"
-        return "graph" if self.capture else "two_phase"
+        if not self.capture:
+            return "two_phase"
+        return "compiled" if self.compiled else "graph"
 
     def __call__(self, *batch_indices: torch.Tensor) -> torch.Tensor:
         """Run one step on each member's instances ``batch_indices[k]`` (device); the loss.

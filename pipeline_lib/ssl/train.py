@@ -48,10 +48,11 @@ from pipeline_lib.ssl.augment import (
     distribution_copies,
     parse_distribution,
 )
+from pipeline_lib.ssl.compiling import compile_network, release_network
 from pipeline_lib.ssl.contrastive import LOSS_FORMS, contrastive_step
 from pipeline_lib.ssl.denoising import DEFAULT_NOISE_STD, DEFAULT_TARGET_PATCH, denoising_step
 from pipeline_lib.ssl.rotation import rotation_step
-from pipeline_lib.ssl.stepper import StaticStep, one_member, resolve_step_mode
+from pipeline_lib.ssl.stepper import CAPTURED_MODES, StaticStep, one_member, resolve_step_mode
 
 __all__ = ["TrainingDivergedError", "train_representation"]
 
@@ -345,7 +346,8 @@ class _Run:
     device: torch.device
     amp: str | None
     use_scaler: bool
-    #: ``eager`` (today's loop) or ``graph`` (:class:`~pipeline_lib.ssl.stepper.StaticStep`).
+    #: ``eager`` (today's loop), ``graph`` (:class:`~pipeline_lib.ssl.stepper.StaticStep`) or
+    #: ``compiled`` (the same with the network compiled, :mod:`pipeline_lib.ssl.compiling`).
     step_mode: str = "eager"
 
     @property
@@ -621,7 +623,11 @@ def run_static_step(run: _Run, state: _TrainingState, *, capture: bool) -> Stati
 
     One constructor for the trainer, the tests and benchmarks/bench_compile.py, so they all
     time and check the step that training runs. ``capture=False`` never captures (the CPU).
+    A ``compiled`` run's network is compiled here (in place, before its first step).
     """
+    compiled = run.step_mode == "compiled"
+    if compiled:
+        compile_network(state.model)
     return StaticStep(
         model=state.model,
         optimizer=state.optimizer,
@@ -631,17 +637,19 @@ def run_static_step(run: _Run, state: _TrainingState, *, capture: bool) -> Stati
         generators=[state.augment_generator],
         autocast=run.autocast,
         capture=capture,
+        compiled=compiled,
     )
 
 
 def _static_step(run: _Run, state: _TrainingState) -> StaticStep | None:
-    """The two-phase step of a ``graph`` run (built after any resume), None for ``eager``.
+    """The two-phase step of a ``graph`` or ``compiled`` run (built after any resume), None
+    for ``eager``.
 
     ``two_phase`` (tests only) is the same step never captured, which runs on the CPU.
     """
     if run.step_mode == "eager":
         return None
-    return run_static_step(run, state, capture=run.step_mode == "graph")
+    return run_static_step(run, state, capture=run.step_mode in CAPTURED_MODES)
 
 
 def _train_epoch(
@@ -867,16 +875,18 @@ def train_representation(
         Autocast dtype on CUDA (float16 adds a GradScaler); CPU always trains in float32.
         Channels-last memory format is also CUDA-only.
     device : torch.device or str, default="cpu"
-    step_mode : {"auto", "eager", "graph"}, default="auto"
+    step_mode : {"auto", "eager", "graph", "compiled"}, default="auto"
         How a step runs (an execution setting, not part of the recipe): ``graph`` captures
         the whole step (views, forward, loss, backward, SGD) once as a CUDA graph and
         replays it (:mod:`pipeline_lib.ssl.stepper`), with the same random numbers as
         ``eager``, so the two differ only in kernel rounding; ``auto`` is ``graph`` on CUDA
         (``eager`` with ``amp="float16"``) and ``eager`` elsewhere. If the capture fails,
         training goes on uncaptured with a warning. Each history record's ``step_mode``
-        says what ran: ``eager``, ``graph`` or ``uncaptured``. A checkpoint resumes under
-        either mode (it holds the same state); the uninterrupted result is repeated
-        exactly when both runs use the same mode.
+        says what ran: ``eager``, ``graph``, ``compiled`` or ``uncaptured``. ``compiled``
+        (CUDA, opt-in) is ``graph`` with the network compiled by inductor inside the
+        captured step (:mod:`pipeline_lib.ssl.compiling`): faster, reproducible, but with
+        its own rounding. A checkpoint resumes under any mode (it holds the same state);
+        the uninterrupted result is repeated exactly when both runs use the same mode.
     checkpoint_path : str or PathLike or None, default=None
         Resumable checkpoint. If the file exists and was written for the same arguments
         and data, training resumes after its last epoch (on the CPU the result is
@@ -976,4 +986,4 @@ def train_representation(
             _write_checkpoint(run, state, checkpoint_path)
         if callback is not None:
             callback(dict(record))
-    return state.model.eval(), state.history
+    return release_network(state.model).eval(), state.history

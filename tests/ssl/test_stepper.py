@@ -271,6 +271,7 @@ def test_device_phase_copies_nothing_from_the_host(case, images, monkeypatch) ->
                 images=torch.empty_like(run.data.images, device=META), per_step=run.data.per_step
             ),
             autocast=run.autocast,
+            step_mode=run.step_mode,
         ),
         _meta_state(run),
     )
