@@ -7,9 +7,10 @@
 #   RATES=1 COMPILE=1 OUT=/tmp/gpu bash benchmarks/gpu_session.sh     # + the measured ones
 #   DEVICE=cpu WIDTH=4 STEPS=2 RATES=1 OUT=/tmp/gpu bash benchmarks/gpu_session.sh  # CPU smoke
 #
-# Default steps (at most 350 s of limits): the CUDA tests of the graph-captured step
-# (graph == eager bit for bit under deterministic cuDNN, separate and fused; resume; the
-# fallback warning; one capture per fused group, retrains after a leaked NaN), fused ==
+# Default steps (at most 460 s of limits): the CUDA tests of the graph-captured and compiled
+# steps (graph == eager bit for bit under deterministic cuDNN, separate and fused; resume; the
+# fallback warning; one capture per fused group, retrains after a leaked NaN; compiled:
+# resume, a fresh compilation and side-by-side runs repeat the run), fused ==
 # separate on the device (check_fused.py), and bench_streams.py: K = 1, 2, 4, 8 separate
 # captured runs replayed side by side on K streams, the candidate for filling the GPU that
 # stacking and process packing were not (docs/status.md); its rates go to $OUT/rates.csv as
@@ -19,7 +20,9 @@
 # on an H200 on 2026-11-27, so opt-in: RATES=1 runs bench_train.py (eager and graph
 # rates per method, fused K = 4 and 10 in both modes, share of bf16 peak; 290 s), appending
 # every rate to $OUT/rates.csv (pipeline_lib.dag.rates; committed as benchmarks/rates/h200.csv,
-# read by `droc-plan --rates`); COMPILE=1 runs bench_compile.py (torch.compile reduce-overhead
+# read by `droc-plan --rates`); COMPILED=1 runs bench_streams.py under `train.step_mode:
+# compiled` (K = 1, 4, 10; about 150 s, compile included), appending compiled fuse-K rows;
+# COMPILE=1 runs bench_compile.py (torch.compile reduce-overhead
 # beside the CUDA graph; inductor compiles a method in 25-50 s; 240 s); DETECTORS=1 the
 # detector benchmarks at the paper's sizes (80 s). The full-protocol cell
 # (config/cifar10_fullcell.yaml) needs about 16 minutes of training at the graph rate (one
@@ -48,7 +51,8 @@ step() {  # step NAME SECONDS COMMAND...: run with a limit, keep its output, go 
 MODES=eager  # graph capture is CUDA-only (the CPU tests run in CI)
 if [ "$DEVICE" = cuda ]; then
   MODES=both
-  step graph_tests 90 "$PYTHON" -m pytest -q -p no:cacheprovider tests/ssl/test_stepper.py tests/test_devices.py -k on_cuda
+  step graph_tests 200 "$PYTHON" -m pytest -q -p no:cacheprovider tests/ssl/test_compiling.py \
+    tests/ssl/test_stepper.py tests/test_devices.py -k on_cuda
 fi
 step check_fused 60 "$PYTHON" benchmarks/check_fused.py --device "$DEVICE" --k 4 --steps 3 \
   --width "$WIDTH"  # auto: on CUDA the captured fused job (models side by side on streams)
@@ -56,6 +60,11 @@ step check_fused 60 "$PYTHON" benchmarks/check_fused.py --device "$DEVICE" --k 4
 step streams 200 "$PYTHON" benchmarks/bench_streams.py --device "$DEVICE" --width "$WIDTH" \
   --steps "$STEPS" --streams 1 2 4 8 --peak-tflops "$PEAK" --rates-out "$OUT/rates.csv" \
   --methods contrastive_da contrastive rotation rotnet denoising
+if [ "${COMPILED:-0}" = 1 ] && [ "$DEVICE" = cuda ]; then
+  step streams_compiled 200 "$PYTHON" benchmarks/bench_streams.py --device cuda --width "$WIDTH" \
+    --steps "$STEPS" --step-mode compiled --streams 1 4 10 --peak-tflops "$PEAK" \
+    --rates-out "$OUT/rates.csv" --methods contrastive_da contrastive rotation rotnet denoising
+fi
 if [ "${RATES:-0}" = 1 ]; then
   step train 290 "$PYTHON" benchmarks/bench_train.py --device "$DEVICE" --width "$WIDTH" \
     --steps "$STEPS" --peak-tflops "$PEAK" --step-mode "$MODES" --fuse 4 10 \
