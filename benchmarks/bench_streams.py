@@ -163,6 +163,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "pipeline_lib.ssl.compiling)",
     )
     parser.add_argument(
+        "--draw-ahead",
+        choices=["on", "off"],
+        default="on",
+        help="on (the trainer's): each run's next random numbers are drawn on a worker "
+        "thread; off: the one host thread draws them in turn, to measure what that buys "
+        "(rates of 'off' are not written to --rates-out)",
+    )
+    parser.add_argument(
         "--rates-out",
         type=Path,
         default=None,
@@ -182,13 +190,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
     """Print the table; return the measurements (method -> K -> numbers), for the tests."""
     args = parse_args(argv)
+    _ConcurrentGroup.draw_ahead = args.draw_ahead == "on"
     device = torch.device(args.device)
     amp = None if args.amp == "none" or device.type == "cpu" else args.amp
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(
         f"device {name} ({args.device}, amp {amp}), ResNet-18 width {args.width}, "
         f"{args.steps} timed steps per run after one epoch that captures, cuDNN {args.cudnn}, "
-        f"step mode {args.step_mode}; "
+        f"step mode {args.step_mode}, draw ahead {args.draw_ahead}; "
         "TFLOP/s: all K runs' model FLOPs"
     )
     print(
@@ -224,7 +233,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
             results[method][k] = result
             # Captured runs side by side are the trainer's fused job (graph, fuse K); on the
             # CPU the runs step in turn, uncaptured ("two_phase"): RateLog skips that row.
-            if args.cudnn == "deterministic":
+            if args.cudnn == "deterministic" and args.draw_ahead == "on":
                 log.add(method, result["mode"], k, result["images_per_s"])
             alone = results[method][1]
             result["ratio"] = result["images_per_s"] / alone["images_per_s"]

@@ -106,6 +106,7 @@ class StaticDraws:
         self._staging: list[torch.Tensor] = []
         self._copied: list[torch.cuda.Event | None] = []
         self._turn = 0
+        self._filled: int | None = None  # the staging buffer fill() drew into, until upload()
 
     @property
     def recorded(self) -> bool:
@@ -150,12 +151,21 @@ class StaticDraws:
         self._staging = [torch.zeros(total, pin_memory=pinned) for _ in range(2 if pinned else 1)]
         self._copied = [None] * len(self._staging)
 
-    def draw(self) -> None:
-        """Host phase: the step's numbers to the device buffer (no wait for the device).
+    @property
+    def filled(self) -> bool:
+        """Whether the next step's numbers are drawn and wait in a staging buffer."""
+        return self._filled is not None
 
-        Waits only for the copy made two steps ago, so the host may run ahead of the device.
+    def fill(self) -> None:
+        """Draw the next step's numbers into a staging buffer: host work only.
+
+        Safe on a worker thread (:class:`~pipeline_lib.ssl.fused._ConcurrentGroup` draws one
+        member's next step while the others' steps launch) as long as the calls of one
+        instance stay in order: fill, then :meth:`upload`, then the next fill. Waits only for
+        the copy made two steps ago, so the host may run ahead of the device.
         """
         assert self.plan is not None and self._device_buffer is not None, "call freeze() first"
+        assert self._filled is None, "upload() the numbers already filled first"
         turn = self._turn % len(self._staging)
         self._turn += 1
         event = self._copied[turn]
@@ -165,12 +175,25 @@ class StaticDraws:
         for kind, shape, offset in self.plan:
             numbers = getattr(torch, kind)(*shape, generator=self.generator)
             staging[offset : offset + numbers.numel()].copy_(numbers.view(-1))
-        self._device_buffer.copy_(staging, non_blocking=self.device.type == "cuda")
+        self._filled = turn
+
+    def upload(self) -> None:
+        """Copy the filled numbers to the device buffer, on the current stream (no wait)."""
+        assert self._filled is not None and self._device_buffer is not None, "fill() first"
+        turn, self._filled = self._filled, None
+        self._device_buffer.copy_(self._staging[turn], non_blocking=self.device.type == "cuda")
         if self.device.type == "cuda":
             event = torch.cuda.Event()
             event.record()
             self._copied[turn] = event
         self._cursor = 0
+
+    def draw(self) -> None:
+        """Host phase: the step's numbers to the device buffer (:meth:`fill` unless done
+        ahead, then :meth:`upload`)."""
+        if self._filled is None:
+            self.fill()
+        self.upload()
 
     def rewind(self) -> None:
         """Start a device phase over the numbers last drawn (capture, then replay)."""

@@ -64,6 +64,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -332,6 +333,9 @@ class _ConcurrentGroup(_Group):
 
     #: Members compute apart: a diverged member's epoch is its own (no retrain needed).
     shares_kernels = False
+    #: Draw each member's next step's numbers on a worker thread (see :meth:`train_epoch`);
+    #: off only to measure what it buys (benchmarks/bench_streams.py --draw-ahead off).
+    draw_ahead = True
 
     def __init__(
         self, members: list[int], runs: Sequence[_Run], states: Sequence[_TrainingState]
@@ -353,7 +357,14 @@ class _ConcurrentGroup(_Group):
         return "uncaptured" if "uncaptured" in modes else modes.pop()
 
     def train_epoch(self) -> torch.Tensor:
-        """One epoch of every member; the losses ``(members, steps)`` (on the device)."""
+        """One epoch of every member; the losses ``(members, steps)`` (on the device).
+
+        Each member's next step's random numbers are drawn on a worker thread while the
+        other members' steps launch (:meth:`StaticDraws.fill`): one host thread drawing them
+        all bound denoising's fused jobs (196,608 normal numbers per model step). Each
+        member's draws stay in its generator's order, and none is drawn ahead across the
+        epoch's end, where a checkpoint saves the generator.
+        """
         run = self.runs[0]
         steps, per_step = run.data.steps_per_epoch, run.data.per_step
         main = torch.cuda.current_stream(run.device) if run.on_cuda else None
@@ -366,15 +377,33 @@ class _ConcurrentGroup(_Group):
         for stream in self.streams:
             if stream is not None:
                 stream.wait_stream(main)  # the orders and losses were made on the main stream
-        for index in range(steps):
-            window = slice(index * per_step, (index + 1) * per_step)
-            for k, (state, step, stream) in enumerate(
-                zip(self.states, self.steps, self.streams, strict=True)
-            ):
-                with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
-                    loss = step(orders[k][window])
-                    state.scheduler.step()
-                    losses[k, index] = loss  # a copy: a replayed step's loss tensor is reused
+        workers = max(1, min(len(self.members), torch.get_num_threads()))
+        ahead: list[Future[None] | None] = [None] * len(self.members)
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            try:
+                for index in range(steps):
+                    window = slice(index * per_step, (index + 1) * per_step)
+                    for k, (state, step, stream) in enumerate(
+                        zip(self.states, self.steps, self.streams, strict=True)
+                    ):
+                        drawing, ahead[k] = ahead[k], None
+                        if drawing is not None:
+                            drawing.result()  # this step's numbers wait in a staging buffer
+                        stream_context = (
+                            torch.cuda.stream(stream)
+                            if stream is not None
+                            else contextlib.nullcontext()
+                        )
+                        with stream_context:
+                            loss = step(orders[k][window])
+                            state.scheduler.step()
+                            losses[k, index] = loss  # a copy: a replayed step's loss is reused
+                        if self.draw_ahead and index + 1 < steps and step.recorded:
+                            ahead[k] = pool.submit(step.draws[0].fill)
+            finally:
+                for drawing in ahead:  # an error left draws in flight: let them finish
+                    if drawing is not None:
+                        drawing.exception()
         for stream in self.streams:
             if stream is not None:
                 main.wait_stream(stream)

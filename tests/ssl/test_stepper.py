@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import threading
 from types import SimpleNamespace
 
 import numpy as np
@@ -478,6 +479,31 @@ def test_fused_two_phase_lone_member_then_new_group_equals_eager(
         assert [r["step_mode"] for r in history] == ["two_phase"] * 3
 
 
+def test_static_draws_filled_ahead_upload_the_numbers_draw_gives() -> None:
+    """fill() then upload() is draw(): the same numbers in the same generator order."""
+
+    def plan(draws: draws_module.StaticDraws) -> None:
+        draws.rand(3, 2)
+        draws.randn(5)
+        draws.freeze()
+
+    direct = draws_module.StaticDraws(torch.Generator().manual_seed(1), torch.device("cpu"))
+    ahead = draws_module.StaticDraws(torch.Generator().manual_seed(1), torch.device("cpu"))
+    plan(direct)
+    plan(ahead)
+    for _ in range(3):
+        direct.draw()
+        ahead.fill()
+        assert ahead.filled
+        with pytest.raises(AssertionError, match="upload"):
+            ahead.fill()
+        ahead.upload()
+        assert not ahead.filled
+        assert torch.equal(direct.rand(3, 2), ahead.rand(3, 2))
+        assert torch.equal(direct.randn(5), ahead.randn(5))
+    assert torch.equal(direct.generator.get_state(), ahead.generator.get_state())
+
+
 @pytest.fixture
 def side_by_side(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fused groups as captured CUDA runs get them: members side by side (here two_phase)."""
@@ -512,10 +538,20 @@ def _poisoned_resume(seed: int):
 
 @pytest.mark.parametrize("method", list(FUSED))
 def test_side_by_side_members_are_their_separate_runs_bit_for_bit(
-    method, noise16, side_by_side
+    method, noise16, side_by_side, monkeypatch
 ) -> None:
-    """Nothing is stacked: each member runs its separate run's step, so equality is exact."""
+    """Nothing is stacked: each member runs its separate run's step, so equality is exact,
+    although each member's next numbers are drawn ahead on a worker thread."""
+    threads: list[str] = []
+    fill = draws_module.StaticDraws.fill
+
+    def recorded_fill(self) -> None:
+        threads.append(threading.current_thread().name)
+        fill(self)
+
+    monkeypatch.setattr(draws_module.StaticDraws, "fill", recorded_fill)
     fused = _train_fused(method, noise16)
+    assert any(name != "MainThread" for name in threads), threads
     separate = _separate_runs(method, noise16)
     for k, ((model, history), (alone, alone_history)) in enumerate(
         zip(fused, separate, strict=True)
