@@ -25,8 +25,8 @@
 # COMPILE=1 runs bench_compile.py (torch.compile reduce-overhead
 # beside the CUDA graph; inductor compiles a method in 25-50 s; 240 s); DETECTORS=1 the
 # detector benchmarks at the paper's sizes (80 s). The full-protocol cell
-# (config/cifar10_fullcell.yaml) needs about 16 minutes of training at the graph rate (one
-# model: fusing does not speed it up), more than a session's device time: docs/status.md.
+# (config/cifar10_fullcell.yaml) needs about 12.4 minutes of training even compiled (one
+# model: fusing does not speed it up): benchmarks/full_cell.sh, in a session of its own.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # The device machine has torch but not this package installed: import it from the checkout.
