@@ -10,9 +10,13 @@
 # $OUT. About 14 of a session's 15 device-minutes in all: give it a session of its own.
 #
 #   mkdir -p .data && cp ../shared/data/cifar10_jpeg.npz ../shared/data/make_cifar10.py .data/
-#   echo /.data/ >> .git/info/exclude
-#   device run (carry .data):  OUT=$OUT bash benchmarks/full_cell.sh      # call 1: trains ~9 min
-#   device run (carry .data):  OUT=$OUT bash benchmarks/full_cell.sh      # call 2: the rest
+#   echo /.data/ >> .git/info/exclude; echo /.whl/ >> .git/info/exclude
+#   # the device image lacks jsonschema (config validation): its wheels, for Python 3.12
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+#     --implementation cp --platform manylinux_2_17_x86_64 -d .whl jsonschema \
+#     jsonschema-specifications referencing rpds-py
+#   device run (carry .data, .whl):  OUT=$OUT bash benchmarks/full_cell.sh   # call 1: ~9 min
+#   device run (carry .data, .whl):  OUT=$OUT bash benchmarks/full_cell.sh   # call 2: the rest
 #
 # The CIFAR-10 copy is JPEG q75 re-encoded (../shared/data/README): pixels differ slightly
 # from the official binaries the paper used. CONFIG, DEVICE, DEADLINE and RUN override the
@@ -26,6 +30,11 @@ DEVICE=${DEVICE:-cuda}
 DEADLINE=${DEADLINE:-540}  # seconds of this call; a 600 s call limit leaves the start-up
 RUN=${RUN:-results/fullcell}
 PYTHON=${PYTHON:-python3}
+if compgen -G ".whl/*.whl" >/dev/null && ! "$PYTHON" -c "import jsonschema" 2>/dev/null; then
+  "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit
+  export PYTHONPATH="/tmp/site:$PYTHONPATH"
+fi
 if [ -f .data/cifar10_jpeg.npz ]; then
   export DROC_DATA_ROOT=${DROC_DATA_ROOT:-/tmp/droc-data}
   [ -d "$DROC_DATA_ROOT/cifar-10-batches-py" ] || "$PYTHON" .data/make_cifar10.py "$DROC_DATA_ROOT"
