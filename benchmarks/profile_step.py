@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from bench_streams import make_group  # a sibling script: run from benchmarks/ or its parent
 from torch.profiler import ProfilerActivity, profile
 
 from pipeline_lib.registry import TRAINED_METHODS
@@ -121,8 +122,6 @@ def profile_group(
     trace: Path | None = None,
 ) -> Profile:
     """Profile the third epoch of K side-by-side runs (``bench_streams.make_group``)."""
-    from bench_streams import make_group  # noqa: PLC0415  (a sibling script, not a package)
-
     group = make_group(method, k, width=width, steps=steps, device=device, amp=amp)
     for _ in range(2):  # capture, then one warm epoch
         group.train_epoch()

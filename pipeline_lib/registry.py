@@ -72,6 +72,12 @@ VIEW_SETTINGS: tuple[str, ...] = ("view_flip", "view_jitter", "view_blur")
 #: one job trains (``fuse``) and whether a step is graph-captured (``step_mode``). They are
 #: left out of a model's training arguments, of job params and of sweep ids.
 TRAIN_EXECUTION_SETTINGS: tuple[str, ...] = ("fuse", "step_mode")
+#: Values of ``train.step_mode`` (pipeline_lib.ssl.stepper): one list for the trainer, the
+#: config check, the rate tables and the planner (the last three are torch-free).
+STEP_MODES: tuple[str, ...] = ("auto", "eager", "graph", "compiled")
+#: The modes whose whole step is captured as a CUDA graph (``compiled``: with the network
+#: compiled by inductor inside it, pipeline_lib.ssl.compiling).
+CAPTURED_STEP_MODES: tuple[str, ...] = ("graph", "compiled")
 
 #: Distribution augmentation of the paper's main table (rotations as new instances).
 DEFAULT_DISTRIBUTIONS: tuple[str, ...] = ("rot90", "rot180", "rot270")

@@ -25,6 +25,7 @@ from pipeline_lib.dag.grids import (
 )
 from pipeline_lib.data import DATASETS
 from pipeline_lib.registry import (
+    CAPTURED_STEP_MODES,
     DETECTOR_DEFAULTS,
     HEADLESS_METHODS,
     METHODS,
@@ -218,7 +219,7 @@ def _check_step_mode(config: Mapping[str, Any]) -> None:
     syncs the host)."""
     train = config.get("train") or {}
     mode = train.get("step_mode")
-    if mode in ("graph", "compiled") and train.get("amp") == "float16":
+    if mode in CAPTURED_STEP_MODES and train.get("amp") == "float16":
         raise ConfigError(
             f"config key 'train.step_mode': {mode} needs train.amp bfloat16 or null, not "
             "float16 (the GradScaler reads its overflow flag on the host every step); use auto "

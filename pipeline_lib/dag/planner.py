@@ -78,6 +78,7 @@ from pipeline_lib.dag.grids import (
     variant_training,
 )
 from pipeline_lib.dag.rates import (
+    STEP_MODES,
     Choice,
     Rate,
     RateTableError,
@@ -86,7 +87,12 @@ from pipeline_lib.dag.rates import (
     read_rates,
     settings_measured,
 )
-from pipeline_lib.registry import TRAINED_METHODS, instances_per_image, training_arguments
+from pipeline_lib.registry import (
+    CAPTURED_STEP_MODES,
+    TRAINED_METHODS,
+    instances_per_image,
+    training_arguments,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 #: The schema the Snakefile validates a config with (defaults filled, studies merged).
@@ -579,7 +585,7 @@ class TableQuery:
         from graph rows when one of that fuse or fewer models exists (:meth:`fused`), else
         from the eager ones.
         """
-        if self.step_mode in ("eager", "graph", "compiled"):
+        if self.step_mode in STEP_MODES:
             return self.step_mode
         if self.kind == "cuda" and self.amp != "float16":
             if self._captured_fuse_at_most(method, "graph", fuse) is not None:
@@ -618,7 +624,7 @@ class TableQuery:
             return choice.device_images_per_s, why
         if models == 1:
             return None, why
-        captured = mode in ("graph", "compiled")
+        captured = mode in CAPTURED_STEP_MODES
         fewer = self._captured_fuse_at_most(method, mode, models) if captured else None
         if fewer is not None:
             return fewer.device_images_per_s, (

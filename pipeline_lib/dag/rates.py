@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pipeline_lib.registry import STEP_MODES as TRAIN_STEP_MODES
 from pipeline_lib.registry import TRAINED_METHODS
 
 #: The table's columns, in the order written.
@@ -58,7 +59,8 @@ COLUMNS: tuple[str, ...] = (
     "command",
 )
 KINDS: tuple[str, ...] = ("cuda", "cpu")
-STEP_MODES: tuple[str, ...] = ("eager", "graph", "compiled")
+#: What a row can have measured: every ``train.step_mode`` but ``auto`` (which resolves to one).
+STEP_MODES: tuple[str, ...] = tuple(mode for mode in TRAIN_STEP_MODES if mode != "auto")
 
 
 class RateTableError(ValueError):

@@ -80,13 +80,14 @@ from pipeline_lib.models.stacked import (
     unstack_outputs,
     unstack_tensor,
 )
+from pipeline_lib.registry import CAPTURED_STEP_MODES
 from pipeline_lib.ssl.augment import rotation_views
 from pipeline_lib.ssl.compiling import release_network
 from pipeline_lib.ssl.contrastive import contrastive_inputs, contrastive_outputs_loss
 from pipeline_lib.ssl.denoising import denoising_inputs, denoising_target, reconstruction_loss
 from pipeline_lib.ssl.draws import Draws
 from pipeline_lib.ssl.rotation import rotation_loss
-from pipeline_lib.ssl.stepper import CAPTURED_MODES, StaticStep
+from pipeline_lib.ssl.stepper import StaticStep
 from pipeline_lib.ssl.train import (
     TrainingDivergedError,
     _checkpoint_due,
@@ -239,7 +240,7 @@ class _FusedGroup(_Group):
                 generators=[state.augment_generator for state in self.states],
                 autocast=run.autocast,
                 # The stacked network is not compiled: a compiled group stacks as "graph".
-                capture=run.step_mode in CAPTURED_MODES,
+                capture=run.step_mode in CAPTURED_STEP_MODES,
             )
 
     @property
@@ -342,7 +343,7 @@ class _ConcurrentGroup(_Group):
     ) -> None:
         super().__init__(members, runs, states)
         self.steps = [
-            run_static_step(run, state, capture=run.step_mode in CAPTURED_MODES)
+            run_static_step(run, state, capture=run.step_mode in CAPTURED_STEP_MODES)
             for run, state in zip(self.runs, self.states, strict=True)
         ]
         device = self.runs[0].device
@@ -422,7 +423,7 @@ MAX_SIDE_BY_SIDE = 32
 
 def _runs_side_by_side(step_mode: str, members: int) -> bool:
     """Whether a group of ``members`` runs in ``step_mode`` replays its members side by side."""
-    return step_mode in CAPTURED_MODES and members <= MAX_SIDE_BY_SIDE
+    return step_mode in CAPTURED_STEP_MODES and members <= MAX_SIDE_BY_SIDE
 
 
 def _group(

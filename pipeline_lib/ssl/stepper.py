@@ -43,11 +43,11 @@ import torch
 from torch import nn
 from torch.optim.sgd import sgd as functional_sgd
 
+from pipeline_lib.registry import CAPTURED_STEP_MODES, STEP_MODES
 from pipeline_lib.ssl.compiling import check_compiler
 from pipeline_lib.ssl.draws import Draws, StaticDraws
 
 __all__ = [
-    "CAPTURED_MODES",
     "STEP_MODES",
     "MembersStep",
     "StaticStep",
@@ -56,12 +56,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-#: Accepted values of ``step_mode`` (``train.step_mode``).
-STEP_MODES: tuple[str, ...] = ("auto", "eager", "graph", "compiled")
-#: The modes whose device phase is captured as a CUDA graph (``compiled``: with the network
-#: compiled by inductor inside it, :mod:`pipeline_lib.ssl.compiling`).
-CAPTURED_MODES: tuple[str, ...] = ("graph", "compiled")
 
 #: Uncaptured device phases after a start before the capture (the first records the plan).
 WARMUP_STEPS = 3
@@ -105,14 +99,14 @@ def resolve_step_mode(step_mode: str, device: torch.device, *, float16_scaler: b
     if step_mode == "eager":
         return "eager"
     if device.type != "cuda":
-        if step_mode in CAPTURED_MODES:
+        if step_mode in CAPTURED_STEP_MODES:
             raise ValueError(
                 f"step_mode={step_mode!r} needs a CUDA device, got {device.type!r}; use "
                 "'auto' (graph on CUDA, eager elsewhere) or 'eager'"
             )
         return "eager"
     if float16_scaler:
-        if step_mode in CAPTURED_MODES:
+        if step_mode in CAPTURED_STEP_MODES:
             raise ValueError(
                 f"step_mode={step_mode!r} cannot run with amp='float16' (the GradScaler syncs "
                 "the host every step); use amp='bfloat16' or step_mode 'auto' / 'eager'"

@@ -35,6 +35,7 @@ from pipeline_lib.models.checkpoints import load_checkpoint, plain, save_checkpo
 from pipeline_lib.models.proxy import ProxyModel, build_proxy_model
 from pipeline_lib.models.representation import TRAINED_METHODS
 from pipeline_lib.registry import (
+    CAPTURED_STEP_MODES,
     DA_BATCHINGS,
     DENOISING_TARGETS,
     LR_SCHEDULES,
@@ -52,7 +53,7 @@ from pipeline_lib.ssl.compiling import compile_network, release_network
 from pipeline_lib.ssl.contrastive import LOSS_FORMS, contrastive_step
 from pipeline_lib.ssl.denoising import DEFAULT_NOISE_STD, DEFAULT_TARGET_PATCH, denoising_step
 from pipeline_lib.ssl.rotation import rotation_step
-from pipeline_lib.ssl.stepper import CAPTURED_MODES, StaticStep, one_member, resolve_step_mode
+from pipeline_lib.ssl.stepper import StaticStep, one_member, resolve_step_mode
 
 __all__ = ["TrainingDivergedError", "train_representation"]
 
@@ -649,7 +650,7 @@ def _static_step(run: _Run, state: _TrainingState) -> StaticStep | None:
     """
     if run.step_mode == "eager":
         return None
-    return run_static_step(run, state, capture=run.step_mode in CAPTURED_MODES)
+    return run_static_step(run, state, capture=run.step_mode in CAPTURED_STEP_MODES)
 
 
 def _train_epoch(
