@@ -52,6 +52,7 @@ class Job:
     out: str
     device: str
     threads: int
+    progress: bool = False
 
 
 def load_config(path: Path) -> dict[str, Any]:
@@ -154,6 +155,7 @@ def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
             width=width,
             checkpoint_path=Path(job.out).with_suffix(".ckpt"),
             step_mode=config["train"].get("step_mode", "auto"),
+            progress=job.progress,
         )
         timings["train_s"] = time.perf_counter() - tic
         last = history[-1]
@@ -221,6 +223,7 @@ def build_jobs(
                                 out,
                                 args.device,
                                 threads,
+                                args.progress,
                             )
                         )
     rank = {method: i for i, method in enumerate(order)}
@@ -284,6 +287,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         nargs="+",
         default=None,
         help="run only these rows of the config's methods (default: all of them)",
+    )
+    parser.add_argument(
+        "--progress", action="store_true", help="a bar over each job's epochs (for --parallel 1)"
     )
     parser.add_argument(
         "--summary", type=Path, default=None, help="JSON of all results (default OUT/results.json)"

@@ -1,11 +1,14 @@
-"""benchmarks/full_cell.sh, the two-call run of the full-protocol cell, on a tiny config on
-the CPU: a first call trains, scores and leaves its checkpoint; a second call (the resume
-call on the device) resumes from it and reports the same AUCs."""
+"""benchmarks/full_cell.sh, the run of the full-protocol cell across device calls, on a tiny
+config on the CPU: a first call starts the run in a process session of its own and returns
+while it trains; a second call follows that same run to its end and brings back the AUCs;
+a run started again after it has gone resumes from its checkpoint instead of training
+again."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,23 +18,39 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _run(out: Path, config: Path, run: Path) -> dict:
+def _call(out: Path, config: Path, run: Path, *, wait: int, **extra: str) -> str:
     env = {
         **os.environ,
         "OUT": str(out),
         "CONFIG": str(config),
         "DEVICE": "cpu",
         "RUN": str(run),
-        "DEADLINE": "600",
+        "WAIT": str(wait),
         "PYTHON": sys.executable,
+        **extra,
     }
-    subprocess.run(
-        ["bash", str(REPO / "benchmarks/full_cell.sh")], env=env, check=True, timeout=600
+    done = subprocess.run(
+        ["bash", str(REPO / "benchmarks/full_cell.sh")],
+        env=env,
+        check=True,
+        timeout=600,
+        capture_output=True,
+        text=True,
     )
-    return json.loads((out / "results.json").read_text())
+    return done.stdout
 
 
-def test_full_cell_script_trains_scores_and_a_second_call_resumes(tmp_path: Path) -> None:
+def _stop(run: Path) -> None:
+    """End a background run a failed assertion left behind."""
+    pid_file = run / "run.pid"
+    if pid_file.exists() and not (run / "exit_code").exists():
+        try:
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_full_cell_runs_across_calls_and_resumes_when_started_again(tmp_path: Path) -> None:
     config = yaml.safe_load((REPO / "config/cifar10_fullcell.yaml").read_text())
     config["datasets"] = {"digits": {"classes": ["3"]}}
     config["train"] = {"epochs": 2, "batch_size": 16, "checkpoint_every": 1}
@@ -39,15 +58,30 @@ def test_full_cell_script_trains_scores_and_a_second_call_resumes(tmp_path: Path
     path = tmp_path / "cell.yaml"
     path.write_text(yaml.safe_dump(config))
     run = tmp_path / "run"
-    first = _run(tmp_path / "out1", path, run)
-    (result,) = first["results"]
-    assert result["method"] == "rotnet" and result["training"]["epochs"] == 2
-    assert {"kde", "ocsvm"} <= set(result["auroc"]) and 0 <= result["auroc"]["kde"] <= 100
-    (checkpoint,) = run.glob("jobs/*.ckpt")  # what the second call resumes from
-    written = checkpoint.stat().st_mtime_ns
-    second = _run(tmp_path / "out2", path, run)
-    assert second["results"][0]["auroc"] == result["auroc"]
-    # Resumed after its last epoch, not trained again (that would rewrite it every epoch).
-    assert checkpoint.stat().st_mtime_ns == written
-    assert second["results"][0]["training"]["epochs"] == 2
-    assert "train" in (tmp_path / "out1" / "full_cell.txt").read_text()
+    try:
+        said = _call(tmp_path / "out1", path, run, wait=0, CHECKPOINT_EVERY="2")
+        assert "starting the run" in said and "still running" in said
+        assert not (tmp_path / "out1" / "results.json").exists()
+        # The override went into the run's own config, not into the user's file.
+        assert yaml.safe_load((run / "config.yaml").read_text())["train"]["checkpoint_every"] == 2
+        said = _call(tmp_path / "out2", path, run, wait=600)
+        assert "following the run started earlier" in said
+        first = json.loads((tmp_path / "out2" / "results.json").read_text())
+        (result,) = first["results"]
+        assert result["method"] == "rotnet" and result["training"]["epochs"] == 2
+        assert {"kde", "ocsvm"} <= set(result["auroc"]) and 0 <= result["auroc"]["kde"] <= 100
+        assert "train rotnet" in (tmp_path / "out2" / "full_cell.txt").read_text()  # its bar
+        (checkpoint,) = run.glob("jobs/*.ckpt")  # written once, after epoch 2
+        written = checkpoint.stat().st_mtime_ns
+        # As if the run had gone unfinished: the next call starts it again.
+        (run / "exit_code").unlink()
+        (run / "results.json").unlink()
+        said = _call(tmp_path / "out3", path, run, wait=600)
+        assert "starting the run" in said
+        again = json.loads((tmp_path / "out3" / "results.json").read_text())
+        assert again["results"][0]["auroc"] == result["auroc"]
+        # Resumed after its last epoch, not trained again (that would rewrite the checkpoint).
+        assert checkpoint.stat().st_mtime_ns == written
+        assert again["results"][0]["training"]["epochs"] == 2
+    finally:
+        _stop(run)
