@@ -69,7 +69,12 @@ EOF
   # A process session of its own outlives this call; the first thing it does is say its pid.
   echo "starting the run (it resumes from $RUN/jobs/*.ckpt if there is one)"
   rm -f "$RUN/run.pid"
-  setsid bash -c 'run=$1; shift; echo $$ > "$run/run.pid"
+  # (os.setsid through Python, which every machine that runs this has; setsid(1) may not be)
+  # A group leader (a shell with job control) cannot setsid: it forks first.
+  "$PYTHON" -c 'import os, sys
+if os.getpgrp() == os.getpid() and os.fork(): os._exit(0)
+os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' \
+    bash -c 'run=$1; shift; echo $$ > "$run/run.pid"
     "$@" >> "$run/run.log" 2>&1; echo $? > "$run/exit_code"' _ "$RUN" \
     "$PYTHON" benchmarks/direct_run.py --configfile "$config" --device "$DEVICE" \
     --parallel 1 --progress --out "$RUN" </dev/null >/dev/null 2>&1 &
