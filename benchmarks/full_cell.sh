@@ -10,7 +10,8 @@
 # second compilation, no epochs lost. When the run has finished, the call copies its log
 # and result JSON to $OUT. If the run is gone unfinished (the machine was given back, or
 # the process was killed), the next call starts it again and it resumes from its last
-# checkpoint. About 14 of a session's 15 device-minutes in all: give it a session of its own.
+# checkpoint. On an H200 it took 837 of a session's 900 device-seconds (two calls, 585 s and
+# 212 s, with the machine's start; benchmarks/fullcell/): give it a session of its own.
 #
 #   mkdir -p .data && cp ../shared/data/cifar10_jpeg.npz ../shared/data/make_cifar10.py .data/
 #   echo /.data/ >> .git/info/exclude; echo /.whl/ >> .git/info/exclude
@@ -18,8 +19,10 @@
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
 #     --implementation cp --platform manylinux_2_17_x86_64 -d .whl jsonschema \
 #     jsonschema-specifications referencing rpds-py
-#   device run (carry .data, .whl; timeout 600):  OUT=$OUT bash benchmarks/full_cell.sh
-#   device run at once (timeout: what is left):   OUT=$OUT bash benchmarks/full_cell.sh
+#   # both calls, the same command (the first carries .data and .whl, timeout 600; the
+#   # second at once, within the 30 s): the run works from a copy outside the synced tree
+#   [ -d /tmp/fcr ] || cp -a . /tmp/fcr; OUT=$OUT RUN=/tmp/fullcell CHECKPOINT_EVERY=128 \
+#     bash /tmp/fcr/benchmarks/full_cell.sh
 #
 # The CIFAR-10 copy is JPEG q75 re-encoded (../shared/data/README): pixels differ slightly
 # from the official binaries the paper used. CONFIG, DEVICE, WAIT, RUN and PYTHON override
