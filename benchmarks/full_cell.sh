@@ -44,7 +44,7 @@ RUN=$(cd "$RUN" && pwd)
 alive() { [ -f "$RUN/run.pid" ] && kill -0 "$(cat "$RUN/run.pid")" 2>/dev/null; }
 
 if [ -f "$RUN/exit_code" ]; then
-  echo "the run has finished (exit code $(cat "$RUN/exit_code"))"
+  echo "the run has finished (exit code $(cat "$RUN/exit_code")); to run it again, delete $RUN"
 elif alive; then
   echo "following the run started earlier (pid $(cat "$RUN/run.pid"))"
 else

@@ -71,6 +71,10 @@ def test_full_cell_runs_across_calls_and_resumes_when_started_again(tmp_path: Pa
         assert result["method"] == "rotnet" and result["training"]["epochs"] == 2
         assert {"kde", "ocsvm"} <= set(result["auroc"]) and 0 <= result["auroc"]["kde"] <= 100
         assert "train rotnet" in (tmp_path / "out2" / "full_cell.txt").read_text()  # its bar
+        # A call after the end only hands the result back again.
+        said = _call(tmp_path / "out2b", path, run, wait=600)
+        assert "the run has finished" in said
+        assert json.loads((tmp_path / "out2b" / "results.json").read_text()) == first
         (checkpoint,) = run.glob("jobs/*.ckpt")  # written once, after epoch 2
         written = checkpoint.stat().st_mtime_ns
         # As if the run had gone unfinished: the next call starts it again.
