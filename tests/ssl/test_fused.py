@@ -1,14 +1,20 @@
 """Fused training of K models (pipeline_lib.ssl.fused) against K separate runs.
 
-Tolerances. In float64 the CPU kernels give the stacked computation the separate one's
-numbers exactly (measured: 0 difference after 2 epochs, every method at lr 0.1), so the
-float64 tests compare at 1e-12 relative: any mix-up of data, views, noise, BatchNorm
-statistics or optimiser state is of the order of the weight update itself. In float32,
-the training dtype, grouped convolutions and batched matrix products add in another order:
-after one step the weight difference measured 4e-6 to 3.5e-4 of the update's norm (the
-largest on BatchNorm biases, whose gradients are sums that nearly cancel), below what
-merely running the separate model's convolutions channels-last changes (1e-3 to 1.4e-2);
-later steps amplify it as they amplify any rounding, so float32 is compared after one step.
+Tolerances. In float64 the stacked computation adds the same terms as the separate one, in
+the order its CPU kernels choose: on an Intel CPU that order matched (0 difference after 2
+epochs, every method at lr 0.1); on an AMD EPYC the grouped convolutions sum in another order
+and single tensors differ by up to 1 float64 epsilon per training step in relative norm (a
+near-zero element by 2e-11 relative, so elementwise tolerances do not travel). The float64
+tests therefore bound each tensor's difference by ``ROUNDING_PER_STEP`` epsilons per step of
+its norm: 64 times what reordering was measured to give, and about 10^10 below what any mix-up
+of data, views, noise, BatchNorm statistics or optimiser state gives (of the order of the
+weight update itself, a percent of the weights at lr 0.1). Bit-identity is asserted only where
+the same kernels run by construction: a resumed run against its uninterrupted twin. In
+float32, the training dtype, grouped convolutions and batched matrix products add in another
+order: after one step the weight difference measured 4e-6 to 3.5e-4 of the update's norm (the
+largest on BatchNorm biases, whose gradients are sums that nearly cancel), below what merely
+running the separate model's convolutions channels-last changes (1e-3 to 1.4e-2); later steps
+amplify it as they amplify any rounding, so float32 is compared after one step.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ TINY = {
     "contrastive_da": {"batch_size": 8, "head_depth": 1, "head_hidden": 16, "proj_dim": 8},
 }
 SEEDS = [0, 1, 2]
+#: float64: a tensor's difference in norm, in epsilons of its norm per training step (see above).
+ROUNDING_PER_STEP = 64
 #: float32, one step: ||w_fused - w_separate|| / ||w_separate - w_initial|| (see above).
 FLOAT32_STEP_RATIO = 2e-3
 
@@ -80,11 +88,32 @@ def _initial(method: str, seed: int) -> torch.nn.Module:
         return build_proxy_model(method, width=8, image_size=32, **arch)
 
 
-def _assert_close_weights(first, second, *, rtol: float) -> None:
+def _assert_close_weights(first, second, history: list[dict]) -> None:
+    """Each floating tensor within ``ROUNDING_PER_STEP`` of float64's epsilon per step, in norm.
+
+    Integer tensors (BatchNorm's step counters) must be equal.
+    """
+    steps = sum(record["steps"] for record in history)
+    bound = ROUNDING_PER_STEP * torch.finfo(torch.float64).eps * steps
     a, b = first.state_dict(), second.state_dict()
     assert a.keys() == b.keys()
     for name in a:
-        torch.testing.assert_close(a[name], b[name], rtol=rtol, atol=0, msg=name)
+        if not a[name].is_floating_point():
+            assert torch.equal(a[name], b[name]), name
+            continue
+        assert a[name].dtype == torch.float64, name
+        difference = float((a[name] - b[name]).norm())
+        assert difference <= bound * float(b[name].norm()), (name, difference, bound)
+
+
+def _assert_same_history(first: list[dict], second: list[dict]) -> None:
+    """The same records but timing; losses equal to the weights' bound (same reason)."""
+    steps = sum(record["steps"] for record in second)
+    bound = ROUNDING_PER_STEP * torch.finfo(torch.float64).eps * steps
+    ours, theirs = _without_timing(first), _without_timing(second)
+    assert [{**r, "loss": None} for r in ours] == [{**r, "loss": None} for r in theirs]
+    for a, b in zip(ours, theirs, strict=True):
+        assert abs(a["loss"] - b["loss"]) <= bound * abs(b["loss"]), (a, b)
 
 
 def _without_timing(history: list[dict]) -> list[dict]:
@@ -102,8 +131,8 @@ def test_fused_equals_separate_in_float64(method, noise_sets, float64) -> None:
     separate = _separate(method, sets, **options)
     for (model, history), (alone, alone_history) in zip(fused, separate, strict=True):
         assert next(model.parameters()).dtype == torch.float64 and not model.training
-        _assert_close_weights(model, alone, rtol=1e-12)
-        assert _without_timing(history) == _without_timing(alone_history)
+        _assert_close_weights(model, alone, alone_history)
+        _assert_same_history(history, alone_history)
 
 
 @pytest.mark.parametrize("method", ["rotnet", "contrastive"])
@@ -126,8 +155,8 @@ def test_models_of_other_sizes_train_in_their_own_group(noise_sets, float64) -> 
     options = _options("rotnet")
     fused = train_representations_fused("rotnet", sets, seeds=SEEDS, **options)
     separate = _separate("rotnet", sets, **options)
-    for (model, _), (alone, _) in zip(fused, separate, strict=True):
-        _assert_close_weights(model, alone, rtol=1e-12)
+    for (model, _), (alone, alone_history) in zip(fused, separate, strict=True):
+        _assert_close_weights(model, alone, alone_history)
     assert [result[1][0]["steps"] for result in fused] == [1, 2, 1]
 
 
@@ -155,7 +184,7 @@ def test_one_diverged_model_stops_alone(noise_sets, float64, monkeypatch, tmp_pa
     assert not paths[1].exists() and paths[0].exists() and paths[2].exists()
     separate = _separate("rotnet", sets, **options)
     for k in (0, 2):
-        _assert_close_weights(results[k][0], separate[k][0], rtol=1e-12)
+        _assert_close_weights(results[k][0], separate[k][0], separate[k][1])
 
 
 def test_a_nan_that_reaches_every_member_stops_only_its_source(
@@ -199,7 +228,7 @@ def test_a_nan_that_reaches_every_member_stops_only_its_source(
     assert not paths[1].exists() and paths[0].exists() and paths[2].exists()
     separate = _separate("rotnet", sets, **options)
     for k in (0, 2):  # epoch 1 alone, epoch 2 as a new group of two: still the separate runs
-        _assert_close_weights(results[k][0], separate[k][0], rtol=1e-12)
+        _assert_close_weights(results[k][0], separate[k][0], separate[k][1])
         assert [r["epoch"] for r in results[k][1]] == [1, 2]
 
 
@@ -294,8 +323,8 @@ def test_a_model_behind_catches_up_alone_then_rejoins(noise_sets, float64, tmp_p
     assert epochs_run == [(1, 1), (1, 2), (0, 3), (1, 3), (2, 3)]
     separate = _separate("rotnet", sets, **options)
     for (model, history), (alone, alone_history) in zip(results, separate, strict=True):
-        _assert_close_weights(model, alone, rtol=1e-12)
-        assert _without_timing(history) == _without_timing(alone_history)
+        _assert_close_weights(model, alone, alone_history)
+        _assert_same_history(history, alone_history)
 
 
 def test_one_model_trains_exactly_as_train_representation(noise_sets) -> None:
