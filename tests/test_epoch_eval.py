@@ -115,6 +115,19 @@ def test_evaluation_falls_every_n_epochs_and_after_the_last(cell) -> None:
     assert not any("eval" in record for record in history) and len(calls) == 3
 
 
+def test_a_failing_evaluation_is_recorded_and_training_goes_on(cell, caplog) -> None:
+    def evaluate(model):
+        raise RuntimeError("out of memory")
+
+    plain, _ = _train(cell, n=32, epochs=2)
+    model, history = _train(cell, n=32, epochs=2, evaluate=evaluate, eval_every=1)
+    assert [record.get("eval_error") for record in history] == ["RuntimeError: out of memory"] * 2
+    assert not any("eval" in record for record in history)
+    assert "evaluation failed" in caplog.text
+    for name, tensor in plain.state_dict().items():
+        assert torch.equal(tensor, model.state_dict()[name]), name
+
+
 def test_evaluations_survive_a_resume(cell, tmp_path) -> None:
     checkpoint = tmp_path / "ckpt.pt"
 

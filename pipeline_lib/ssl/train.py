@@ -765,21 +765,32 @@ def _checkpoint_due(run: _Run, epochs_done: int, checkpoint_every: int) -> bool:
 
 
 def _evaluate(
-    run: _Run, state: _TrainingState, evaluate: Callable[[ProxyModel], Mapping[str, float]]
-) -> dict[str, float]:
-    """``evaluate`` on an inference-mode copy of the model, leaving training as it was.
+    run: _Run,
+    state: _TrainingState,
+    evaluate: Callable[[ProxyModel], Mapping[str, float]],
+    record: dict[str, Any],
+) -> None:
+    """Add ``evaluate``'s result to ``record`` (``eval``), leaving training as it was.
 
-    The copy (:func:`~pipeline_lib.ssl.compiling.eager_copy`) keeps BatchNorm statistics,
-    compiled modules and captured graphs of the trained model untouched, and the forked RNG
-    keeps its global streams where training left them, so the weights come out the same
-    with or without evaluation.
+    ``evaluate`` gets an inference-mode copy of the model
+    (:func:`~pipeline_lib.ssl.compiling.eager_copy`), so BatchNorm statistics, compiled
+    modules and captured graphs of the trained model are untouched, and runs under a forked
+    RNG, so the global streams stay where training left them: the weights come out the same
+    with or without evaluation. An exception becomes ``eval_error`` and a warning.
     """
+    started = time.perf_counter()
     devices = []
     if run.on_cuda:
         devices = [torch.cuda.current_device() if run.device.index is None else run.device.index]
-    with torch.random.fork_rng(devices=devices):
-        scores = evaluate(eager_copy(state.model).eval())
-    return {name: float(value) for name, value in scores.items()}
+    try:
+        with torch.random.fork_rng(devices=devices):
+            scores = evaluate(eager_copy(state.model).eval())
+        record["eval"] = {name: float(value) for name, value in scores.items()}
+        log.info("%s epoch %d: test split %s", run.method, state.epoch, record["eval"])
+    except Exception as error:  # noqa: BLE001 - a diagnostic must not end the training
+        record["eval_error"] = f"{type(error).__name__}: {error}"
+        log.warning("%s epoch %d: evaluation failed (%s)", run.method, state.epoch, error)
+    record["eval_seconds"] = time.perf_counter() - started
 
 
 def train_representation(
@@ -931,7 +942,9 @@ def train_representation(
         ``callback``). It gets an uncompiled copy of the model in inference mode, under a
         forked RNG, so training is the same with or without it. The workflow passes
         :func:`pipeline_lib.detection.epoch_eval.epoch_evaluator` (test-split AUCs, a
-        diagnostic). An execution setting: not part of the checkpoint's fingerprint.
+        diagnostic). An execution setting: not part of the checkpoint's fingerprint. An
+        exception there is logged as a warning and recorded as the record's
+        ``eval_error``; training goes on (a diagnostic must not cost the run).
     eval_every : int, default=0
         Epochs between evaluations; 0 = never (``evaluate`` is then not called).
 
@@ -947,7 +960,8 @@ def train_representation(
         One record per epoch: ``epoch`` (1-based), ``loss`` (mean over the epoch's steps),
         ``lr`` (of the epoch's last step), ``images_per_s`` (training instances per second of
         training, excluding checkpointing and evaluation), ``seconds``, ``steps``,
-        ``step_mode``, and ``eval`` and ``eval_seconds`` on the epochs ``evaluate`` ran.
+        ``step_mode``, and ``eval`` (or ``eval_error``) and ``eval_seconds`` on the epochs
+        ``evaluate`` ran.
 
     Raises
     ------
@@ -1017,10 +1031,7 @@ def train_representation(
         _log_epoch(run, record, first=epoch == start_epoch, log_every=log_every)
         # Evaluation falls when a checkpoint with checkpoint_every = eval_every would.
         if evaluate is not None and eval_every and _checkpoint_due(run, state.epoch, eval_every):
-            started = time.perf_counter()
-            record["eval"] = _evaluate(run, state, evaluate)
-            record["eval_seconds"] = time.perf_counter() - started
-            log.info("%s epoch %d/%d: test split %s", method, state.epoch, epochs, record["eval"])
+            _evaluate(run, state, evaluate, record)
         if checkpoint_path is not None and _checkpoint_due(run, state.epoch, checkpoint_every):
             _write_checkpoint(run, state, checkpoint_path)
         if callback is not None:

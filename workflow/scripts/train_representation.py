@@ -16,8 +16,7 @@ with job_logging(snakemake.log[0]):
     # Execution settings, read from the config rather than params: changing them re-runs no
     # finished job (each epoch's history records what ran). eval_every's detectors are the
     # sweep's own, read here for the same reason: the curves are a diagnostic of this job.
-    execution = snakemake.config["train"]
-    eval_every = execution.get("eval_every") or 0
+    eval_every = snakemake.config["train"].get("eval_every") or 0
     # Beside the outputs but not one of them: Snakemake keeps it when a job dies, so the
     # restarted job resumes from it.
     checkpoint = Path(snakemake.output.model).with_name("checkpoint.pt")
@@ -49,7 +48,7 @@ with job_logging(snakemake.log[0]):
             width=snakemake.params.width,
             checkpoint_path=checkpoint,
             progress=show_progress(),
-            step_mode=execution.get("step_mode", "auto"),
+            step_mode=snakemake.config["train"].get("step_mode", "auto"),
             evaluate=evaluate,
             eval_every=eval_every,
         )
