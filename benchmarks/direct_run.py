@@ -10,6 +10,14 @@ small-batch jobs on one GPU gives). Results land in ``--out`` as one JSON per jo
 table of AUCs per class with the difference to ``resnet18_random`` (when the config has it)
 is printed at the end.
 
+Each trained job also writes its per-epoch history beside its JSON (``*.history.json``;
+with ``train.eval_every`` its epochs carry test-split AUCs, as in the workflow's
+``train_history.json``), and with ``--features`` its features as float16 and, for rotation
+models, the rotation logits of the four rotated views as float32 (``*.features.npz`` and
+``*.rotation.npz``, the input of ``benchmarks/fullcell_detectors.py``). ``results.json``
+records the code's ``commit`` (``--commit``, else ``git rev-parse HEAD``) and
+``$DROC_DATA_SOURCE``, what the images were made from.
+
 Jobs still running at ``--deadline`` seconds are stopped and listed as unfinished; the
 finished ones are kept. This is a measuring tool: the workflow (``snakemake``) remains the
 way to run the pipeline, with its caching, resume and MLflow logging.
@@ -53,6 +61,7 @@ class Job:
     device: str
     threads: int
     progress: bool = False
+    features: bool = False
 
 
 def load_config(path: Path) -> dict[str, Any]:
@@ -105,12 +114,14 @@ def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
 
     from pipeline_lib.dag.grids import base_method, variant_train_size, variant_training
     from pipeline_lib.data.split import one_class_split
+    from pipeline_lib.detection.epoch_eval import epoch_evaluator
     from pipeline_lib.detection.runner import run_detection, run_rotation_detection
     from pipeline_lib.models.embed import embed_frozen
     from pipeline_lib.registry import FROZEN_METHODS, ROTATION_DETECTORS, ROTATION_METHODS
     from pipeline_lib.runtime.devices import set_threads
     from pipeline_lib.runtime.io import load_image_dataset, save_json
     from pipeline_lib.ssl.jobs import embed_trained, train_on_split
+    from pipeline_lib.ssl.rotation import rotation_view_logits
 
     set_threads(job.threads)
     device = torch.device(job.device)
@@ -143,6 +154,20 @@ def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
             ),
         )
     else:
+        eval_every = config["train"].get("eval_every") or 0
+        evaluate = None
+        if eval_every:  # test-split AUCs during training, as the workflow's job records them
+            evaluate = epoch_evaluator(
+                dataset,
+                split,
+                method=method,
+                detectors=config["detectors"],
+                rotation_classifier=config["detect"]["rotation_classifier"],
+                max_fit=config["detect"]["max_fit"],
+                seed=job.seed,
+                batch_size=batch_size,
+                device=device,
+            )
         tic = time.perf_counter()
         model, history, arguments = train_on_split(
             method,
@@ -156,8 +181,14 @@ def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
             checkpoint_path=Path(job.out).with_suffix(".ckpt"),
             step_mode=config["train"].get("step_mode", "auto"),
             progress=job.progress,
+            evaluate=evaluate,
+            eval_every=eval_every,
         )
         timings["train_s"] = time.perf_counter() - tic
+        save_json(
+            Path(job.out).with_suffix(".history.json"),
+            {"method": method, "arguments": arguments, "history": history},
+        )
         last = history[-1]
         training = {
             "epochs": len(history),
@@ -166,9 +197,35 @@ def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
             "images_per_s_last_epoch": last["images_per_s"],
             "batch_size": arguments["batch_size"],
         }
+        if eval_every:
+            training["eval"] = [
+                {"epoch": record["epoch"], **record["eval"]}
+                for record in history
+                if "eval" in record
+            ]
         features = embed_trained(
             model, dataset, split, method=method, batch_size=batch_size, device=device
         )
+        if job.features:
+            save_features(
+                Path(job.out).with_suffix(".features.npz"),
+                features,
+                split,
+                test_labels=dataset.test_labels,
+                rotation_logits=(
+                    {
+                        part: rotation_view_logits(
+                            model, images, device=device, batch_size=batch_size
+                        )
+                        for part, images in (
+                            ("train", dataset.train_images[split.train_index]),
+                            ("test", dataset.test_images[split.test_index]),
+                        )
+                    }
+                    if method in ROTATION_METHODS
+                    else None
+                ),
+            )
     timings["features_s"] = time.perf_counter() - started
     records = {}
     fitsets = ["train"] + [f"clean{n}" for n in config["splits"]["clean_inliers"]]
@@ -198,6 +255,54 @@ def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def save_features(
+    path: str | os.PathLike,
+    features: dict[str, Any],
+    split: Any,
+    *,
+    test_labels: Any,
+    rotation_logits: dict[str, Any] | None,
+) -> list[Path]:
+    """The job's features for offline scoring (``benchmarks/fullcell_detectors.py``).
+
+    ``path`` (``*.features.npz``): ``f_train`` (the split's training images, the detectors'
+    fit set) and ``f_test`` (its test split) as float16, ``is_outlier`` and ``test_labels``
+    of the test rows and both index arrays; about 15 MB for one CIFAR-10 class at width 64,
+    under the 16 MiB a device call brings back per file. Given ``rotation_logits``
+    (``{"train": ..., "test": ...}`` of shape ``(n, 4, 4)``), a second file
+    ``*.rotation.npz`` holds them as float32 with the library's own rotation scores
+    (float64) of the test rows. Returns the paths written.
+    """
+    import numpy as np
+
+    from pipeline_lib.detection.runner import rows_for
+
+    path = Path(path)
+    arrays: dict[str, Any] = {
+        "train_index": split.train_index,
+        "test_index": split.test_index,
+        "is_outlier": np.asarray(split.test_is_outlier, dtype=np.int8),
+        "test_labels": np.asarray(test_labels)[split.test_index].astype(np.int16),
+    }
+    for part, index in (("train", split.train_index), ("test", split.test_index)):
+        rows = rows_for(index, features[f"{part}_index"], features[f"f_{part}"])
+        arrays[f"f_{part}"] = rows.astype(np.float16)
+    np.savez_compressed(path, **arrays)
+    written = [path]
+    if rotation_logits is not None:
+        rotation = {
+            f"rotation_logits_{part}": np.asarray(logits, dtype=np.float32)
+            for part, logits in rotation_logits.items()
+        }
+        for key in ("p_rot0_test", "log_p_rotations_test"):
+            if key in features:
+                rotation[key] = rows_for(split.test_index, features["test_index"], features[key])
+        rotation["is_outlier"] = arrays["is_outlier"]
+        written.append(path.with_name(path.name.replace(".features.npz", ".rotation.npz")))
+        np.savez_compressed(written[-1], **rotation)
+    return written
+
+
 def build_jobs(
     config: dict[str, Any], prepared: dict[str, tuple[str, list[str]]], args: argparse.Namespace
 ) -> list[Job]:
@@ -224,6 +329,7 @@ def build_jobs(
                                 args.device,
                                 threads,
                                 args.progress,
+                                args.features,
                             )
                         )
     rank = {method: i for i, method in enumerate(order)}
@@ -294,11 +400,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--summary", type=Path, default=None, help="JSON of all results (default OUT/results.json)"
     )
+    parser.add_argument(
+        "--features",
+        action="store_true",
+        help="also write each trained job's features and rotation logits (*.features.npz)",
+    )
+    parser.add_argument(
+        "--commit",
+        default=None,
+        help="the code's commit, for the record (default: git rev-parse HEAD of this tree)",
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
     from pipeline_lib.dag.config import export_data_settings
+    from pipeline_lib.report.tracking import code_version
     from pipeline_lib.runtime.io import save_json
 
     args = parse_args(argv)
@@ -319,6 +436,13 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{len(jobs)} jobs, {args.parallel} at once on {args.device}", flush=True)
     results: list[dict[str, Any]] = []
     summary = args.summary or args.out / "results.json"
+    # What ran: the code's version (a device machine's copy may have no .git: pass --commit)
+    # and what the images were made from (benchmarks/full_cell.sh names the JPEG copy).
+    record = {
+        "commit": args.commit or code_version(REPO),
+        "data_source": os.environ.get("DROC_DATA_SOURCE"),
+        "config": config,
+    }
     context = multiprocessing.get_context("spawn")  # CUDA cannot be forked
     pool = ProcessPoolExecutor(max_workers=args.parallel, mp_context=context)
     pending = {pool.submit(run_job, job, config): job for job in jobs}
@@ -337,7 +461,7 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"[failed] {job.inlier} {job.method}: {type(error).__name__}: {error}")
                 continue
             results.append(result)
-            save_json(summary, {"config": config, "results": results})  # kept if killed
+            save_json(summary, {**record, "results": results})  # kept if killed
             print(
                 f"[done {time.perf_counter() - start:6.0f} s] {job.inlier} {job.method} "
                 + json.dumps({k: round(v, 1) for k, v in result["auroc"].items()}),
@@ -345,8 +469,7 @@ def main(argv: list[str] | None = None) -> None:
             )
     unfinished = list(pending.values())
     save_json(
-        summary,
-        {"config": config, "results": results, "unfinished": [asdict(j) for j in unfinished]},
+        summary, {**record, "results": results, "unfinished": [asdict(j) for j in unfinished]}
     )
     if unfinished:  # past the deadline: the finished results are what we report
         for process in list(getattr(pool, "_processes", {}).values()):

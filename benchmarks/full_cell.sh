@@ -7,8 +7,11 @@
 # (the device machine keeps such a process running until the machine goes back), and each
 # call of this script follows it for at most WAIT seconds: the first call starts it, a second
 # call made within the 30 s the machine stays warm picks it up where it is -- no restart, no
-# second compilation, no epochs lost. When the run has finished, the call copies its log
-# and result JSON to $OUT. If the run is gone unfinished (the machine was given back, or
+# second compilation, no epochs lost. When the run has finished, the call copies its log,
+# result JSON (with the code's commit: set COMMIT, the device copy has no .git), per-epoch
+# history (with test-split AUCs every train.eval_every epochs), features (float16) and, for
+# rotation models, rotation logits (float32) to $OUT, for benchmarks/fullcell_detectors.py.
+# If the run is gone unfinished (the machine was given back, or
 # the process was killed), the next call starts it again and it resumes from its last
 # checkpoint. On an H200 it took 837 of a session's 900 device-seconds (two calls, 585 s and
 # 212 s, with the machine's start; benchmarks/fullcell/): give it a session of its own.
@@ -22,11 +25,11 @@
 #   # both calls, the same command (the first carries .data and .whl, timeout 600; the
 #   # second at once, within the 30 s): the run works from a copy outside the synced tree
 #   [ -d /tmp/fcr ] || cp -a . /tmp/fcr; OUT=$OUT RUN=/tmp/fullcell CHECKPOINT_EVERY=128 \
-#     bash /tmp/fcr/benchmarks/full_cell.sh
+#     COMMIT=<git rev-parse HEAD, typed here> bash /tmp/fcr/benchmarks/full_cell.sh
 #
 # The CIFAR-10 copy is JPEG q75 re-encoded (../shared/data/README): pixels differ slightly
-# from the official binaries the paper used. CONFIG, DEVICE, WAIT, RUN and PYTHON override
-# the defaults; CHECKPOINT_EVERY overrides the config's train.checkpoint_every (a run that
+# from the official binaries the paper used (results.json says so in `data_source`). CONFIG,
+# DEVICE, WAIT, RUN, PYTHON and COMMIT override the defaults; CHECKPOINT_EVERY overrides the config's train.checkpoint_every (a run that
 # is not killed needs few: each RotNet checkpoint is 90 MB written in the training loop).
 # tests/test_full_cell.py runs it on the CPU with a tiny config.
 set -uo pipefail
@@ -54,6 +57,7 @@ else
     export PYTHONPATH="/tmp/site:$PYTHONPATH"
   fi
   if [ -f .data/cifar10_jpeg.npz ]; then
+    export DROC_DATA_SOURCE="cifar10_jpeg.npz: CIFAR-10 re-encoded as JPEG at quality 75"
     export DROC_DATA_ROOT=${DROC_DATA_ROOT:-/tmp/droc-data}
     [ -d "$DROC_DATA_ROOT/cifar-10-batches-py" ] || "$PYTHON" .data/make_cifar10.py "$DROC_DATA_ROOT"
   fi
@@ -80,7 +84,8 @@ os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' \
     bash -c 'run=$1; shift; echo $$ > "$run/run.pid"
     "$@" >> "$run/run.log" 2>&1; echo $? > "$run/exit_code"' _ "$RUN" \
     "$PYTHON" benchmarks/direct_run.py --configfile "$config" --device "$DEVICE" \
-    --parallel 1 --progress --out "$RUN" </dev/null >/dev/null 2>&1 &
+    --parallel 1 --progress --features ${COMMIT:+--commit "$COMMIT"} --out "$RUN" \
+    </dev/null >/dev/null 2>&1 &
   for _ in $(seq 100); do [ -f "$RUN/run.pid" ] && break; sleep 0.1; done
 fi
 
@@ -92,6 +97,10 @@ done
 cp "$RUN/run.log" "$OUT/full_cell.txt" 2>/dev/null
 if [ -f "$RUN/exit_code" ]; then
   cp "$RUN/results.json" "$OUT/" 2>/dev/null
+  # One job: its history, features and rotation logits (under 16 MiB each, 8 files in all).
+  for file in "$RUN"/jobs/*.history.json "$RUN"/jobs/*.features.npz "$RUN"/jobs/*.rotation.npz; do
+    if [ -f "$file" ]; then cp "$file" "$OUT/"; fi
+  done
   tail -n 20 "$RUN/run.log"
   exit "$(cat "$RUN/exit_code")"
 fi

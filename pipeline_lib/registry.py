@@ -69,9 +69,11 @@ LR_SCHEDULES: tuple[str, ...] = ("per_epoch", "per_step")
 #: Settings of the ``train`` config that only methods with augmented views read.
 VIEW_SETTINGS: tuple[str, ...] = ("view_flip", "view_jitter", "view_blur")
 #: ``train`` keys that say how training executes, not what a model learns: how many models
-#: one job trains (``fuse``) and whether a step is graph-captured (``step_mode``). They are
-#: left out of a model's training arguments, of job params and of sweep ids.
-TRAIN_EXECUTION_SETTINGS: tuple[str, ...] = ("fuse", "step_mode")
+#: one job trains (``fuse``), whether a step is graph-captured (``step_mode``) and how often
+#: the test split is scored during training as a diagnostic (``eval_every``). They are left
+#: out of a model's training arguments, of job params, of checkpoint fingerprints and of
+#: sweep ids.
+TRAIN_EXECUTION_SETTINGS: tuple[str, ...] = ("fuse", "step_mode", "eval_every")
 #: Values of ``train.step_mode`` (pipeline_lib.ssl.stepper): one list for the trainer, the
 #: config check, the rate tables and the planner (the last three are torch-free).
 STEP_MODES: tuple[str, ...] = ("auto", "eager", "graph", "compiled")

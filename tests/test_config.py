@@ -609,6 +609,32 @@ def test_train_step_mode_is_an_execution_setting(config) -> None:
         )
 
 
+def test_train_eval_every_is_an_execution_setting(config) -> None:
+    """No default written, no effect on sweep ids or the training settings; fused jobs
+    refuse it (the fused trainer has no evaluation hook)."""
+    from pipeline_lib.dag.grids import variant_training
+
+    base = validate_config(config, SCHEMA)
+    assert "eval_every" not in base["train"]
+    for bad in (-1, 1.5, "often"):
+        config["train"] = {"eval_every": bad}
+        assert "config key 'train.eval_every'" in _error(copy.deepcopy(config)), bad
+    for every in (None, 0, 256):
+        chosen = validate_config({**config, "train": {"eval_every": every}}, SCHEMA)
+        assert chosen["train"]["eval_every"] == every
+        assert sweep_id(chosen) == sweep_id(base)
+        assert variant_training("rotnet", chosen["train"], {}) == variant_training(
+            "rotnet", base["train"], {}
+        )
+    config["train"] = {"eval_every": 4, "fuse": 10}
+    message = _error(copy.deepcopy(config))
+    assert "config key 'train.eval_every': 4" in message and "train.fuse 10" in message
+    for fuse in (1, 10):  # off, or one model per job: fine
+        validate_config(
+            {**config, "train": {"eval_every": 4 if fuse == 1 else 0, "fuse": fuse}}, SCHEMA
+        )
+
+
 def test_train_step_mode_graph_refuses_float16(config) -> None:
     config["train"] = {"step_mode": "graph", "amp": "float16"}
     assert "train.step_mode" in _error(config) and "float16" in _error(config)

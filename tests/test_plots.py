@@ -12,7 +12,13 @@ from matplotlib.collections import PathCollection
 from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 
-from pipeline_lib.report.plots import DPI, plot_per_class_auc, plot_roc_curves, save_figure
+from pipeline_lib.report.plots import (
+    DPI,
+    plot_eval_curves,
+    plot_per_class_auc,
+    plot_roc_curves,
+    save_figure,
+)
 
 
 def _results() -> pd.DataFrame:
@@ -103,3 +109,26 @@ def test_roc_and_save_reject_bad_input(tmp_path: Path) -> None:
     fig = plot_roc_curves([{"label": "x", "fpr": [0, 1], "tpr": [0, 1], "auc": 50}])
     with pytest.raises(ValueError, match="roc.pdf"):
         save_figure(fig, tmp_path / "roc.pdf")
+
+
+def test_eval_curves_one_line_per_detector_at_the_evaluated_epochs(tmp_path: Path) -> None:
+    history = [
+        {"epoch": 1, "loss": 1.0},
+        {"epoch": 2, "loss": 0.8, "eval": {"kde": 70.0, "rotation_classifier": 60.0}},
+        {"epoch": 3, "loss": 0.7},
+        {"epoch": 4, "loss": 0.6, "eval": {"kde": 75.0, "rotation_classifier": 58.0}},
+    ]
+    fig = plot_eval_curves(history, title="3 rotnet seed 0")
+    (ax,) = fig.axes
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert sorted(lines) == ["KDE", "Rotation classifier"]
+    assert list(lines["KDE"].get_xdata()) == [2, 4]
+    assert list(lines["KDE"].get_ydata()) == [70.0, 75.0]
+    assert list(lines["Rotation classifier"].get_ydata()) == [60.0, 58.0]
+    # The figure says what the numbers are: the test split, not a way to pick epochs.
+    title = ax.get_title()
+    assert title.startswith("3 rotnet seed 0") and "TEST split" in title and "pick" in title
+    path = save_figure(fig, tmp_path / "eval_curve.png")
+    assert path.read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(ValueError, match="eval_every"):
+        plot_eval_curves([{"epoch": 1, "loss": 1.0}])

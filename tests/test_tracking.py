@@ -184,6 +184,52 @@ def test_artifacts_land_on_the_parent_run(store: dict, tmp_path: Path) -> None:
     assert client.list_artifacts(children[0].info.run_id) == []
 
 
+def test_training_runs_carry_test_auroc_curves_and_the_eval_figure(
+    store: dict, tmp_path: Path
+) -> None:
+    """train.eval_every: test_auroc/<detector> stepped by the evaluated epochs, beside loss."""
+    history = [
+        {"epoch": 1, "loss": 1.2, "lr": 0.01, "images_per_s": 100.0},
+        {
+            "epoch": 2,
+            "loss": 0.9,
+            "lr": 0.005,
+            "images_per_s": 110.0,
+            "eval": {"kde": 71.5, "rotation_classifier": 64.0},
+        },
+        {
+            "epoch": 3,
+            "loss": 0.7,
+            "lr": 0.0,
+            "images_per_s": 105.0,
+            "eval": {"kde": 74.0, "rotation_classifier": 66.5},
+        },
+    ]
+    figure = tmp_path / "eval_curve.png"
+    figure.write_bytes(b"\x89PNG not really")
+    key = "results/digits/3/contam0/seed0/rotnet"
+    summary = _log(
+        store,
+        _records(1),
+        "eval-curves",
+        histories={key: history},
+        history_artifacts={key: [figure]},
+    )
+    client = store["client"]
+    (run,) = [
+        r for r in _runs(store, summary["experiment_id"]) if r.data.tags[KIND_TAG] == "training"
+    ]
+    assert run.data.tags[KEY_TAG] == f"train:{key}"
+
+    def curve(name: str) -> list[tuple[int, float]]:
+        return sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, name))
+
+    assert curve("loss") == [(1, 1.2), (2, 0.9), (3, 0.7)]
+    assert curve("test_auroc/kde") == [(2, 71.5), (3, 74.0)]
+    assert curve("test_auroc/rotation_classifier") == [(2, 64.0), (3, 66.5)]
+    assert [info.path for info in client.list_artifacts(run.info.run_id)] == ["eval_curve.png"]
+
+
 def test_a_bad_record_fails_softly(store: dict, caplog: pytest.LogCaptureFixture) -> None:
     record = _records(1)[0]
     del record["result_key"]

@@ -134,6 +134,7 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
     _check_imagenet_weights(filled)
     _check_fuse(filled)
     _check_step_mode(filled)
+    _check_eval_every(filled)
     _check_grids(filled, schema_path)
     _check_head_depth(filled)
     merge_detectors(filled)
@@ -224,6 +225,18 @@ def _check_step_mode(config: Mapping[str, Any]) -> None:
             f"config key 'train.step_mode': {mode} needs train.amp bfloat16 or null, not "
             "float16 (the GradScaler reads its overflow flag on the host every step); use auto "
             "or eager"
+        )
+
+
+def _check_eval_every(config: Mapping[str, Any]) -> None:
+    """``train.eval_every`` needs one model per job: the fused trainer has no evaluation hook."""
+    train = config.get("train") or {}
+    if (train.get("eval_every") or 0) > 0 and (train.get("fuse") or 1) > 1:
+        raise ConfigError(
+            f"config key 'train.eval_every': {train['eval_every']} cannot run with train.fuse "
+            f"{train['fuse']} (a fused job trains K models in one loop with no per-epoch "
+            "evaluation); drop train.fuse (or set it to 1) for the runs whose AUC curves you "
+            "want, or drop eval_every"
         )
 
 

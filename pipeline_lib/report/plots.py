@@ -1,4 +1,5 @@
-"""Figures of the benchmark: per-class AUC bars and ROC curves (matplotlib Agg + seaborn).
+"""Figures of the benchmark: per-class AUC bars, ROC curves and test-split AUC during training
+(matplotlib Agg + seaborn).
 
 Figures are created as :class:`matplotlib.figure.Figure` objects, not through pyplot, so no
 global figure registry fills up in long runs.
@@ -24,9 +25,12 @@ from pipeline_lib.report.aggregate import per_class_table
 from pipeline_lib.report.published import display_name
 from pipeline_lib.runtime.io import atomic_path
 
-__all__ = ["plot_per_class_auc", "plot_roc_curves", "save_figure"]
+__all__ = ["plot_eval_curves", "plot_per_class_auc", "plot_roc_curves", "save_figure"]
 
 DPI = 120
+
+#: What every AUC-during-training figure says under its title.
+EVAL_CAPTION = "AUC on the TEST split: a diagnostic of training, not a way to pick epochs"
 
 
 def plot_per_class_auc(
@@ -169,6 +173,57 @@ def plot_roc_curves(curves: Sequence[Mapping[str, Any]], *, title: str | None = 
     ax.set_ylabel("True positive rate (outliers flagged)")
     if title:
         ax.set_title(title)
+    ax.grid(alpha=0.4)
+    ax.legend(fontsize="small", loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def plot_eval_curves(history: Sequence[Mapping[str, Any]], *, title: str | None = None) -> Figure:
+    """AUC against epoch, one line per detector, from the ``eval`` of a training history.
+
+    The AUCs are the test split's (``train.eval_every``,
+    :mod:`pipeline_lib.detection.epoch_eval`); the figure says so under its title, since
+    picking the epoch with the best of them would tune on the test set.
+
+    Parameters
+    ----------
+    history : sequence of mapping
+        ``train_history.json``'s ``history``: per-epoch records, those that were
+        evaluated holding ``eval`` (detector -> AUC x 100).
+    title : str or None, default=None
+        What was trained (class, method, seed); the caption line is always added.
+
+    Returns
+    -------
+    Figure
+        One axes, one line per detector (in the order the records first name them).
+
+    Raises
+    ------
+    ValueError
+        If no record holds ``eval``.
+    """
+    evaluated = [record for record in history if record.get("eval")]
+    if not evaluated:
+        raise ValueError("no epoch of the history holds 'eval': train with train.eval_every")
+    detectors = list(dict.fromkeys(name for record in evaluated for name in record["eval"]))
+    with sns.axes_style("whitegrid"):
+        fig = Figure(figsize=(6.0, 4.0), dpi=DPI)
+        ax = fig.add_subplot()
+    palette = sns.color_palette("tab10" if len(detectors) <= 10 else "husl", len(detectors))
+    for detector, colour in zip(detectors, palette, strict=True):
+        points = [
+            (int(record["epoch"]), float(record["eval"][detector]))
+            for record in evaluated
+            if detector in record["eval"]
+        ]
+        epochs, aurocs = zip(*points, strict=True)
+        ax.plot(epochs, aurocs, marker="o", color=colour, label=display_name("detector", detector))
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("test-split AUC x 100")
+    heading = f"{title}\n{EVAL_CAPTION}" if title else EVAL_CAPTION
+    ax.set_title(heading, fontsize="small")
     ax.grid(alpha=0.4)
     ax.legend(fontsize="small", loc="lower right")
     fig.tight_layout()

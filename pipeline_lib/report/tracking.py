@@ -81,6 +81,32 @@ def code_version(directory: str | os.PathLike) -> str:
     return commit + ("-dirty" if dirty else "")
 
 
+#: The figure of ``train.eval_every`` (:func:`pipeline_lib.report.plots.plot_eval_curves`)
+#: that a training job saves beside its train_history.json; logged on its training run.
+EVAL_CURVE_FILE = "eval_curve.png"
+
+#: Prefix of the MLflow step metrics of ``train.eval_every``: ``test_auroc/<detector>``,
+#: named for the split they are measured on.
+EVAL_METRIC_PREFIX = "test_auroc/"
+
+
+def history_curves(history: Sequence[Mapping[str, Any]]) -> list[tuple[str, float, int]]:
+    """``(metric, value, epoch)`` of a training history: loss, lr and images/s every epoch,
+    and ``test_auroc/<detector>`` on the epochs ``train.eval_every`` evaluated."""
+    curves = [
+        (name, float(record[name]), int(record["epoch"]))
+        for record in history
+        for name in ("loss", "lr", "images_per_s")
+        if name in record
+    ]
+    curves += [
+        (f"{EVAL_METRIC_PREFIX}{detector}", float(value), int(record["epoch"]))
+        for record in history
+        for detector, value in (record.get("eval") or {}).items()
+    ]
+    return curves
+
+
 def read_histories(paths: Sequence[str | os.PathLike]) -> dict[str, list[dict[str, Any]]]:
     """Training curves for :func:`log_sweep`: each ``train_history.json``'s per-epoch records,
     keyed by the model's folder (the key of its MLflow ``training`` run)."""
@@ -268,13 +294,16 @@ def log_sweep(
     lock_path: str | os.PathLike,
     tags: Mapping[str, str] | None = None,
     timeout_s: float = 5.0,
-    histories: Mapping[str, Sequence[Mapping[str, float]]] | None = None,
+    histories: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+    history_artifacts: Mapping[str, Sequence[str | os.PathLike]] | None = None,
 ) -> dict[str, Any]:
     """Log one child run per job record and a parent run with the sweep's tables and plots.
 
     ``histories`` maps a trained model's key (its folder) to its per-epoch records
-    (``epoch``, ``loss``, ``lr``, ``images_per_s``); each becomes a child run of kind
-    ``training`` whose metrics are the curves, stepped by epoch.
+    (``epoch``, ``loss``, ``lr``, ``images_per_s``, and ``eval`` where ``train.eval_every``
+    scored the test split); each becomes a child run of kind ``training`` whose metrics are
+    the curves, stepped by epoch (:func:`history_curves`). ``history_artifacts`` maps the
+    same keys to files logged on that run (the AUC-during-training figure).
 
     Each record needs a ``result_key`` (its stable identity, e.g. its result path), the
     wildcard columns of :data:`PARAM_COLUMNS` and numeric metrics. A record already logged
@@ -376,13 +405,13 @@ def log_sweep(
                     run_id = run.info.run_id
                     counts["updated"] += 1
                 curves = [
-                    Metric(name, float(record[name]), now, int(record["epoch"]))
-                    for record in history
-                    for name in ("loss", "lr", "images_per_s")
-                    if name in record
+                    Metric(name, value, now, epoch)
+                    for name, value, epoch in history_curves(history)
                 ]
                 for start in range(0, len(curves), 900):  # log_batch takes <= 1000 metrics
                     client.log_batch(run_id, metrics=curves[start : start + 900])
+                for path in (history_artifacts or {}).get(key, ()):
+                    client.log_artifact(run_id, str(path))
                 client.log_batch(run_id, tags=[RunTag(HASH_TAG, digest)])
                 client.set_terminated(run_id)
             for path in artifacts:

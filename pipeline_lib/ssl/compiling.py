@@ -21,6 +21,7 @@ checkpoints are the uncompiled model's.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import shutil
@@ -28,7 +29,7 @@ import shutil
 import torch
 from torch import nn
 
-__all__ = ["check_compiler", "compile_network", "release_network"]
+__all__ = ["check_compiler", "compile_network", "eager_copy", "release_network"]
 
 log = logging.getLogger(__name__)
 
@@ -86,3 +87,20 @@ def release_network(model: nn.Module) -> nn.Module:
     for child in model.children():
         child._compiled_call_impl = None  # what nn.Module.compile sets
     return model
+
+
+def eager_copy(model: nn.Module) -> nn.Module:
+    """An uncompiled deep copy of ``model``, which stays as it was (compiled or not).
+
+    For work beside training (scoring the test split every few epochs): the copy can change
+    mode, batch size and memory format without recompiling or touching the trained
+    module, whose compiled call would otherwise be copied by reference and still run the
+    original's modules.
+    """
+    saved = [(child, child._compiled_call_impl) for child in model.children()]
+    try:
+        release_network(model)
+        return copy.deepcopy(model)
+    finally:
+        for child, compiled in saved:
+            child._compiled_call_impl = compiled

@@ -114,6 +114,9 @@ FusedResult = tuple[ProxyModel, list[dict[str, float]]] | TrainingDivergedError
 
 #: Arguments of :func:`train_representation` that are per model or per call here.
 _NOT_SHARED = ("seed", "checkpoint_path", "callback", "progress", "checkpoint_every", "log_every")
+#: train_representation's per-epoch evaluation hook, which fused training does not offer
+#: (config validation refuses train.eval_every with train.fuse > 1).
+_NOT_SHARED += ("evaluate", "eval_every")
 
 
 @dataclasses.dataclass(frozen=True)

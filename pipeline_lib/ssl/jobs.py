@@ -10,7 +10,7 @@ than in :mod:`pipeline_lib.models.embed` because it adds the rotation classifier
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,6 +41,8 @@ def train_on_split(
     checkpoint_path: str | os.PathLike | None = None,
     progress: bool = False,
     step_mode: str = "auto",
+    evaluate: Callable[[ProxyModel], Mapping[str, float]] | None = None,
+    eval_every: int = 0,
 ) -> tuple[ProxyModel, list[dict[str, Any]], dict[str, Any]]:
     """Train ``method`` on the split's training images, as the workflow's job does.
 
@@ -66,6 +68,11 @@ def train_on_split(
     progress : bool, default=False
     step_mode : {"auto", "eager", "graph", "compiled"}, default="auto"
         ``train.step_mode``: how steps execute (not part of ``arguments``, the recipe).
+    evaluate : callable or None, default=None
+        The per-epoch diagnostic of :func:`pipeline_lib.ssl.train.train_representation`
+        (built by the caller, e.g. :func:`pipeline_lib.detection.epoch_eval.epoch_evaluator`).
+    eval_every : int, default=0
+        ``train.eval_every``: epochs between evaluations, 0 = none (not part of ``arguments``).
 
     Returns
     -------
@@ -86,6 +93,8 @@ def train_on_split(
         width=width,
         progress=progress,
         step_mode=step_mode,
+        evaluate=evaluate,
+        eval_every=eval_every,
         **arguments,
     )
     return model, history, arguments

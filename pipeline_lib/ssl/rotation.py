@@ -126,3 +126,53 @@ def rotation_scores(
             p_rot0.append(rot0.exp().cpu().numpy())
             log_p.append(total.cpu().numpy())
     return {"p_rot0": np.concatenate(p_rot0), "log_p_rotations": np.concatenate(log_p)}
+
+
+def rotation_view_logits(
+    model: ProxyModel,
+    images: np.ndarray,
+    *,
+    device: torch.device | str = "cpu",
+    batch_size: int = 256,
+) -> np.ndarray:
+    """The rotation classifier's raw logits on the four rotations of every image.
+
+    What every rotation score is computed from (``p(0 | x)``, sums of ``p`` or ``log p``
+    over the rotations, the released code's product): kept so that scores can be recomputed
+    and compared offline without the model (``benchmarks/fullcell_detectors.py``).
+
+    Parameters
+    ----------
+    model : ProxyModel
+        A ``rotnet`` or ``rotation`` model; put in inference mode here.
+    images : ndarray of shape (n, h, w, 3), uint8
+    device : torch.device or str, default="cpu"
+    batch_size : int, default=256
+
+    Returns
+    -------
+    ndarray of shape (n, 4, 4), float32
+        ``[i, k, y]``: logit of class ``y`` for image ``i`` rotated by ``k`` quarter turns
+        (the view :func:`rotation_log_likelihoods` scores with ``y = k``).
+
+    Raises
+    ------
+    ValueError
+        On a non-uint8 / wrongly shaped input or a model without rotation classifier.
+    """
+    if images.dtype != np.uint8 or images.ndim != 4 or images.shape[-1] != 3:
+        raise ValueError(
+            f"images must be uint8 of shape (n, h, w, 3), got {images.dtype} {images.shape}"
+        )
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    device = torch.device(device)
+    model = model.to(device).eval()
+    chunks = []
+    with torch.inference_mode():
+        for start in range(0, len(images), batch_size):
+            chunk = torch.from_numpy(np.ascontiguousarray(images[start : start + batch_size]))
+            x = to_unit_float(chunk.to(device).permute(0, 3, 1, 2))
+            views = [rotation_logits(model, rotate90(x, k)).float() for k in range(4)]
+            chunks.append(torch.stack(views, dim=1).cpu().numpy())  # (b, 4 rotations, 4)
+    return np.concatenate(chunks)

@@ -22,7 +22,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ from pipeline_lib.ssl.augment import (
     distribution_copies,
     parse_distribution,
 )
-from pipeline_lib.ssl.compiling import compile_network, release_network
+from pipeline_lib.ssl.compiling import compile_network, eager_copy, release_network
 from pipeline_lib.ssl.contrastive import LOSS_FORMS, contrastive_step
 from pipeline_lib.ssl.denoising import DEFAULT_NOISE_STD, DEFAULT_TARGET_PATCH, denoising_step
 from pipeline_lib.ssl.rotation import rotation_step
@@ -602,7 +602,7 @@ def _resume(
 
 
 #: Arguments of :func:`train_representation` that concern one call, not how the run trains.
-_PER_CALL: tuple[str, ...] = ("checkpoint_path", "progress", "callback")
+_PER_CALL: tuple[str, ...] = ("checkpoint_path", "progress", "callback", "evaluate", "eval_every")
 
 
 def prepare_run(
@@ -764,6 +764,35 @@ def _checkpoint_due(run: _Run, epochs_done: int, checkpoint_every: int) -> bool:
     return epochs_done % checkpoint_every == 0 or epochs_done == run.epochs
 
 
+def _evaluate(
+    run: _Run,
+    state: _TrainingState,
+    evaluate: Callable[[ProxyModel], Mapping[str, float]],
+    record: dict[str, Any],
+) -> None:
+    """Add ``evaluate``'s result to ``record`` (``eval``), leaving training as it was.
+
+    ``evaluate`` gets an inference-mode copy of the model
+    (:func:`~pipeline_lib.ssl.compiling.eager_copy`), so BatchNorm statistics, compiled
+    modules and captured graphs of the trained model are untouched, and runs under a forked
+    RNG, so the global streams stay where training left them: the weights come out the same
+    with or without evaluation. An exception becomes ``eval_error`` and a warning.
+    """
+    started = time.perf_counter()
+    devices = []
+    if run.on_cuda:
+        devices = [torch.cuda.current_device() if run.device.index is None else run.device.index]
+    try:
+        with torch.random.fork_rng(devices=devices):
+            scores = evaluate(eager_copy(state.model).eval())
+        record["eval"] = {name: float(value) for name, value in scores.items()}
+        log.info("%s epoch %d: test split %s", run.method, state.epoch, record["eval"])
+    except Exception as error:  # noqa: BLE001 - a diagnostic must not end the training
+        record["eval_error"] = f"{type(error).__name__}: {error}"
+        log.warning("%s epoch %d: evaluation failed (%s)", run.method, state.epoch, error)
+    record["eval_seconds"] = time.perf_counter() - started
+
+
 def train_representation(
     method: str,
     images_uint8: np.ndarray | torch.Tensor,
@@ -800,6 +829,8 @@ def train_representation(
     progress: bool = False,
     log_every: int = 10,
     callback: Callable[[dict[str, float]], None] | None = None,
+    evaluate: Callable[[ProxyModel], Mapping[str, float]] | None = None,
+    eval_every: int = 0,
 ) -> tuple[ProxyModel, list[dict[str, float]]]:
     """Train a representation with a self-supervised proxy task.
 
@@ -905,6 +936,17 @@ def train_representation(
     callback : callable or None, default=None
         Called with each epoch's history record after its checkpoint is written
         (for tracking; an exception raised there stops training, as a kill would).
+    evaluate : callable or None, default=None
+        ``evaluate(model) -> {name: value}``, run every ``eval_every`` epochs and after the
+        last one; its result becomes the epoch record's ``eval`` (before the checkpoint and
+        ``callback``). It gets an uncompiled copy of the model in inference mode, under a
+        forked RNG, so training is the same with or without it. The workflow passes
+        :func:`pipeline_lib.detection.epoch_eval.epoch_evaluator` (test-split AUCs, a
+        diagnostic). An execution setting: not part of the checkpoint's fingerprint. An
+        exception there is logged as a warning and recorded as the record's
+        ``eval_error``; training goes on (a diagnostic must not cost the run).
+    eval_every : int, default=0
+        Epochs between evaluations; 0 = never (``evaluate`` is then not called).
 
     Returns
     -------
@@ -917,7 +959,9 @@ def train_representation(
     history : list of dict
         One record per epoch: ``epoch`` (1-based), ``loss`` (mean over the epoch's steps),
         ``lr`` (of the epoch's last step), ``images_per_s`` (training instances per second of
-        training, excluding checkpointing), ``seconds``, ``steps``, ``step_mode``.
+        training, excluding checkpointing and evaluation), ``seconds``, ``steps``,
+        ``step_mode``, and ``eval`` (or ``eval_error``) and ``eval_seconds`` on the epochs
+        ``evaluate`` ran.
 
     Raises
     ------
@@ -927,6 +971,8 @@ def train_representation(
         If a loss or a weight is NaN or infinite (checked at the end of every epoch, before
         its checkpoint is written, so a checkpoint never holds diverged weights).
     """
+    if eval_every < 0:
+        raise ValueError(f"eval_every must be >= 0 (0 = never), got {eval_every}")
     run, state = _prepare_run(
         method,
         images_uint8,
@@ -983,6 +1029,9 @@ def train_representation(
         state.epoch = epoch + 1
         epochs_bar.set_postfix(loss=f"{record['loss']:.4f}")
         _log_epoch(run, record, first=epoch == start_epoch, log_every=log_every)
+        # Evaluation falls when a checkpoint with checkpoint_every = eval_every would.
+        if evaluate is not None and eval_every and _checkpoint_due(run, state.epoch, eval_every):
+            _evaluate(run, state, evaluate, record)
         if checkpoint_path is not None and _checkpoint_due(run, state.epoch, checkpoint_every):
             _write_checkpoint(run, state, checkpoint_path)
         if callback is not None:

@@ -101,6 +101,27 @@ def test_compiled_modules_keep_state_dict_and_release_runs_eagerly() -> None:
     assert not torch._dynamo.utils.counters["stats"]["unique_graphs"]
 
 
+def test_eager_copy_runs_uncompiled_and_leaves_the_compiled_model_alone() -> None:
+    """train.eval_every scores a copy: the trained model keeps its compiled modules, mode
+    and tensors whatever the copy does."""
+    model = build_proxy_model("rotnet", width=4).train()
+    compiling.compile_network(model, backend="eager")
+    compiled = [child._compiled_call_impl for child in model.children()]
+    copy = compiling.eager_copy(model).eval()
+    assert [child._compiled_call_impl for child in model.children()] == compiled
+    assert all(child._compiled_call_impl is None for child in copy.children())
+    assert model.training and not copy.training
+    torch._dynamo.utils.counters.clear()
+    with torch.no_grad():
+        copy(torch.rand(3, 3, 32, 32))
+        next(copy.parameters()).add_(1.0)
+    assert not torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    theirs = copy.state_dict()
+    for name, ours in model.state_dict().items():
+        assert ours.data_ptr() != theirs[name].data_ptr(), name
+    assert not torch.equal(next(model.parameters()), next(copy.parameters()))
+
+
 def test_compiled_needs_cuda_triton_and_a_c_compiler(monkeypatch) -> None:
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     with pytest.raises(ValueError, match="step_mode='compiled' needs a CUDA device"):

@@ -9,7 +9,12 @@ import torch.nn.functional as F
 
 from pipeline_lib.models.proxy import build_proxy_model, rotation_logits
 from pipeline_lib.ssl.augment import rotate90, to_unit_float
-from pipeline_lib.ssl.rotation import rotation_loss, rotation_scores, rotation_step
+from pipeline_lib.ssl.rotation import (
+    rotation_loss,
+    rotation_scores,
+    rotation_step,
+    rotation_view_logits,
+)
 
 
 def _identity(images: torch.Tensor, generator: torch.Generator, streams: int = 1) -> torch.Tensor:
@@ -56,3 +61,26 @@ def test_rotation_scores_reject_models_without_classifier(digits64: np.ndarray) 
     model = build_proxy_model("contrastive", width=8, head_depth=1, head_hidden=16)
     with pytest.raises(ValueError, match="rotation classifier"):
         rotation_scores(model, digits64[:2])
+
+
+def test_rotation_view_logits_give_back_the_library_scores(digits64: np.ndarray) -> None:
+    """[i, k, y]: image i rotated k times, class y; the diagonal y = k is what the scores
+    sum, so both rotation scores follow from the saved logits offline."""
+    torch.manual_seed(0)
+    model = build_proxy_model("rotnet", width=8)
+    images = digits64[:5]
+    logits = rotation_view_logits(model, images, batch_size=2)
+    assert logits.shape == (5, 4, 4) and logits.dtype == np.float32
+    x = to_unit_float(torch.from_numpy(images).permute(0, 3, 1, 2))
+    with torch.no_grad():
+        expected = torch.stack([rotation_logits(model, rotate90(x, k)) for k in range(4)], 1)
+    np.testing.assert_allclose(logits, expected.numpy(), rtol=1e-5, atol=1e-6)
+    scores = rotation_scores(model, images, batch_size=2)
+    log_p = torch.log_softmax(torch.from_numpy(logits).double(), dim=2).numpy()
+    total = log_p[:, np.arange(4), np.arange(4)].sum(axis=1)
+    # Same float32 logits (same batches, same kernels), then float64 arithmetic on 16 numbers.
+    tolerance = 64 * np.finfo(np.float64).eps * np.abs(scores["log_p_rotations"]).max()
+    assert np.abs(total - scores["log_p_rotations"]).max() <= tolerance
+    np.testing.assert_allclose(np.exp(log_p[:, 0, 0]), scores["p_rot0"], rtol=1e-12)
+    with pytest.raises(ValueError, match="uint8"):
+        rotation_view_logits(model, images.astype(np.float32))

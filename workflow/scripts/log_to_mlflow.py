@@ -5,6 +5,7 @@ from pathlib import Path
 from pipeline_lib.report.results import load_results_csv
 from pipeline_lib.report.study_frames import study_records
 from pipeline_lib.report.tracking import (
+    EVAL_CURVE_FILE,
     code_version,
     default_tracking_uri,
     log_sweep,
@@ -17,6 +18,12 @@ with job_logging(snakemake.log[0]):
     store_dir = Path(snakemake.output[0]).parent
     records = load_results_csv(snakemake.input.results).to_dict("records")
     histories = read_histories(snakemake.input.histories)
+    # train.eval_every's figure, written beside a history by its training job.
+    figures = {
+        key: [Path(key) / EVAL_CURVE_FILE]
+        for key in histories
+        if (Path(key) / EVAL_CURVE_FILE).exists()
+    }
     summary = log_sweep(
         records,
         uri=default_tracking_uri(store_dir),
@@ -28,6 +35,7 @@ with job_logging(snakemake.log[0]):
         tags={"git_commit": code_version(Path(snakemake.scriptdir))},
         timeout_s=snakemake.params.timeout_s,
         histories=histories,
+        history_artifacts=figures,
     )
     # A parent run per study with its own children, tables and figures.
     summary["studies"] = {}

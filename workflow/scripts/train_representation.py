@@ -11,16 +11,36 @@ from pipeline_lib.ssl.jobs import save_trained, train_on_split
 with job_logging(snakemake.log[0]):
     set_threads(snakemake.threads)
     method = snakemake.params.method  # the base method of a variant
-    images = load_image_dataset(snakemake.input.dataset).train_images
+    dataset = load_image_dataset(snakemake.input.dataset)
+    split = load_split(snakemake.input.split)
+    # Execution settings, read from the config rather than params: changing them re-runs no
+    # finished job (each epoch's history records what ran). eval_every's detectors are the
+    # sweep's own, read here for the same reason: the curves are a diagnostic of this job.
+    eval_every = snakemake.config["train"].get("eval_every") or 0
     # Beside the outputs but not one of them: Snakemake keeps it when a job dies, so the
     # restarted job resumes from it.
     checkpoint = Path(snakemake.output.model).with_name("checkpoint.pt")
     # A GPU job holds a slot on the least-loaded visible GPU while it trains (GPU packing).
     with job_device(gpus_requested(snakemake.resources)) as device:
+        evaluate = None
+        if eval_every:
+            from pipeline_lib.detection.epoch_eval import epoch_evaluator
+
+            evaluate = epoch_evaluator(
+                dataset,
+                split,
+                method=method,
+                detectors=snakemake.config["detectors"],
+                rotation_classifier=snakemake.config["detect"]["rotation_classifier"],
+                max_fit=snakemake.config["detect"]["max_fit"],
+                seed=int(snakemake.wildcards.seed),
+                batch_size=snakemake.config["embed"]["batch_size"],
+                device=device,
+            )
         model, history, arguments = train_on_split(
             method,
-            images,
-            load_split(snakemake.input.split),
+            dataset.train_images,
+            split,
             training=snakemake.params.training,
             train_size=snakemake.params.train_size,  # data-efficiency variants: a subset
             seed=int(snakemake.wildcards.seed),
@@ -28,9 +48,9 @@ with job_logging(snakemake.log[0]):
             width=snakemake.params.width,
             checkpoint_path=checkpoint,
             progress=show_progress(),
-            # An execution setting, read from the config rather than a param: changing it
-            # re-runs no finished job (each epoch's history records what ran).
             step_mode=snakemake.config["train"].get("step_mode", "auto"),
+            evaluate=evaluate,
+            eval_every=eval_every,
         )
     save_trained(
         snakemake.output.model,
@@ -42,4 +62,14 @@ with job_logging(snakemake.log[0]):
         device=device,
         width=snakemake.params.width,
     )
+    if any("eval" in record for record in history):
+        from pipeline_lib.report.plots import plot_eval_curves, save_figure
+        from pipeline_lib.report.tracking import EVAL_CURVE_FILE
+
+        wildcards = snakemake.wildcards
+        title = f"{wildcards.inlier} {wildcards.method} seed {wildcards.seed}"
+        save_figure(
+            plot_eval_curves(history, title=title),
+            Path(snakemake.output.history).with_name(EVAL_CURVE_FILE),
+        )
     checkpoint.unlink(missing_ok=True)
