@@ -107,7 +107,7 @@ def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
     from pipeline_lib.data.split import one_class_split
     from pipeline_lib.detection.runner import run_detection, run_rotation_detection
     from pipeline_lib.models.embed import embed_frozen
-    from pipeline_lib.registry import FROZEN_METHODS, ROTATION_DETECTORS, ROTATION_METHODS
+    from pipeline_lib.registry import FROZEN_METHODS, ROTATION_METHODS
     from pipeline_lib.runtime.devices import set_threads
     from pipeline_lib.runtime.io import load_image_dataset, save_json
     from pipeline_lib.ssl.jobs import embed_trained, train_on_split
@@ -186,7 +186,7 @@ def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
             )
             records[detector if fitset == "train" else f"{detector}/{fitset}"] = record["auroc"]
     if method in ROTATION_METHODS and config["detect"]["rotation_classifier"]:
-        for detector in ROTATION_DETECTORS:
+        for detector in config["detect"]["rotation_detectors"]:
             record, _ = run_rotation_detection(split, features, detector=detector)
             records[detector] = record["auroc"]
     timings["total_s"] = time.perf_counter() - started

@@ -35,7 +35,6 @@ from pipeline_lib.dag.grids import (
 from pipeline_lib.report.protocol import mvtec_protocol_notes, protocol_notes
 from pipeline_lib.registry import (
     FROZEN_METHODS,
-    ROTATION_DETECTORS,
     ROTATION_METHODS,
     TRAINED_METHODS,
 )
@@ -97,7 +96,9 @@ SEEDS = [str(seed) for seed in _union(grid.seeds for grid in GRIDS)]
 # The top level's, then the studies' (validation rejects a detector given two parameter sets).
 DETECTOR_PARAMS = merge_detectors(config)
 DETECTORS = list(DETECTOR_PARAMS)
-# RotNet and rotation prediction are also scored by their own rotation classifier.
+# RotNet and rotation prediction are also scored by their own rotation classifier, with the
+# scores of detect.rotation_detectors (pipeline_lib.registry.ROTATION_DETECTORS).
+ROTATION_DETECTORS = config["detect"]["rotation_detectors"]
 SCORED_ROTATION = (
     [m for m in TRAINED if BASE[m] in ROTATION_METHODS]
     if config["detect"]["rotation_classifier"]
