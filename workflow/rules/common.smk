@@ -213,6 +213,21 @@ def get_dataset_settings(wildcards):
     return DATASET_SETTINGS[wildcards.dataset]
 
 
+def get_dataset_options(wildcards):
+    """Reader options of a data set (what record_data_provenance reads it with)."""
+    return DATASET_SETTINGS[wildcards.dataset].get("options", {})
+
+
+def data_provenance_files(datasets):
+    """The provenance record of each data set (record_data_provenance), for table jobs."""
+    return [f"results/{dataset}/data_provenance.json" for dataset in datasets]
+
+
+def study_provenance(wildcards):
+    """Provenance records of the data sets a study's grid reads."""
+    return data_provenance_files(GRID_CLASSES[wildcards.study])
+
+
 def summary_outputs():
     tables = ["results/summary/main_table.csv"] + [
         f"results/summary/per_class/{dataset}.csv" for dataset in MAIN_DATASETS
