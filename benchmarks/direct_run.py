@@ -117,11 +117,11 @@ def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
     from pipeline_lib.detection.epoch_eval import epoch_evaluator
     from pipeline_lib.detection.runner import run_detection, run_rotation_detection
     from pipeline_lib.models.embed import embed_frozen
-    from pipeline_lib.registry import FROZEN_METHODS, ROTATION_DETECTORS, ROTATION_METHODS
+    from pipeline_lib.registry import FROZEN_METHODS, ROTATION_METHODS
     from pipeline_lib.runtime.devices import set_threads
     from pipeline_lib.runtime.io import load_image_dataset, save_json
     from pipeline_lib.ssl.jobs import embed_trained, train_on_split
-    from pipeline_lib.ssl.rotation import rotation_view_logits
+    from pipeline_lib.ssl.rotation import rotation_logits_of_images
 
     set_threads(job.threads)
     device = torch.device(job.device)
@@ -214,7 +214,7 @@ def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
                 test_labels=dataset.test_labels,
                 rotation_logits=(
                     {
-                        part: rotation_view_logits(
+                        part: rotation_logits_of_images(
                             model, images, device=device, batch_size=batch_size
                         )
                         for part, images in (
@@ -243,7 +243,7 @@ def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
             )
             records[detector if fitset == "train" else f"{detector}/{fitset}"] = record["auroc"]
     if method in ROTATION_METHODS and config["detect"]["rotation_classifier"]:
-        for detector in ROTATION_DETECTORS:
+        for detector in config["detect"]["rotation_detectors"]:
             record, _ = run_rotation_detection(split, features, detector=detector)
             records[detector] = record["auroc"]
     timings["total_s"] = time.perf_counter() - started

@@ -71,7 +71,7 @@ def rotation_scores_from_logits(logits: np.ndarray) -> dict[str, np.ndarray]:
     """Normality scores (higher = more normal) from ``(n, 4, 4)`` rotation logits.
 
     ``[i, k, y]`` is the logit of class ``y`` for image ``i`` rotated ``k`` times
-    (:func:`pipeline_lib.ssl.rotation.rotation_view_logits`).
+    (:func:`pipeline_lib.ssl.rotation.rotation_logits_of_images`).
 
     Returns
     -------

@@ -36,11 +36,19 @@ METHODS: tuple[str, ...] = FROZEN_METHODS + TRAINED_METHODS
 #: Representations trained by rotation prediction, whose classifier is itself a detector.
 ROTATION_METHODS: tuple[str, ...] = ("rotnet", "rotation")
 
-#: Detectors read from the rotation classifier -> the feature-file key of their scores:
-#: Golan et al.'s sum over k of log p(k | rot_k x), and p(y=0 | x).
+#: Detectors read from the rotation classifier -> the feature-file key of their scores
+#: (:func:`pipeline_lib.ssl.rotation.scores_from_rotation_logits`; docs/protocol.md), all
+#: from one log-softmax of the four rotated views, higher = more normal:
+#: ``rotation_classifier``, the paper's Table 1 score sum_k p(k | rot_k x) (the paper's
+#: "Rotation Classifier" numbers belong to it); ``rotation_log_p``, Golan et al.'s sum_k
+#: log p(k | rot_k x) (``rotation_classifier`` before the paper's form became the default);
+#: ``rotation_p0``, p(0 | x); ``rotation_released``, the released code's float32
+#: 1 - exp(sum_k log p(k | rot_k x)), negated, with its float32 ties.
 ROTATION_DETECTORS: dict[str, str] = {
-    "rotation_classifier": "log_p_rotations",
+    "rotation_classifier": "sum_p_rotations",
+    "rotation_log_p": "log_p_rotations",
     "rotation_p0": "p_rot0",
+    "rotation_released": "released_rotations",
 }
 
 #: What the denoising decoder reconstructs (:mod:`pipeline_lib.ssl.denoising`); the first is

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from pipeline_lib.dag.config import ConfigError, resolve_classes, sweep_id, validate_config
+from pipeline_lib.registry import ROTATION_DETECTORS
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -45,7 +46,11 @@ def test_defaults_are_filled(config) -> None:
         "imagenet_weights": None,
         "imagenet_size": 224,
     }
-    assert filled["detect"] == {"max_fit": 20000, "rotation_classifier": True}
+    assert filled["detect"] == {
+        "max_fit": 20000,
+        "rotation_classifier": True,
+        "rotation_detectors": list(ROTATION_DETECTORS),
+    }
     assert filled["train"]["epochs"] == 2048 and filled["train"]["lr"] == 0.01
     assert filled["experiment"] == "droc-bench"
     # Per-data-set defaults come from additionalProperties.

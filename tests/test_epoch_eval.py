@@ -10,6 +10,7 @@ from pipeline_lib.data import load_dataset
 from pipeline_lib.data.split import one_class_split
 from pipeline_lib.detection.epoch_eval import epoch_evaluator
 from pipeline_lib.detection.runner import run_detection, run_rotation_detection
+from pipeline_lib.registry import ROTATION_DETECTORS
 from pipeline_lib.ssl.jobs import embed_trained
 from pipeline_lib.ssl.train import train_representation
 
@@ -69,7 +70,7 @@ def test_eval_every_leaves_weights_history_and_global_rng_as_they_were(cell) -> 
         assert torch.equal(a[name], b[name]), name
     assert _without_eval(history) == _without_eval(plain_history)
     assert [sorted(record["eval"]) for record in history] == [
-        ["kde", "ocsvm", "rotation_classifier", "rotation_p0"]
+        sorted(["kde", "ocsvm", *ROTATION_DETECTORS])
     ] * 2
     assert all(0 <= auc <= 100 for record in history for auc in record["eval"].values())
     assert all(record["eval_seconds"] > 0 for record in history)
@@ -95,7 +96,7 @@ def test_last_evaluation_is_the_pipeline_auc_of_the_trained_model(cell) -> None:
         )[0]["auroc"]
         for detector, params in DETECTORS.items()
     }
-    for detector in ("rotation_classifier", "rotation_p0"):
+    for detector in ROTATION_DETECTORS:
         expected[detector] = run_rotation_detection(split, features, detector=detector)[0]["auroc"]
     # Same weights, same embedding and detector code on the same CPU: the same numbers.
     assert history[-1]["eval"] == expected

@@ -32,6 +32,25 @@ def test_schema_detector_ids_equal_the_registry(schema) -> None:
     assert patch == list(registry.DETECTORS)
 
 
+def test_rotation_detector_ids_agree_everywhere(schema) -> None:
+    """Schema, registry, display names, the paper config and docs/protocol.md list all four."""
+    from pipeline_lib.report.published import DETECTOR_DISPLAY
+
+    ids = list(registry.ROTATION_DETECTORS)
+    assert ids == ["rotation_classifier", "rotation_log_p", "rotation_p0", "rotation_released"]
+    listed = schema["detect"]["properties"]["rotation_detectors"]
+    assert listed["items"]["enum"] == listed["default"] == ids
+    assert len(set(registry.ROTATION_DETECTORS.values())) == len(ids)
+    assert set(ids) <= set(DETECTOR_DISPLAY)
+    assert len({DETECTOR_DISPLAY[i] for i in ids}) == len(ids)  # each its own name
+    root = SCHEMA.parents[2]
+    paper = yaml.safe_load((root / "config" / "paper.yaml").read_text())
+    assert paper["detect"]["rotation_detectors"] == ids
+    protocol = (root / "docs" / "protocol.md").read_text()
+    assert all(f"`{i}`" in protocol for i in ids)
+    assert "that former score is now `rotation_log_p`" in " ".join(protocol.split())
+
+
 def test_schema_method_ids_equal_the_registry(schema) -> None:
     variant = schema["variants"]["additionalProperties"]["properties"]["method"]["enum"]
     mvtec = schema["mvtec"]["properties"]["methods"]["items"]["enum"]

@@ -14,8 +14,9 @@ detector on it: the KDE score is a smooth function of ``f(x)``, so
 
 Scores explained (:func:`kde_anomaly_function`, :func:`rotation_anomaly_function`) are
 *anomaly* scores, higher = more anomalous, the quantity the benchmark ranks: the negative
-KDE score on normalised ``f``, and for RotNet's own classifier the negative log-likelihood
-``-sum_k log p(k | rot_k(x))`` (the ``rotation_classifier`` detector). Heat maps therefore
+KDE score on normalised ``f``, and for RotNet's own classifier the negative sum of
+probabilities ``-sum_k p(k | rot_k(x))`` (the ``rotation_classifier`` detector, the paper's
+Table 1 score). Heat maps therefore
 show what makes an image look anomalous (e.g. eyeglasses for a face model trained without).
 
 Models run in inference mode (BatchNorm with running statistics), so every image's score
@@ -40,14 +41,15 @@ from pipeline_lib.data.split import OneClassSplit
 from pipeline_lib.detection.detectors._common import l2_normalize, rbf_gamma
 from pipeline_lib.detection.runner import limit_fit_index, rows_for
 from pipeline_lib.models.checkpoints import load_trained_representation
-from pipeline_lib.models.proxy import ProxyModel, rotation_logits
+from pipeline_lib.models.proxy import ProxyModel
 from pipeline_lib.models.representation import (
     Representation,
     build_representation,
     imagenet_weights_from_env,
 )
-from pipeline_lib.registry import GAMMA_SCALE, detector_settings
+from pipeline_lib.registry import GAMMA_SCALE, ROTATION_DETECTORS, detector_settings
 from pipeline_lib.ssl.augment import rotate90
+from pipeline_lib.ssl.rotation import rotation_view_logits, scores_from_rotation_logits
 
 __all__ = [
     "ROTATION_VIEWS",
@@ -121,15 +123,16 @@ def kde_anomaly_function(
 
 
 def rotation_anomaly_function(model: ProxyModel) -> ScoreFunction:
-    """RotNet's own score as an anomaly score: ``-sum_k log p(y = k | rot_k(x))``."""
+    """RotNet's own score as an anomaly score: ``-sum_k p(y = k | rot_k(x))``.
+
+    The ``rotation_classifier`` detector's score (:func:`pipeline_lib.ssl.rotation.
+    scores_from_rotation_logits`), negated.
+    """
     model.eval()
+    name = ROTATION_DETECTORS["rotation_classifier"]
 
     def score(images: torch.Tensor) -> torch.Tensor:
-        total = torch.zeros(len(images), dtype=torch.float64, device=images.device)
-        for k in ROTATION_VIEWS:
-            log_probs = F.log_softmax(rotation_logits(model, rotate90(images, k)).double(), dim=1)
-            total = total - log_probs[:, k]
-        return total
+        return -scores_from_rotation_logits(rotation_view_logits(model, images))[name]
 
     # The model sees four rotated copies: GradCAM turns each activation map back.
     score.views = ROTATION_VIEWS  # type: ignore[attr-defined]

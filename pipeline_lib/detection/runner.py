@@ -20,13 +20,23 @@ log = logging.getLogger(__name__)
 def run_rotation_detection(
     split: OneClassSplit, features: dict[str, np.ndarray], *, detector: str
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """AUC of a rotation-classifier score stored with the features (nothing is fitted)."""
+    """AUC of a rotation-classifier score stored with the features (nothing is fitted).
+
+    ``detector`` is an id of :data:`pipeline_lib.registry.ROTATION_DETECTORS`; its scores
+    (higher = more normal, float32 ties of ``rotation_released`` kept: the AUC counts a
+    tied pair as half) are read from the feature file.
+    """
     if detector not in ROTATION_DETECTORS:
         raise ValueError(
             f"unknown rotation detector {detector!r}; allowed: {', '.join(ROTATION_DETECTORS)}"
         )
     key = f"{ROTATION_DETECTORS[detector]}_test"
     if key not in features:
+        if "log_p_rotations_test" in features:
+            raise ValueError(
+                f"features hold no {key!r} for {detector}: they were embedded before the "
+                "rotation classifier had four scores; delete this features.npz to embed again"
+            )
         raise ValueError(f"features hold no {key!r}: only rotation models have this detector")
     normality = rows_for(split.test_index, features["test_index"], features[key])
     result = evaluate_normality_scores(normality, split.test_is_outlier)

@@ -37,7 +37,8 @@ from pipeline_lib.mvtec.localize import (
     image_scores,
 )
 from pipeline_lib.mvtec.pro import DEFAULT_MAX_FPR
-from pipeline_lib.ssl.rotation import rotation_log_likelihoods
+from pipeline_lib.registry import ROTATION_DETECTORS
+from pipeline_lib.ssl.rotation import rotation_view_logits, scores_from_rotation_logits
 
 __all__ = [
     "dense_positions",
@@ -46,7 +47,7 @@ __all__ = [
     "map_patches",
     "patch_score_maps",
     "random_patches",
-    "rotation_nll_patches",
+    "rotation_anomaly_patches",
     "sample_positions",
     "score_category",
     "train_on_patches",
@@ -250,7 +251,7 @@ def embed_patches(
     ).numpy()
 
 
-def rotation_nll_patches(
+def rotation_anomaly_patches(
     model: ProxyModel,
     images: np.ndarray,
     *,
@@ -261,25 +262,26 @@ def rotation_nll_patches(
     device: torch.device | str = "cpu",
     progress: bool = False,
 ) -> np.ndarray:
-    """RotNet's own anomaly score per patch: ``-sum_k log p(y = k | rot_k(patch))``.
+    """RotNet's own anomaly score per patch: ``-sum_k p(y = k | rot_k(patch))``.
 
-    The rotation classifier's log-likelihood of :func:`pipeline_lib.ssl.rotation.
-    rotation_log_likelihoods` (Golan et al.'s normality score, as the image-level
-    ``rotation_classifier`` detector uses it) per patch, turned into an anomaly score
-    (higher = more anomalous) by :func:`pipeline_lib.detection.evaluate.to_anomaly_scores`,
-    the pipeline's one sign flip; the feature file stores it so, as before.
+    The ``rotation_classifier`` detector's score (the paper's Table 1 form, as the
+    image-level detector computes it with :func:`pipeline_lib.ssl.rotation.
+    scores_from_rotation_logits`) per patch, turned into an anomaly score (higher = more
+    anomalous) by :func:`pipeline_lib.detection.evaluate.to_anomaly_scores`, the pipeline's
+    one sign flip; the feature file stores it so.
 
     Returns
     -------
     ndarray of shape (k,), float64
     """
     model = _prepare(model, device)
+    name = ROTATION_DETECTORS["rotation_classifier"]
 
-    def log_likelihood(batch: torch.Tensor) -> torch.Tensor:
-        return rotation_log_likelihoods(model, batch)[1]
+    def normality_of(batch: torch.Tensor) -> torch.Tensor:
+        return scores_from_rotation_logits(rotation_view_logits(model, batch))[name]
 
     normality = map_patches(
-        log_likelihood,
+        normality_of,
         images,
         positions=positions,
         patch_size=patch_size,
@@ -393,7 +395,7 @@ def embed_category_patches(
         ``f_fit`` (n_fit, d) and ``fit_positions`` (n_fit, 3): the detector's fit set, every
         dense training patch or a seeded subset of ``max_fit_patches``; ``f_test``
         (n_test * grid^2, d), image-major; ``grid``; with ``rotation``,
-        ``rotation_nll_test`` (n_test, grid, grid) from :func:`rotation_nll_patches`.
+        ``rotation_anomaly_test`` (n_test, grid, grid) from :func:`rotation_anomaly_patches`.
     """
     grid = grid_side(_check_images(train_images), patch_size, stride)
     fit_positions = sample_positions(
@@ -429,8 +431,8 @@ def embed_category_patches(
         "grid": np.array(grid),
     }
     if rotation:
-        nll = rotation_nll_patches(model, test_images, **common)
-        features["rotation_nll_test"] = nll.reshape(len(test_images), grid, grid)
+        anomaly = rotation_anomaly_patches(model, test_images, **common)
+        features["rotation_anomaly_test"] = anomaly.reshape(len(test_images), grid, grid)
     return features
 
 
@@ -466,12 +468,14 @@ def score_category(
     started = time.perf_counter()
     n_test = len(category.test_images)
     if detector == "rotation_classifier":
-        if "rotation_nll_test" not in features:
+        if "rotation_anomaly_test" not in features:
             raise ValueError(
-                "the patch features hold no rotation scores: only RotNet / rotation models "
-                "have them, embedded with detect.rotation_classifier on"
+                "the patch features hold no rotation_anomaly_test: only RotNet / rotation "
+                "models have them, embedded with detect.rotation_classifier on (a feature "
+                "file from before the score became sum_k p(k | rot_k x) holds "
+                "rotation_nll_test instead: delete it to embed again)"
             )
-        maps = np.asarray(features["rotation_nll_test"], dtype=np.float32)
+        maps = np.asarray(features["rotation_anomaly_test"], dtype=np.float32)
         n_fit = 0
     else:
         params = dict(detector_params or {})

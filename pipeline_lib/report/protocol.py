@@ -9,7 +9,9 @@ classes, variants that are not the paper's, other training settings, the contami
 the main table (0) and MVTec's image / patch sizes (256 / 32, stride 4).
 
 Torch-free and config-only, so the Snakefile can compute the lines at parse time and hand
-them to the table jobs as params.
+them to the table jobs as params. The data line (:func:`data_notes`) is the exception: it
+comes from the data sets' provenance files (:mod:`pipeline_lib.data.provenance`), which the
+table jobs read as inputs.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pipeline_lib.registry import PAPER_RECIPE, TRAINED_METHODS
 __all__ = [
     "PAPER_PROTOCOL",
     "PAPER_TRAIN",
+    "data_notes",
     "mvtec_protocol_notes",
     "protocol_differences",
     "protocol_notes",
@@ -232,3 +235,50 @@ def mvtec_protocol_notes(config: Mapping[str, Any]) -> list[str]:
         if mvtec.get(key) is not None:
             out.append(f"at most {mvtec[key]} {what} (paper: all)")
     return _line(out)
+
+
+def data_notes(provenance: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Lines above a table saying which data sets were not read from the official files.
+
+    Parameters
+    ----------
+    provenance : sequence of mapping
+        Records of :func:`pipeline_lib.data.provenance.data_provenance`, one per data set
+        of the table.
+
+    Returns
+    -------
+    list of str
+        One line per data set whose files are not the official release's (``official``
+        False) or could not be checked (``"unknown"``), e.g. ``"Data: cifar10 files differ
+        from the official CIFAR-10 (python version) release (md5 mismatch: data_batch_1,
+        ...)."``; none for data sets whose every file matches.
+
+    Raises
+    ------
+    ValueError
+        If a record lacks ``dataset``, ``official`` or ``reason``.
+    """
+    lines = []
+    for record in provenance:
+        missing = [key for key in ("dataset", "official", "reason") if key not in record]
+        if missing:
+            raise ValueError(
+                f"data provenance record lacks {missing}: re-run record_data_provenance "
+                f"(got keys {sorted(record)})"
+            )
+        name, official = record["dataset"], record["official"]
+        if official is True:
+            continue
+        if official is False:
+            release = record.get("release") or "official"
+            lines.append(
+                f"Data: {name} files differ from the official {release} release "
+                f"({record['reason']})."
+            )
+        else:
+            lines.append(
+                f"Data: {name} files are not checked against an official release "
+                f"({record['reason']})."
+            )
+    return lines

@@ -209,8 +209,10 @@ def embed_trained(
     """Feature file of a trained model: its fit images, the test split, rotation scores.
 
     The fit images are the split's training set and every clean subset (the ``clean{n}``
-    fit sets are rows of it); a RotNet or rotation model also gets its classifier's
-    ``p_rot0_test`` and ``log_p_rotations_test`` for the ``rotation_classifier`` detectors.
+    fit sets are rows of it); a RotNet or rotation model also gets its classifier's four
+    scores, ``<name>_test`` for each name of
+    :data:`pipeline_lib.ssl.rotation.ROTATION_SCORE_NAMES`, for the rotation detectors
+    (:data:`pipeline_lib.registry.ROTATION_DETECTORS`).
 
     Parameters
     ----------

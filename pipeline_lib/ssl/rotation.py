@@ -2,8 +2,8 @@
 
 Training: four independently augmented views of every image, rotated by 0/90/180/270
 degrees, and cross-entropy of the 4-way classifier ``proxy(g(f(view)))`` against the rotation.
-RotNet's own one-class score (:func:`rotation_scores`) uses that classifier on the
-un-augmented image.
+RotNet's own one-class scores (:func:`rotation_scores`) use that classifier on the
+un-augmented image, in four forms (:func:`scores_from_rotation_logits`; docs/protocol.md).
 """
 
 from __future__ import annotations
@@ -43,15 +43,18 @@ def rotation_step(
     return rotation_loss(rotation_logits(model, views), labels)
 
 
-def rotation_log_likelihoods(
-    model: ProxyModel, x: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-likelihoods of the rotation classifier on a batch: the one definition of the score.
+#: The rotation classifier's scores (higher = more normal), by their feature-file names;
+#: :data:`pipeline_lib.registry.ROTATION_DETECTORS` maps the detector ids onto them.
+ROTATION_SCORE_NAMES: tuple[str, ...] = (
+    "sum_p_rotations",
+    "log_p_rotations",
+    "p_rot0",
+    "released_rotations",
+)
 
-    Both the image-level detector (:func:`rotation_scores`) and the per-patch maps of MVTec
-    AD (:func:`pipeline_lib.mvtec.patches.rotation_nll_patches`) call this, so the two cannot
-    drift apart; neither negates it here (the sign flip lives in
-    :mod:`pipeline_lib.detection.evaluate`).
+
+def rotation_view_logits(model: ProxyModel, x: torch.Tensor) -> torch.Tensor:
+    """Logits of the rotation classifier on the four rotated copies of a batch.
 
     Parameters
     ----------
@@ -62,19 +65,69 @@ def rotation_log_likelihoods(
 
     Returns
     -------
-    log_p_rot0 : Tensor of shape (n,), float64
-        ``log p(y = 0 | x)``.
-    log_p_rotations : Tensor of shape (n,), float64
-        ``sum_k log p(y = k | rot_k(x))`` over the four rotations (higher = more normal).
+    Tensor of shape (4, n, 4)
+        ``[k, i, y]``: the logit of class ``y`` for ``rot_k(x_i)``, in the model's dtype.
     """
-    total = torch.zeros(len(x), dtype=torch.float64, device=x.device)
-    log_p_rot0 = total
-    for k in range(4):
-        log_probs = F.log_softmax(rotation_logits(model, rotate90(x, k)).double(), dim=1)
-        if k == 0:
-            log_p_rot0 = log_probs[:, 0]
-        total += log_probs[:, k]
-    return log_p_rot0, total
+    return torch.stack([rotation_logits(model, rotate90(x, k)) for k in range(4)])
+
+
+def scores_from_rotation_logits(logits: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The rotation classifier's four one-class scores: the one definition of each.
+
+    Every image-level detector (:func:`rotation_scores`), the per-patch maps of MVTec AD
+    (:func:`pipeline_lib.mvtec.patches.rotation_anomaly_patches`) and the explanations
+    (:func:`pipeline_lib.detection.explain.rotation_anomaly_function`) call this, so they
+    cannot drift apart. None is negated here (the sign flip lives in
+    :mod:`pipeline_lib.detection.evaluate`).
+
+    Parameters
+    ----------
+    logits : Tensor of shape (4, n, 4)
+        :func:`rotation_view_logits`.
+
+    Returns
+    -------
+    dict of str to Tensor of shape (n,)
+        From one float64 ``log_softmax`` of the four views,
+        ``d_k = log p(y = k | rot_k(x))``:
+
+        ``"sum_p_rotations"`` (float64)
+            ``sum_k p(y = k | rot_k(x))``, the paper's Table 1 score (the
+            ``rotation_classifier`` detector).
+        ``"log_p_rotations"`` (float64)
+            ``sum_k d_k``, Golan et al.'s score (``rotation_log_p``).
+        ``"p_rot0"`` (float64)
+            ``p(y = 0 | x)`` (``rotation_p0``).
+        ``"released_rotations"`` (float32)
+            The released code's score (``util/train.py``, ``extract``: ``dscore = exp(sum_k
+            log softmax(logits_k)[k])``, all in float32; its AUC ranks ``1 - dscore``),
+            as a normality score ``-(1 - dscore)``, computed in float32 as there: images
+            whose float32 ``1 - dscore`` rounds to the same value tie, e.g. every image with
+            ``softmax = 1`` on all four views, or with ``dscore`` below 2^-25
+            (``rotation_released``).
+
+    Raises
+    ------
+    ValueError
+        If ``logits`` is not of shape (4, n, 4).
+    """
+    if logits.ndim != 3 or logits.shape[0] != 4 or logits.shape[2] != 4:
+        raise ValueError(f"need rotation logits of shape (4, n, 4), got {tuple(logits.shape)}")
+    views = torch.arange(4, device=logits.device)
+    # (4, n, 4) -> (4, n): entry [k, i] is the class-k column of view k.
+    log_p = F.log_softmax(logits.double(), dim=2)[views, :, views]
+    probs32 = F.softmax(logits.float(), dim=2)[views, :, views]
+    # The released order: log of the float32 probabilities, summed view by view, exp, 1 - .
+    log_sum32 = torch.log(probs32[0])
+    for k in range(1, 4):
+        log_sum32 = log_sum32 + torch.log(probs32[k])
+    released = -(1.0 - torch.exp(log_sum32))
+    return {
+        "sum_p_rotations": log_p.exp().sum(dim=0),
+        "log_p_rotations": log_p.sum(dim=0),
+        "p_rot0": log_p[0].exp(),
+        "released_rotations": released,
+    }
 
 
 def rotation_scores(
@@ -97,10 +150,9 @@ def rotation_scores(
 
     Returns
     -------
-    dict of str to ndarray of shape (n,), float64
-        ``"p_rot0"``: ``p(y = 0 | x)``, the probability that the un-rotated image is
-        un-rotated; ``"log_p_rotations"``: ``sum_k log p(y = k | rot_k(x))`` over the four
-        rotations (Golan et al.'s score for this transformation set).
+    dict of str to ndarray of shape (n,)
+        The four scores of :func:`scores_from_rotation_logits`, by name
+        (:data:`ROTATION_SCORE_NAMES`): float64, ``"released_rotations"`` float32.
 
     Raises
     ------
@@ -117,18 +169,18 @@ def rotation_scores(
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     device = torch.device(device)
     model = model.to(device).eval()
-    p_rot0, log_p = [], []
+    parts: dict[str, list[np.ndarray]] = {name: [] for name in ROTATION_SCORE_NAMES}
     with torch.inference_mode():
         for start in range(0, len(images), batch_size):
             chunk = torch.from_numpy(np.ascontiguousarray(images[start : start + batch_size]))
             x = to_unit_float(chunk.to(device).permute(0, 3, 1, 2))
-            rot0, total = rotation_log_likelihoods(model, x)
-            p_rot0.append(rot0.exp().cpu().numpy())
-            log_p.append(total.cpu().numpy())
-    return {"p_rot0": np.concatenate(p_rot0), "log_p_rotations": np.concatenate(log_p)}
+            scores = scores_from_rotation_logits(rotation_view_logits(model, x))
+            for name, values in scores.items():
+                parts[name].append(values.cpu().numpy())
+    return {name: np.concatenate(values) for name, values in parts.items()}
 
 
-def rotation_view_logits(
+def rotation_logits_of_images(
     model: ProxyModel,
     images: np.ndarray,
     *,
@@ -153,7 +205,7 @@ def rotation_view_logits(
     -------
     ndarray of shape (n, 4, 4), float32
         ``[i, k, y]``: logit of class ``y`` for image ``i`` rotated by ``k`` quarter turns
-        (the view :func:`rotation_log_likelihoods` scores with ``y = k``).
+        (:func:`rotation_view_logits` with the first two axes swapped).
 
     Raises
     ------
@@ -173,6 +225,6 @@ def rotation_view_logits(
         for start in range(0, len(images), batch_size):
             chunk = torch.from_numpy(np.ascontiguousarray(images[start : start + batch_size]))
             x = to_unit_float(chunk.to(device).permute(0, 3, 1, 2))
-            views = [rotation_logits(model, rotate90(x, k)).float() for k in range(4)]
-            chunks.append(torch.stack(views, dim=1).cpu().numpy())  # (b, 4 rotations, 4)
+            views = rotation_view_logits(model, x).float()  # (4 rotations, b, 4)
+            chunks.append(views.permute(1, 0, 2).cpu().numpy())
     return np.concatenate(chunks)

@@ -25,10 +25,11 @@ from pipeline_lib.mvtec.patches import (
     embed_patches,
     patch_score_maps,
     random_patches,
-    rotation_nll_patches,
+    rotation_anomaly_patches,
     sample_positions,
     score_category,
 )
+from pipeline_lib.registry import ROTATION_DETECTORS
 from pipeline_lib.ssl.rotation import rotation_scores
 
 
@@ -91,12 +92,14 @@ def test_dense_embedding_equals_embedding_each_crop(model, images):
     np.testing.assert_allclose(picked, features[[40, 2, 17]], atol=1e-5)
 
 
-def test_rotation_nll_is_minus_rotnet_log_likelihood(model, images):
-    nll = rotation_nll_patches(model, images, patch_size=16, stride=8, batch_size=5)
+def test_rotation_patch_score_is_minus_the_rotation_classifier_detector(model, images):
+    anomaly = rotation_anomaly_patches(model, images, patch_size=16, stride=8, batch_size=5)
     positions = dense_positions(3, 3)
     crops = np.stack([images[i, r * 8 : r * 8 + 16, c * 8 : c * 8 + 16] for i, r, c in positions])
-    expected = rotation_scores(model, crops)["log_p_rotations"]
-    np.testing.assert_allclose(nll, -expected, rtol=1e-5)
+    # The image-level rotation_classifier score (the paper's sum of p) of each crop.
+    expected = rotation_scores(model, crops)[ROTATION_DETECTORS["rotation_classifier"]]
+    assert expected.min() > 0 and expected.max() < 4
+    np.testing.assert_allclose(anomaly, -expected, rtol=1e-5)
 
 
 def test_upsampling_of_a_single_patch_places_the_kernel_under_it():
@@ -183,7 +186,7 @@ def test_random_features_find_easy_synthetic_defects(mvtec_category, model):
         rotation=True,
     )
     assert features["f_fit"].shape == (300, 32) and features["f_test"].shape == (10 * 81, 32)
-    assert features["rotation_nll_test"].shape == (10, 9, 9)
+    assert features["rotation_anomaly_test"].shape == (10, 9, 9)
     record, arrays = score_category(
         category, features, detector="kde", patch_size=16, stride=4, sigma=4.0
     )

@@ -98,7 +98,7 @@ def test_dry_run_plans_every_detection_job(tmp_path: Path, config_path: Path) ->
     assert jobs["score_detectors"] == detection
     assert jobs.get("train_representation", 0) == training
     datasets = {name for grid in grids(config) for name in grid["datasets"]}
-    assert jobs["prepare_dataset"] == len(datasets)
+    assert jobs["prepare_dataset"] == jobs["record_data_provenance"] == len(datasets)
     assert jobs["collect_results"] == 1 and jobs["make_tables"] == 1
     # One table-and-figures job per grid: the main grid's reuses the main table
     # (make_main_study), every other study has its own make_study.

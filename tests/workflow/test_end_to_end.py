@@ -39,6 +39,23 @@ def test_every_job_leaves_a_result(tiny_run: Path) -> None:
     assert set(results["inlier"]) == {"0", "8"}
 
 
+def test_tables_say_which_data_are_not_the_official_files(tiny_run: Path) -> None:
+    record = json.loads((tiny_run / "results/digits/data_provenance.json").read_text())
+    # Digits ship with scikit-learn: no file under the data root, no official checksums.
+    assert record["dataset"] == "digits" and record["official"] == "unknown"
+    assert (
+        record["files"] == [] and record["reason"] == "no official checksums are known for digits"
+    )
+    note = (
+        "Data: digits files are not checked against an official release (no official "
+        "checksums are known for digits)."
+    )
+    for table in ("main_table", "per_class/digits"):
+        for suffix in (".md", ".html"):
+            text = (tiny_run / f"results/summary/{table}{suffix}").read_text()
+            assert note in text, (table, suffix)
+
+
 def test_raw_pixels_separate_digits(tiny_run: Path) -> None:
     # Digit 0 is easy to tell from the other digits even on raw pixels with kNN / KDE.
     results = load_results_csv(tiny_run / "results/summary/results.csv")

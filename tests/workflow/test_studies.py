@@ -18,6 +18,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from pipeline_lib.registry import ROTATION_DETECTORS
+from pipeline_lib.report.published import display_name
 from pipeline_lib.report.results import load_results_csv
 from tests.workflow.conftest import ONE_THREAD_PER_JOB, REPO, run_snakemake
 
@@ -67,14 +69,13 @@ def test_every_method_and_detector_of_the_main_grid_has_a_result(studies_run: Pa
     pairs = set(zip(results["method"], results["detector"], strict=True))
     expected = {(method, detector) for method in TOY["methods"] for detector in TOY["detectors"]}
     expected |= {
-        (method, detector)
-        for method in ("rotnet", "rotation")
-        for detector in ("rotation_classifier", "rotation_p0")
+        (method, detector) for method in ("rotnet", "rotation") for detector in ROTATION_DETECTORS
     }
     assert pairs == expected
     assert results["auroc"].between(0, 100).all()
     table = (studies_run / "results/summary/main_table.md").read_text()
-    assert "| RotNet " in table and "Rotation classifier p(0|x)" in table
+    assert "| RotNet " in table
+    assert all(display_name("detector", d) in table for d in ROTATION_DETECTORS)
 
 
 def test_training_curves_reach_mlflow(studies_run: Path) -> None:

@@ -35,7 +35,6 @@ from pipeline_lib.dag.grids import (
 from pipeline_lib.report.protocol import mvtec_protocol_notes, protocol_notes
 from pipeline_lib.registry import (
     FROZEN_METHODS,
-    ROTATION_DETECTORS,
     ROTATION_METHODS,
     TRAINED_METHODS,
 )
@@ -97,7 +96,9 @@ SEEDS = [str(seed) for seed in _union(grid.seeds for grid in GRIDS)]
 # The top level's, then the studies' (validation rejects a detector given two parameter sets).
 DETECTOR_PARAMS = merge_detectors(config)
 DETECTORS = list(DETECTOR_PARAMS)
-# RotNet and rotation prediction are also scored by their own rotation classifier.
+# RotNet and rotation prediction are also scored by their own rotation classifier, with the
+# scores of detect.rotation_detectors (pipeline_lib.registry.ROTATION_DETECTORS).
+ROTATION_DETECTORS = config["detect"]["rotation_detectors"]
 SCORED_ROTATION = (
     [m for m in TRAINED if BASE[m] in ROTATION_METHODS]
     if config["detect"]["rotation_classifier"]
@@ -210,6 +211,21 @@ def get_imagenet_size(wildcards):
 def get_dataset_settings(wildcards):
     """Reader options and subsampling of a data set (not its class list: that is per job)."""
     return DATASET_SETTINGS[wildcards.dataset]
+
+
+def get_dataset_options(wildcards):
+    """Reader options of a data set (what record_data_provenance reads it with)."""
+    return DATASET_SETTINGS[wildcards.dataset].get("options", {})
+
+
+def data_provenance_files(datasets):
+    """The provenance record of each data set (record_data_provenance), for table jobs."""
+    return [f"results/{dataset}/data_provenance.json" for dataset in datasets]
+
+
+def study_provenance(wildcards):
+    """Provenance records of the data sets a study's grid reads."""
+    return data_provenance_files(GRID_CLASSES[wildcards.study])
 
 
 def summary_outputs():

@@ -1,4 +1,6 @@
-"""Data: read a data set once into a compact cache, then one split per class and seed."""
+"""Data: read a data set once into a compact cache, then one split per class and seed; and a
+record of the files it was read from (their checksums, and whether they are the official
+release's), which every table beside published numbers reads."""
 
 
 rule prepare_dataset:
@@ -18,6 +20,30 @@ rule prepare_dataset:
         settings=get_dataset_settings,
     script:
         "../scripts/prepare_dataset.py"
+
+
+# A rule of its own rather than an output of prepare_dataset: a result folder prepared
+# before the record existed keeps its data set and everything computed from it. It runs
+# after prepare_dataset (the files are there, downloaded if need be) and reads the files again.
+rule record_data_provenance:
+    input:
+        "results/{dataset}/dataset.npz",
+    output:
+        "results/{dataset}/data_provenance.json",
+    log:
+        "results/logs/record_data_provenance/{dataset}.log",
+    benchmark:
+        "results/benchmarks/record_data_provenance/{dataset}.tsv"
+    conda:
+        "../../environment.yml"
+    threads: 1
+    resources:
+        mem_mb=8000,
+        runtime=30,
+    params:
+        options=get_dataset_options,
+    script:
+        "../scripts/record_data_provenance.py"
 
 
 rule prepare_split:

@@ -39,6 +39,7 @@ rule collect_results:
 rule make_tables:
     input:
         "results/summary/results.csv",
+        provenance=data_provenance_files(MAIN_DATASETS),
     output:
         main=report(
             multiext("results/summary/main_table", ".csv", ".md", ".tex", ".html"),

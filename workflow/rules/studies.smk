@@ -86,6 +86,7 @@ if STUDIES:
             uniformity=lambda wildcards: list(
                 uniformity_files(STUDY_BY_NAME[wildcards.study]).values()
             ),
+            provenance=study_provenance,
         output:
             results=os.path.join(STUDY, "results.csv"),
             expected=os.path.join(STUDY, "expected.csv"),
@@ -146,6 +147,7 @@ if MAIN:
             main_table=multiext(
                 "results/summary/main_table", ".csv", ".md", ".tex", ".html"
             ),
+            provenance=study_provenance,
         output:
             results=os.path.join(STUDY, "results.csv"),
             expected=os.path.join(STUDY, "expected.csv"),
@@ -173,6 +175,7 @@ if MAIN:
         input:
             manifests=study_outputs(),
             main_table="results/summary/main_table.csv",
+            provenance=data_provenance_files(MAIN_DATASETS),
         output:
             html=report(
                 "results/summary/index.html",

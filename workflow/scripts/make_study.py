@@ -4,9 +4,11 @@ beside the paper's numbers."""
 import dataclasses
 from pathlib import Path
 
+from pipeline_lib.report.protocol import data_notes
 from pipeline_lib.report.studies import build_study
 from pipeline_lib.report.studies.files import write_study
 from pipeline_lib.report.study_frames import collect_study, load_scores, save_frames
+from pipeline_lib.runtime.io import load_json
 from pipeline_lib.runtime.logs import job_logging
 
 with job_logging(snakemake.log[0]):
@@ -21,8 +23,10 @@ with job_logging(snakemake.log[0]):
     # Ensembles combine the per-seed test scores saved beside each result.
     scores = load_scores(frame) if kind == "ensembles" else None
     result = build_study(kind, frame, expected, options=snakemake.params.options, scores=scores)
-    # How this grid's protocol differs from the paper's: a line above its table.
-    result = dataclasses.replace(result, protocol=list(snakemake.params.protocol))
+    # How this grid's protocol differs from the paper's, and which of its data sets were not
+    # read from the official files: lines above its table.
+    data = data_notes([load_json(path) for path in snakemake.input.provenance])
+    result = dataclasses.replace(result, protocol=list(snakemake.params.protocol) + data)
     figures = Path(snakemake.output.figures)
     figures.mkdir(parents=True, exist_ok=True)
     # The main grid's human tables are results/summary/main_table.* (make_tables writes

@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from pipeline_lib.report.protocol import data_notes
 from pipeline_lib.report.studies.files import load_study, study_files
 from pipeline_lib.report.summary import build_summary, summary_html
-from pipeline_lib.runtime.io import atomic_path
+from pipeline_lib.runtime.io import atomic_path, load_json
 from pipeline_lib.runtime.logs import job_logging
 
 with job_logging(snakemake.log[0]):
@@ -19,12 +20,13 @@ with job_logging(snakemake.log[0]):
     out = Path(snakemake.output.html).parent
     # Links relative to the page, so the results folder can be moved or zipped.
     links = {name: [Path(os.path.relpath(p, out)) for p in paths] for name, paths in links.items()}
-    # The main table inline (its display form, as make_tables wrote it), with the line on
-    # how the run's protocol differs from the paper's above it.
+    # The main table inline (its display form, as make_tables wrote it), with the lines on
+    # how the run's protocol and data differ from the paper's above it.
     main_csv = Path(snakemake.input.main_table)
     main = {
         "table": pd.read_csv(main_csv, dtype=str, keep_default_na=False),
-        "protocol": list(snakemake.params.protocol),
+        "protocol": list(snakemake.params.protocol)
+        + data_notes([load_json(path) for path in snakemake.input.provenance]),
         "links": [
             Path(os.path.relpath(main_csv.with_suffix(suffix), out))
             for suffix in (".md", ".html", ".csv", ".tex")

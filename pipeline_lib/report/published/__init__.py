@@ -118,7 +118,9 @@ DETECTOR_DISPLAY: dict[str, str] = {
     "gde": "GDE",
     "knn": "kNN",
     "rotation_classifier": "Rotation classifier",
+    "rotation_log_p": "Rotation classifier sum log p (Golan et al.)",
     "rotation_p0": "Rotation classifier p(0|x)",
+    "rotation_released": "Rotation classifier, released float32 form",
 }
 
 #: Display names of dataset ids (and of the ``mean`` column).

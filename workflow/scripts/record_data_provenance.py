@@ -1,0 +1,15 @@
+"""Record the files a data set is read from: their checksums and the official comparison."""
+
+import os
+
+from pipeline_lib.data.provenance import record_data_provenance
+from pipeline_lib.runtime.io import save_json
+from pipeline_lib.runtime.logs import job_logging
+
+with job_logging(snakemake.log[0]):
+    record = record_data_provenance(
+        snakemake.wildcards.dataset,
+        snakemake.params.options,
+        download=os.environ.get("DROC_DOWNLOAD") == "1",
+    )
+    save_json(snakemake.output[0], record)
