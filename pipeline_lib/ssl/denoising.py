@@ -112,7 +112,10 @@ def decode(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """The decoder's reconstruction of ``x``: from ``f``, or from the map a spatial one reads.
 
     ``model`` is a denoising :class:`ProxyModel` or a stacked copy of several
-    (:mod:`pipeline_lib.models.stacked`), whose modules keep these attributes.
+    (:mod:`pipeline_lib.models.stacked`), whose modules keep these attributes. The spatial
+    path calls ``backbone.feature_map``, which ``step_mode: compiled`` leaves uncompiled
+    (it compiles the modules' ``forward``): the backbone then runs eager kernels inside the
+    captured step.
     """
     if model.proxy.spatial:
         return model.proxy(model.backbone.feature_map(x))
