@@ -65,12 +65,20 @@ def test_table_holds_means_over_seeds_and_classes_and_gains(results, tmp_path) -
     assert table.startswith("`toy`. Protocol differs from the paper's: 10 training epochs")
     rows = {line.split(" | ")[0]: line.split(" | ") for line in table.splitlines()}
     recipe = rows["| `denoising`"]
-    # automobile 61 (seeds 60, 62), horse 65; mean 63 +- half the range of (62, 64)
-    assert recipe[2:7] == ["61.0", "65.0", "63.0 +- 1.0", "59.0 +- 0.0", "+10.0 / +10.0"]
+    # automobile: seeds 60 and 62; horse: 64 and 66; means over classes and seeds
+    assert recipe[1:7] == [
+        "recipe",
+        "61.0 (60.0, 62.0)",
+        "65.0 (64.0, 66.0)",
+        "63.0",
+        "59.0",
+        "+10.0 / +10.0",
+    ]
     assert rows["| `denoising_spatial`"][6] == "+4.0 / +4.0"
     assert rows["| `resnet18_random`"][6] == ""
     # the paper's row comes from the published per-class table, not from this script
     assert rows["| paper, Table 7"][2:4] == ["92.4", "91.2"]
+    assert rows["| `denoising_spatial`"][1] == "denoising_decoder: spatial"
 
 
 def test_the_doc_table_is_the_committed_csv(results) -> None:

@@ -42,7 +42,12 @@ def _reading(method: str, config: dict) -> str:
     spec = config["variants"].get(method)
     if spec is None:
         return "recipe" if method == "denoising" else ""
-    return ", ".join(f"{key}: {value}" for key, value in (spec.get("train") or {}).items())
+    return ", ".join(f"{key}: {_yaml(value)}" for key, value in (spec.get("train") or {}).items())
+
+
+def _yaml(value: object) -> str:
+    """A setting as the config spells it (``false``, not Python's ``False``)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def collect(paths: list[Path]) -> pd.DataFrame:
@@ -79,8 +84,8 @@ def collect(paths: list[Path]) -> pd.DataFrame:
 def render(frame: pd.DataFrame) -> str:
     """The markdown of every config in ``frame``: its protocol line, then one row per method.
 
-    Per class the AUC is the mean over seeds; ``mean`` is the mean over classes, and ``+-``
-    half the range of the per-seed class means; the gain is over ``resnet18_random``.
+    Per class the OC-SVM AUC is the mean over seeds, each seed's in brackets; ``mean`` is the
+    mean over classes and seeds; the gain is over ``resnet18_random``.
     """
     blocks = []
     for config, part in frame.groupby("config", sort=False):
@@ -104,13 +109,12 @@ def render(frame: pd.DataFrame) -> str:
             means[method] = {d: per_seed[d].mean() for d in DETECTORS}
         for method in methods:
             rows = part[part["method"] == method]
-            per_seed = rows.groupby(["detector", "seed"])["auroc"].mean()
-            ocsvm = rows[rows["detector"] == "ocsvm"].groupby("inlier")["auroc"].mean()
+            ocsvm = rows[rows["detector"] == "ocsvm"].sort_values("seed").groupby("inlier")
             cells = [f"`{method}`", rows["reading"].iloc[0]]
-            cells += [f"{ocsvm[c]:.1f}" for c in classes]
-            for detector in DETECTORS:
-                spread = (per_seed[detector].max() - per_seed[detector].min()) / 2
-                cells.append(f"{means[method][detector]:.1f} +- {spread:.1f}")
+            for c in classes:
+                seeds = ocsvm.get_group(c)["auroc"]
+                cells.append(f"{seeds.mean():.1f} ({', '.join(f'{a:.1f}' for a in seeds)})")
+            cells += [f"{means[method][d]:.1f}" for d in DETECTORS]
             random = means.get("resnet18_random")
             if random is None or method in ("raw", "resnet18_random"):
                 cells.append("")
