@@ -279,6 +279,10 @@ def test_schema_ids_match_the_library_registries() -> None:
     ("key", "value", "method", "suggestion"),
     [
         ("denoising_target", "patch_normalized", "denoising", "denoising_patchnorm"),
+        ("denoising_views", False, "denoising", "denoising_no_views"),
+        ("noise_std", 0.4, "denoising", "denoising_noise"),
+        ("denoising_decoder", "spatial", "denoising", "denoising_spatial"),
+        ("view_jitter", "torchvision", "denoising", "denoising_tv_jitter"),
         ("exclude_bn_from_decay", True, "rotnet", "rotnet_bn_no_decay"),
         ("da_batching", "per_image", "contrastive_da", "contrastive_da_per_image"),
         ("view_jitter", "torchvision", "contrastive", "contrastive_tv_jitter"),
@@ -295,6 +299,40 @@ def test_paper_rows_must_run_the_paper_recipe(config, key, value, method, sugges
     config["methods"] = [suggestion]
     config["train"] = {}
     assert validate_config(config, SCHEMA)["variants"][suggestion]["train"] == {key: value}
+
+
+def test_denoising_readings_reach_training_under_their_variant_names(config) -> None:
+    from pipeline_lib.dag.grids import variant_training
+    from pipeline_lib.registry import training_arguments
+    from pipeline_lib.report.protocol import protocol_differences
+
+    config["variants"] = {
+        "denoising_no_views": {"method": "denoising", "train": {"denoising_views": False}},
+        "denoising_noise04": {"method": "denoising", "train": {"noise_std": 0.4}},
+        "denoising_spatial": {"method": "denoising", "train": {"denoising_decoder": "spatial"}},
+    }
+    config["methods"] = ["denoising", *config["variants"]]
+    filled = validate_config(config, SCHEMA)
+
+    def arguments(name: str) -> dict:
+        return training_arguments(
+            "denoising", variant_training(name, filled["train"], filled["variants"])
+        )
+
+    recipe = arguments("denoising")
+    assert recipe["denoising_views"] is True and recipe["view_jitter"] == "released"
+    assert (recipe["noise_std"], recipe["denoising_decoder"]) == (0.1, "pooled")
+    # without views the view settings are not arguments of the run (nor of its job params)
+    assert arguments("denoising_no_views")["denoising_views"] is False
+    assert "view_jitter" not in arguments("denoising_no_views")
+    assert arguments("denoising_noise04")["noise_std"] == 0.4
+    assert arguments("denoising_spatial")["denoising_decoder"] == "spatial"
+    differences = protocol_differences(filled)
+    assert "non-paper variant denoising_spatial (denoising: denoising_decoder=spatial)" in (
+        differences
+    )
+    assert "non-paper variant denoising_noise04 (denoising: noise_std=0.4)" in differences
+    assert not any("variant denoising " in d or "training:" in d for d in differences)
 
 
 def test_a_switch_the_method_ignores_keeps_its_row_faithful(config) -> None:

@@ -239,7 +239,7 @@ def test_plan_costs_each_variant_of_the_longer_gpu_config_at_its_own_epochs() ->
     epochs = {name: part.spec.epochs for name, part in training.by_method.items()}
     assert epochs == {
         "denoising_e60": 60,
-        "denoising_views_e60": 60,
+        "denoising_no_views_e60": 60,
         "contrastive_e50": 50,
         "contrastive_head2_e50": 50,
     }

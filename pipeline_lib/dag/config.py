@@ -336,7 +336,9 @@ _VARIANT_SUFFIX = {
     "view_flip": "flip",
     "loss_form": "loss",
     "distributions": "set",
-    "denoising_views": "views",
+    "denoising_views": "no_views",
+    "denoising_decoder": "spatial",
+    "noise_std": "noise",
 }
 
 

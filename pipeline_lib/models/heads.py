@@ -114,23 +114,31 @@ def head_output_dim(head: nn.Module, in_dim: int) -> int:
 
 
 class Decoder(nn.Module):
-    """Decoder of the denoising autoencoder: feature ``f`` -> image in [0, 1].
+    """Decoder of the denoising autoencoder: feature ``f`` (or its map) -> image.
 
-    ``Linear(in_dim, 4 * width * 4 * 4)`` to a 4x4 map, then transposed convolutions
-    (kernel 4, stride 2) that double the resolution and halve the channels, each followed
-    by BatchNorm and ReLU, and a last transposed convolution to 3 channels: with a sigmoid
-    for targets in [0, 1] (``sigmoid=True``), without one for unbounded targets such as
-    per-patch standardised pixels.
+    ``pooled`` (default): ``Linear(in_dim, c * 4 * 4)`` from the pooled ``f`` to a 4x4 map,
+    so everything the decoder rebuilds has passed through the representation itself.
+    ``spatial``: a 1x1 convolution from the backbone's last feature map (``in_dim``
+    channels, side ``image_size / 8``) to ``c`` channels, so the layout of the image reaches
+    the decoder without passing through ``f``. Then transposed convolutions (kernel 4,
+    stride 2) that double the resolution and halve the channels, each followed by BatchNorm
+    and ReLU, and a last transposed convolution to 3 channels: with a sigmoid for targets
+    in [0, 1] (``sigmoid=True``), without one for unbounded targets such as per-patch
+    standardised pixels.
 
     Parameters
     ----------
     in_dim : int
-        Dimension of ``f``.
+        Dimension of ``f`` (channels of the feature map).
     image_size : int, default=32
-        Output side; a power of two >= 8 (32 and 64 in the protocol: 3 and 4 stages).
+        Output side; a power of two >= 8 (32 and 64 in the protocol).
     width : int, default=64
-        Channels of the last hidden stage; the 4x4 map has ``width * 2**(stages - 1)``
+        Channels of the last hidden stage; the first map has ``width * 2**(stages - 1)``
         channels (256 for width 64 at 32x32).
+    sigmoid : bool, default=True
+    spatial : bool, default=False
+        Read the ``(n, in_dim, image_size / 8, image_size / 8)`` feature map instead of
+        ``f``.
 
     Raises
     ------
@@ -139,7 +147,13 @@ class Decoder(nn.Module):
     """
 
     def __init__(
-        self, in_dim: int, *, image_size: int = 32, width: int = 64, sigmoid: bool = True
+        self,
+        in_dim: int,
+        *,
+        image_size: int = 32,
+        width: int = 64,
+        sigmoid: bool = True,
+        spatial: bool = False,
     ) -> None:
         super().__init__()
         stages = int(round(math.log2(image_size / 4))) if image_size >= 8 else 0
@@ -148,8 +162,13 @@ class Decoder(nn.Module):
         if width < 1:
             raise ValueError(f"Decoder width must be >= 1, got {width}")
         self.image_size = image_size
+        self.spatial = spatial
+        if spatial:
+            stages = 3  # the ResNet's map is 8 times smaller than the image
         channels = width * 2 ** (stages - 1)
-        self.fc = nn.Linear(in_dim, channels * 16)
+        self.fc: nn.Module = (
+            nn.Conv2d(in_dim, channels, 1) if spatial else nn.Linear(in_dim, channels * 16)
+        )
         self.start_channels = channels
         layers: list[nn.Module] = [nn.BatchNorm2d(channels), nn.ReLU(inplace=True)]
         for _ in range(stages - 1):
@@ -165,6 +184,9 @@ class Decoder(nn.Module):
         self.net = nn.Sequential(*layers)
 
     def forward(self, f: torch.Tensor) -> torch.Tensor:
+        if self.spatial:
+            # f: (n, in_dim, s, s) -> (n, c, s, s) -> (n, 3, 8 s, 8 s)
+            return self.net(self.fc(f))
         # f: (n, in_dim) -> (n, c, 4, 4) -> (n, 3, image_size, image_size)
         x = self.fc(f).view(len(f), self.start_channels, 4, 4)
         return self.net(x)

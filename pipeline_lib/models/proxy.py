@@ -17,7 +17,7 @@ from torch import nn
 from pipeline_lib.models.heads import Decoder, contrastive_head, head_output_dim, rotation_head
 from pipeline_lib.models.representation import TRAINED_METHODS, Representation
 from pipeline_lib.models.resnet import resnet18_small
-from pipeline_lib.registry import DENOISING_TARGETS
+from pipeline_lib.registry import DENOISING_DECODERS, DENOISING_TARGETS
 
 #: Head depth per method when the caller passes ``head_depth=None`` (PROTOCOL.md).
 DEFAULT_HEAD_DEPTH: dict[str, int] = {
@@ -67,6 +67,7 @@ def build_proxy_model(
     proj_dim: int = 128,
     image_size: int = 32,
     denoising_target: str = DENOISING_TARGETS[0],
+    denoising_decoder: str = DENOISING_DECODERS[0],
 ) -> ProxyModel:
     """Build the untrained network of a trained method (uses the global torch RNG).
 
@@ -85,9 +86,13 @@ def build_proxy_model(
         Output of the contrastive head.
     image_size : int, default=32
         Side of the (square) training images; used by the denoising decoder.
-    denoising_target : {"patch_normalized", "pixels"}, default="patch_normalized"
+    denoising_target : {"pixels", "patch_normalized"}, default="pixels"
         What the denoising decoder reconstructs (:mod:`pipeline_lib.ssl.denoising`): its
         output ends in a sigmoid only for ``"pixels"``. Recorded in ``arch`` for
+        ``denoising`` only.
+    denoising_decoder : {"pooled", "spatial"}, default="pooled"
+        Whether the decoder reads ``f`` or the feature map before pooling
+        (:class:`~pipeline_lib.models.heads.Decoder`). Recorded in ``arch`` for
         ``denoising`` only.
 
     Returns
@@ -132,10 +137,20 @@ def build_proxy_model(
                 f"unknown denoising_target {denoising_target!r}; "
                 f"allowed: {', '.join(DENOISING_TARGETS)}"
             )
+        if denoising_decoder not in DENOISING_DECODERS:
+            raise ValueError(
+                f"unknown denoising_decoder {denoising_decoder!r}; "
+                f"allowed: {', '.join(DENOISING_DECODERS)}"
+            )
         arch["denoising_target"] = denoising_target
+        arch["denoising_decoder"] = denoising_decoder
         head = None
         proxy = Decoder(
-            f_dim, image_size=image_size, width=width, sigmoid=denoising_target == "pixels"
+            f_dim,
+            image_size=image_size,
+            width=width,
+            sigmoid=denoising_target == "pixels",
+            spatial=denoising_decoder == "spatial",
         )
     return ProxyModel(backbone, head, proxy, arch=arch)
 

@@ -89,9 +89,13 @@ class SmallImageResNet(nn.Module):
                 nn.init.ones_(module.weight)
                 nn.init.zeros_(module.bias)
 
+    def feature_map(self, x: torch.Tensor) -> torch.Tensor:
+        """The last stage's map before pooling: ``(n, feature_dim, h / 8, w / 8)``."""
+        return self.stages(self.stem(x))
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # x: (n, c, h, w) in [0, 1] -> f: (n, feature_dim)
-        return torch.flatten(self.pool(self.stages(self.stem(x))), 1)
+        return torch.flatten(self.pool(self.feature_map(x)), 1)
 
 
 def resnet18_small(*, width: int = 64) -> SmallImageResNet:

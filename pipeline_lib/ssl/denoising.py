@@ -1,22 +1,22 @@
-"""Denoising autoencoder (Vincent et al. 2008): reconstruct the clean image from ``f(x + noise)``.
+"""Denoising autoencoder (Vincent et al. 2008): reconstruct the clean input from ``f(x + noise)``.
 
-Corruption: additive Gaussian noise of standard deviation ``noise_std`` (default 0.1 on
-images in [0, 1], not clipped, drawn from the explicit CPU generator). The decoder
-(:class:`~pipeline_lib.models.heads.Decoder`) maps ``f`` back to an image; the loss is the
-mean squared error to a *target* computed from the clean image:
+The paper names the method and nothing of its setup; docs/denoising.md gives the reading
+this module implements and the variants. Per step:
 
-- ``"pixels"`` (default): the clean image itself in [0, 1] (decoder ends in a sigmoid): the
-  paper's denoising autoencoder (Vincent et al. 2008).
-- ``"patch_normalized"`` (the ``denoising_patchnorm`` variant, not the paper's method): the
-  clean image with every ``patch x patch`` block of every channel standardised to zero mean
-  and unit deviation, as the normalised-pixel targets of masked autoencoders (He et al.
-  2022). Raw pixels reward a code that stores each image's colour and brightness layout, the
-  largest part of the pixel variance but a weak cue for one-class classification; at a CPU
-  budget the per-patch target cleared random weights by 8.6 AUC points where raw pixels
-  gained 1.4 (docs/denoising.md).
+- **Input:** one view ``A(x)`` of each image, drawn by the view augmentation of the other
+  methods (the paper trains every representation "under the same condition"); with
+  ``augment=None`` (the ``denoising_no_views`` variant) the plain image.
+- **Corruption:** additive Gaussian noise of standard deviation ``noise_std`` (default 0.1 on
+  inputs in [0, 1], not clipped, drawn from the run's CPU generator).
+- **Decoder** (:class:`~pipeline_lib.models.heads.Decoder`): from ``f`` (default) or from
+  the feature map before pooling (the ``denoising_spatial`` variant); :func:`decode`.
+- **Loss:** the mean squared error to a *target* computed from the clean input (the clean
+  view, not the un-augmented image):
 
-By default there is no view augmentation; with ``augment`` the clean image is one augmented
-view of each image.
+  - ``"pixels"`` (default): the clean input itself (decoder ends in a sigmoid).
+  - ``"patch_normalized"`` (the ``denoising_patchnorm`` variant): every ``patch x patch``
+    block of every channel standardised to zero mean and unit deviation, as the
+    normalised-pixel targets of masked autoencoders (He et al. 2022).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from pipeline_lib.models.proxy import ProxyModel
 from pipeline_lib.registry import DENOISING_TARGETS
@@ -104,8 +105,21 @@ def denoising_step(
     noisy, clean = denoising_inputs(
         batch, generator=generator, noise_std=noise_std, augment=augment
     )
-    reconstruction = model.proxy(model.backbone(noisy))
-    return reconstruction_loss(reconstruction, denoising_target(clean, target, patch))
+    return reconstruction_loss(decode(model, noisy), denoising_target(clean, target, patch))
+
+
+def decode(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """The decoder's reconstruction of ``x``: from ``f``, or from the map a spatial one reads.
+
+    ``model`` is a denoising :class:`ProxyModel` or a stacked copy of several
+    (:mod:`pipeline_lib.models.stacked`), whose modules keep these attributes. The spatial
+    path calls ``backbone.feature_map``, which ``step_mode: compiled`` leaves uncompiled
+    (it compiles the modules' ``forward``): the backbone then runs eager kernels inside the
+    captured step.
+    """
+    if model.proxy.spatial:
+        return model.proxy(model.backbone.feature_map(x))
+    return model.proxy(model.backbone(x))
 
 
 def denoising_inputs(

@@ -84,7 +84,12 @@ from pipeline_lib.registry import CAPTURED_STEP_MODES
 from pipeline_lib.ssl.augment import rotation_views
 from pipeline_lib.ssl.compiling import release_network
 from pipeline_lib.ssl.contrastive import contrastive_inputs, contrastive_outputs_loss
-from pipeline_lib.ssl.denoising import denoising_inputs, denoising_target, reconstruction_loss
+from pipeline_lib.ssl.denoising import (
+    decode,
+    denoising_inputs,
+    denoising_target,
+    reconstruction_loss,
+)
 from pipeline_lib.ssl.draws import Draws
 from pipeline_lib.ssl.rotation import rotation_loss
 from pipeline_lib.ssl.stepper import StaticStep
@@ -135,10 +140,6 @@ def _contrastive_forward(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return model.head(model.backbone(x))
 
 
-def _decoder_forward(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    return model.proxy(model.backbone(x))
-
-
 def _task(method: str, options: dict[str, Any]) -> _Task:
     """The task of ``method`` with a run's step options (the same as its step function's)."""
     augment = options["augment"]
@@ -168,7 +169,7 @@ def _task(method: str, options: dict[str, Any]) -> _Task:
     )
     return _Task(
         inputs=lambda batch, generator: corrupt(batch, generator=generator),
-        forward=_decoder_forward,
+        forward=decode,
         loss=lambda reconstruction, clean: reconstruction_loss(reconstruction, target(clean)),
     )
 

@@ -37,6 +37,7 @@ from pipeline_lib.models.representation import TRAINED_METHODS
 from pipeline_lib.registry import (
     CAPTURED_STEP_MODES,
     DA_BATCHINGS,
+    DENOISING_DECODERS,
     DENOISING_TARGETS,
     LR_SCHEDULES,
     VIEW_FLIPS,
@@ -425,6 +426,7 @@ def _prepare_run(
     denoising_views: bool,
     denoising_target: str,
     denoising_patch: int,
+    denoising_decoder: str,
     width: int,
     augment: ViewAugment | None,
     amp: str | None,
@@ -490,6 +492,7 @@ def _prepare_run(
             "proj_dim": proj_dim,
             "image_size": data.side,
             "denoising_target": denoising_target,
+            "denoising_decoder": denoising_decoder,
         },
         device=device,
         lr=lr,
@@ -816,9 +819,10 @@ def train_representation(
     view_blur: bool = False,
     lr_schedule: str = LR_SCHEDULES[0],
     noise_std: float = DEFAULT_NOISE_STD,
-    denoising_views: bool = False,
+    denoising_views: bool = True,
     denoising_target: str = DENOISING_TARGETS[0],
     denoising_patch: int = DEFAULT_TARGET_PATCH,
+    denoising_decoder: str = DENOISING_DECODERS[0],
     width: int = 64,
     augment: ViewAugment | None = None,
     amp: str | None = "bfloat16",
@@ -890,19 +894,23 @@ def train_representation(
         Gaussian corruption of ``denoising``.
     width : int, default=64
         ResNet-18 first-stage width (tests use 8).
-    denoising_views : bool, default=False
+    denoising_views : bool, default=True
         ``denoising`` only: corrupt and reconstruct one augmented view of each image (the
-        view augmentation of the other methods) instead of the image itself.
+        view augmentation of the other methods, the paper's "same condition"); ``False``
+        uses the plain image (the ``denoising_no_views`` variant).
     denoising_target : {"pixels", "patch_normalized"}, default="pixels"
         ``denoising`` only: reconstruct the clean image (the paper's denoising autoencoder)
         or the clean image with each ``denoising_patch``-sided block of each channel
         standardised (the ``denoising_patchnorm`` variant; docs/denoising.md).
     denoising_patch : int, default=8
         Side of those blocks; must divide the image side.
+    denoising_decoder : {"pooled", "spatial"}, default="pooled"
+        ``denoising`` only: decode from ``f`` or from the feature map before pooling (the
+        ``denoising_spatial`` variant).
     augment : ViewAugment or None, default=None
         View augmentation; ``None`` builds one from ``view_flip``, ``view_jitter`` and
-        ``view_blur`` (released-code settings by default) for the rotation and contrastive
-        methods, and uses *no* augmentation for ``denoising``.
+        ``view_blur`` (released-code settings by default); ``denoising`` uses it only with
+        ``denoising_views``.
     amp : {"bfloat16", "float16"} or None, default="bfloat16"
         Autocast dtype on CUDA (float16 adds a GradScaler); CPU always trains in float32.
         Channels-last memory format is also CUDA-only.
@@ -998,6 +1006,7 @@ def train_representation(
         denoising_views=denoising_views,
         denoising_target=denoising_target,
         denoising_patch=denoising_patch,
+        denoising_decoder=denoising_decoder,
         width=width,
         augment=augment,
         amp=amp,

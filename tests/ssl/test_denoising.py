@@ -1,4 +1,4 @@
-"""The denoising autoencoder's targets: per-patch standardisation and raw pixels."""
+"""The denoising autoencoder: targets, the view switch, the noise level, the decoder input."""
 
 from __future__ import annotations
 
@@ -6,13 +6,18 @@ import numpy as np
 import pytest
 import torch
 
+import pipeline_lib.ssl.denoising as denoising_module
 from pipeline_lib.models.proxy import build_proxy_model
+from pipeline_lib.ssl.augment import ViewAugment, to_unit_float
 from pipeline_lib.ssl.denoising import (
     PATCH_STD_EPS,
+    decode,
+    denoising_inputs,
     denoising_step,
     denoising_target,
     normalize_patches,
 )
+from pipeline_lib.ssl.fused import train_representations_fused
 from pipeline_lib.ssl.train import train_representation
 
 
@@ -89,3 +94,152 @@ def test_training_rejects_bad_target_settings(digits64: np.ndarray) -> None:
     # pixel targets (the default) need no block size
     model, history = train_representation("denoising", digits64, denoising_patch=6, **common)
     assert model.arch["denoising_target"] == "pixels" and np.isfinite(history[0]["loss"])
+
+
+def test_the_noise_level_is_the_corruption_added() -> None:
+    batch = torch.randint(0, 256, (64, 3, 32, 32), dtype=torch.uint8)
+    for std in (0.1, 0.2, 0.4):
+        noisy, clean = denoising_inputs(
+            batch, generator=torch.Generator().manual_seed(3), noise_std=std
+        )
+        assert torch.equal(clean, to_unit_float(batch))  # no views: the image itself
+        drawn = torch.randn(batch.shape, generator=torch.Generator().manual_seed(3))
+        # noisy = clean + std * z: one float32 rounding of values below 1 + 5 std
+        assert torch.allclose(noisy - clean, std * drawn, rtol=0, atol=4e-7)
+        # 196,608 draws: the sample deviation is within 1 % (> 6 standard errors) of std
+        assert abs(float((noisy - clean).std()) / std - 1) < 0.01
+
+
+def _flip_view(batch: torch.Tensor, generator) -> torch.Tensor:
+    """A deterministic stand-in for the view augmentation: the mirrored image."""
+    return to_unit_float(batch).flip(-1)
+
+
+def test_with_views_the_target_is_the_clean_view_not_the_image() -> None:
+    torch.manual_seed(0)
+    model = build_proxy_model("denoising", width=8).eval()
+    # left half dark, right half bright: the mirrored view differs from the image
+    batch = torch.zeros(4, 3, 32, 32, dtype=torch.uint8)
+    batch[..., 16:] = 255
+    generator = torch.Generator().manual_seed(1)
+    noisy, clean = denoising_inputs(batch, generator=generator, augment=_flip_view)
+    assert torch.equal(clean, to_unit_float(batch).flip(-1))
+    with torch.no_grad():
+        loss = denoising_step(
+            model, batch, generator=torch.Generator().manual_seed(1), augment=_flip_view
+        )
+        reconstruction = decode(model, noisy)
+        on_view = torch.mean((reconstruction - clean) ** 2)
+        on_image = torch.mean((reconstruction - to_unit_float(batch)) ** 2)
+    assert torch.allclose(loss, on_view, rtol=1e-6)
+    assert not torch.allclose(loss, on_image, rtol=1e-3)
+
+
+def _record_inputs(monkeypatch) -> list[dict]:
+    """Spy on every denoising step's inputs: the augmentation, noise level and clean target."""
+    calls: list[dict] = []
+    real = denoising_module.denoising_inputs
+
+    def spy(batch, **kwargs):
+        noisy, clean = real(batch, **kwargs)
+        calls.append({**kwargs, "batch": batch, "noisy": noisy, "clean": clean})
+        return noisy, clean
+
+    monkeypatch.setattr(denoising_module, "denoising_inputs", spy)
+    return calls
+
+
+def test_views_are_the_default_and_the_switch_turns_them_off(digits64, monkeypatch) -> None:
+    calls = _record_inputs(monkeypatch)
+    common = {"seed": 0, "epochs": 1, "batch_size": 16, "width": 8}
+    train_representation("denoising", digits64[:32], noise_std=0.4, **common)
+    assert len(calls) == 2 and all(isinstance(c["augment"], ViewAugment) for c in calls)
+    assert {c["noise_std"] for c in calls} == {0.4}
+    # the clean target is a view: crops, flips and jitter move it off the source images
+    for call in calls:
+        assert not torch.allclose(call["clean"], to_unit_float(call["batch"]), atol=1e-2)
+    calls.clear()
+    train_representation("denoising", digits64[:32], denoising_views=False, **common)
+    assert len(calls) == 2 and all(c["augment"] is None for c in calls)
+    assert {c["noise_std"] for c in calls} == {0.1}
+    for call in calls:
+        assert torch.equal(call["clean"], to_unit_float(call["batch"]))
+
+
+@pytest.mark.parametrize("image_size", [32, 64])
+def test_spatial_decoder_reads_the_map_before_pooling(image_size: int) -> None:
+    torch.manual_seed(0)
+    pooled = build_proxy_model("denoising", width=8, image_size=image_size).eval()
+    torch.manual_seed(0)
+    spatial = build_proxy_model(
+        "denoising", width=8, image_size=image_size, denoising_decoder="spatial"
+    ).eval()
+    assert pooled.arch["denoising_decoder"] == "pooled"
+    assert spatial.arch["denoising_decoder"] == "spatial"
+    x = torch.rand(2, 3, image_size, image_size, generator=torch.Generator().manual_seed(1))
+    side = image_size // 8
+    with torch.no_grad():
+        feature_map = spatial.backbone.feature_map(x)
+        assert feature_map.shape == (2, 64, side, side)
+        # f is still the pooled map: the representation does not depend on the decoder
+        assert torch.allclose(spatial.backbone(x), feature_map.mean(dim=(2, 3)), atol=1e-6)
+        out = decode(spatial, x)
+        assert out.shape == decode(pooled, x).shape == (2, 3, image_size, image_size)
+        assert torch.equal(out, spatial.proxy(feature_map))
+        # a spatial decoder sees where things are; the pooled one cannot
+        mirrored = feature_map.flip(-1)
+        assert not torch.allclose(spatial.proxy(mirrored), out, atol=1e-3)
+        assert torch.allclose(
+            pooled.proxy(mirrored.mean(dim=(2, 3))), pooled.proxy(feature_map.mean(dim=(2, 3)))
+        )
+    with pytest.raises(ValueError, match="unknown denoising_decoder 'deep'"):
+        build_proxy_model("denoising", width=8, denoising_decoder="deep")
+
+
+@pytest.mark.parametrize(
+    "reading",
+    [
+        {},
+        {"denoising_views": False},
+        {"noise_std": 0.4},
+        {"denoising_decoder": "spatial"},
+        {"denoising_target": "patch_normalized"},
+    ],
+    ids=["recipe", "no_views", "noise04", "spatial", "patchnorm"],
+)
+def test_each_reading_trains_a_step(digits64, reading: dict) -> None:
+    model, history = train_representation(
+        "denoising", digits64[:16], seed=0, epochs=1, batch_size=16, width=8, **reading
+    )
+    assert history[0]["steps"] == 1 and np.isfinite(history[0]["loss"])
+    assert model.arch["denoising_decoder"] == reading.get("denoising_decoder", "pooled")
+    features = model(to_unit_float(torch.from_numpy(digits64[:4]).permute(0, 3, 1, 2)))
+    assert features["f"].shape == (4, 64) and set(features) == {"f"}
+
+
+def test_spatial_decoder_trains_fused_as_separately(digits64, monkeypatch) -> None:
+    """Stacked grouped 1x1 convolutions keep the models apart (float64, 2 steps each)."""
+    import pipeline_lib.ssl.train as train_module
+
+    build = train_module.build_proxy_model
+
+    def double(*args, **kwargs):
+        model = build(*args, **kwargs).double()
+        # the stem: a spatial decoder's input comes from backbone.feature_map, not forward
+        model.backbone.stem.register_forward_pre_hook(lambda module, inputs: (inputs[0].double(),))
+        return model
+
+    monkeypatch.setattr(train_module, "build_proxy_model", double)
+    sets = [digits64[:16], digits64[16:32]]
+    options = {"epochs": 1, "batch_size": 8, "width": 8, "lr": 0.1, "denoising_decoder": "spatial"}
+    fused = train_representations_fused("denoising", sets, seeds=[0, 1], **options)
+    for (model, _), images, seed in zip(fused, sets, [0, 1], strict=True):
+        alone, history = train_representation("denoising", images, seed=seed, **options)
+        # reordered float64 sums: 64 epsilons of a tensor's norm per step (tests/ssl/test_fused.py)
+        bound = 64 * torch.finfo(torch.float64).eps * history[0]["steps"]
+        for name, tensor in alone.state_dict().items():
+            other = model.state_dict()[name]
+            if not tensor.is_floating_point():
+                assert torch.equal(tensor, other), name
+                continue
+            assert float((tensor - other).norm()) <= bound * float(tensor.norm()), name

@@ -12,6 +12,7 @@ from pipeline_lib.models.stacked import (
     unload_stacked,
     unstack_outputs,
 )
+from pipeline_lib.ssl.denoising import decode
 
 #: Grouped convolutions and batched matrix products add in another order than the separate
 #: layers: float32 rounding, measured at most ~7e-6 absolute on outputs of order 1.
@@ -21,15 +22,18 @@ ATOL = 1e-4
 def _models(method: str, k: int = 3, seed: int = 0) -> list:
     torch.manual_seed(seed)
     options = {} if method in ("rotnet", "denoising") else {"head_depth": 2, "head_hidden": 16}
+    if method == "denoising_spatial":
+        method, options = "denoising", {"denoising_decoder": "spatial"}
     return [build_proxy_model(method, width=8, **options) for _ in range(k)]
 
 
 def _outputs(model, x: torch.Tensor, method: str) -> torch.Tensor:
-    features = model.backbone(x)
-    return model.proxy(features) if method == "denoising" else model.head(features)
+    if method.startswith("denoising"):
+        return decode(model, x)
+    return model.head(model.backbone(x))
 
 
-@pytest.mark.parametrize("method", ["rotation", "contrastive", "denoising"])
+@pytest.mark.parametrize("method", ["rotation", "contrastive", "denoising", "denoising_spatial"])
 def test_stacked_network_computes_each_model(method: str) -> None:
     models = _models(method)
     state = torch.random.get_rng_state()
