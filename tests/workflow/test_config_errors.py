@@ -91,6 +91,12 @@ def test_missing_data_root_warns_in_a_dry_run_and_stops_a_real_run_before_any_jo
     # Not on a cluster: no SQLite warning.
     assert "SQLite" not in output
 
+    # A data set already read into its cache needs its files no more.
+    (tmp_path / "results/cifar10").mkdir(parents=True)
+    (tmp_path / "results/cifar10/dataset.npz").write_bytes(b"")
+    planned = run_snakemake(tmp_path, "-n", "--configfile", str(config), env=env)
+    assert "data not found" not in planned.stderr
+
 
 def test_sqlite_tracking_on_a_cluster_executor_warns_at_start(tmp_path: Path) -> None:
     """The SLURM executor's run reaches the start hook before it submits anything; the

@@ -77,16 +77,23 @@ export_data_settings(
 )
 
 
+# Outputs of the rules that read a data set's raw files: while one of them is missing, the
+# raw files must be there (add the output of any new rule that reads them).
+RAW_DATA_OUTPUTS = ["results/{dataset}/dataset.npz"]
+
+
 def _missing_image_data():
     """Why data sets the run reads are not where their readers look (none: an empty list).
 
-    A data set already read into results/<dataset>/dataset.npz needs no files any more.
+    A data set whose RAW_DATA_OUTPUTS all exist needs its files no more.
     """
     root = resolve_data_root(config["data"]["root"])
     return [
         reason
         for name, settings in DATASET_SETTINGS.items()
-        if not os.path.exists(f"results/{name}/dataset.npz")
+        if not all(
+            os.path.exists(output.format(dataset=name)) for output in RAW_DATA_OUTPUTS
+        )
         for reason in [
             missing_data(
                 name,
