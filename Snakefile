@@ -44,6 +44,15 @@ include: "workflow/rules/explain.smk"
 include: "workflow/rules/deploy.smk"
 
 
+# Missing data: a warning now (dry runs plan without data), an error before the first job of
+# a real run (onstart runs only then). MISSING_DATA: common.smk and mvtec_common.smk.
+warn_missing_data(MISSING_DATA)
+
+
+onstart:
+    check_before_jobs(MISSING_DATA)
+
+
 rule all:
     default_target: True
     input:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -19,17 +21,23 @@ from pathlib import Path
 import pytest
 import torch
 
+from pipeline_lib.runtime import gpu_slots
 from pipeline_lib.runtime.devices import (
+    DEFAULT_WAIT_S,
     LOCK_DIR_ENV,
     SLOTS_ENV,
     UNCAPPED_SLOTS,
+    WAIT_ENV,
+    LockDirError,
     SlotAllocator,
     default_lock_dir,
     gpus_requested,
     job_device,
     slots_from_env,
     use_deterministic_kernels,
+    wait_from_env,
 )
+from pipeline_lib.runtime.gpu_slots import prepare_lock_dir
 
 #: A "job" in its own process: take a slot, print its device index, hold it until stdin closes.
 HOLD_SLOT = """
@@ -78,6 +86,69 @@ def test_capped_slots_make_a_job_wait_then_time_out(tmp_path: Path) -> None:
         assert "all 1 slots of 2 device(s)" in str(error.value)
     with allocator.acquire(timeout_s=0.3) as slot:  # both slots released
         assert slot.index == 0
+
+
+def test_the_wait_has_a_default_limit_that_names_the_folder_and_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(WAIT_ENV, raising=False)
+    assert wait_from_env() == DEFAULT_WAIT_S == 12 * 3600
+    monkeypatch.setattr(gpu_slots, "DEFAULT_WAIT_S", 0.2)  # the default, shortened
+    allocator = SlotAllocator(["gpu-a"], slots_per_device=1, lock_dir=tmp_path)
+    with allocator.acquire():
+        start = time.monotonic()
+        with pytest.raises(TimeoutError, match="within 0.2 s") as error:
+            with allocator.acquire(poll_s=0.05):  # no timeout_s given
+                pass
+        assert 0.2 <= time.monotonic() - start < 30
+    assert str(tmp_path) in str(error.value) and f"${WAIT_ENV}=<seconds>" in str(error.value)
+    monkeypatch.setenv(WAIT_ENV, "inf")
+    assert wait_from_env() == math.inf
+    monkeypatch.setenv(WAIT_ENV, "90")
+    assert wait_from_env() == 90.0
+    for bad in ("0", "-5", "soon", "nan"):
+        monkeypatch.setenv(WAIT_ENV, bad)
+        with pytest.raises(ValueError, match=f"{WAIT_ENV} must be a positive number.*{bad!r}"):
+            wait_from_env()
+
+
+def test_lock_folder_is_created_private(tmp_path: Path) -> None:
+    folder = tmp_path / "droc-gpu-slots-test"
+    saved = os.umask(0)  # even with no umask, the folder is 0700
+    try:
+        with SlotAllocator(["gpu-a"], lock_dir=folder).acquire(timeout_s=1) as slot:
+            assert slot.lock_path.parent == folder
+    finally:
+        os.umask(saved)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+
+
+def test_lock_folder_of_another_user_or_writable_by_others_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # e.g. made by someone else's `mkdir -m 777`
+    with pytest.raises(LockDirError, match=f"{shared} is writable by its group or by others"):
+        with SlotAllocator(["gpu-a"], lock_dir=shared).acquire(timeout_s=1):
+            pass
+    assert not list(shared.iterdir())  # refused before any lock file was made
+    shared.chmod(0o775)
+    with pytest.raises(LockDirError, match="mode 0775"):
+        prepare_lock_dir(shared)
+    shared.chmod(0o755)  # readable by others is fine: only writers can swap locks
+    assert prepare_lock_dir(shared) == shared
+
+    link = tmp_path / "link"
+    link.symlink_to(shared)
+    with pytest.raises(LockDirError, match=f"{link} is a link"):
+        prepare_lock_dir(link)
+
+    real_uid = os.getuid()
+    monkeypatch.setattr(os, "getuid", lambda: real_uid + 4242)  # now the folder is not ours
+    with pytest.raises(LockDirError, match=f"belongs to user id {real_uid}, not to you") as error:
+        SlotAllocator(["gpu-a"], lock_dir=shared).loads()
+    assert LOCK_DIR_ENV in str(error.value)
 
 
 def test_concurrent_processes_spread_and_a_killed_job_frees_its_slot(tmp_path: Path) -> None:

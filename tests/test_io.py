@@ -52,6 +52,44 @@ def test_atomic_path_keeps_the_old_file_when_the_body_raises(tmp_path: Path) -> 
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
 
 
+def test_atomic_path_syncs_the_file_before_the_rename_and_the_folder_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events: list[tuple[str, str, int]] = []
+    fsync, replace = os.fsync, os.replace
+
+    def counting_fsync(fd: int) -> None:
+        info = os.fstat(fd)
+        kind = "dir" if stat.S_ISDIR(info.st_mode) else "file"
+        events.append(
+            ("fsync", os.readlink(f"/proc/self/fd/{fd}"), info.st_size if kind == "file" else -1)
+        )
+        fsync(fd)
+
+    def recording_replace(source, target) -> None:
+        events.append(("replace", str(target), 0))
+        replace(source, target)
+
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    monkeypatch.setattr(os, "replace", recording_replace)
+    target = tmp_path / "sub" / "result.json"
+    save_json(target, {"auroc": 0.5})
+    size = target.stat().st_size
+    assert [event[0] for event in events] == ["fsync", "replace", "fsync"]
+    synced_file, renamed, synced_dir = events
+    # the temporary file, whole (its final size), then the rename, then the folder
+    assert Path(synced_file[1]).parent == target.parent and synced_file[1] != str(target)
+    assert synced_file[2] == size > 0
+    assert renamed[1] == str(target)
+    assert synced_dir[1] == str(target.parent) and synced_dir[2] == -1
+
+    events.clear()
+    with pytest.raises(RuntimeError), atomic_path(tmp_path / "failed.txt") as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("boom")
+    assert events == []  # a failed body is neither synced nor renamed
+
+
 def test_npz_round_trip(tmp_path: Path) -> None:
     arrays = {
         "f": np.arange(12, dtype=np.float32).reshape(3, 4),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -19,6 +20,7 @@ from pipeline_lib.report.tracking import (
     default_tracking_uri,
     ensure_experiment,
     log_sweep,
+    redact_uri,
     server_reachable,
 )
 
@@ -270,3 +272,90 @@ def test_default_tracking_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert default_tracking_uri(tmp_path) == f"sqlite:///{tmp_path.resolve().as_posix()}/mlflow.db"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://tracking.example:5000")
     assert default_tracking_uri(tmp_path) == "http://tracking.example:5000"
+
+
+def test_a_run_left_without_params_gets_them_when_logged_again(store: dict) -> None:
+    records = _records(2)
+    first = _log(store, records, "half-logged")
+    client = store["client"]
+    # A writer killed between create_run and log_batch: the run exists with its identity
+    # tags, but no params, no metrics and no content hash.
+    orphan_key = "results/digits/7/contam0/seed0/raw/train/knn"
+    orphan = client.create_run(
+        first["experiment_id"],
+        tags={
+            SWEEP_TAG: "abc123",
+            KEY_TAG: orphan_key,
+            KIND_TAG: "job",
+            "mlflow.parentRunId": first["parent_run_id"],
+        },
+    ).info.run_id
+    assert client.get_run(orphan).data.params == {}
+    records.append(dict(records[0], result_key=orphan_key, inlier="7", auroc=77.0))
+    again = _log(store, records, "half-logged")
+    assert (again["created"], again["updated"], again["unchanged"]) == (0, 1, 2)
+    run = client.get_run(orphan)
+    assert run.data.params == {
+        "dataset": "digits",
+        "inlier": "7",
+        "method": "raw",
+        "seed": "0",
+        "contamination": "0.0",
+        "fitset": "train",
+        "detector": "knn",
+    }
+    assert run.data.metrics["auroc"] == 77.0 and HASH_TAG in run.data.tags
+    # An update of a complete run logs no param again (MLflow refuses changed ones anyway).
+    records[0] = dict(records[0], auroc=11.0)
+    assert _log(store, records, "half-logged")["updated"] == 1
+
+
+@pytest.mark.parametrize(
+    ("uri", "shown"),
+    [
+        ("http://alice:s3cret@mlflow.example:5000", "http://***@mlflow.example:5000"),
+        ("https://ghp_TOKEN123@mlflow.example/", "https://***@mlflow.example/"),
+        (
+            "postgresql://droc:p@ss@db.example:5432/mlflow?sslmode=require",
+            "postgresql://***@db.example:5432/mlflow?sslmode=require",
+        ),
+        (
+            "mysql+pymysql://db.example/mlflow?user=droc&password=hunter2&charset=utf8",
+            "mysql+pymysql://db.example/mlflow?user=droc&password=***&charset=utf8",
+        ),
+        (
+            "https://acct.blob.core.windows.net/c?sv=2022&sig=AbC%2Bd&api_key=k1",
+            "https://acct.blob.core.windows.net/c?sv=2022&sig=***&api_key=***",
+        ),
+        ("sqlite:////work/results/mlflow/mlflow.db", "sqlite:////work/results/mlflow/mlflow.db"),
+        ("http://127.0.0.1:5000", "http://127.0.0.1:5000"),
+        (
+            "ConnectionError: request to http://bob:pw@h:1/api failed; retry http://bob:pw@h:1",
+            "ConnectionError: request to http://***@h:1/api failed; retry http://***@h:1",
+        ),
+    ],
+)
+def test_redact_uri_strips_credentials(uri: str, shown: str) -> None:
+    assert redact_uri(uri) == shown
+    assert redact_uri(shown) == shown  # idempotent
+
+
+def test_credentials_in_the_tracking_uri_are_never_logged_or_returned(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    uri = "http://alice:s3cret@127.0.0.1:9/?token=t0ken"
+    with caplog.at_level(logging.WARNING, logger="pipeline_lib.report.tracking"):
+        store = ensure_experiment(uri, "droc", artifact_dir=None, timeout_s=1)
+        summary = log_sweep(
+            _records(1),
+            uri=uri,
+            experiment="droc",
+            sweep="abc",
+            lock_path=tmp_path / "writer.lock",
+            timeout_s=1,
+        )
+    assert store["status"] == summary["status"] == "unreachable"
+    assert summary["tracking_uri"] == "http://***@127.0.0.1:9/?token=***"
+    written = json.dumps([store, summary]) + caplog.text
+    assert "s3cret" not in written and "alice" not in written and "t0ken" not in written
+    assert "http://***@127.0.0.1:9/" in caplog.text

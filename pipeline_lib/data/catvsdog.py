@@ -27,6 +27,11 @@ the test split (10,000 and 2,500 in the paper), each in file order.
 
 ``auto`` (default) reads the Kaggle layout when its folder exists (the released code's
 source), else PetImages. In both layouts unreadable files are skipped, counted and logged.
+So are files refused before decoding (:mod:`pipeline_lib.data.image_files`; each is logged
+with its reason): a format other than PNG, JPEG/MPO, BMP, GIF, TIFF or WEBP, or an aspect
+ratio whose resize (intermediate image, or the area-resize weight tables) would exceed
+:data:`~pipeline_lib.data.image_files.DEFAULT_MAX_PIXELS`; and a file whose decoding runs
+out of memory.
 """
 
 from __future__ import annotations
@@ -34,12 +39,22 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageOps
 
 from pipeline_lib.data.area_resize import area_resize
 from pipeline_lib.data.base import DataError, ImageDataset, MissingDataError
+from pipeline_lib.data.image_files import (
+    DEFAULT_MAX_PIXELS,
+    ImageError,
+    ImageMemoryError,
+    ImageSizeError,
+    check_resized,
+    crop_resize_shape,
+    open_image,
+)
 from pipeline_lib.data.image_folder import IMAGE_EXTENSIONS
 
 __all__ = [
@@ -175,25 +190,51 @@ def _check_count(value: object, name: str) -> int:
 
 
 def _load_pet(path: Path) -> np.ndarray | None:
-    """Decode an image: shorter side to 64, centre crop, (64, 64, 3) uint8; None if unreadable."""
+    """Decode an image: shorter side to 64, centre crop, (64, 64, 3) uint8; None if unreadable.
+
+    Raises
+    ------
+    ImageError
+        If the file is refused before decoding (format, resize intermediate) or decoding it
+        runs out of memory; the message says why.
+    """
     try:
-        with Image.open(path) as img:
+        with open_image(path) as img:
+            width, height = img.size
+            new_w, new_h = crop_resize_shape(width, height, CATVSDOG_SIZE)
+            check_resized(
+                width, height, new_w, new_h, size=CATVSDOG_SIZE, max_pixels=DEFAULT_MAX_PIXELS
+            )
             if img.format == "JPEG":
                 # Let libjpeg decode at 1/2, 1/4 or 1/8 scale while both sides stay >= 64:
                 # several times faster on the ~500x375 photos, same output geometry.
                 img.draft("RGB", (CATVSDOG_SIZE, CATVSDOG_SIZE))
             img = img.convert("RGB")
+    except ImageError:
+        raise
+    except MemoryError as err:
+        raise ImageMemoryError(f"ran out of memory decoding it ({err})") from err
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
         # Zero-byte files, truncated or corrupt JPEGs (UnidentifiedImageError is an OSError).
         return None
-    width, height = img.size
-    scale = CATVSDOG_SIZE / min(width, height)
-    new_w = max(CATVSDOG_SIZE, round(width * scale))
-    new_h = max(CATVSDOG_SIZE, round(height * scale))
-    img = img.resize((new_w, new_h), Image.Resampling.BILINEAR)
+    # The drafted size, not the header's: the resize starts from the decoded pixels.
+    new_w, new_h = crop_resize_shape(*img.size, CATVSDOG_SIZE)
+    try:
+        img = img.resize((new_w, new_h), Image.Resampling.BILINEAR)
+    except MemoryError as err:
+        raise ImageMemoryError(f"ran out of memory resizing it ({err})") from err
     left, top = (new_w - CATVSDOG_SIZE) // 2, (new_h - CATVSDOG_SIZE) // 2
     img = img.crop((left, top, left + CATVSDOG_SIZE, top + CATVSDOG_SIZE))
     return np.asarray(img, dtype=np.uint8)
+
+
+def _load_or_skip(load: Any, path: Path) -> np.ndarray | None:
+    """``load(path)``, or None after a warning naming the file when it is refused."""
+    try:
+        return load(path)
+    except ImageError as error:
+        logger.warning("skipped %s: %s", path, error)
+        return None
 
 
 def _log_skipped(skipped: list[str], n_files: int, folder: Path) -> None:
@@ -216,7 +257,7 @@ def _read_class(folder: Path) -> np.ndarray:
     images = np.empty((len(files), CATVSDOG_SIZE, CATVSDOG_SIZE, 3), dtype=np.uint8)
     n_read, skipped = 0, []
     for path in files:
-        image = _load_pet(path)
+        image = _load_or_skip(_load_pet, path)
         if image is None:
             skipped.append(path.name)
             continue
@@ -296,15 +337,49 @@ def resize_and_crop(pixels: np.ndarray, side: int = CATVSDOG_SIZE) -> np.ndarray
     return resized[top : top + side, left : left + side]
 
 
+def _check_kaggle_size(width: int, height: int) -> None:
+    """Refuse, from the header, a file whose :func:`resize_and_crop` would not fit in memory.
+
+    Besides the intermediate image, :func:`~pipeline_lib.data.area_resize.area_resize` builds
+    a dense float64 weight table per axis (output x input pixels): for a 10,000 x 10 image
+    (64,000 x 10,000 entries) that is 5 GB. Both are bounded by ``DEFAULT_MAX_PIXELS``.
+    """
+    long, short = max(width, height), min(width, height)
+    new_long = int(CATVSDOG_SIZE * long / short) if short else 0
+    new_w, new_h = (new_long, CATVSDOG_SIZE) if width >= height else (CATVSDOG_SIZE, new_long)
+    check_resized(width, height, new_w, new_h, size=CATVSDOG_SIZE, max_pixels=DEFAULT_MAX_PIXELS)
+    entries = new_long * long + CATVSDOG_SIZE * short
+    if entries > DEFAULT_MAX_PIXELS:
+        raise ImageSizeError(
+            f"image is {width} x {height}: the INTER_AREA resize to {new_w} x {new_h} needs "
+            f"{entries:,} weight-table entries, over the limit of {DEFAULT_MAX_PIXELS:,}; "
+            "crop it to the part to use"
+        )
+
+
 def _load_kaggle(path: Path) -> np.ndarray | None:
-    """Decode as ``cv2.imread`` (full size, EXIF orientation applied) then the released crop."""
+    """Decode as ``cv2.imread`` (full size, EXIF orientation applied) then the released crop.
+
+    Raises
+    ------
+    ImageError
+        As :func:`_load_pet`.
+    """
     try:
-        with Image.open(path) as img:
+        with open_image(path) as img:
+            _check_kaggle_size(*img.size)
             # No draft mode here: cv2 decodes at full size before INTER_AREA.
-            img = ImageOps.exif_transpose(img).convert("RGB")
+            pixels = np.asarray(ImageOps.exif_transpose(img).convert("RGB"), dtype=np.uint8)
+    except ImageError:
+        raise
+    except MemoryError as err:
+        raise ImageMemoryError(f"ran out of memory decoding it ({err})") from err
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
         return None
-    return resize_and_crop(np.asarray(img, dtype=np.uint8))
+    try:
+        return resize_and_crop(pixels)
+    except MemoryError as err:
+        raise ImageMemoryError(f"ran out of memory resizing it ({err})") from err
 
 
 def _kaggle_label(name: str, folder: Path) -> int:
@@ -353,7 +428,7 @@ def _read_kaggle(folder: Path, n_train: int, n_test: int) -> ImageDataset:
     images = np.empty((len(names), CATVSDOG_SIZE, CATVSDOG_SIZE, 3), dtype=np.uint8)
     readable = np.zeros(len(names), dtype=bool)
     for i, name in enumerate(names):
-        image = _load_kaggle(folder / name)
+        image = _load_or_skip(_load_kaggle, folder / name)
         if image is not None:
             images[i], readable[i] = image, True
     _log_skipped([n for n, ok in zip(names, readable, strict=True) if not ok], len(names), folder)

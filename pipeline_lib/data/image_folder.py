@@ -9,6 +9,12 @@ Two layouts are accepted:
 Images are converted to RGB, resized so that the shorter side is ``image_size`` (bilinear)
 and centre-cropped to ``image_size`` x ``image_size`` (PROTOCOL.md: "shorter side to 64,
 centre crop").
+
+A file that cannot be used stops the read with an error naming it (as a corrupt file always
+did): a format other than PNG, JPEG/MPO, BMP, GIF, TIFF or WEBP, an aspect ratio whose resize
+intermediate would exceed :data:`~pipeline_lib.data.image_files.DEFAULT_MAX_PIXELS` (checked
+from the header, before decoding), or running out of memory on it
+(:mod:`pipeline_lib.data.image_files`).
 """
 
 from __future__ import annotations
@@ -21,6 +27,14 @@ import numpy as np
 from PIL import Image
 
 from pipeline_lib.data.base import DataError, ImageDataset, MissingDataError, check_class_name
+from pipeline_lib.data.image_files import (
+    DEFAULT_MAX_PIXELS,
+    ImageError,
+    ImageMemoryError,
+    check_resized,
+    crop_resize_shape,
+    open_image,
+)
 from pipeline_lib.data.split import holdout_split
 
 __all__ = [
@@ -101,7 +115,7 @@ def image_folder_class_names(
     return tuple(_class_dirs(layout[0] if layout else folder))
 
 
-def load_image(path: Path, image_size: int) -> np.ndarray:
+def load_image(path: Path, image_size: int, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
     """Read one image as RGB, shorter side resized to ``image_size``, centre-cropped.
 
     Parameters
@@ -110,6 +124,8 @@ def load_image(path: Path, image_size: int) -> np.ndarray:
         Image file.
     image_size : int
         Side of the square output.
+    max_pixels : int, default=DEFAULT_MAX_PIXELS
+        Largest resize intermediate (pixels), checked from the header before decoding.
 
     Returns
     -------
@@ -118,19 +134,24 @@ def load_image(path: Path, image_size: int) -> np.ndarray:
     Raises
     ------
     DataError
-        If the file cannot be decoded.
+        If the file cannot be decoded; as :class:`~pipeline_lib.data.image_files.ImageError`
+        subclasses if its format is not accepted, its intermediate is too large or it runs
+        out of memory. Each message names the file.
     """
     try:
-        with Image.open(path) as img:
+        with open_image(path) as img:
+            width, height = img.size
+            new_w, new_h = crop_resize_shape(width, height, image_size)
+            check_resized(width, height, new_w, new_h, size=image_size, max_pixels=max_pixels)
             img = img.convert("RGB")
+        img = img.resize((new_w, new_h), Image.Resampling.BILINEAR)
+    except ImageError as err:
+        raise type(err)(f"cannot use image {path}: {err}") from err
+    except MemoryError as err:
+        raise ImageMemoryError(f"ran out of memory reading image {path} ({err})") from err
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:
         # PIL reports some corrupt files as SyntaxError (e.g. a broken PNG chunk).
         raise DataError(f"cannot read image {path}: {err}") from err
-    width, height = img.size
-    scale = image_size / min(width, height)
-    new_w = max(image_size, round(width * scale))
-    new_h = max(image_size, round(height * scale))
-    img = img.resize((new_w, new_h), Image.Resampling.BILINEAR)
     left, top = (new_w - image_size) // 2, (new_h - image_size) // 2
     img = img.crop((left, top, left + image_size, top + image_size))
     return np.asarray(img, dtype=np.uint8)

@@ -36,6 +36,7 @@ import numpy as np
 from PIL import Image
 
 from pipeline_lib.data.base import DataError, MissingDataError, check_class_name
+from pipeline_lib.data.image_files import open_image
 from pipeline_lib.data.image_folder import IMAGE_EXTENSIONS
 
 __all__ = [
@@ -236,8 +237,10 @@ def resolve_category_paths(
 
 
 def _open_rgb(path: Path) -> Image.Image:
+    # open_image: PNG, JPEG/MPO, BMP, GIF, TIFF or WEBP only (user categories are foreign
+    # files); another format raises ImageFormatError, a ValueError, named below.
     try:
-        with Image.open(path) as img:
+        with open_image(path) as img:
             img.load()
             return img.convert("RGB")
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:
@@ -254,7 +257,7 @@ def _read_mask(
     path: Path, image_size_wh: tuple[int, int], image_path: Path, size: int
 ) -> np.ndarray:
     try:
-        with Image.open(path) as img:
+        with open_image(path) as img:
             img.load()
             mask = img.convert("L")
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:

@@ -15,6 +15,12 @@ image, bilinear, to ``size x size``; the anomaly map then covers the whole input
 Grayscale and palette images are converted to RGB, as the training readers do; images with
 an alpha channel, CMYK or 16-bit / float pixels are refused, because silently dropping or
 rescaling those channels would score something else than what the user sent.
+
+Hostile input (:mod:`pipeline_lib.data.image_files`): only PNG, JPEG/MPO, BMP, GIF, TIFF and
+WEBP are opened; the header's size is checked before decoding, against ``max_pixels`` for
+the image and for its resize intermediate (a 1,000,000 x 1 PNG would need a 32,000,000 x 32
+one); a ``MemoryError`` on one item is that item's error. A request as a whole is bounded by
+:func:`check_request_pixels` (the sum of its items' header pixels).
 """
 
 from __future__ import annotations
@@ -31,13 +37,48 @@ from typing import Any
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from pipeline_lib.data.image_files import (
+    ACCEPTED_TEXT,
+    DEFAULT_MAX_PIXELS,
+    ImageError,
+    ImageFormatError,
+    ImageMemoryError,
+    ImageSizeError,
+    check_pixels,
+    check_resized,
+    crop_resize_shape,
+    open_image,
+    pil_pixel_limit,
+)
 from pipeline_lib.data.image_folder import IMAGE_EXTENSIONS
 
-#: Largest image accepted (pixels), checked from the header before decoding: decoding a
-#: bigger one costs seconds and gigabytes for what becomes a 32 x 32 input.
-DEFAULT_MAX_PIXELS = 50_000_000
+__all__ = [
+    "DEFAULT_MAX_PIXELS",
+    "DEFAULT_REQUEST_PIXELS",
+    "RESIZE_MODES",
+    "ImageError",
+    "ImageFormatError",
+    "ImageMemoryError",
+    "ImageSizeError",
+    "RequestTooLargeError",
+    "check_request_pixels",
+    "collect_image_files",
+    "decode_base64_image",
+    "decode_image",
+    "header_pixels",
+    "image_from_array",
+    "read_image_file",
+    "read_images",
+    "request_pixels",
+    "resize_to",
+]
+
 #: PIL modes read as they are (converted to RGB); anything else is refused with its mode.
 _ACCEPTED_MODES = {"RGB": "RGB", "L": "grayscale", "P": "palette", "1": "bilevel"}
+#: Most header pixels one request may ask to decode, all items together: four images at
+#: :data:`DEFAULT_MAX_PIXELS`. Each item is bounded on its own by ``max_pixels``; this bounds
+#: the decoding time of a whole request (items are decoded one after the other).
+DEFAULT_REQUEST_PIXELS = 4 * DEFAULT_MAX_PIXELS
 
 
 #: How an image becomes ``size x size``: ``crop`` (shorter side, centre crop; the image
@@ -45,16 +86,23 @@ _ACCEPTED_MODES = {"RGB": "RGB", "L": "grayscale", "P": "palette", "1": "bilevel
 RESIZE_MODES = ("crop", "stretch")
 
 
-class ImageError(ValueError):
-    """One input cannot be scored; the message says why and what would be accepted."""
+class RequestTooLargeError(ValueError):
+    """A request's images declare more pixels in total than the request budget."""
 
 
-def resize_to(pixels: np.ndarray, size: int, resize: str = "crop") -> np.ndarray:
+def resize_to(
+    pixels: np.ndarray, size: int, resize: str = "crop", *, max_pixels: int = DEFAULT_MAX_PIXELS
+) -> np.ndarray:
     """uint8 ``(h, w, 3)`` -> ``(size, size, 3)`` as the training reader did.
 
     ``crop``: shorter side to ``size`` (bilinear), centre crop (the image-folder readers,
     PROTOCOL.md). ``stretch``: the whole image to ``size x size`` (bilinear; the MVTec
     reader).
+
+    Raises
+    ------
+    ImageSizeError
+        If the ``crop`` intermediate would exceed ``max_pixels`` (an extreme aspect ratio).
     """
     if resize not in RESIZE_MODES:
         raise ValueError(f"resize must be one of {RESIZE_MODES}, got {resize!r}")
@@ -64,41 +112,55 @@ def resize_to(pixels: np.ndarray, size: int, resize: str = "crop") -> np.ndarray
     if resize == "stretch":
         image = Image.fromarray(pixels).resize((size, size), Image.Resampling.BILINEAR)
         return np.asarray(image, dtype=np.uint8).copy()
-    scale = size / min(height, width)
-    new_w, new_h = max(size, round(width * scale)), max(size, round(height * scale))
+    new_w, new_h = crop_resize_shape(width, height, size)
+    check_resized(width, height, new_w, new_h, size=size, max_pixels=max_pixels)
     image = Image.fromarray(pixels).resize((new_w, new_h), Image.Resampling.BILINEAR)
     top, left = (new_h - size) // 2, (new_w - size) // 2
     return np.asarray(image, dtype=np.uint8)[top : top + size, left : left + size].copy()
 
 
-def _check_pixels(width: int, height: int, max_pixels: int) -> None:
-    if width < 1 or height < 1:
-        raise ImageError(f"image has no pixels ({width} x {height})")
-    if width * height > max_pixels:
-        raise ImageError(
-            f"image is {width} x {height} = {width * height:,} pixels, over the limit of "
-            f"{max_pixels:,}; downscale it first (it is resized to the model's input anyway)"
-        )
+def _check_size(width: int, height: int, *, size: int, max_pixels: int, resize: str) -> None:
+    """The image and its resize intermediate within ``max_pixels``, from the header alone."""
+    check_pixels(width, height, max_pixels)
+    if resize == "crop" and (width, height) != (size, size):
+        new_w, new_h = crop_resize_shape(width, height, size)
+        check_resized(width, height, new_w, new_h, size=size, max_pixels=max_pixels)
+
+
+def _out_of_memory(shape: str, error: MemoryError) -> ImageMemoryError:
+    detail = f" ({error})" if str(error) else ""
+    return ImageMemoryError(
+        f"ran out of memory decoding or resizing this {shape} image{detail}; lower max_pixels "
+        "(--max-pixels) or give the process more memory"
+    )
 
 
 def decode_image(
     data: bytes, *, size: int, max_pixels: int = DEFAULT_MAX_PIXELS, resize: str = "crop"
 ) -> np.ndarray:
-    """Decode an encoded image (PNG, JPEG, BMP, TIFF, ...) to uint8 ``(size, size, 3)``.
+    """Decode an encoded image (PNG, JPEG/MPO, BMP, GIF, TIFF, WEBP) to uint8 ``(size, size, 3)``.
+
+    The format, the size and the resize intermediate are checked from the header, before
+    any pixel is decoded. A ``max_pixels`` above Pillow's ``Image.MAX_IMAGE_PIXELS`` is
+    honoured (Pillow's limit is raised to it for this call, :func:`pil_pixel_limit`).
 
     Raises
     ------
     ImageError
-        If the bytes are empty, not an image, truncated or corrupt, too large, or in a mode
-        that is not RGB / grayscale / palette.
+        If the bytes are empty, not an image, truncated or corrupt, or in a mode that is not
+        RGB / grayscale / palette; as its subclasses :class:`ImageFormatError` (a format
+        other than the accepted ones, named), :class:`ImageSizeError` (over ``max_pixels``,
+        or a resize intermediate over it) and :class:`ImageMemoryError` (out of memory).
     """
     if not data:
         raise ImageError("empty file (0 bytes)")
+    width = height = 0
     try:
-        with warnings.catch_warnings():
+        with pil_pixel_limit(max_pixels), warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(data))
-            _check_pixels(image.width, image.height, max_pixels)  # header only, no decoding
+            image = open_image(io.BytesIO(data))
+            width, height = image.size
+            _check_size(width, height, size=size, max_pixels=max_pixels, resize=resize)
             if image.mode not in _ACCEPTED_MODES:
                 raise ImageError(
                     f"image mode {image.mode} ({len(image.getbands())} channels: "
@@ -106,14 +168,23 @@ def decode_image(
                     "8-bit images (drop the alpha channel / convert CMYK or 16-bit first)"
                 )
             image.load()  # decodes now: truncation and corruption raise here
-            rgb = image.convert("RGB")
+            pixels = np.asarray(image.convert("RGB"), dtype=np.uint8)
+        return resize_to(pixels, size, resize, max_pixels=max_pixels)
     except ImageError:
         raise
-    except (UnidentifiedImageError, Image.DecompressionBombError) as error:
-        raise ImageError(f"not a readable image ({error})") from error
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombWarning) as error:
+    except UnidentifiedImageError as error:
+        raise ImageFormatError(
+            f"not a readable image ({error}); send {ACCEPTED_TEXT} files"
+        ) from error
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
+        # Pillow's own check, in Image.open, before the size reaches this function.
+        raise ImageSizeError(
+            f"image is over the limit of {max_pixels:,} pixels ({error}); downscale it first"
+        ) from error
+    except MemoryError as error:
+        raise _out_of_memory(f"{width} x {height}", error) from error
+    except (OSError, SyntaxError, ValueError) as error:
         raise ImageError(f"corrupt or truncated image ({type(error).__name__}: {error})") from error
-    return resize_to(np.asarray(rgb, dtype=np.uint8), size, resize)
 
 
 def image_from_array(
@@ -125,8 +196,17 @@ def image_from_array(
     ------
     ImageError
         If the array is ragged, not 2-D / 3-D, has another channel count, holds values
-        outside 0..255 or non-integers, or is too large.
+        outside 0..255 or non-integers; :class:`ImageSizeError` if it or its resize
+        intermediate is over ``max_pixels``; :class:`ImageMemoryError` if out of memory.
     """
+    try:
+        return _array_to_image(array, size=size, max_pixels=max_pixels, resize=resize)
+    except MemoryError as error:
+        height, width = _array_shape(array)
+        raise _out_of_memory(f"{width} x {height}", error) from error
+
+
+def _array_to_image(array: Any, *, size: int, max_pixels: int, resize: str) -> np.ndarray:
     try:
         values = np.asarray(array, dtype=np.float64)
     except (TypeError, ValueError) as error:
@@ -145,12 +225,12 @@ def image_from_array(
             f"array has {values.shape[-1]} channels (shape {values.shape}); expected 1 "
             "(grayscale) or 3 (RGB) in the last axis"
         )
-    _check_pixels(values.shape[1], values.shape[0], max_pixels)
+    _check_size(values.shape[1], values.shape[0], size=size, max_pixels=max_pixels, resize=resize)
     if not np.all(np.isfinite(values)) or values.min() < 0 or values.max() > 255:
         raise ImageError("array values must be finite and within 0..255 (uint8 pixels)")
     if not np.all(values == np.round(values)):
         raise ImageError("array values must be integers 0..255 (uint8 pixels, not [0, 1] floats)")
-    return resize_to(values.astype(np.uint8), size, resize)
+    return resize_to(values.astype(np.uint8), size, resize, max_pixels=max_pixels)
 
 
 def decode_base64_image(
@@ -190,6 +270,8 @@ def read_image_file(
         data = Path(path).read_bytes()
     except OSError as error:
         raise ImageError(f"cannot read file ({error.strerror or error})") from error
+    except MemoryError as error:
+        raise ImageMemoryError(f"file too large to read into memory ({error})") from error
     return decode_image(data, size=size, max_pixels=max_pixels, resize=resize)
 
 
@@ -251,3 +333,103 @@ def read_images(
         except ImageError as error:
             errors.append((str(path), str(error)))
     return good, errors
+
+
+def _array_shape(array: Any) -> tuple[int, int]:
+    """``(height, width)`` of an array or nested lists without converting it; (0, 0) if unknown."""
+    shape = getattr(array, "shape", None)
+    if shape is not None:
+        return (int(shape[0]), int(shape[1])) if len(shape) >= 2 else (0, 0)
+    if isinstance(array, list | tuple) and array and isinstance(array[0], list | tuple):
+        return len(array), len(array[0])
+    return 0, 0
+
+
+def header_pixels(data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> int:
+    """Pixels the header of encoded image bytes declares, when the image would be decoded.
+
+    Reads the header only (nothing is decoded). Bytes that are no accepted image, or an
+    image over ``max_pixels``, count 0: :func:`decode_image` refuses them unread.
+    """
+    try:
+        with pil_pixel_limit(max_pixels), warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with open_image(io.BytesIO(data)) as image:
+                width, height = image.size
+    except (
+        OSError,
+        SyntaxError,
+        ValueError,  # ImageError too
+        Image.DecompressionBombError,
+        Image.DecompressionBombWarning,
+    ):
+        return 0
+    pixels = width * height
+    return pixels if pixels <= max_pixels else 0
+
+
+def request_pixels(
+    images: Iterable[Any] = (), arrays: Iterable[Any] = (), *, max_pixels: int = DEFAULT_MAX_PIXELS
+) -> int:
+    """Sum of the pixels a request's items would decode, read from headers and shapes.
+
+    Parameters
+    ----------
+    images : iterable
+        The request's ``image`` values: base64 of encoded files (str or bytes); anything
+        else (None, NaN, invalid base64) counts 0, as its row is refused on its own.
+    arrays : iterable
+        The request's ``array`` values (nested lists or arrays); ``height * width`` each.
+    max_pixels : int, default=DEFAULT_MAX_PIXELS
+        The per-item limit: larger items count 0 (they are refused without decoding).
+
+    Returns
+    -------
+    int
+    """
+    total = 0
+    for text in images:
+        if not isinstance(text, str | bytes) or not text:
+            continue
+        try:
+            data = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        total += header_pixels(data, max_pixels=max_pixels)
+    for array in arrays:
+        height, width = _array_shape(array)
+        if height * width <= max_pixels:
+            total += height * width
+    return total
+
+
+def check_request_pixels(
+    images: Iterable[Any] = (),
+    arrays: Iterable[Any] = (),
+    *,
+    budget: int = DEFAULT_REQUEST_PIXELS,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+) -> int:
+    """Refuse a request whose items declare more than ``budget`` pixels in total.
+
+    To be called once per request, before any item is decoded (the scoring server's
+    ``score_rows``; per chunk of files in ``droc score``).
+
+    Returns
+    -------
+    int
+        The request's pixels (:func:`request_pixels`), when within the budget.
+
+    Raises
+    ------
+    RequestTooLargeError
+        Naming the total and the budget; the caller answers it for the whole request (HTTP
+        400), since no single item is at fault.
+    """
+    total = request_pixels(images, arrays, max_pixels=max_pixels)
+    if total > budget:
+        raise RequestTooLargeError(
+            f"request's images hold {total:,} pixels in total, over the budget of {budget:,} "
+            "per request; send fewer or smaller images per request"
+        )
+    return total

@@ -1,8 +1,11 @@
 """The workflow's deploy step: choose the cell, package it, log and register it in MLflow.
 
-Called by ``workflow/scripts/deploy_model.py`` (rule ``deploy_model``). The rule runs after
-``log_to_mlflow`` and takes the same writer lock, so it is the only MLflow writer at its
-time (SQLite allows one writer).
+Two rules, two functions. ``deploy_model`` (:func:`package_deploy_cell`) chooses and
+packages the cell; it writes no MLflow store, so it may run on a compute node.
+``register_model`` (:func:`register_package`) logs the package folder as a pyfunc model and
+registers it; it is a local rule that runs after the loggers (``log_to_mlflow``,
+``log_mvtec_to_mlflow``) and takes their writer lock, so it is the only MLflow writer at
+its time (SQLite allows one writer, and only on the host that holds the file).
 """
 
 from __future__ import annotations
@@ -91,7 +94,7 @@ def input_example(images: np.ndarray, n: int = 2) -> pd.DataFrame:
     return pd.DataFrame({"name": [f"example{i}" for i in range(n)], "image": encoded})
 
 
-def deploy_cell(
+def package_deploy_cell(
     out_dir: str | os.PathLike,
     *,
     cell: Mapping[str, Any],
@@ -101,11 +104,9 @@ def deploy_cell(
     width: int,
     max_fit: int,
     target_fpr: float,
-    registered_name: str,
-    tracking: Mapping[str, Any] | None,
     patches: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Package the configured cell into ``out_dir`` and register it (when tracking is on).
+) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Package the configured cell into ``out_dir``; no MLflow.
 
     An MVTec cell (``patches`` given) is packaged by
     :func:`~pipeline_lib.deploy.patch_package.package_patch_cell` from its ``category`` and
@@ -128,17 +129,17 @@ def deploy_cell(
     width, max_fit : int
         ``embed.width``, ``detect.max_fit``.
     target_fpr : float
-    registered_name : str
-    tracking : mapping or None
-        ``tracking_uri``, ``experiment_id`` and ``lock_path``; None to package only.
     patches : mapping or None
         MVTec cells: ``patch_size``, ``stride``, ``sigma``, ``normalize``,
         ``max_fit_patches`` and ``batch_size`` (the config's ``mvtec`` settings).
 
     Returns
     -------
-    dict
-        The cell, the package's metrics, and the registry entry (or why there is none).
+    record : dict
+        The cell, the package's metrics and folder (``best_mean_auroc`` with ``best``).
+    example : DataFrame
+        The request logged with the model as its input example (:func:`input_example` of
+        the cell's first test images).
     """
     results = load_results_csv(results_csv)
     if patches is not None:
@@ -185,9 +186,41 @@ def deploy_cell(
     record: dict[str, Any] = {"cell": full, "metrics": metrics, "package": str(out_dir)}
     if "best_mean_auroc" in chosen:
         record["best_mean_auroc"] = chosen["best_mean_auroc"]
-    if tracking is None:
-        record["registry"] = {"status": "skipped: tracking disabled"}
-        return record
+    return record, input_example(example_images)
+
+
+def register_package(
+    package_dir: str | os.PathLike,
+    record: Mapping[str, Any],
+    *,
+    example: pd.DataFrame,
+    registered_name: str,
+    target_fpr: float,
+    best: bool,
+    tracking: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Log the package folder as a pyfunc model and register it, under the writer lock.
+
+    Parameters
+    ----------
+    package_dir : str or PathLike
+        The folder :func:`package_deploy_cell` wrote.
+    record : mapping
+        Its record (``cell`` and ``metrics`` become the run's params and metrics).
+    example : DataFrame
+        The input example logged with the model.
+    registered_name : str
+    target_fpr : float
+    best : bool
+        Whether the cell was chosen as the best (a param of the run).
+    tracking : mapping
+        ``tracking_uri``, ``experiment_id`` and ``lock_path`` (the loggers' writer lock).
+
+    Returns
+    -------
+    dict
+        ``record`` with ``registry``: ``status`` "registered" and the registry entry.
+    """
     from pipeline_lib.deploy.pyfunc import log_and_register
 
     lock_path = Path(tracking["lock_path"])
@@ -196,17 +229,16 @@ def deploy_cell(
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             registry = log_and_register(
-                out_dir,
+                package_dir,
                 tracking_uri=tracking["tracking_uri"],
                 experiment_id=tracking["experiment_id"],
                 registered_name=registered_name,
                 run_name=f"deploy {registered_name}",
-                params={**full, "target_fpr": target_fpr, "best": bool(cell["best"])},
-                metrics={k: v for k, v in metrics.items() if np.isfinite(v)},
+                params={**record["cell"], "target_fpr": target_fpr, "best": bool(best)},
+                metrics={k: v for k, v in record["metrics"].items() if np.isfinite(v)},
                 tags={"droc.kind": "deploy"},
-                input_example=input_example(example_images),
+                input_example=example,
             )
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-    record["registry"] = {"status": "registered", **registry}
-    return record
+    return {**record, "registry": {"status": "registered", **registry}}

@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import subprocess
 import time
 import urllib.error
@@ -33,6 +34,38 @@ HASH_TAG = "droc.content_hash"
 KIND_TAG = "droc.kind"
 #: A job run's MLflow params: the result's key columns.
 PARAM_COLUMNS = KEY_COLUMNS
+
+
+#: ``scheme://user:password@`` (userinfo up to the last ``@`` of the authority).
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)[^\s/?#]*@")
+#: Query parameters that carry secrets (``?password=``, ``&token=``, SAS ``sig=`` ...).
+_SECRET_PARAM = re.compile(
+    r"(?P<name>[?&;][^=&;\s#]*(?:pass|pwd|secret|token|key|sig|auth|credential)[^=&;\s#]*=)"
+    r"[^&;\s#]*",
+    re.IGNORECASE,
+)
+
+
+def redact_uri(text: str) -> str:
+    """``text`` (a URI, or a message holding URIs) with every credential replaced by ``***``.
+
+    Tracking URIs may carry credentials (``http://user:password@host``,
+    ``postgresql://user:password@db/mlflow``, ``?password=``/``?token=`` parameters). Every
+    URI this pipeline prints or writes (logs, ``store.json``, ``logged.json``, warnings
+    quoting an error) goes through this function first.
+
+    Parameters
+    ----------
+    text : str
+
+    Returns
+    -------
+    str
+        ``scheme://***@host...`` for any userinfo, ``name=***`` for secret query values;
+        the rest unchanged (a ``sqlite:///`` path, a plain message).
+    """
+    text = _USERINFO.sub(r"\g<scheme>***@", str(text))
+    return _SECRET_PARAM.sub(r"\g<name>***", text)
 
 
 def is_server_uri(uri: str) -> bool:
@@ -156,7 +189,8 @@ def _refusal(uri: str, error: Exception) -> str | None:
     else:
         reason = "it requires a login and MLFLOW_TRACKING_USERNAME is not set (HTTP 401)"
     return (
-        f"MLflow tracking server {uri} refused access: {reason}. Set MLFLOW_TRACKING_USERNAME "
+        f"MLflow tracking server {redact_uri(uri)} refused access: {reason}. Set "
+        "MLFLOW_TRACKING_USERNAME "
         "and MLFLOW_TRACKING_PASSWORD to an account of that server and re-run log_to_mlflow; "
         "runs are not logged, results/ still holds every result"
     )
@@ -178,16 +212,18 @@ def ensure_experiment(
     Returns
     -------
     dict
-        ``status`` ("ready", "unreachable" or "unauthorized"), ``tracking_uri``,
+        ``status`` ("ready", "unreachable" or "unauthorized"), ``tracking_uri`` (without
+        credentials, :func:`redact_uri`: the dict is written to ``store.json``),
         ``experiment_id``, and a ``warning`` unless ready.
     """
+    shown = redact_uri(uri)
     if not server_reachable(uri, timeout_s=timeout_s):
-        log.warning("MLflow tracking server %s does not answer: runs will not be logged", uri)
+        log.warning("MLflow tracking server %s does not answer: runs will not be logged", shown)
         return {
             "status": "unreachable",
-            "tracking_uri": uri,
+            "tracking_uri": shown,
             "experiment_id": None,
-            "warning": f"tracking server {uri} did not answer",
+            "warning": f"tracking server {shown} did not answer",
         }
     from mlflow.exceptions import MlflowException
 
@@ -201,7 +237,7 @@ def ensure_experiment(
         log.warning("%s", refused)
         return {
             "status": "unauthorized",
-            "tracking_uri": uri,
+            "tracking_uri": shown,
             "experiment_id": None,
             "warning": refused,
         }
@@ -218,7 +254,7 @@ def ensure_experiment(
             if found is None:
                 raise
             experiment_id = found.experiment_id
-    return {"status": "ready", "tracking_uri": uri, "experiment_id": experiment_id}
+    return {"status": "ready", "tracking_uri": shown, "experiment_id": experiment_id}
 
 
 def _content_hash(record: Mapping[str, Any]) -> str:
@@ -307,7 +343,9 @@ def log_sweep(
 
     Each record needs a ``result_key`` (its stable identity, e.g. its result path), the
     wildcard columns of :data:`PARAM_COLUMNS` and numeric metrics. A record already logged
-    with the same content is left alone; a changed one updates its run in place. Writers
+    with the same content is left alone; a changed one updates its run in place (metrics,
+    and any of its params the run lacks: a writer killed after creating a run left it
+    without params and without the content hash, so the next writer completes it). Writers
     that share ``lock_path`` take turns; writers that do not (two hosts logging the same
     sweep to one server) may race, and each ends by deleting duplicates (see
     ``_remove_duplicates``), so every key keeps exactly one run.
@@ -320,7 +358,11 @@ def log_sweep(
     """
     from mlflow.entities import Metric, Param, RunTag
 
-    summary: dict[str, Any] = {"tracking_uri": uri, "sweep": sweep, "experiment": experiment}
+    summary: dict[str, Any] = {
+        "tracking_uri": redact_uri(uri),
+        "sweep": sweep,
+        "experiment": experiment,
+    }
     try:
         with _exclusive(Path(lock_path)):
             store = ensure_experiment(
@@ -377,9 +419,12 @@ def log_sweep(
                     client.log_batch(run_id, metrics=metrics, params=params, tags=run_tags)
                     counts["created"] += 1
                 else:
-                    # Params are immutable in MLflow; identity params never change for a key.
+                    # Params are immutable in MLflow and identity params never change for a
+                    # key; but a writer killed between creating the run and logging it left
+                    # none: log the ones the run lacks.
                     run_id = run.info.run_id
-                    client.log_batch(run_id, metrics=metrics, tags=run_tags)
+                    missing = [param for param in params if param.key not in run.data.params]
+                    client.log_batch(run_id, metrics=metrics, params=missing, tags=run_tags)
                     counts["updated"] += 1
                 client.set_terminated(run_id)
             for key, history in (histories or {}).items():
@@ -435,9 +480,6 @@ def log_sweep(
         if refused is not None:  # e.g. a user who may read the experiment but not write
             log.warning("%s", refused)
             return summary | {"status": "unauthorized", "warning": refused}
-        log.warning(
-            "MLflow logging failed (%s: %s); results/ still holds every result",
-            type(error).__name__,
-            error,
-        )
-        return summary | {"status": "failed", "warning": f"{type(error).__name__}: {error}"}
+        reason = redact_uri(f"{type(error).__name__}: {error}")  # errors quote the URI
+        log.warning("MLflow logging failed (%s); results/ still holds every result", reason)
+        return summary | {"status": "failed", "warning": reason}

@@ -16,23 +16,28 @@ from pathlib import Path
 import torch
 
 from pipeline_lib.runtime.gpu_slots import (
+    DEFAULT_WAIT_S,
     LOCK_DIR_ENV,
     SLOTS_ENV,
     UNCAPPED_SLOTS,
     WAIT_ENV,
     GpuSlot,
+    LockDirError,
     SlotAllocator,
     default_lock_dir,
     gpus_requested,
     slots_from_env,
+    wait_from_env,
 )
 
 __all__ = [
+    "DEFAULT_WAIT_S",
     "LOCK_DIR_ENV",
     "SLOTS_ENV",
     "UNCAPPED_SLOTS",
     "WAIT_ENV",
     "GpuSlot",
+    "LockDirError",
     "SlotAllocator",
     "default_lock_dir",
     "device_name",
@@ -43,6 +48,7 @@ __all__ = [
     "set_threads",
     "slots_from_env",
     "visible_gpu_keys",
+    "wait_from_env",
 ]
 
 log = logging.getLogger(__name__)
@@ -148,7 +154,8 @@ def job_device(
     slots_per_device : int or None, default=None
         ``None`` = :func:`slots_from_env` (``$DROC_GPU_SLOTS``, else uncapped).
     timeout_s : float or None, default=None
-        Longest wait for a slot; ``None`` = ``$DROC_GPU_WAIT_S``, else no limit.
+        Longest wait for a slot; ``None`` = ``$DROC_GPU_WAIT_S``, else
+        :data:`~pipeline_lib.runtime.gpu_slots.DEFAULT_WAIT_S` (``inf``: no limit).
     """
     device = select_device(gpus)
     if device.type != "cuda":
@@ -156,8 +163,8 @@ def job_device(
         return
     if slots_per_device is None:
         slots_per_device = slots_from_env()
-    if timeout_s is None and os.environ.get(WAIT_ENV):
-        timeout_s = float(os.environ[WAIT_ENV])
+    if timeout_s is None:
+        timeout_s = wait_from_env()
     allocator = SlotAllocator(
         visible_gpu_keys(), slots_per_device=slots_per_device, lock_dir=lock_dir
     )

@@ -9,6 +9,14 @@ across several Snakemake runs that share the machine.
 
 No torch here: devices are plain string keys (:func:`pipeline_lib.runtime.devices.visible_gpu_keys`
 makes them for CUDA), so the allocator is cheap to import and testable without a GPU.
+
+The lock folder has a predictable name (``/tmp/droc-gpu-slots-<uid>`` without
+``$XDG_RUNTIME_DIR``), so another user could create it first, or a link in its place, and
+hold or swap the locks. It is therefore created ``0700`` and refused (:class:`LockDirError`)
+when it is a link, belongs to another user, or others may write in it. A job waits for a
+slot at most :data:`DEFAULT_WAIT_S` (``$DROC_GPU_WAIT_S`` changes it; ``inf`` waits without
+limit), so a hung slot holder fails the jobs behind it with a message instead of stalling
+the run.
 """
 
 from __future__ import annotations
@@ -16,8 +24,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import logging
+import math
 import os
 import re
+import stat
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,9 +42,19 @@ LOCK_DIR_ENV = "DROC_GPU_LOCK_DIR"
 #: Most jobs one device takes at once; unset = :data:`UNCAPPED_SLOTS` (balance only, the
 #: number of GPU jobs is then capped by Snakemake's ``--resources gpu=K`` alone).
 SLOTS_ENV = "DROC_GPU_SLOTS"
-#: Seconds a job waits for a free slot before it fails; unset = wait as long as it takes.
+#: Seconds a job waits for a free slot before it fails (``inf``: no limit); unset =
+#: :data:`DEFAULT_WAIT_S`.
 WAIT_ENV = "DROC_GPU_WAIT_S"
+#: Default longest wait for a slot: longer than a training job holds one in the
+#: configurations shipped (a job waits behind others only when ``$DROC_GPU_SLOTS`` caps the
+#: slots below ``--resources gpu`` or several runs share a machine), short enough that a hung
+#: holder does not stall a run for days.
+DEFAULT_WAIT_S = 12 * 3600.0
 UNCAPPED_SLOTS = 64
+
+
+class LockDirError(PermissionError):
+    """The slot lock folder is not private to this user (owner, mode, or a link)."""
 
 
 def gpus_requested(resources: Mapping[str, Any]) -> int:
@@ -75,6 +95,72 @@ def default_lock_dir() -> Path:
     if os.environ.get("XDG_RUNTIME_DIR"):
         return Path(os.environ["XDG_RUNTIME_DIR"]) / "droc-gpu-slots"
     return Path(tempfile.gettempdir()) / f"droc-gpu-slots-{os.getuid()}"
+
+
+def wait_from_env() -> float:
+    """Longest wait for a slot, in seconds: ``$DROC_GPU_WAIT_S``, else :data:`DEFAULT_WAIT_S`.
+
+    Raises
+    ------
+    ValueError
+        If the variable is not a positive number of seconds (or ``inf``).
+    """
+    value = os.environ.get(WAIT_ENV, "").strip()
+    if not value:
+        return DEFAULT_WAIT_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not seconds > 0:  # also NaN
+        raise ValueError(
+            f"${WAIT_ENV} must be a positive number of seconds (or inf for no limit), got {value!r}"
+        )
+    return seconds
+
+
+def prepare_lock_dir(path: str | os.PathLike) -> Path:
+    """Create the lock folder ``0700`` if missing; refuse one that is not private to us.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        The lock folder (:func:`default_lock_dir`).
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    LockDirError
+        If ``path`` is a symbolic link or not a folder, belongs to another user, or is
+        writable by its group or by others; the message names the folder and the fix.
+    """
+    folder = Path(path)
+    if not folder.is_symlink():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=0o700)  # the umask can only remove bits from 0700
+    info = os.lstat(folder)
+    fix = (
+        f"remove it, or set ${LOCK_DIR_ENV} to a folder of your own (node-local, mode 0700), "
+        "e.g. under $XDG_RUNTIME_DIR"
+    )
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise LockDirError(f"GPU slot lock folder {folder} is a link or not a folder; {fix}")
+    if info.st_uid != os.getuid():
+        raise LockDirError(
+            f"GPU slot lock folder {folder} belongs to user id {info.st_uid}, not to you "
+            f"({os.getuid()}): another user could hold or swap its locks; {fix}"
+        )
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise LockDirError(
+            f"GPU slot lock folder {folder} is writable by its group or by others (mode "
+            f"{stat.S_IMODE(info.st_mode):04o}): they could swap its lock files; "
+            f"`chmod go-w {folder}`, or {fix}"
+        )
+    return folder
 
 
 def slots_from_env() -> int:
@@ -171,7 +257,7 @@ class SlotAllocator:
 
     def loads(self) -> dict[str, int]:
         """Jobs holding a slot on each device now."""
-        self.lock_dir.mkdir(parents=True, exist_ok=True)
+        prepare_lock_dir(self.lock_dir)
         with _exclusive(self.lock_dir / "allocate.lock"):
             free = self._free_slots()
         return {key: self.slots_per_device - len(slots) for key, slots in free.items()}
@@ -206,28 +292,43 @@ class SlotAllocator:
 
         Waits (polling every ``poll_s`` seconds) while every slot is taken.
 
+        Parameters
+        ----------
+        timeout_s : float or None, default=None
+            Longest wait; ``None`` = :func:`wait_from_env` (``$DROC_GPU_WAIT_S``, else
+            :data:`DEFAULT_WAIT_S`); ``math.inf`` waits without limit.
+        poll_s : float, default=0.5
+
         Raises
         ------
         TimeoutError
             If no slot frees up within ``timeout_s`` seconds; the message names the lock
-            folder and the slot count.
+            folder, the slot count and how to raise the limit.
+        LockDirError
+            If the lock folder is not private to this user (:func:`prepare_lock_dir`).
         """
-        self.lock_dir.mkdir(parents=True, exist_ok=True)
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        prepare_lock_dir(self.lock_dir)
+        if timeout_s is None:
+            timeout_s = wait_from_env()
+        deadline = time.monotonic() + timeout_s
         waited = False
         while True:
             taken = self._try_acquire()
             if taken is not None:
                 break
-            if deadline is not None and time.monotonic() >= deadline:
+            if time.monotonic() >= deadline:
                 raise TimeoutError(
                     f"no free GPU slot within {timeout_s:g} s: all {self.slots_per_device} "
                     f"slots of {len(self.devices)} device(s) are held (lock files in "
-                    f"{self.lock_dir}); raise ${SLOTS_ENV} or lower --resources gpu"
+                    f"{self.lock_dir}, each naming its holder's pid). Wait longer with "
+                    f"${WAIT_ENV}=<seconds> (inf: no limit), raise ${SLOTS_ENV} or lower "
+                    "--resources gpu"
                 )
             if not waited:
                 log.info(
-                    "all GPU slots are held; waiting for one (lock files in %s)", self.lock_dir
+                    "all GPU slots are held; waiting up to %g s for one (lock files in %s)",
+                    timeout_s,
+                    self.lock_dir,
                 )
                 waited = True
             time.sleep(poll_s)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import tempfile
@@ -32,6 +33,37 @@ def _current_umask() -> int:
     return umask
 
 
+#: A folder ``fsync`` some file systems refuse (not a failure: they order metadata
+#: themselves, or cannot sync a folder at all).
+_DIR_SYNC_UNSUPPORTED = {errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF}
+
+
+def _fsync_file(path: Path) -> None:
+    """Flush ``path``'s data to the disk (through a new descriptor: the writer's is closed)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Flush ``folder``'s entries, so a rename into it survives a crash."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as error:
+        if error.errno in _DIR_SYNC_UNSUPPORTED:
+            return
+        raise
+    try:
+        os.fsync(fd)
+    except OSError as error:
+        if error.errno not in _DIR_SYNC_UNSUPPORTED:
+            raise
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; move it onto ``path`` only on success.
@@ -39,6 +71,11 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     The pipeline's one atomic writer: every result, table, figure and page goes through it,
     so a failed job never leaves a file that looks complete (readers see the old file or
     the whole new one; ``os.replace`` within one folder is atomic).
+
+    Durable too: the file is ``fsync``-ed before the rename and its folder after it, so after
+    a crash or power loss (a node going down mid-run) the path holds the old file or the
+    whole new one, never an empty or partial file under the final name (``rename`` alone
+    orders nothing on ext4/XFS with delayed allocation).
 
     ``mkstemp`` creates its file ``0o600``; a result must be readable by a colleague or a
     web server like any file ``open()`` creates, so the file gets ``0o666 & ~umask``. The
@@ -66,7 +103,9 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     os.chmod(tmp, 0o666 & ~_current_umask())
     try:
         yield tmp
+        _fsync_file(tmp)
         os.replace(tmp, target)
+        _fsync_dir(target.parent)
     finally:
         tmp.unlink(missing_ok=True)
 

@@ -9,17 +9,28 @@ import numpy as np
 import pandas as pd
 import pytest
 from mlflow.exceptions import MlflowException
-from PIL import Image
+from PIL import Image, ImageFile
 
 from pipeline_lib.deploy import pyfunc
 from pipeline_lib.deploy.images import (
+    DEFAULT_MAX_PIXELS,
+    DEFAULT_REQUEST_PIXELS,
     ImageError,
+    ImageFormatError,
+    ImageMemoryError,
+    ImageSizeError,
+    RequestTooLargeError,
+    check_request_pixels,
     collect_image_files,
     decode_image,
+    header_pixels,
     image_from_array,
+    read_images,
+    request_pixels,
     resize_to,
 )
 from pipeline_lib.deploy.package import PackagedDetector
+from tests.data.hostile_images import EPS, PSD, WIDE, forbid_decoding, mpo, wide_png
 from tests.deploy.conftest import png_bytes
 
 
@@ -107,3 +118,96 @@ def test_requests_over_the_limits_are_refused_with_the_reason(kde_package, monke
     monkeypatch.setattr(pyfunc, "MAX_REQUEST_BYTES", 10)
     with pytest.raises(MlflowException, match="bytes of image data"):
         pyfunc.score_rows(package, pd.DataFrame({"image": ["a" * 11]}))
+
+
+# Hostile input: refused from the header, per item, by name (pipeline_lib.data.image_files).
+
+
+def test_wide_png_is_refused_per_item_without_decoding(monkeypatch, tmp_path) -> None:
+    data = wide_png()
+    attempts = forbid_decoding(monkeypatch, size=WIDE)
+    with pytest.raises(ImageSizeError, match=r"32000000 x 32 = 1,024,000,000-pixel intermediate"):
+        decode_image(data, size=32)
+    with pytest.raises(ImageSizeError, match="aspect ratio 1,000,000:1"):
+        image_from_array(np.zeros((1, 1_000_000), np.uint8), size=32)
+    good = np.full((20, 30, 3), 7, np.uint8)
+    (tmp_path / "good.png").write_bytes(png_bytes(good))
+    (tmp_path / "wide.png").write_bytes(data)
+    scored, errors = read_images([tmp_path / "wide.png", tmp_path / "good.png"], size=16)
+    assert [path.name for path, _ in scored] == ["good.png"]
+    assert np.all(scored[0][1] == 7)
+    assert errors[0][0] == str(tmp_path / "wide.png") and "intermediate" in errors[0][1]
+    assert attempts == []
+    # Stretch packages (MVTec) resize the whole image to size x size: no intermediate.
+    assert decode_image(wide_png((2_000, 1)), size=8, resize="stretch").shape == (8, 8, 3)
+
+
+def test_formats_other_than_the_accepted_ones_are_refused_by_name() -> None:
+    with pytest.raises(ImageFormatError, match="EPS images are not accepted"):
+        decode_image(EPS, size=16)
+    with pytest.raises(ImageFormatError, match="PSD images are not accepted"):
+        decode_image(PSD, size=16)
+    with pytest.raises(ImageFormatError, match="not a readable image"):
+        decode_image(b"this is not an image", size=16)
+    out = decode_image(mpo((200, 30, 60)), size=16)
+    assert out.shape == (16, 16, 3) and np.abs(out.astype(int) - (200, 30, 60)).max() <= 3
+    for fmt in ("BMP", "GIF", "TIFF", "WEBP"):
+        encoded = _encode(Image.new("RGB", (20, 20), (9, 9, 9)), fmt)
+        assert np.all(decode_image(encoded, size=8) == 9)
+
+
+def test_max_pixels_above_pillows_limit_is_honoured(monkeypatch) -> None:
+    # Pillow's limit lowered to 100 stands for its 89.5 M: a 40 x 30 image is then 12 times it.
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100)
+    image = np.full((30, 40, 3), 5, np.uint8)
+    assert np.all(decode_image(png_bytes(image), size=8, max_pixels=2_000) == 5)
+    assert Image.MAX_IMAGE_PIXELS == 100  # restored after the call
+    # Over Pillow's limit and over max_pixels: a size error naming our limit, not "corrupt".
+    with pytest.raises(ImageSizeError, match="over the limit of 50 pixels"):
+        decode_image(png_bytes(image), size=8, max_pixels=50)
+
+
+def test_memory_error_on_one_item_names_it_and_the_others_score(kde_package, monkeypatch) -> None:
+    package = PackagedDetector.load(kde_package)
+    rng = np.random.default_rng(1)
+    images = [rng.integers(0, 256, size=(32, 32, 3), dtype=np.uint8) for _ in range(2)]
+    original = ImageFile.ImageFile.load
+
+    def load(self):
+        if self.size == (48, 40):  # the middle item only
+            raise MemoryError
+        return original(self)
+
+    monkeypatch.setattr(ImageFile.ImageFile, "load", load)
+    hungry = np.zeros((40, 48, 3), np.uint8)
+    encoded = [base64.b64encode(png_bytes(x)).decode() for x in (images[0], hungry, images[1])]
+    answer = pyfunc.score_rows(package, pd.DataFrame({"name": ["a", "b", "c"], "image": encoded}))
+    assert answer["error"][0] == "" and answer["error"][2] == ""
+    assert answer["error"][1].startswith("ran out of memory decoding or resizing this 48 x 40")
+    expected = package.anomaly_scores(np.stack(images))
+    assert answer["score"][0] == pytest.approx(expected[0], abs=1e-9)
+    assert answer["score"][2] == pytest.approx(expected[1], abs=1e-9)
+    assert answer["score"][1] is None
+    with pytest.raises(ImageMemoryError):
+        decode_image(png_bytes(hungry), size=32)
+
+
+def test_request_pixels_are_summed_from_headers(monkeypatch) -> None:
+    attempts = forbid_decoding(monkeypatch)
+    png = base64.b64encode(png_bytes(np.zeros((20, 30, 3), np.uint8))).decode()
+    wide = base64.b64encode(wide_png()).decode()
+    eps = base64.b64encode(EPS).decode()
+    images = [png, png.encode(), wide, eps, "!!notbase64", None, float("nan")]
+    arrays = [np.zeros((8, 8)).tolist(), np.zeros((4, 5, 3)), None]
+    expected = 600 + 600 + 1_000_000 + 64 + 20  # EPS, bad base64, None and NaN count 0
+    assert request_pixels(images, arrays) == expected
+    assert check_request_pixels(images, arrays, budget=expected) == expected
+    with pytest.raises(
+        RequestTooLargeError, match=f"{expected:,} pixels in total, over the budget"
+    ):
+        check_request_pixels(images, arrays, budget=expected - 1)
+    # An item over max_pixels is refused on its own without decoding: it costs the request 0.
+    assert request_pixels([wide, png], max_pixels=1_000) == 600
+    assert header_pixels(base64.b64decode(png)) == 600
+    assert attempts == []
+    assert DEFAULT_REQUEST_PIXELS == 4 * DEFAULT_MAX_PIXELS

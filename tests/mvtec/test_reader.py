@@ -125,6 +125,15 @@ def test_corrupt_image_is_named(mvtec_category):
         read_mvtec_category(folder, image_size=32)
 
 
+def test_other_image_formats_are_refused_by_name(mvtec_category):
+    from tests.data.hostile_images import EPS
+
+    folder = mvtec_category(size=32, n_train=2, n_good=1, defects={"spot": 1})
+    (folder / "train/good/000.png").write_bytes(EPS)  # PostScript under a .png name
+    with pytest.raises(DataError, match="train/good/000.png: EPS images are not accepted"):
+        read_mvtec_category(folder, image_size=32)
+
+
 def test_npz_round_trip_keeps_everything(mvtec_category):
     category = read_mvtec_category(mvtec_category(size=32, n_train=2), image_size=32)
     again = category_from_arrays(category_to_arrays(category))

@@ -64,25 +64,75 @@ def _children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def test_missing_data_set_names_the_expected_path(tmp_path: Path) -> None:
-    config = {**BASE, "datasets": {"cifar10": {"classes": ["cat"]}}}
+def _cifar_config(tmp_path: Path) -> Path:
     path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    empty_root = tmp_path / "no_data"
-    empty_root.mkdir()
+    path.write_text(yaml.safe_dump({**BASE, "datasets": {"cifar10": {"classes": ["cat"]}}}))
+    return path
+
+
+def test_missing_data_root_warns_in_a_dry_run_and_stops_a_real_run_before_any_job(
+    tmp_path: Path,
+) -> None:
+    config, root = _cifar_config(tmp_path), tmp_path / "no_data"
+    env = {"DROC_DATA_ROOT": str(root)}
+    expected = f"none of {root}/cifar-10-batches-py/ found (the data root {root}/ does not exist)"
+
+    planned = run_snakemake(tmp_path, "-n", "--configfile", str(config), env=env)
+    assert "Warning: data not found" in planned.stderr and expected in planned.stderr
+    assert "data_batch_1..5, test_batch and batches.meta" in planned.stderr
+    assert "prepare_dataset" in planned.stdout  # the plan is made all the same
+
+    ran = run_snakemake(tmp_path, "--cores", "1", "--configfile", str(config), check=False, env=env)
+    output = ran.stdout + ran.stderr
+    assert ran.returncode != 0
+    assert "data not found, nothing was run" in output and expected in output
+    assert "data.download: true" in output
+    assert not (tmp_path / "results").exists()  # no job started, not even its log folder
+    # Not on a cluster: no SQLite warning.
+    assert "SQLite" not in output
+
+    # A data set already read into its cache needs its files no more.
+    (tmp_path / "results/cifar10").mkdir(parents=True)
+    (tmp_path / "results/cifar10/dataset.npz").write_bytes(b"")
+    planned = run_snakemake(tmp_path, "-n", "--configfile", str(config), env=env)
+    assert "data not found" not in planned.stderr
+
+
+def test_sqlite_tracking_on_a_cluster_executor_warns_at_start(tmp_path: Path) -> None:
+    """The SLURM executor's run reaches the start hook before it submits anything; the
+    missing data then stops it, so no cluster is needed."""
+    config = _cifar_config(tmp_path)
+    ran = run_snakemake(
+        tmp_path,
+        *("--executor", "slurm", "--jobs", "1", "--default-resources", "slurm_partition=none"),
+        *("--configfile", str(config)),
+        check=False,
+        env={"DROC_DATA_ROOT": str(tmp_path / "no_data")},
+    )
+    output = ran.stdout + ran.stderr
+    assert ran.returncode != 0 and "data not found, nothing was run" in output
+    store = (tmp_path / "results/mlflow/mlflow.db").as_posix()
+    assert f"Warning: MLflow tracking writes the SQLite file sqlite:///{store}" in output
+    assert "MLFLOW_TRACKING_URI" in output and "Submitted job" not in output
+
+
+def test_data_folder_without_its_files_is_named_by_the_job(tmp_path: Path) -> None:
+    # The folder the reader starts from exists: the plan runs, the reader names the files.
+    config, root = _cifar_config(tmp_path), tmp_path / "partial"
+    (root / "cifar-10-batches-py").mkdir(parents=True)
     result = run_snakemake(
         tmp_path,
         "--cores",
         "1",
         "--configfile",
-        str(path),
+        str(config),
         check=False,
-        env={"DROC_DATA_ROOT": str(empty_root)},
+        env={"DROC_DATA_ROOT": str(root)},
     )
     assert result.returncode != 0
     log = (tmp_path / "results/logs/prepare_dataset/cifar10.log").read_text()
-    assert str(empty_root / "cifar-10-batches-py") in log
-    assert "download" in log
+    assert str(root / "cifar-10-batches-py") in log
+    assert "missing: data_batch_1" in log and "download" in log
     assert not (tmp_path / "results/cifar10/dataset.npz").exists()
 
 

@@ -10,8 +10,11 @@ checked by Snakemake either way.
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -111,3 +114,71 @@ def test_kubernetes_profile_plans(tmp_path: Path) -> None:
     embedding = _jobs_of(result.stdout, "embed_frozen_dataset")
     assert embedding and "gpu=1" in embedding[0] and "gpu_manufacturer=nvidia" in embedding[0]
     assert "Group job light_detect" in result.stdout
+
+
+def _tracking_config(tmp_path: Path) -> Path:
+    """Every MLflow writer in one plan: image benchmarks, MVTec and a deployed cell."""
+    config = yaml.safe_load((REPO / "tests/configs/deploy_toy.yaml").read_text())
+    config["mvtec"] = {"root": str(tmp_path / "mvtec_ad"), "categories": ["widget"]}
+    path = tmp_path / "tracking.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _writes_mlflow(rule: str) -> bool:
+    """The rule's script opens the tracking store (one script per rule, STYLE.md)."""
+    script = REPO / "workflow/scripts" / f"{rule}.py"
+    text = script.read_text() if script.exists() else ""
+    return any(name in text for name in ("report.tracking import", "register_package"))
+
+
+#: Parse the workflow with Snakemake's API; print every rule and whether a cluster executor
+#: keeps it local. Without one (a dry run included) Snakemake treats every job as local, so
+#: the plan's "localrule" lines cannot tell; the rules that stay local under a remote
+#: executor are Workflow._localrules (the ``localrules:`` lists and ``localrule: True``),
+#: which Workflow.is_local reads.
+_LOCAL_RULES = """
+import json, sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+
+snakefile, workdir, configfile = map(Path, sys.argv[1:4])
+with SnakemakeApi(OutputSettings()) as api:
+    workflow = api.workflow(
+        resource_settings=ResourceSettings(cores=1),
+        config_settings=ConfigSettings(configfiles=[configfile]),
+        snakefile=snakefile,
+        workdir=workdir,
+    )._workflow
+    print(json.dumps({rule.name: rule.name in workflow._localrules for rule in workflow.rules}))
+"""
+
+
+def test_every_mlflow_writer_is_a_local_rule_and_they_run_one_after_another(
+    tmp_path: Path,
+) -> None:
+    config = _tracking_config(tmp_path)
+    parsed = subprocess.run(
+        [sys.executable, "-c", _LOCAL_RULES, str(REPO / "Snakefile"), str(tmp_path), str(config)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    is_local = json.loads(parsed.stdout.strip().splitlines()[-1])
+    writers = {rule for rule in is_local if _writes_mlflow(rule)}
+    assert writers == {"init_tracking", "log_to_mlflow", "log_mvtec_to_mlflow", "register_model"}
+    assert all(is_local[rule] for rule in writers), {rule: is_local[rule] for rule in writers}
+    # Packaging and the training it needs still go to the cluster.
+    for rule in ("deploy_model", "train_representation", "train_patch_representation"):
+        assert not is_local[rule], rule
+
+    # One writer at a time: each waits for the previous one's output.
+    graph = run_snakemake(tmp_path, "--rulegraph", "--configfile", str(config)).stdout
+    names = dict(re.findall(r'^\s*(\d+)\[label = "(\w+)"', graph, flags=re.MULTILINE))
+    edges = {(names[a], names[b]) for a, b in re.findall(r"^\s*(\d+) -> (\d+)", graph, re.M)}
+    chain = ["init_tracking", "log_to_mlflow", "log_mvtec_to_mlflow", "register_model"]
+    for before, after in zip(chain, chain[1:], strict=False):
+        assert (before, after) in edges, f"{after} does not wait for {before}"
+    assert ("deploy_model", "register_model") in edges

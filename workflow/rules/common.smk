@@ -20,7 +20,8 @@ from pipeline_lib.dag.keys import (
     ResultKey,
     contamination_text,
 )
-from pipeline_lib.data import DataError, dataset_class_names
+from pipeline_lib.data import DataError, dataset_class_names, resolve_data_root
+from pipeline_lib.data.presence import missing_data
 from pipeline_lib.dag.fusing import FUSED_GROUP
 from pipeline_lib.dag.fusing import fused_groups as group_fused_models
 from pipeline_lib.dag.fusing import group_name as fused_group_name
@@ -33,6 +34,7 @@ from pipeline_lib.dag.grids import (
     variant_training,
 )
 from pipeline_lib.report.protocol import mvtec_protocol_notes, protocol_notes
+from pipeline_lib.report.tracking import default_tracking_uri, redact_uri
 from pipeline_lib.registry import (
     FROZEN_METHODS,
     ROTATION_METHODS,
@@ -72,6 +74,75 @@ export_data_settings(
     download=config["data"]["download"],
     imagenet_weights=config["embed"]["imagenet_weights"],
 )
+
+
+# Outputs of the rules that read a data set's raw files: while one of them is missing, the
+# raw files must be there (add the output of any new rule that reads them).
+RAW_DATA_OUTPUTS = ["results/{dataset}/dataset.npz"]
+
+
+def _missing_image_data():
+    """Why data sets the run reads are not where their readers look (none: an empty list).
+
+    A data set whose RAW_DATA_OUTPUTS all exist needs its files no more.
+    """
+    root = resolve_data_root(config["data"]["root"])
+    return [
+        reason
+        for name, settings in DATASET_SETTINGS.items()
+        if not all(
+            os.path.exists(output.format(dataset=name)) for output in RAW_DATA_OUTPUTS
+        )
+        for reason in [
+            missing_data(
+                name,
+                root=root,
+                download=config["data"]["download"],
+                **settings.get("options", {}),
+            )
+        ]
+        if reason
+    ]
+
+
+# Checked when the Snakefile is parsed, so a dry run plans without data (and says what is
+# missing); a real run stops in the onstart hook, before its first job (check_before_jobs).
+MISSING_DATA = _missing_image_data()
+
+
+def warn_missing_data(missing):
+    """Parse-time note (dry runs too) on missing data; the main Snakemake process only."""
+    if missing and workflow.is_main_process:
+        print(
+            "Warning: data not found; a dry run plans anyway, a real run stops before its "
+            "first job:\n  " + "\n  ".join(missing),
+            file=sys.stderr,
+        )
+
+
+def check_before_jobs(missing):
+    """The onstart hook: real runs only, after the plan is made, before any job starts.
+
+    Raises WorkflowError (Snakemake prints it and exits with 1) when data is missing, and
+    warns when a SQLite tracking store is used while jobs run on other hosts.
+    """
+    from snakemake.exceptions import WorkflowError
+
+    if config["tracking"]["enabled"] and not workflow.local_exec:
+        uri = default_tracking_uri("results/mlflow")
+        if uri.startswith("sqlite:"):
+            print(
+                f"Warning: MLflow tracking writes the SQLite file {redact_uri(uri)} while "
+                "jobs run on a cluster. Its writers are local rules (this host, one at a "
+                "time), but SQLite's locks do not hold on a network file system and other "
+                "hosts cannot read it safely: set MLFLOW_TRACKING_URI to a tracking server "
+                "(docs/cluster.md, 'MLflow on a cluster'), or tracking.enabled: false.",
+                file=sys.stderr,
+            )
+    if missing:
+        raise WorkflowError(
+            "data not found, nothing was run:\n  " + "\n  ".join(missing)
+        )
 
 
 def _union(lists):
@@ -419,6 +490,25 @@ def get_final_output():
     if CLASSES:  # a config without `datasets` runs MVTec alone
         outputs += ["results/summary/results.csv", *summary_outputs(), *study_outputs()]
         outputs += [*summary_page(), "results/summary/provenance.json"]
-        if config["tracking"]["enabled"]:
-            outputs.append("results/mlflow/logged.json")
+        outputs += image_tracking_log()
     return outputs + mvtec_outputs() + explanation_outputs() + deploy_outputs()
+
+
+# MLflow writers run one at a time, as local rules (a SQLite store is a file on the host
+# that runs Snakemake): init_tracking, then log_to_mlflow, then log_mvtec_to_mlflow (it
+# waits for the image logger's output), then register_model (it waits for both).
+
+
+def image_tracking_log():
+    """The image benchmarks' logger output, when that logger runs."""
+    return (
+        ["results/mlflow/logged.json"]
+        if CLASSES and config["tracking"]["enabled"]
+        else []
+    )
+
+
+def tracking_loggers():
+    """Every logger's output: the last MLflow writer (register_model) waits for them all."""
+    mvtec = ["results/mlflow/mvtec_logged.json"] if MVTEC else []
+    return image_tracking_log() + (mvtec if config["tracking"]["enabled"] else [])

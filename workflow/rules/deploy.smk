@@ -1,14 +1,17 @@
 """Deployment: package one cell and register it in the MLflow model registry.
 
-Runs when the config has a `deploy` section (README "Use a trained detector"). The job reads
-the finished results (for `best` and the recorded AUC) and the cell's inputs: for a cell of
-the main table its split, features and trained model; for an MVTec category
-(`deploy.dataset: mvtec`, `deploy.inlier` the category) its category.npz and trained patch
-model (the dense patch features are temporary, so the job embeds the training patches
-again). It writes results/deploy/<registered_name>/package (representation, detector,
-threshold, TorchScript and ONNX graphs; MVTec: with the anomaly map) and deployed.json. With
-tracking on it runs after log_to_mlflow (MVTec: log_mvtec_to_mlflow) and takes the same
-writer lock: one MLflow writer at a time.
+Runs when the config has a `deploy` section (README "Use a trained detector").
+deploy_model reads the finished results (for `best` and the recorded AUC) and the cell's
+inputs: for a cell of the main table its split, features and trained model; for an MVTec
+category (`deploy.dataset: mvtec`, `deploy.inlier` the category) its category.npz and
+trained patch model (the dense patch features are temporary, so the job embeds the training
+patches again). It writes results/deploy/<registered_name>/package (representation,
+detector, threshold, TorchScript and ONNX graphs; MVTec: with the anomaly map), packaged.json
+and input_example.json, and touches no MLflow store: it may run on a compute node.
+register_model, a local rule, logs the package folder to MLflow and registers it, then
+writes deployed.json. With tracking on it runs after every logger (tracking_loggers(),
+common.smk) and takes their writer lock: one MLflow writer at a time, on the host that holds
+a SQLite store.
 """
 
 
@@ -26,11 +29,10 @@ if DEPLOY:
                 for path in paths.values()
                 if path
             ],
-            # The single MLflow writer has finished: this job writes alone (writer lock too).
-            logged=[DEPLOY_LOGGED] if config["tracking"]["enabled"] else [],
         output:
-            package=directory(f"results/deploy/{DEPLOY['registered_name']}/package"),
-            record=f"results/deploy/{DEPLOY['registered_name']}/deployed.json",
+            package=directory(f"{DEPLOY_DIR}/package"),
+            record=f"{DEPLOY_DIR}/packaged.json",
+            example=f"{DEPLOY_DIR}/input_example.json",
         log:
             f"results/logs/deploy_model/{DEPLOY['registered_name']}.log",
         benchmark:
@@ -49,9 +51,34 @@ if DEPLOY:
             width=config["embed"]["width"],
             max_fit=config["detect"]["max_fit"],
             target_fpr=DEPLOY["target_fpr"],
+        script:
+            "../scripts/deploy_model.py"
+
+    rule register_model:
+        input:
+            package=rules.deploy_model.output.package,
+            record=rules.deploy_model.output.record,
+            example=rules.deploy_model.output.example,
+            # Every logger has finished: this job writes alone (their writer lock too).
+            logged=tracking_loggers(),
+        output:
+            f"{DEPLOY_DIR}/deployed.json",
+        log:
+            f"results/logs/register_model/{DEPLOY['registered_name']}.log",
+        # A SQLite store is written on the host that holds it, one writer at a time.
+        localrule: True
+        conda:
+            "../../environment.yml"
+        threads: 1
+        resources:
+            mem_mb=4000,
+            runtime=30,
+        params:
             registered_name=DEPLOY["registered_name"],
+            target_fpr=DEPLOY["target_fpr"],
+            best=DEPLOY["best"],
             experiment=config["experiment"],
             tracking=config["tracking"]["enabled"],
             timeout_s=config["tracking"]["timeout_s"],
         script:
-            "../scripts/deploy_model.py"
+            "../scripts/register_model.py"

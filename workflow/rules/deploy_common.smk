@@ -14,6 +14,7 @@ class _CellWildcards(dict):
 
 DEPLOY = config.get("deploy")
 DEPLOY_MVTEC = bool(DEPLOY) and DEPLOY["dataset"] == "mvtec"
+DEPLOY_DIR = f"results/deploy/{DEPLOY['registered_name']}" if DEPLOY else None
 
 
 def _deploy_exit(key, value, allowed):
@@ -62,7 +63,6 @@ if DEPLOY and not DEPLOY_MVTEC:
 
     DEPLOY_FILES = _deploy_files()
     DEPLOY_RESULTS = "results/summary/results.csv"
-    DEPLOY_LOGGED = "results/mlflow/logged.json"
     DEPLOY_DETECTORS = DETECTOR_PARAMS
     DEPLOY_PATCHES = None
 
@@ -103,7 +103,6 @@ if DEPLOY_MVTEC:
         for method in (MVTEC_METHODS if DEPLOY["best"] else [DEPLOY["method"]])
     }
     DEPLOY_RESULTS = f"{MVTEC_SUMMARY}/results.csv"
-    DEPLOY_LOGGED = "results/mlflow/mvtec_logged.json"
     DEPLOY_DETECTORS = MVTEC["detectors"]
     DEPLOY_PATCHES = dict(
         patch_size=MVTEC["patches"]["size"],
@@ -116,6 +115,4 @@ if DEPLOY_MVTEC:
 
 
 def deploy_outputs():
-    return (
-        [f"results/deploy/{DEPLOY['registered_name']}/deployed.json"] if DEPLOY else []
-    )
+    return [f"{DEPLOY_DIR}/deployed.json"] if DEPLOY else []

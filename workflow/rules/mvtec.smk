@@ -240,6 +240,8 @@ if MVTEC:
     rule log_mvtec_to_mlflow:
         input:
             store="results/mlflow/store.json",
+            # One MLflow writer at a time: after the image benchmarks' logger, if it runs.
+            after=image_tracking_log(),
             results=f"{MVTEC_SUMMARY}/results.csv",
             histories=mvtec_histories(),
             tables=mvtec_table_outputs(),
@@ -250,6 +252,8 @@ if MVTEC:
             "results/logs/log_mvtec_to_mlflow/log_mvtec_to_mlflow.log",
         benchmark:
             "results/benchmarks/log_mvtec_to_mlflow/log_mvtec_to_mlflow.tsv"
+        # A SQLite store is written on the host that holds it (docs/cluster.md).
+        localrule: True
         conda:
             "../../environment.yml"
         threads: 1

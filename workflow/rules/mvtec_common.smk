@@ -29,6 +29,15 @@ if MVTEC:
         sys.exit(f"Invalid config: {error}")
     # Like the data root: an environment variable, so moving the data re-runs nothing.
     export_category_paths(_mvtec_paths)
+    # As MISSING_DATA (common.smk): a category not read yet must have its train/good/.
+    MISSING_DATA += [
+        f"MVTec category {name}: {Path(path).absolute()}/train/good/ not found; expected "
+        f"{{train/good,test/<defect>,ground_truth/<defect>}}/ there (the MVTec AD download "
+        "unpacked under mvtec.root), or set mvtec.root / mvtec.paths in the config"
+        for name, path in _mvtec_paths.items()
+        if not os.path.exists(f"results/mvtec/{name}/category.npz")
+        and not (Path(path) / "train" / "good").is_dir()
+    ]
     MVTEC_CATEGORIES = list(_mvtec_paths)
     MVTEC_METHODS = MVTEC["methods"]
     MVTEC_DETECTORS = list(MVTEC["detectors"])
