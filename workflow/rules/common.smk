@@ -78,7 +78,10 @@ export_data_settings(
 
 # Outputs of the rules that read a data set's raw files: while one of them is missing, the
 # raw files must be there (add the output of any new rule that reads them).
-RAW_DATA_OUTPUTS = ["results/{dataset}/dataset.npz"]
+RAW_DATA_OUTPUTS = [
+    "results/{dataset}/dataset.npz",
+    "results/{dataset}/data_provenance.json",
+]
 
 
 def _missing_image_data():
