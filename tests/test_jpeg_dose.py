@@ -153,6 +153,11 @@ def test_summary_slopes_predictions_and_keys(bench, tmp_path: Path) -> None:
     readme = (tmp_path / "README.md").read_text()
     assert "| rotnet/kde | 90.50 | 90.41 | 88.70 | 87.80 | -0.300 +- 0.100 |" in readme
     assert all(f"`{key}`" in readme for key in bench.SUMMARY_KEYS)
+    # --report-only rebuilds the same summary from the files (AUCs rounded to 1e-4 there).
+    rebuilt = bench.rebuild_report(tmp_path)
+    assert rebuilt["slopes"]["rotnet/kde"]["slope"] == pytest.approx(-0.3, abs=1e-4)
+    assert rebuilt["predicted_kde_change"] == pytest.approx(kde, abs=1e-3)
+    assert rebuilt["command"] == summary["command"] and rebuilt["can_move_kde_half_point"]
 
 
 def test_one_measurement_on_a_tiny_set(bench) -> None:
