@@ -108,7 +108,8 @@ SUMMARY_KEYS = {
     "slopes": (
         "'representation/detector' -> {slope (AUC points per grey level, mean over seeds), "
         "slope_seeds (seed -> slope), slope_spread (half the range over seeds), deltas "
-        "(dose name -> AUC change from dose 0, mean over seeds)}"
+        "(dose name -> AUC change from dose 0, mean over seeds), residual_rms (RMS of the "
+        "AUC changes about their seed's line, points)}"
     ),
     "q75_dose_estimates": (
         "source -> mean absolute change that q75 4:2:0 JPEG makes to lossless 32x32 images "
@@ -486,7 +487,8 @@ def fit_through_origin(doses: Sequence[float], deltas: Sequence[float]) -> float
 def slopes_from_rows(
     rows: Sequence[Mapping[str, Any]], doses: Mapping[str, float]
 ) -> dict[str, dict[str, Any]]:
-    """Per ``representation/detector``: the slope per seed, their mean and half range.
+    """Per ``representation/detector``: the slope per seed, their mean and half range, and
+    the RMS of the points about their seed's line (how far the AUC changes scatter).
 
     A seed's points are (dose, AUC - AUC at dose 0) for every dose it was measured at
     besides the reference; seeds without the reference or without another dose are skipped.
@@ -499,7 +501,7 @@ def slopes_from_rows(
         )
     slopes = {}
     for key, by_seed in table.items():
-        per_seed, deltas = {}, {}
+        per_seed, deltas, residuals = {}, {}, []
         for seed, by_dose in sorted(by_seed.items()):
             others = [name for name in by_dose if name != REFERENCE and doses.get(name, 0) > 0]
             if REFERENCE not in by_dose or not others:
@@ -508,6 +510,7 @@ def slopes_from_rows(
             per_seed[seed] = fit_through_origin([doses[n] for n in others], list(delta.values()))
             for name, value in delta.items():
                 deltas.setdefault(name, []).append(value)
+                residuals.append(value - per_seed[seed] * doses[name])
         if not per_seed:
             continue
         values = list(per_seed.values())
@@ -516,6 +519,7 @@ def slopes_from_rows(
             "slope_seeds": {str(seed): value for seed, value in per_seed.items()},
             "slope_spread": float((max(values) - min(values)) / 2),
             "deltas": {name: float(np.mean(v)) for name, v in deltas.items()},
+            "residual_rms": float(np.sqrt(np.mean(np.square(residuals)))),
         }
     return slopes
 

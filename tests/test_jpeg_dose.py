@@ -70,6 +70,14 @@ def test_fit_through_origin_recovers_an_exact_slope(bench) -> None:
     assert bench.fit_through_origin([1.0, 2.0], [1.0, 1.0]) == pytest.approx(0.6)
     with pytest.raises(ValueError, match="every dose is 0"):
         bench.fit_through_origin([0.0], [1.0])
+    # The same points as AUC rows: residuals 1 - 0.6 and 1 - 1.2 about the line.
+    rows = [
+        {"dose_name": name, "representation": "raw", "detector": "kde", "seed": 0, "auroc": auc}
+        for name, auc in (("shared", 80.0), ("q50", 81.0), ("q30", 81.0))
+    ]
+    fit = bench.slopes_from_rows(rows, {"shared": 0.0, "q50": 1.0, "q30": 2.0})["raw/kde"]
+    assert fit["slope"] == pytest.approx(0.6) and fit["slope_spread"] == 0.0
+    assert fit["residual_rms"] == pytest.approx(math.sqrt((0.4**2 + 0.2**2) / 2))
 
 
 def _rows(bench, doses: dict[str, float]) -> list[dict]:
