@@ -122,7 +122,7 @@ PAPER_RECIPE: dict[str, Any] = {
 
 #: Which trained methods read each recipe switch (a switch that a method ignores cannot make
 #: its row unfaithful).
-_RECIPE_READERS: dict[str, tuple[str, ...]] = {
+RECIPE_READERS: dict[str, tuple[str, ...]] = {
     "exclude_bn_from_decay": TRAINED_METHODS,
     "lr_schedule": TRAINED_METHODS,
     "loss_form": ("contrastive", "contrastive_da"),
@@ -148,7 +148,7 @@ def recipe_deviations(method: str, training: dict[str, Any]) -> dict[str, Any]:
         key: training[key]
         for key, paper in PAPER_RECIPE.items()
         if key in training
-        and method in _RECIPE_READERS[key]
+        and method in RECIPE_READERS[key]
         and _plain(training[key]) != _plain(paper)
     }
 

@@ -12,6 +12,7 @@ import pytest
 
 from pipeline_lib.report.reproduction import (
     FULLCELL,
+    JPEG_SUMMARY,
     PAGE,
     build_page,
     cell_rows,
@@ -129,6 +130,9 @@ def test_page_shows_the_pending_runs_and_the_kde_gap(tmp_path: Path) -> None:
     # --check fails on a stale page and on a run added without regenerating.
     root = tmp_path / "repo"
     shutil.copytree(REPO / FULLCELL, root / FULLCELL)
+    if (REPO / JPEG_SUMMARY).exists():  # the page's KDE-gap section reads it
+        (root / JPEG_SUMMARY).parent.mkdir(parents=True)
+        shutil.copy(REPO / JPEG_SUMMARY, root / JPEG_SUMMARY)
     (root / PAGE).parent.mkdir(parents=True)
     (root / PAGE).write_text((REPO / PAGE).read_text())
     assert main(["--root", str(root), "--check"]) == 0

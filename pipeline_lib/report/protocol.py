@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipeline_lib.data import DATASETS
-from pipeline_lib.registry import PAPER_RECIPE, TRAINED_METHODS
+from pipeline_lib.registry import PAPER_RECIPE, RECIPE_READERS, TRAINED_METHODS
 
 __all__ = [
     "PAPER_PROTOCOL",
@@ -61,6 +61,18 @@ _TRAINED = TRAINED_METHODS
 
 def _trained(methods: Sequence[str], variants: Mapping[str, Any]) -> bool:
     return any(m in _TRAINED or m in variants for m in methods)
+
+
+def _read_by_run(key: str, methods: Sequence[str], variants: Mapping[str, Any]) -> bool:
+    """Whether a trained method of the run (a variant counts as its base) reads ``key``.
+
+    A recipe switch that no method of the run reads (the denoising input of a RotNet run,
+    say) cannot take the run off the paper's recipe.
+    """
+    if key not in RECIPE_READERS:
+        return True
+    bases = {(variants.get(m) or {}).get("method", m) for m in methods}
+    return any(base in RECIPE_READERS[key] for base in bases)
 
 
 def _class_subset(name: str, classes: Any) -> str | None:
@@ -138,7 +150,7 @@ def protocol_differences(
         changed = [
             f"{key} {train[key]} (paper {value})"
             for key, value in PAPER_TRAIN.items()
-            if key in train and train[key] != value
+            if key in train and train[key] != value and _read_by_run(key, methods, variants)
         ]
         if changed:
             out.append("training: " + ", ".join(changed))
