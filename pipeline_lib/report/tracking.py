@@ -114,10 +114,6 @@ def code_version(directory: str | os.PathLike) -> str:
     return commit + ("-dirty" if dirty else "")
 
 
-#: The figure of ``train.eval_every`` (:func:`pipeline_lib.report.plots.plot_eval_curves`)
-#: that a training job saves beside its train_history.json; logged on its training run.
-EVAL_CURVE_FILE = "eval_curve.png"
-
 #: Prefix of the MLflow step metrics of ``train.eval_every``: ``test_auroc/<detector>``,
 #: named for the split they are measured on.
 EVAL_METRIC_PREFIX = "test_auroc/"

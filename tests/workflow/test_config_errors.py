@@ -91,9 +91,13 @@ def test_missing_data_root_warns_in_a_dry_run_and_stops_a_real_run_before_any_jo
     # Not on a cluster: no SQLite warning.
     assert "SQLite" not in output
 
-    # A data set already read into its cache needs its files no more.
+    # A data set read into its cache still needs its files while its provenance (which
+    # hashes them) is unrecorded; once both exist, it needs them no more.
     (tmp_path / "results/cifar10").mkdir(parents=True)
     (tmp_path / "results/cifar10/dataset.npz").write_bytes(b"")
+    planned = run_snakemake(tmp_path, "-n", "--configfile", str(config), env=env)
+    assert "data not found" in planned.stderr
+    (tmp_path / "results/cifar10/data_provenance.json").write_text("{}")
     planned = run_snakemake(tmp_path, "-n", "--configfile", str(config), env=env)
     assert "data not found" not in planned.stderr
 

@@ -2,10 +2,10 @@
 
 from pathlib import Path
 
+from pipeline_lib.detection.epoch_eval import EVAL_CURVE_FILE
 from pipeline_lib.report.results import load_results_csv
 from pipeline_lib.report.study_frames import study_records
 from pipeline_lib.report.tracking import (
-    EVAL_CURVE_FILE,
     code_version,
     default_tracking_uri,
     log_sweep,
