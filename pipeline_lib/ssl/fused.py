@@ -255,8 +255,8 @@ class _FusedGroup(_Group):
         steps, per_step = data[0].steps_per_epoch, data[0].per_step
         self.model.train()
         orders = [
-            torch.randperm(len(d.images), generator=s.shuffle_generator).to(run.device)
-            for d, s in zip(data, self.states, strict=True)
+            r.order.draw(s.shuffle_generator).to(run.device)
+            for r, s in zip(self.runs, self.states, strict=True)
         ]
         losses = torch.zeros(len(self.members), steps, device=run.device)
         generators = [state.augment_generator for state in self.states]
@@ -372,8 +372,7 @@ class _ConcurrentGroup(_Group):
         orders = []
         for member_run, state in zip(self.runs, self.states, strict=True):
             state.model.train()
-            order = torch.randperm(len(member_run.data.images), generator=state.shuffle_generator)
-            orders.append(order.to(run.device))
+            orders.append(member_run.order.draw(state.shuffle_generator).to(run.device))
         losses = torch.zeros(len(self.members), steps, device=run.device)
         for stream in self.streams:
             if stream is not None:
@@ -678,16 +677,17 @@ def train_representations_fused(
         runs.append(run)
         states.append(_resume(run, state, path))
     failed: dict[int, TrainingDivergedError] = {}
-    for indices in _shape_groups(runs):
-        failed |= _train_group(
-            indices,
-            runs,
-            states,
-            paths,
-            checkpoint_every=checkpoint_every,
-            log_every=log_every,
-            callback=callback,
-        )
+    with runs[0].precision():  # the runs share amp and device
+        for indices in _shape_groups(runs):
+            failed |= _train_group(
+                indices,
+                runs,
+                states,
+                paths,
+                checkpoint_every=checkpoint_every,
+                log_every=log_every,
+                callback=callback,
+            )
     return [
         failed[index] if index in failed else (release_network(state.model).eval(), state.history)
         for index, state in enumerate(states)
