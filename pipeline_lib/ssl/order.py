@@ -18,8 +18,10 @@ drawn from the run's shuffle generator (checkpointed, so a resumed run repeats t
 uninterrupted one). ``permutation`` (a variant, the project's former order) draws a fresh
 uniform permutation from the shuffle generator every epoch.
 
-TF draws its choices as ``Random() % size``; so does this module, from 62-bit integers (the
-modulo bias is below 2^-52). The numbers themselves differ from TF's (another generator).
+TF (``shuffle_dataset_op.cc``) chooses ``Random() % fill`` with a 32-bit Philox number (a
+modulo bias below 2.4e-7 at a fill of 1,000); this module takes 62-bit integers modulo the
+fill (bias below 2^-52). The numbers themselves differ from TF's (another generator, and the
+released code does not seed its shuffles).
 """
 
 from __future__ import annotations
