@@ -59,6 +59,22 @@ def test_epochs_training_settings_and_variants_are_named() -> None:
     assert not any(d.startswith("contamination") for d in study)
 
 
+def test_the_new_recipe_switches_are_named_off_their_recipe() -> None:
+    config = copy.deepcopy(_config("tests/configs/tiny.yaml"))
+    config["methods"] = ["rotnet", "contrastive_old"]
+    config["variants"] = {
+        "contrastive_old": {"method": "contrastive", "train": {"loss_form": "same_view"}}
+    }
+    config["train"] |= {"epoch_order": "permutation", "init": "torch"}
+    differences = protocol_differences(config)
+    assert "training: epoch_order permutation (paper released), init torch (paper released)" in (
+        differences
+    )
+    assert "non-paper variant contrastive_old (contrastive: loss_form=same_view)" in differences
+    config["train"] |= {"epoch_order": "released", "init": "released"}
+    assert not any(d.startswith("training:") for d in protocol_differences(config))
+
+
 def test_paper_config_and_its_studies_follow_the_paper_but_for_bf16() -> None:
     config = _config("config/paper.yaml")
     # Its one difference: bf16 autocast on CUDA, an execution-precision default that awaits
