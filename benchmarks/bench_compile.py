@@ -343,9 +343,8 @@ def measure_method(
         if name == "floor":
             fresh.model.to(memory_format=_other_memory_format(device))  # parameters kept
         try:
-            with run.precision():  # amp none: float32 without TF32, as the trainer
-                step = build(fresh)
-                timing = train_epochs(run, fresh, step, warmup=warmup)
+            step = build(fresh)
+            timing = train_epochs(run, fresh, step, warmup=warmup)
         except Exception as error:  # report it, measure the other modes
             modes[name] = {"error": f"{type(error).__name__}: {error}"}
             continue

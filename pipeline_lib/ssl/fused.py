@@ -562,7 +562,8 @@ def _train_group(
         else:
             if group.shares_kernels:
                 starts = {index: _epoch_start(states[index]) for index in members}
-            losses = group.train_epoch()
+            with runs[members[0]].precision():  # as _train_epoch: the members share amp
+                losses = group.train_epoch()
             group.unload()
             mode = group.mode
         seconds = time.perf_counter() - started  # the members' shared epoch
@@ -677,17 +678,16 @@ def train_representations_fused(
         runs.append(run)
         states.append(_resume(run, state, path))
     failed: dict[int, TrainingDivergedError] = {}
-    with runs[0].precision():  # the runs share amp and device
-        for indices in _shape_groups(runs):
-            failed |= _train_group(
-                indices,
-                runs,
-                states,
-                paths,
-                checkpoint_every=checkpoint_every,
-                log_every=log_every,
-                callback=callback,
-            )
+    for indices in _shape_groups(runs):
+        failed |= _train_group(
+            indices,
+            runs,
+            states,
+            paths,
+            checkpoint_every=checkpoint_every,
+            log_every=log_every,
+            callback=callback,
+        )
     return [
         failed[index] if index in failed else (release_network(state.model).eval(), state.history)
         for index, state in enumerate(states)

@@ -383,14 +383,14 @@ class _Run:
 
     @contextlib.contextmanager
     def precision(self) -> Iterator[None]:
-        """Around a whole run: on CUDA without ``amp``, float32 that is float32.
+        """Around training steps: on CUDA without ``amp``, float32 that is float32.
 
         An Ampere or later GPU may compute float32 convolutions (cuDNN, on by default) and
         matrix products (cuBLAS, off by default) in TF32, with a 10-bit mantissa; the
-        released code trains in float32. Both are switched off for the run and restored
-        after it, so what follows in the process (an embedding, another run) computes as it
-        would have. Captured graphs keep the kernels chosen inside the block. Nothing
-        changes with ``amp`` or on the CPU.
+        released code trains in float32. Both are switched off for each epoch and restored
+        after it, so what runs between epochs and after training in the process (an
+        evaluation, an embedding, another run) computes as it would have. Nothing changes
+        with ``amp`` or on the CPU.
         """
         if not (self.on_cuda and self.amp is None):
             yield
@@ -708,8 +708,16 @@ def _train_epoch(
     """One pass in the run's epoch order; the steps' losses (on the device, no sync).
 
     With ``static_step`` every step runs through it (the same random numbers, drawn in the
-    same order, so the generators end where the eager loop leaves them).
+    same order, so the generators end where the eager loop leaves them). The steps run in
+    the run's precision block (:meth:`_Run.precision`): a graph captured in an epoch keeps
+    the kernels chosen there.
     """
+    with run.precision():
+        return _epoch_steps(run, state, static_step)
+
+
+def _epoch_steps(run: _Run, state: _TrainingState, static_step: StaticStep | None) -> torch.Tensor:
+    """:func:`_train_epoch`'s steps."""
     data, model = run.data, state.model
     model.train()
     order = run.order.draw(state.shuffle_generator).to(run.device)
@@ -935,7 +943,7 @@ def train_representation(
     amp : {"bfloat16", "float16"} or None, default="bfloat16"
         Autocast dtype on CUDA (float16 adds a GradScaler); CPU always trains in float32.
         The released code trains in float32: ``None`` does so on CUDA too, with TF32 off for
-        the run (:meth:`_Run.precision`). Channels-last memory format is CUDA-only.
+        the training steps (:meth:`_Run.precision`). Channels-last memory format is CUDA-only.
     device : torch.device or str, default="cpu"
     step_mode : {"auto", "eager", "graph", "compiled"}, default="auto"
         How a step runs (an execution setting, not part of the recipe): ``graph`` captures
@@ -1024,31 +1032,30 @@ def train_representation(
         step_mode=step_mode,
     )
     state = _resume(run, state, checkpoint_path)
-    with run.precision():
-        static_step = _static_step(run, state)
-        start_epoch = state.epoch
-        epochs_bar = tqdm(
-            range(start_epoch, epochs),
-            desc=f"train {method}",
-            unit="epoch",
-            disable=not progress,
-            initial=start_epoch,
-            total=epochs,
-        )
-        for epoch in epochs_bar:
-            started = time.perf_counter()
-            losses = _train_epoch(run, state, static_step)
-            error = _divergence(run, losses, state.model, epoch)
-            if error is not None:
-                raise error
-            mode = "eager" if static_step is None else static_step.mode
-            record = _epoch_record(run, epoch, losses, time.perf_counter() - started, mode)
-            state.history.append(record)
-            state.epoch = epoch + 1
-            epochs_bar.set_postfix(loss=f"{record['loss']:.4f}")
-            _log_epoch(run, record, first=epoch == start_epoch, log_every=log_every)
-            if checkpoint_path is not None and _checkpoint_due(run, state.epoch, checkpoint_every):
-                _write_checkpoint(run, state, checkpoint_path)
-            if callback is not None:
-                callback(dict(record))
+    static_step = _static_step(run, state)
+    start_epoch = state.epoch
+    epochs_bar = tqdm(
+        range(start_epoch, epochs),
+        desc=f"train {method}",
+        unit="epoch",
+        disable=not progress,
+        initial=start_epoch,
+        total=epochs,
+    )
+    for epoch in epochs_bar:
+        started = time.perf_counter()
+        losses = _train_epoch(run, state, static_step)
+        error = _divergence(run, losses, state.model, epoch)
+        if error is not None:
+            raise error
+        mode = "eager" if static_step is None else static_step.mode
+        record = _epoch_record(run, epoch, losses, time.perf_counter() - started, mode)
+        state.history.append(record)
+        state.epoch = epoch + 1
+        epochs_bar.set_postfix(loss=f"{record['loss']:.4f}")
+        _log_epoch(run, record, first=epoch == start_epoch, log_every=log_every)
+        if checkpoint_path is not None and _checkpoint_due(run, state.epoch, checkpoint_every):
+            _write_checkpoint(run, state, checkpoint_path)
+        if callback is not None:
+            callback(dict(record))
     return release_network(state.model).eval(), state.history

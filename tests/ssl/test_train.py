@@ -334,14 +334,15 @@ def test_float32_on_cuda_switches_tf32_off_for_the_run_only(digits64, tf32_allow
 
 
 @pytest.mark.parametrize("fused", [False, True])
-def test_every_epoch_runs_inside_the_precision_block(digits64, monkeypatch, fused) -> None:
+def test_every_step_runs_inside_the_precision_block(digits64, monkeypatch, fused) -> None:
+    """Each epoch's steps, single or fused, and nothing between epochs (the callback)."""
     import contextlib
 
+    import pipeline_lib.ssl.fused as fused_module
     import pipeline_lib.ssl.train as train_module
     from pipeline_lib.ssl.fused import train_representations_fused
 
-    inside: list[bool] = []
-    depth = [0]
+    depth, steps, between = [0], [], []
 
     @contextlib.contextmanager
     def recording(self):
@@ -351,26 +352,47 @@ def test_every_epoch_runs_inside_the_precision_block(digits64, monkeypatch, fuse
         finally:
             depth[0] -= 1
 
+    def spy(real):
+        def step(*args, **kwargs):
+            steps.append(depth[0])
+            return real(*args, **kwargs)
+
+        return step
+
     monkeypatch.setattr(train_module._Run, "precision", recording)
     options = {"epochs": 2, "batch_size": 16, "width": 4}
-    if fused:
+    if fused:  # eager on the CPU: one stacked network, the loss per member
+        monkeypatch.setattr(fused_module, "rotation_loss", spy(fused_module.rotation_loss))
         train_representations_fused(
             "rotnet",
             [digits64[:32], digits64[32:]],
             seeds=[0, 1],
-            callback=lambda k, record: inside.append(depth[0] == 1),
+            callback=lambda k, record: between.append(depth[0]),
             **options,
         )
+        expected_steps = 2 * 2 * 2  # epochs x steps x members
     else:
+        monkeypatch.setattr(train_module, "rotation_step", spy(train_module.rotation_step))
         train_representation(
-            "rotnet", digits64, seed=0, callback=lambda r: inside.append(depth[0] == 1), **options
+            "rotnet", digits64, seed=0, callback=lambda r: between.append(depth[0]), **options
         )
-    assert inside == [True] * (4 if fused else 2) and depth[0] == 0
+        expected_steps = 2 * 4
+    assert steps == [1] * expected_steps
+    assert between == [0] * (4 if fused else 2) and depth[0] == 0
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_float32_training_on_cuda_runs_without_tf32(digits64, tf32_allowed) -> None:
-    seen: list[tuple[bool, bool]] = []
+def test_float32_training_on_cuda_runs_without_tf32(digits64, tf32_allowed, monkeypatch) -> None:
+    import pipeline_lib.ssl.train as train_module
+
+    during: list[tuple[bool, bool]] = []
+    real = train_module.rotation_step
+
+    def spy(*args, **kwargs):
+        during.append(_tf32_flags())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, "rotation_step", spy)
     train_representation(
         "rotnet",
         digits64,
@@ -380,6 +402,6 @@ def test_float32_training_on_cuda_runs_without_tf32(digits64, tf32_allowed) -> N
         width=4,
         device="cuda",
         amp=None,
-        callback=lambda record: seen.append(_tf32_flags()),
+        step_mode="eager",
     )
-    assert seen == [(False, False)] and _tf32_flags() == (True, True)
+    assert during == [(False, False)] * 4 and _tf32_flags() == (True, True)
