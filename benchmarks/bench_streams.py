@@ -111,14 +111,15 @@ def measure(
     if cudnn == "default":
         torch.backends.cudnn.deterministic = False
     initial = _weights(group.states[0])
-    group.train_epoch()  # captures
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    started = time.perf_counter()
-    group.train_epoch()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    seconds = time.perf_counter() - started
+    with group.runs[0].precision():  # amp none: float32 without TF32, as the trainer
+        group.train_epoch()  # captures
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        started = time.perf_counter()
+        group.train_epoch()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        seconds = time.perf_counter() - started
     run = group.runs[0]
     instances = k * run.data.steps_per_epoch * run.data.per_step
     return {

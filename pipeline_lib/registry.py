@@ -80,6 +80,15 @@ VIEW_JITTERS: tuple[str, ...] = ("released", "torchvision")
 #: every step.
 LR_SCHEDULES: tuple[str, ...] = ("per_epoch", "per_step")
 
+#: The order of an epoch's instances (:mod:`pipeline_lib.ssl.order`): the released input
+#: pipeline's (one shuffle frozen for the run, then a 1,000-element shuffle buffer each
+#: epoch) or a fresh uniform permutation each epoch (a variant, the former order).
+EPOCH_ORDERS: tuple[str, ...] = ("released", "permutation")
+
+#: Initial weights of a network (:mod:`pipeline_lib.models.init`): the released code's Keras
+#: initialisers or torch's (torchvision's ResNet rule, torch's layer defaults elsewhere).
+INITS: tuple[str, ...] = ("released", "torch")
+
 #: Settings of the ``train`` config that only methods with augmented views read.
 VIEW_SETTINGS: tuple[str, ...] = ("view_flip", "view_jitter", "view_blur")
 #: ``train`` keys that say how training executes, not what a model learns: how many models
@@ -108,7 +117,9 @@ DEFAULT_DISTRIBUTIONS: tuple[str, ...] = ("rot90", "rot180", "rot270")
 PAPER_RECIPE: dict[str, Any] = {
     "exclude_bn_from_decay": False,
     "lr_schedule": "per_epoch",
-    "loss_form": "paper",
+    "loss_form": "released",
+    "epoch_order": "released",
+    "init": "released",
     "distributions": list(DEFAULT_DISTRIBUTIONS),
     "da_batching": "expanded",
     "view_flip": "auto",
@@ -120,12 +131,18 @@ PAPER_RECIPE: dict[str, Any] = {
     "noise_std": 0.1,
 }
 
+#: Former values of ``train`` switches -> the value that now runs the same thing
+#: (``validate_config`` names the replacement instead of a bare "not allowed").
+RENAMED_TRAIN_VALUES: dict[str, dict[str, str]] = {"loss_form": {"paper": "same_view"}}
+
 #: Which trained methods read each recipe switch (a switch that a method ignores cannot make
 #: its row unfaithful).
 RECIPE_READERS: dict[str, tuple[str, ...]] = {
     "exclude_bn_from_decay": TRAINED_METHODS,
     "lr_schedule": TRAINED_METHODS,
     "loss_form": ("contrastive", "contrastive_da"),
+    "epoch_order": TRAINED_METHODS,
+    "init": TRAINED_METHODS,
     "distributions": ("contrastive_da",),
     "da_batching": ("contrastive_da",),
     "view_flip": ("rotnet", "rotation", "denoising", "contrastive", "contrastive_da"),

@@ -286,6 +286,9 @@ def test_schema_ids_match_the_library_registries() -> None:
         ("exclude_bn_from_decay", True, "rotnet", "rotnet_bn_no_decay"),
         ("da_batching", "per_image", "contrastive_da", "contrastive_da_per_image"),
         ("view_jitter", "torchvision", "contrastive", "contrastive_tv_jitter"),
+        ("loss_form", "same_view", "contrastive", "contrastive_loss"),
+        ("epoch_order", "permutation", "denoising", "denoising_permutation"),
+        ("init", "torch", "rotation", "rotation_torch_init"),
     ],
 )
 def test_paper_rows_must_run_the_paper_recipe(config, key, value, method, suggestion) -> None:
@@ -333,6 +336,42 @@ def test_denoising_readings_reach_training_under_their_variant_names(config) -> 
     )
     assert "non-paper variant denoising_noise04 (denoising: noise_std=0.4)" in differences
     assert not any("variant denoising " in d or "training:" in d for d in differences)
+
+
+@pytest.mark.parametrize("where", ["train", "variant"])
+def test_the_former_paper_loss_form_names_its_new_name(config, where) -> None:
+    if where == "train":
+        config["methods"] = ["contrastive"]
+        config["train"] = {"loss_form": "paper"}
+        key = "train.loss_form"
+    else:
+        config["methods"] = ["contrastive_old"]
+        config["variants"] = {
+            "contrastive_old": {"method": "contrastive", "train": {"loss_form": "paper"}}
+        }
+        key = "variants.contrastive_old.train.loss_form"
+    message = _error(config)
+    assert f"config key '{key}': 'paper' was renamed 'same_view'" in message
+    assert "drop the key (default 'released')" in message
+    assert "loss_form: same_view in a named variant" in message
+
+
+def test_schema_states_the_recipe_switches_with_the_registry_defaults() -> None:
+    import yaml
+
+    from pipeline_lib.models.init import INITS
+    from pipeline_lib.registry import PAPER_RECIPE
+    from pipeline_lib.ssl.contrastive import LOSS_FORMS
+    from pipeline_lib.ssl.order import EPOCH_ORDERS
+
+    schema = yaml.safe_load(SCHEMA.read_text())["properties"]
+    train = schema["train"]["properties"]
+    assert {key: train[key]["default"] for key in PAPER_RECIPE} == PAPER_RECIPE
+    for key, values in (("loss_form", LOSS_FORMS), ("epoch_order", EPOCH_ORDERS), ("init", INITS)):
+        assert tuple(train[key]["enum"]) == values, key
+        assert values[0] == PAPER_RECIPE[key], key  # the library's default is the recipe
+    overridable = schema["variants"]["additionalProperties"]["properties"]["train"]
+    assert set(PAPER_RECIPE) <= set(overridable["propertyNames"]["enum"])
 
 
 def test_a_switch_the_method_ignores_keeps_its_row_faithful(config) -> None:

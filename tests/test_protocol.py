@@ -59,12 +59,53 @@ def test_epochs_training_settings_and_variants_are_named() -> None:
     assert not any(d.startswith("contamination") for d in study)
 
 
-def test_paper_config_and_its_studies_follow_the_paper() -> None:
+def test_the_new_recipe_switches_are_named_off_their_recipe() -> None:
+    config = copy.deepcopy(_config("tests/configs/tiny.yaml"))
+    config["methods"] = ["rotnet", "contrastive_old"]
+    config["variants"] = {
+        "contrastive_old": {"method": "contrastive", "train": {"loss_form": "same_view"}}
+    }
+    config["train"] |= {"epoch_order": "permutation", "init": "torch"}
+    differences = protocol_differences(config)
+    assert "training: epoch_order permutation (paper released), init torch (paper released)" in (
+        differences
+    )
+    assert "non-paper variant contrastive_old (contrastive: loss_form=same_view)" in differences
+    config["train"] |= {"epoch_order": "released", "init": "released"}
+    assert not any(d.startswith("training:") for d in protocol_differences(config))
+
+
+def test_paper_config_and_its_studies_follow_the_paper_but_for_bf16() -> None:
     config = _config("config/paper.yaml")
-    assert protocol_differences(config) == []
-    assert protocol_notes(config)[0].startswith("Protocol: the paper's")
+    # Its one difference: bf16 autocast on CUDA, an execution-precision default that awaits
+    # a paired measurement (the released code trains in float32).
+    assert config["train"]["amp"] == "bfloat16"
+    assert protocol_differences(config) == ["bf16 autocast on CUDA (paper: float32)"]
     for grid in study_grids(config, config["studies"]):
         assert protocol_notes(config, grid) == protocol_notes(config), grid.name
+    config["train"]["amp"] = None
+    assert protocol_differences(config) == []
+    assert protocol_notes(config)[0].startswith("Protocol: the paper's")
+
+
+def test_precision_is_named_whenever_training_would_autocast() -> None:
+    config = copy.deepcopy(_config("tests/configs/tiny.yaml"))
+    frozen_only = protocol_differences(config)
+    assert not any("autocast" in d for d in frozen_only)  # nothing is trained
+    config["methods"] = ["raw", "rotnet"]
+    config["train"]["amp"] = None
+    float32 = protocol_differences(config)
+    assert not any("autocast" in d for d in float32)
+    for amp, phrase in (
+        ("bfloat16", "bf16 autocast on CUDA (paper: float32)"),
+        ("float16", "float16 autocast on CUDA (paper: float32)"),
+    ):
+        config["train"]["amp"] = amp
+        differences = protocol_differences(config)
+        assert phrase in differences
+        assert [d for d in differences if d != phrase] == float32  # nothing else changed
+    config["train"].pop("amp")  # unvalidated: the schema's default, bf16
+    assert "bf16 autocast on CUDA (paper: float32)" in protocol_differences(config)
 
 
 def test_mvtec_notes_name_the_patch_protocol_and_subsets() -> None:

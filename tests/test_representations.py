@@ -59,8 +59,9 @@ def test_stem_is_3x3_stride_1_without_max_pool() -> None:
         assert model.eval().stem(torch.rand(1, 3, 32, 32)).shape == (1, 8, 32, 32)
 
 
-def test_batchnorm_initialisation_follows_torchvision() -> None:
-    model = resnet18_small(width=8)
+@pytest.mark.parametrize("init", ["released", "torch"])
+def test_batchnorm_starts_at_one_and_zero_under_either_init(init: str) -> None:
+    model = resnet18_small(width=8, init=init)
     norms = [module for module in model.modules() if isinstance(module, nn.BatchNorm2d)]
     assert norms
     for norm in norms:

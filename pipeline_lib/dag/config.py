@@ -30,6 +30,7 @@ from pipeline_lib.registry import (
     HEADLESS_METHODS,
     METHODS,
     PAPER_RECIPE,
+    RENAMED_TRAIN_VALUES,
     TRAIN_EXECUTION_SETTINGS,
     TRAINED_METHODS,
     detector_settings,
@@ -108,6 +109,7 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
     """
     schema = yaml.safe_load(Path(schema_path).read_text())
     config = _typed_command_line_values(config, schema)
+    _check_renamed_values(config)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
@@ -203,6 +205,36 @@ def _typed_command_line_values(value: Any, schema: Mapping[str, Any]) -> Any:
     if "null" in types and spelled in _NULL_SPELLINGS:
         return None
     return value
+
+
+def _check_renamed_values(config: Mapping[str, Any]) -> None:
+    """A former value of a ``train`` switch fails with its new name, not a bare enum error.
+
+    E.g. ``loss_form: paper`` (same-view negatives) is now ``same_view``, a variant; the
+    recipe's loss is ``released``, the default.
+    """
+    sections = [("train", config.get("train"))]
+    variants = config.get("variants")
+    if isinstance(variants, Mapping):
+        sections += [
+            (f"variants.{name}.train", spec.get("train"))
+            for name, spec in variants.items()
+            if isinstance(spec, Mapping)
+        ]
+    for where, train in sections:
+        if not isinstance(train, Mapping):
+            continue
+        for key, renamed in RENAMED_TRAIN_VALUES.items():
+            value = train.get(key)
+            if isinstance(value, str) and value in renamed:
+                new = renamed[value]
+                raise ConfigError(
+                    f"config key '{where}.{key}': {value!r} was renamed {new!r} (the same "
+                    f"setting). For the paper's recipe drop the key (default "
+                    f"{PAPER_RECIPE[key]!r}); to keep the former behaviour write {key}: {new} "
+                    f"in a named variant, e.g. variants: {{contrastive_{new}: {{method: "
+                    f"contrastive, train: {{{key}: {new}}}}}}} (docs/protocol.md)"
+                )
 
 
 def _check_fuse(config: Mapping[str, Any]) -> None:
@@ -335,6 +367,8 @@ _VARIANT_SUFFIX = {
     "view_blur": "blur",
     "view_flip": "flip",
     "loss_form": "loss",
+    "epoch_order": "permutation",
+    "init": "torch_init",
     "distributions": "set",
     "denoising_views": "no_views",
     "denoising_decoder": "spatial",

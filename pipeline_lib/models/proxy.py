@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from pipeline_lib.models.heads import Decoder, contrastive_head, head_output_dim, rotation_head
+from pipeline_lib.models.init import check_init, released_init_
 from pipeline_lib.models.representation import TRAINED_METHODS, Representation
 from pipeline_lib.models.resnet import resnet18_small
 from pipeline_lib.registry import DENOISING_DECODERS, DENOISING_TARGETS
@@ -68,6 +69,7 @@ def build_proxy_model(
     image_size: int = 32,
     denoising_target: str = DENOISING_TARGETS[0],
     denoising_decoder: str = DENOISING_DECODERS[0],
+    init: str = "released",
 ) -> ProxyModel:
     """Build the untrained network of a trained method (uses the global torch RNG).
 
@@ -94,6 +96,10 @@ def build_proxy_model(
         Whether the decoder reads ``f`` or the feature map before pooling
         (:class:`~pipeline_lib.models.heads.Decoder`). Recorded in ``arch`` for
         ``denoising`` only.
+    init : {"released", "torch"}, default="released"
+        Initial weights of every layer, backbone, head and proxy module alike
+        (:mod:`pipeline_lib.models.init`). Not recorded in ``arch``: a saved model's weights
+        come from its file.
 
     Returns
     -------
@@ -102,12 +108,13 @@ def build_proxy_model(
     Raises
     ------
     ValueError
-        On an unknown method or a head depth the method does not allow.
+        On an unknown method or init, or a head depth the method does not allow.
     """
     if method not in TRAINED_METHODS:
         raise ValueError(
             f"unknown trained representation {method!r}; allowed: {', '.join(TRAINED_METHODS)}"
         )
+    check_init(init)
     depth = DEFAULT_HEAD_DEPTH[method] if head_depth is None else int(head_depth)
     if method in ("rotnet", "denoising") and depth != 0:
         raise ValueError(
@@ -121,7 +128,7 @@ def build_proxy_model(
         "proj_dim": proj_dim,
         "image_size": image_size,
     }
-    backbone = resnet18_small(width=width)
+    backbone = resnet18_small(width=width, init=init)
     f_dim = backbone.feature_dim
     head: nn.Module | None
     proxy: nn.Module | None
@@ -152,6 +159,10 @@ def build_proxy_model(
             sigmoid=denoising_target == "pixels",
             spatial=denoising_decoder == "spatial",
         )
+    if init == "released":  # the backbone initialised itself; torch's defaults stay otherwise
+        for module in (head, proxy):
+            if module is not None:
+                released_init_(module)
     return ProxyModel(backbone, head, proxy, arch=arch)
 
 

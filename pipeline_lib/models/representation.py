@@ -138,6 +138,7 @@ def build_representation(
     width: int = 64,
     imagenet_weights: str | os.PathLike | None = None,
     imagenet_size: int = 224,
+    init: str = "released",
 ) -> Representation:
     """Build a frozen representation, deterministically for a given ``seed``.
 
@@ -157,6 +158,10 @@ def build_representation(
     imagenet_size : int, default=224
         ``resnet50_imagenet`` only: images are resized (bilinear) to this side and
         normalised with the ImageNet mean / std inside the model.
+    init : {"released", "torch"}, default="released"
+        ``resnet18_random`` only: the released code's initialisers (the paper's random row
+        is the released network before training) or torchvision's ResNet rule
+        (:mod:`pipeline_lib.models.init`).
 
     Returns
     -------
@@ -180,7 +185,7 @@ def build_representation(
         # random state (CPU and CUDA) as it was.
         with torch.random.fork_rng(devices=[]):
             torch.random.default_generator.manual_seed(seed)
-            model = Representation(resnet18_small(width=width))
+            model = Representation(resnet18_small(width=width, init=init))
     elif method == "resnet50_imagenet":
         if imagenet_size < 32:
             raise ValueError(f"imagenet_size must be >= 32, got {imagenet_size}")

@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from pipeline_lib.models.init import check_init, released_init_
+
 
 class BasicBlock(nn.Module):
     """Two 3x3 convolutions with an identity (or 1x1 projection) shortcut."""
@@ -44,13 +46,14 @@ class SmallImageResNet(nn.Module):
         Channels of the first stage; stages double it (64..512 in the paper). Tests use a
         narrow network (e.g. 8) to stay fast on CPU.
     in_channels : int, default=3
+    init : {"released", "torch"}, default="released"
+        Initial weights (:mod:`pipeline_lib.models.init`): the released code's (convolutions
+        truncated-normal ``VarianceScaling(2, fan_out)``, BatchNorm 1 and 0) or torchvision's
+        ResNet rule (Kaiming normal, fan-out, not truncated; BatchNorm 1 and 0).
 
     Notes
     -----
     ``forward`` returns the pooled feature ``f`` of shape ``(n, 8 * width)``.
-    Initialisation follows torchvision's ResNet (Kaiming normal, fan-out, for convolutions;
-    BatchNorm weight 1, bias 0), which with BatchNorm in inference mode reproduces the
-    paper's random-weights row.
     """
 
     def __init__(
@@ -59,8 +62,10 @@ class SmallImageResNet(nn.Module):
         *,
         width: int = 64,
         in_channels: int = 3,
+        init: str = "released",
     ) -> None:
         super().__init__()
+        check_init(init)
         if width < 1:
             raise ValueError(f"width must be >= 1, got {width}")
         self.stem = nn.Sequential(
@@ -79,9 +84,12 @@ class SmallImageResNet(nn.Module):
         self.stages = nn.Sequential(*stages)
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.feature_dim = channels
-        self._init_weights()
+        if init == "released":
+            released_init_(self)
+        else:
+            self._torchvision_init()
 
-    def _init_weights(self) -> None:
+    def _torchvision_init(self) -> None:
         for module in self.modules():
             if isinstance(module, nn.Conv2d):
                 nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
@@ -98,6 +106,6 @@ class SmallImageResNet(nn.Module):
         return torch.flatten(self.pool(self.feature_map(x)), 1)
 
 
-def resnet18_small(*, width: int = 64) -> SmallImageResNet:
-    """ResNet-18 for 32x32 / 64x64 images (BasicBlocks [2, 2, 2, 2])."""
-    return SmallImageResNet((2, 2, 2, 2), width=width)
+def resnet18_small(*, width: int = 64, init: str = "released") -> SmallImageResNet:
+    """ResNet-18 for 32x32 / 64x64 images (BasicBlocks [2, 2, 2, 2]), initialised by ``init``."""
+    return SmallImageResNet((2, 2, 2, 2), width=width, init=init)

@@ -6,7 +6,8 @@ experiment, and its "deviations from the paper" must not read as if it were. The
 each difference with the paper's value (PROTOCOL.md; Sohn et al., ICLR 2021): training
 epochs (2048), ResNet-18 width (64), the number of seeds (5), subsets of the images or
 classes, variants that are not the paper's, other training settings, the contamination of
-the main table (0) and MVTec's image / patch sizes (256 / 32, stride 4).
+the main table (0), the training precision (float32 in the released code; bf16 autocast on
+CUDA here by default) and MVTec's image / patch sizes (256 / 32, stride 4).
 
 Torch-free and config-only, so the Snakefile can compute the lines at parse time and hand
 them to the table jobs as params. The data line (:func:`data_notes`) is the exception: it
@@ -27,6 +28,7 @@ __all__ = [
     "PAPER_TRAIN",
     "data_notes",
     "mvtec_protocol_notes",
+    "precision_difference",
     "protocol_differences",
     "protocol_notes",
 ]
@@ -42,6 +44,24 @@ PAPER_PROTOCOL: Mapping[str, Any] = {
     "mvtec_patch_size": 32,
     "mvtec_stride": 4,
 }
+
+#: The schema's ``train.amp`` default, for a config read without validation.
+_DEFAULT_AMP = "bfloat16"
+_AMP_NAMES = {"bfloat16": "bf16", "float16": "float16"}
+
+
+def precision_difference(train: Mapping[str, Any]) -> str | None:
+    """The phrase for a run whose training would autocast on CUDA, else None.
+
+    The paper is silent and the released code trains in float32; ``train.amp`` (bf16 by
+    default) autocasts a CUDA job only, so the line says where it applies. The config does
+    not say which jobs get a GPU (a profile does), hence "on CUDA".
+    """
+    amp = train.get("amp", _DEFAULT_AMP)
+    if amp is None:
+        return None
+    return f"{_AMP_NAMES.get(amp, amp)} autocast on CUDA (paper: float32)"
+
 
 #: The paper's training settings besides the epochs (``train`` keys of the config; null
 #: batch size and head depth mean the paper's per-method values), and its recipe switches
@@ -154,6 +174,9 @@ def protocol_differences(
         ]
         if changed:
             out.append("training: " + ", ".join(changed))
+        precision = precision_difference(train)
+        if precision:
+            out.append(precision)
     if "resnet50_imagenet" in methods:
         size = embed.get("imagenet_size", PAPER_PROTOCOL["imagenet_size"])
         if size != PAPER_PROTOCOL["imagenet_size"]:

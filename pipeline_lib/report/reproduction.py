@@ -27,7 +27,12 @@ from typing import Any
 
 import yaml
 
-from pipeline_lib.report.protocol import PAPER_PROTOCOL, protocol_differences
+from pipeline_lib.registry import RECIPE_READERS
+from pipeline_lib.report.protocol import (
+    PAPER_PROTOCOL,
+    precision_difference,
+    protocol_differences,
+)
 from pipeline_lib.report.published import display_name, load_published
 from pipeline_lib.report.verdict import reproduction_verdict
 
@@ -125,6 +130,21 @@ def _precision(config: Mapping[str, Any], device: str) -> str:
     return f"{numbers}, {step}" if device.startswith("cuda") else numbers
 
 
+#: Recipe switches added after runs were recorded -> what ran before the switch existed. A
+#: recorded config without the key ran that value: a known difference of its recipe version
+#: (listed beside the commit), as are data and precision, not a break of the protocol.
+SWITCHES_BEFORE: dict[str, Any] = {"epoch_order": "permutation", "init": "torch"}
+
+
+def _recipe_version(config: Mapping[str, Any], method: str) -> list[str]:
+    train = config.get("train") or {}
+    return [
+        f"recipe then: {key} {former} (now {key} released)"
+        for key, former in SWITCHES_BEFORE.items()
+        if key not in train and method in RECIPE_READERS[key]
+    ]
+
+
 def _data(run: Mapping[str, Any]) -> str:
     source = run.get("data_source")
     return f"data: {source}" if source else "data: as read from data.root (not recorded)"
@@ -154,10 +174,13 @@ def cell_rows(run: Mapping[str, Any], *, source: str) -> list[dict[str, Any]]:
             seeds=list(range(PAPER_PROTOCOL["seeds"])),
             contamination=[contamination],
         )
+        # Precision is listed by _precision (what ran on which device), not as a break.
+        breaks = [b for b in breaks if b != precision_difference(config.get("train") or {})]
         differences = [
             _data(run),
             _precision(config, results[0].get("device", "cpu")),
             f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''} (paper {PAPER_PROTOCOL['seeds']})",
+            *_recipe_version(config, method),
             *breaks,
         ]
         keys = list(dict.fromkeys(k for result in results for k in result["auroc"]))

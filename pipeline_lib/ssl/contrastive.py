@@ -3,19 +3,20 @@
 Three loss forms (``form``), all on ``phi = normalize(g(f(.)))`` and temperature ``tau``,
 for a batch of ``M`` instances with views ``z1 = phi(A(x))`` and ``z2 = phi(A'(x))``:
 
-``"paper"`` (default; Eq. 2 of the paper)
-    For anchor ``z1[a]`` the positive is ``z2[a]`` and the negatives are the *same-view*
-    embeddings of the other ``M - 1`` instances, ``z1[i], i != a`` (``phi(A(x_i))`` in the
-    equation): ``-log exp(z1[a].z2[a]/tau) / (exp(z1[a].z2[a]/tau) +
-    sum_{i != a} exp(z1[a].z1[i]/tau))``. The expectation is symmetric in ``A`` and
-    ``A'``, so the loss is the mean of this term over all anchors of view 1 and the mirror
-    term over all anchors of view 2 (anchor ``z2[a]``, positive ``z1[a]``, negatives
-    ``z2[i]``). Each anchor has exactly ``M - 1`` negatives.
-``"released"``
-    The released code's one-directional cross-view form: cross-entropy of the ``M x M``
-    logits ``z1 z2^T / tau`` with the diagonal as target (negatives: the *other* view of the
-    other instances).
-``"ntxent"``
+``"released"`` (default; the recipe)
+    Cross-entropy of the ``M x M`` logits ``z1 z2^T / tau`` with the diagonal as target,
+    one direction (view-1 anchors), as the released ``contrastive.py``: for anchor ``z1[a]``
+    the positive is ``z2[a]`` and the negatives are the *other view* of the other ``M - 1``
+    instances, ``z2[i], i != a``. This is Eq. 2 read with the sentence after it ("different
+    instances (A(x), A'(x')) to be unlike") and with Sohn (2016)'s N-pair loss, whose
+    negatives are the other pairs' positives.
+``"same_view"`` (a variant)
+    Eq. 2 read with same-view negatives ``z1[i], i != a``: ``-log exp(z1[a].z2[a]/tau) /
+    (exp(z1[a].z2[a]/tau) + sum_{i != a} exp(z1[a].z1[i]/tau))``, symmetrised: the mean of
+    this term over all anchors of view 1 and the mirror term over all anchors of view 2
+    (anchor ``z2[a]``, positive ``z1[a]``, negatives ``z2[i]``). Each anchor has exactly
+    ``M - 1`` negatives. (Named ``paper`` before the reading above was settled.)
+``"ntxent"`` (a variant)
     SimCLR's symmetric NT-Xent over the ``2M`` views: every view is an anchor, its partner
     view is the positive and all other ``2M - 2`` views are negatives.
 
@@ -32,11 +33,15 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
+from pipeline_lib.registry import RENAMED_TRAIN_VALUES
 from pipeline_lib.ssl.augment import distribution_copies, two_views
 from pipeline_lib.ssl.draws import Draws
 
-#: Accepted values of ``form``.
-LOSS_FORMS: tuple[str, ...] = ("paper", "released", "ntxent")
+#: Accepted values of ``form``; the first is the recipe's.
+LOSS_FORMS: tuple[str, ...] = ("released", "same_view", "ntxent")
+
+#: Former names of loss forms -> the form that computes the same loss.
+RENAMED_LOSS_FORMS: dict[str, str] = RENAMED_TRAIN_VALUES["loss_form"]
 
 
 def _check(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> None:
@@ -46,10 +51,10 @@ def _check(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> None:
         raise ValueError(f"temperature must be > 0, got {temperature}")
 
 
-def paper_contrastive_loss(
+def same_view_contrastive_loss(
     z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.2
 ) -> torch.Tensor:
-    """Eq. 2 of the paper, symmetrised over the two views (see the module docstring).
+    """Eq. 2 with same-view negatives, symmetrised over the two views (module docstring).
 
     Parameters
     ----------
@@ -74,10 +79,14 @@ def paper_contrastive_loss(
     return 0.5 * (losses[0] + losses[1])
 
 
-def released_contrastive_loss(
+def cross_view_contrastive_loss(
     z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.2
 ) -> torch.Tensor:
-    """One-directional cross-view loss: ``CE(z1 z2^T / tau, diagonal)``; scalar float32."""
+    """One-directional cross-view loss ``CE(z1 z2^T / tau, diagonal)``; scalar float32.
+
+    The released code's form (the recipe). With all ``2M`` embeddings collinear every logit
+    is equal and it is ``log(M)``.
+    """
     _check(z1, z2, temperature)
     z1, z2 = F.normalize(z1.float(), dim=1), F.normalize(z2.float(), dim=1)
     logits = z1 @ z2.T / temperature  # (M, M)
@@ -99,22 +108,27 @@ def nt_xent_loss(z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.2
 
 
 _LOSSES = {
-    "paper": paper_contrastive_loss,
-    "released": released_contrastive_loss,
+    "released": cross_view_contrastive_loss,
+    "same_view": same_view_contrastive_loss,
     "ntxent": nt_xent_loss,
 }
 
 
 def contrastive_loss(
-    z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.2, form: str = "paper"
+    z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.2, form: str = LOSS_FORMS[0]
 ) -> torch.Tensor:
     """Dispatch to the loss ``form`` (one of :data:`LOSS_FORMS`).
 
     Raises
     ------
     ValueError
-        On an unknown form.
+        On an unknown form (a former name is named with its replacement).
     """
+    if form in RENAMED_LOSS_FORMS:
+        raise ValueError(
+            f"contrastive loss form {form!r} was renamed {RENAMED_LOSS_FORMS[form]!r} (same "
+            f"loss); the recipe's form is {LOSS_FORMS[0]!r}"
+        )
     if form not in _LOSSES:
         raise ValueError(
             f"unknown contrastive loss form {form!r}; allowed: {', '.join(LOSS_FORMS)}"
@@ -131,7 +145,7 @@ def contrastive_step(
     generator: torch.Generator | Draws,
     augment: Callable[..., torch.Tensor],
     temperature: float = 0.2,
-    form: str = "paper",
+    form: str = LOSS_FORMS[0],
     distributions: Sequence[str] = (),
 ) -> torch.Tensor:
     """One contrastive loss evaluation on a uint8 batch.
@@ -146,7 +160,7 @@ def contrastive_step(
     augment : callable
         ``augment(images, generator) -> views`` (a :class:`~pipeline_lib.ssl.augment.ViewAugment`).
     temperature : float, default=0.2
-    form : str, default="paper"
+    form : str, default="released"
     distributions : sequence of str, default=()
         Distribution augmentation set (empty for plain contrastive learning), e.g.
         ``("rot90", "rot180", "rot270")``: ``M = n (1 + len(distributions))`` instances.
@@ -182,7 +196,7 @@ def contrastive_inputs(
 
 
 def contrastive_outputs_loss(
-    z: torch.Tensor, *, temperature: float = 0.2, form: str = "paper"
+    z: torch.Tensor, *, temperature: float = 0.2, form: str = LOSS_FORMS[0]
 ) -> torch.Tensor:
     """The loss of the head outputs ``z`` of :func:`contrastive_inputs` (scalar float32)."""
     z1, z2 = z.float().chunk(2)

@@ -259,8 +259,8 @@ class _FusedGroup(_Group):
         steps, per_step = data[0].steps_per_epoch, data[0].per_step
         self.model.train()
         orders = [
-            torch.randperm(len(d.images), generator=s.shuffle_generator).to(run.device)
-            for d, s in zip(data, self.states, strict=True)
+            r.order.draw(s.shuffle_generator).to(run.device)
+            for r, s in zip(self.runs, self.states, strict=True)
         ]
         losses = torch.zeros(len(self.members), steps, device=run.device)
         generators = [state.augment_generator for state in self.states]
@@ -376,8 +376,7 @@ class _ConcurrentGroup(_Group):
         orders = []
         for member_run, state in zip(self.runs, self.states, strict=True):
             state.model.train()
-            order = torch.randperm(len(member_run.data.images), generator=state.shuffle_generator)
-            orders.append(order.to(run.device))
+            orders.append(member_run.order.draw(state.shuffle_generator).to(run.device))
         losses = torch.zeros(len(self.members), steps, device=run.device)
         for stream in self.streams:
             if stream is not None:
@@ -567,7 +566,8 @@ def _train_group(
         else:
             if group.shares_kernels:
                 starts = {index: _epoch_start(states[index]) for index in members}
-            losses = group.train_epoch()
+            with runs[members[0]].precision():  # as _train_epoch: the members share amp
+                losses = group.train_epoch()
             group.unload()
             mode = group.mode
         seconds = time.perf_counter() - started  # the members' shared epoch

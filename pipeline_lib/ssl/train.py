@@ -22,7 +22,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,8 @@ from pipeline_lib.registry import (
     DA_BATCHINGS,
     DENOISING_DECODERS,
     DENOISING_TARGETS,
+    EPOCH_ORDERS,
+    INITS,
     LR_SCHEDULES,
     VIEW_FLIPS,
     VIEW_JITTERS,
@@ -51,8 +53,9 @@ from pipeline_lib.ssl.augment import (
     parse_distribution,
 )
 from pipeline_lib.ssl.compiling import compile_network, eager_copy, release_network
-from pipeline_lib.ssl.contrastive import LOSS_FORMS, contrastive_step
+from pipeline_lib.ssl.contrastive import LOSS_FORMS, RENAMED_LOSS_FORMS, contrastive_step
 from pipeline_lib.ssl.denoising import DEFAULT_NOISE_STD, DEFAULT_TARGET_PATCH, denoising_step
+from pipeline_lib.ssl.order import EpochOrder
 from pipeline_lib.ssl.rotation import rotation_step
 from pipeline_lib.ssl.stepper import StaticStep, one_member, resolve_step_mode
 
@@ -187,6 +190,8 @@ def _check_arguments(
     view_flip: str,
     view_jitter: str,
     lr_schedule: str,
+    epoch_order: str,
+    init: str,
 ) -> tuple[str, ...]:
     """Raise ValueError naming the first bad argument; return the distribution set in use.
 
@@ -211,6 +216,11 @@ def _check_arguments(
     if amp is not None and amp not in _AMP_DTYPES:
         raise ValueError(f"amp must be one of {', '.join(_AMP_DTYPES)} or None, got {amp!r}")
     if method.startswith("contrastive"):
+        if loss_form in RENAMED_LOSS_FORMS:
+            raise ValueError(
+                f"loss_form {loss_form!r} was renamed {RENAMED_LOSS_FORMS[loss_form]!r} (same "
+                f"loss); the recipe's is {LOSS_FORMS[0]!r}"
+            )
         if loss_form not in LOSS_FORMS:
             raise ValueError(f"unknown loss_form {loss_form!r}; allowed: {', '.join(LOSS_FORMS)}")
         if temperature <= 0:
@@ -220,6 +230,8 @@ def _check_arguments(
         ("view_flip", view_flip, VIEW_FLIPS),
         ("view_jitter", view_jitter, VIEW_JITTERS),
         ("lr_schedule", lr_schedule, LR_SCHEDULES),
+        ("epoch_order", epoch_order, EPOCH_ORDERS),
+        ("init", init, INITS),
     ):
         if value not in allowed:
             raise ValueError(f"unknown {name} {value!r}; allowed: {', '.join(allowed)}")
@@ -312,11 +324,12 @@ def _fresh_state(
     exclude_bn_from_decay: bool,
     cosine: Callable[[int], float],
     use_scaler: bool,
+    init: str = INITS[0],
 ) -> _TrainingState:
     """The untrained model, optimiser and generators of ``seed`` (the global RNG is untouched)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(_stream_seed(seed, 0))
-        model = build_proxy_model(method, **arch)
+        model = build_proxy_model(method, init=init, **arch)
     model = model.to(device)
     if device.type == "cuda":
         model = model.to(memory_format=torch.channels_last)
@@ -348,6 +361,8 @@ class _Run:
     device: torch.device
     amp: str | None
     use_scaler: bool
+    #: How each epoch orders the training instances (:mod:`pipeline_lib.ssl.order`).
+    order: EpochOrder
     #: ``eager`` (today's loop), ``graph`` (:class:`~pipeline_lib.ssl.stepper.StaticStep`) or
     #: ``compiled`` (the same with the network compiled, :mod:`pipeline_lib.ssl.compiling`).
     step_mode: str = "eager"
@@ -366,6 +381,28 @@ class _Run:
                 device_type="cuda", dtype=_AMP_DTYPES[self.amp], cache_enabled=cache_enabled
             )
         return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def precision(self) -> Iterator[None]:
+        """Around training steps: on CUDA without ``amp``, float32 that is float32.
+
+        An Ampere or later GPU may compute float32 convolutions (cuDNN, on by default) and
+        matrix products (cuBLAS, off by default) in TF32, with a 10-bit mantissa; the
+        released code trains in float32. Both are switched off for each epoch and restored
+        after it, so what runs between epochs and after training in the process (an
+        evaluation, an embedding, another run) computes as it would have. Nothing changes
+        with ``amp`` or on the CPU.
+        """
+        if not (self.on_cuda and self.amp is None):
+            yield
+            return
+        saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 def _fingerprint(
@@ -390,6 +427,8 @@ def _fingerprint(
             "arch": arch,
             "temperature": a["temperature"],
             "loss_form": a["loss_form"],
+            "epoch_order": a["epoch_order"],
+            "init": a["init"],
             "distributions": list(a["distributions"]),
             "da_batching": a["da_batching"] if a["method"] == "contrastive_da" else None,
             "noise_std": a["noise_std"],
@@ -422,6 +461,8 @@ def _prepare_run(
     view_jitter: str,
     view_blur: bool,
     lr_schedule: str,
+    epoch_order: str,
+    init: str,
     noise_std: float,
     denoising_views: bool,
     denoising_target: str,
@@ -459,6 +500,8 @@ def _prepare_run(
         view_flip=view_flip,
         view_jitter=view_jitter,
         lr_schedule=lr_schedule,
+        epoch_order=epoch_order,
+        init=init,
     )
     if augment is None and (method != "denoising" or denoising_views):
         augment = _view_augment(
@@ -501,6 +544,7 @@ def _prepare_run(
         exclude_bn_from_decay=exclude_bn_from_decay,
         cosine=cosine,
         use_scaler=use_scaler,
+        init=init,
     )
     state = new_state()
     step_options = {
@@ -525,6 +569,8 @@ def _prepare_run(
             "exclude_bn_from_decay": exclude_bn_from_decay,
             "temperature": temperature,
             "loss_form": loss_form,
+            "epoch_order": epoch_order,
+            "init": init,
             "distributions": distributions,
             "da_batching": da_batching,
             "noise_std": noise_std,
@@ -549,6 +595,9 @@ def _prepare_run(
         device=device,
         amp=amp,
         use_scaler=use_scaler,
+        # The frozen order's own seed stream: drawn once, never checkpointed (the seed and
+        # the data's size decide it); each epoch's choices come from the shuffle generator.
+        order=EpochOrder.build(epoch_order, len(data.images), seed=_stream_seed(seed, 4)),
         step_mode=step_mode,
     )
     return run, state
@@ -659,14 +708,22 @@ def _static_step(run: _Run, state: _TrainingState) -> StaticStep | None:
 def _train_epoch(
     run: _Run, state: _TrainingState, static_step: StaticStep | None = None
 ) -> torch.Tensor:
-    """One pass over a fresh seeded permutation; the steps' losses (on the device, no sync).
+    """One pass in the run's epoch order; the steps' losses (on the device, no sync).
 
     With ``static_step`` every step runs through it (the same random numbers, drawn in the
-    same order, so the generators end where the eager loop leaves them).
+    same order, so the generators end where the eager loop leaves them). The steps run in
+    the run's precision block (:meth:`_Run.precision`): a graph captured in an epoch keeps
+    the kernels chosen there.
     """
+    with run.precision():
+        return _epoch_steps(run, state, static_step)
+
+
+def _epoch_steps(run: _Run, state: _TrainingState, static_step: StaticStep | None) -> torch.Tensor:
+    """:func:`_train_epoch`'s steps."""
     data, model = run.data, state.model
     model.train()
-    order = torch.randperm(len(data.images), generator=state.shuffle_generator).to(run.device)
+    order = run.order.draw(state.shuffle_generator).to(run.device)
     losses = torch.zeros(data.steps_per_epoch, device=run.device)
     if static_step is not None:
         for index in range(data.steps_per_epoch):
@@ -811,13 +868,15 @@ def train_representation(
     head_hidden: int = 512,
     proj_dim: int = 128,
     temperature: float = 0.2,
-    loss_form: str = "paper",
+    loss_form: str = LOSS_FORMS[0],
     distributions: Sequence[str] = DEFAULT_DISTRIBUTIONS,
     da_batching: str = DA_BATCHINGS[0],
     view_flip: str = VIEW_FLIPS[0],
     view_jitter: str = VIEW_JITTERS[0],
     view_blur: bool = False,
     lr_schedule: str = LR_SCHEDULES[0],
+    epoch_order: str = EPOCH_ORDERS[0],
+    init: str = INITS[0],
     noise_std: float = DEFAULT_NOISE_STD,
     denoising_views: bool = True,
     denoising_target: str = DENOISING_TARGETS[0],
@@ -848,8 +907,9 @@ def train_representation(
         The training images (square; 32x32 or 64x64 in the protocol), moved once to
         ``device`` as a single uint8 tensor.
     seed : int
-        Seeds the initialisation, the per-epoch batch order and the augmentations, via
-        three independent streams.
+        Seeds the initialisation, the batch order (the frozen order of ``epoch_order``
+        ``released`` and each epoch's choices) and the augmentations, via independent
+        streams.
     epochs : int
     batch_size : int
         Training instances per step: source images, except for contrastive DA with
@@ -857,9 +917,9 @@ def train_representation(
         transformed copies. Rotation methods see ``4 * batch_size`` views, contrastive
         ``2 * batch_size``, contrastive DA ``2 * batch_size`` (``expanded``) or
         ``2 * batch_size * (1 + len(distributions))`` (``per_image``). Steps per epoch:
-        ``instances // batch_size`` (the last partial batch is dropped; the order is a
-        fresh seeded permutation each epoch); with fewer instances than ``batch_size``
-        every step uses all of them.
+        ``instances // batch_size`` (the last partial batch of each epoch is dropped, as
+        the released ``drop_remainder=True``; the order is ``epoch_order``'s); with fewer
+        instances than ``batch_size`` every step uses all of them.
     lr, momentum, weight_decay : float, default=0.01, 0.9, 3e-4
         SGD; the learning rate follows ``lr * (1 + cos(pi * t / T)) / 2``, see ``lr_schedule``.
     lr_schedule : {"per_epoch", "per_step"}, default="per_epoch"
@@ -875,8 +935,16 @@ def train_representation(
     head_hidden, proj_dim : int, default=512, 128
         Hidden width of the head and output of the contrastive head.
     temperature : float, default=0.2
-    loss_form : {"paper", "released", "ntxent"}, default="paper"
-        Contrastive loss (see :mod:`pipeline_lib.ssl.contrastive`).
+    loss_form : {"released", "same_view", "ntxent"}, default="released"
+        Contrastive loss (see :mod:`pipeline_lib.ssl.contrastive`): the released
+        one-directional cross-view form (Eq. 2 read with Sohn 2016), or a variant.
+    epoch_order : {"released", "permutation"}, default="released"
+        How an epoch orders the instances (:mod:`pipeline_lib.ssl.order`): the released input
+        pipeline's (one seeded shuffle frozen for the run, then a 1,000-element shuffle
+        buffer each epoch) or a fresh uniform permutation each epoch (a variant).
+    init : {"released", "torch"}, default="released"
+        Initial weights of every layer (:mod:`pipeline_lib.models.init`): the released
+        Keras initialisers or torch's (a variant).
     distributions : sequence of str, default=("rot90", "rot180", "rot270")
         Distribution-augmentation set of ``contrastive_da`` (identity always included);
         ignored by the other methods.
@@ -913,7 +981,8 @@ def train_representation(
         ``denoising_views``.
     amp : {"bfloat16", "float16"} or None, default="bfloat16"
         Autocast dtype on CUDA (float16 adds a GradScaler); CPU always trains in float32.
-        Channels-last memory format is also CUDA-only.
+        The released code trains in float32: ``None`` does so on CUDA too, with TF32 off for
+        the training steps (:meth:`_Run.precision`). Channels-last memory format is CUDA-only.
     device : torch.device or str, default="cpu"
     step_mode : {"auto", "eager", "graph", "compiled"}, default="auto"
         How a step runs (an execution setting, not part of the recipe): ``graph`` captures
@@ -1002,6 +1071,8 @@ def train_representation(
         view_jitter=view_jitter,
         view_blur=view_blur,
         lr_schedule=lr_schedule,
+        epoch_order=epoch_order,
+        init=init,
         noise_std=noise_std,
         denoising_views=denoising_views,
         denoising_target=denoising_target,

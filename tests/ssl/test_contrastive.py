@@ -14,9 +14,9 @@ from pipeline_lib.ssl.contrastive import (
     LOSS_FORMS,
     contrastive_loss,
     contrastive_step,
+    cross_view_contrastive_loss,
     nt_xent_loss,
-    paper_contrastive_loss,
-    released_contrastive_loss,
+    same_view_contrastive_loss,
 )
 
 
@@ -40,11 +40,49 @@ def test_nt_xent_of_collinear_embeddings_is_log_2n_minus_1(n: int) -> None:
 
 def test_one_sided_forms_of_collinear_embeddings_are_log_n() -> None:
     z = torch.ones(6, 4)
-    assert paper_contrastive_loss(z, z).item() == pytest.approx(math.log(6), abs=1e-5)
-    assert released_contrastive_loss(z, z).item() == pytest.approx(math.log(6), abs=1e-5)
+    assert same_view_contrastive_loss(z, z).item() == pytest.approx(math.log(6), abs=1e-5)
+    assert cross_view_contrastive_loss(z, z).item() == pytest.approx(math.log(6), abs=1e-5)
 
 
-def test_paper_form_matches_a_naive_loop() -> None:
+@pytest.mark.parametrize("m", [1, 2, 5])
+def test_released_form_of_collinear_embeddings_is_log_m_at_any_temperature(m: int) -> None:
+    """Every logit of ``z1 z2^T`` equal: the softmax is uniform over the M candidates."""
+    scales = torch.arange(1, m + 1, dtype=torch.float32)[:, None]
+    z = scales * torch.tensor([[0.0, 0.6, -0.8]])
+    for tau in (0.1, 0.2, 1.0):
+        loss = contrastive_loss(z, 2 * z, temperature=tau)  # the default form
+        assert loss.item() == pytest.approx(math.log(m), abs=1e-5)
+
+
+def test_released_form_takes_the_other_view_of_other_instances_as_negatives() -> None:
+    """z1 = [e1, e2], z2 = [e1, e1]: for anchor z1[0] the negative z2[1] equals the positive.
+
+    Cross-view logits are [[1, 1], [0, 0]] / tau, so both rows are uniform: log 2 at every
+    temperature. The same-view form (negatives z1[1], z2[1]) gives a tau-dependent value.
+    """
+    e1, e2 = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
+    z1, z2 = torch.stack([e1, e2]), torch.stack([e1, e1])
+    for tau in (0.2, 0.5):
+        assert cross_view_contrastive_loss(z1, z2, temperature=tau).item() == pytest.approx(
+            math.log(2), abs=1e-6
+        )
+        same_view = (
+            math.log(1 + math.exp(-1 / tau))
+            + math.log(2)  # view-1 anchors
+            + math.log(2)
+            + math.log(1 + math.exp(1 / tau))  # view-2 anchors
+        ) / 4
+        assert same_view_contrastive_loss(z1, z2, temperature=tau).item() == pytest.approx(
+            same_view, rel=1e-6
+        )
+    # One direction only: swapping the views changes the released loss (logits transposed).
+    a, b = _random_pair(4, 3, seed=3)
+    assert not math.isclose(
+        cross_view_contrastive_loss(a, b).item(), cross_view_contrastive_loss(b, a).item()
+    )
+
+
+def test_same_view_form_matches_a_naive_loop() -> None:
     z1, z2 = _random_pair(5, 3)
     tau = 0.5
     a, b = _unit(z1), _unit(z2)
@@ -55,7 +93,7 @@ def test_paper_form_matches_a_naive_loop() -> None:
             negatives = sum(math.exp(anchor[i] @ anchor[j] / tau) for j in range(len(a)) if j != i)
             terms.append(-math.log(positive / (positive + negatives)))
     expected = sum(terms) / len(terms)
-    loss = paper_contrastive_loss(z1, z2, temperature=tau)
+    loss = same_view_contrastive_loss(z1, z2, temperature=tau)
     assert loss.dtype == torch.float32
     assert loss.item() == pytest.approx(expected, rel=1e-5)
 
@@ -67,7 +105,7 @@ def test_released_form_matches_a_naive_loop() -> None:
     for i in range(4):
         logits = [a[i] @ b[j] / 0.2 for j in range(4)]
         terms.append(-logits[i] + math.log(sum(math.exp(v) for v in logits)))
-    assert released_contrastive_loss(z1, z2).item() == pytest.approx(np.mean(terms), rel=1e-5)
+    assert cross_view_contrastive_loss(z1, z2).item() == pytest.approx(np.mean(terms), rel=1e-5)
 
 
 def test_nt_xent_matches_a_naive_loop() -> None:
@@ -83,15 +121,18 @@ def test_nt_xent_matches_a_naive_loop() -> None:
 
 def test_dispatch_and_unknown_form() -> None:
     z1, z2 = _random_pair()
-    assert set(LOSS_FORMS) == {"paper", "released", "ntxent"}
+    assert LOSS_FORMS == ("released", "same_view", "ntxent")  # the first is the default
+    assert torch.equal(contrastive_loss(z1, z2), cross_view_contrastive_loss(z1, z2))
     for form, function in (
-        ("paper", paper_contrastive_loss),
-        ("released", released_contrastive_loss),
+        ("released", cross_view_contrastive_loss),
+        ("same_view", same_view_contrastive_loss),
         ("ntxent", nt_xent_loss),
     ):
         assert torch.equal(contrastive_loss(z1, z2, form=form), function(z1, z2))
     with pytest.raises(ValueError, match="simclr"):
         contrastive_loss(z1, z2, form="simclr")
+    with pytest.raises(ValueError, match="'paper' was renamed 'same_view'"):
+        contrastive_loss(z1, z2, form="paper")
     with pytest.raises(ValueError, match="temperature"):
         contrastive_loss(z1, z2, temperature=0.0)
 

@@ -304,3 +304,112 @@ def test_default_optimiser_decays_batchnorm_parameters() -> None:
     variant = _parameter_groups(model, weight_decay=3e-4, exclude_bn_from_decay=True)
     assert {id(p) for p in variant[1]["params"]} == {id(p) for p in bn}
     assert variant[1]["weight_decay"] == 0.0
+
+
+def _tf32_flags() -> tuple[bool, bool]:
+    return torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+
+
+@pytest.fixture
+def tf32_allowed():
+    """Both TF32 flags on for one test (cuBLAS's is off by default); restored after."""
+    before = _tf32_flags()
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+def test_float32_on_cuda_switches_tf32_off_for_the_run_only(digits64, tf32_allowed) -> None:
+    """The flags are read, not used, here: a CUDA run's precision block needs no GPU."""
+    import dataclasses
+
+    from pipeline_lib.ssl.train import prepare_run
+
+    run, _ = prepare_run("rotnet", digits64, seed=0, epochs=1, batch_size=16, width=4)
+    cuda = torch.device("cuda")
+    for device, amp, inside in (
+        (cuda, None, (False, False)),  # float32 meant: float32 done
+        (cuda, "bfloat16", (True, True)),  # autocast: left alone
+        (torch.device("cpu"), None, (True, True)),  # the CPU has no TF32
+    ):
+        with dataclasses.replace(run, device=device, amp=amp).precision():
+            assert _tf32_flags() == inside, (device, amp)
+        assert _tf32_flags() == (True, True)  # restored
+    with pytest.raises(RuntimeError, match="inside"):
+        with dataclasses.replace(run, device=cuda, amp=None).precision():
+            raise RuntimeError("inside")
+    assert _tf32_flags() == (True, True)  # restored after an error too
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_every_step_runs_inside_the_precision_block(digits64, monkeypatch, fused) -> None:
+    """Each epoch's steps, single or fused, and nothing between epochs (the callback)."""
+    import contextlib
+
+    import pipeline_lib.ssl.fused as fused_module
+    import pipeline_lib.ssl.train as train_module
+    from pipeline_lib.ssl.fused import train_representations_fused
+
+    depth, steps, between = [0], [], []
+
+    @contextlib.contextmanager
+    def recording(self):
+        depth[0] += 1
+        try:
+            yield
+        finally:
+            depth[0] -= 1
+
+    def spy(real):
+        def step(*args, **kwargs):
+            steps.append(depth[0])
+            return real(*args, **kwargs)
+
+        return step
+
+    monkeypatch.setattr(train_module._Run, "precision", recording)
+    options = {"epochs": 2, "batch_size": 16, "width": 4}
+    if fused:  # eager on the CPU: one stacked network, the loss per member
+        monkeypatch.setattr(fused_module, "rotation_loss", spy(fused_module.rotation_loss))
+        train_representations_fused(
+            "rotnet",
+            [digits64[:32], digits64[32:]],
+            seeds=[0, 1],
+            callback=lambda k, record: between.append(depth[0]),
+            **options,
+        )
+        expected_steps = 2 * 2 * 2  # epochs x steps x members
+    else:
+        monkeypatch.setattr(train_module, "rotation_step", spy(train_module.rotation_step))
+        train_representation(
+            "rotnet", digits64, seed=0, callback=lambda r: between.append(depth[0]), **options
+        )
+        expected_steps = 2 * 4
+    assert steps == [1] * expected_steps
+    assert between == [0] * (4 if fused else 2) and depth[0] == 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_float32_training_on_cuda_runs_without_tf32(digits64, tf32_allowed, monkeypatch) -> None:
+    import pipeline_lib.ssl.train as train_module
+
+    during: list[tuple[bool, bool]] = []
+    real = train_module.rotation_step
+
+    def spy(*args, **kwargs):
+        during.append(_tf32_flags())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, "rotation_step", spy)
+    train_representation(
+        "rotnet",
+        digits64,
+        seed=0,
+        epochs=1,
+        batch_size=16,
+        width=4,
+        device="cuda",
+        amp=None,
+        step_mode="eager",
+    )
+    assert during == [(False, False)] * 4 and _tf32_flags() == (True, True)
