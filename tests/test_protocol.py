@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
+import pytest
 import yaml
 
 from pipeline_lib.dag.config import validate_config
@@ -124,3 +125,23 @@ def test_mvtec_notes_name_the_patch_protocol_and_subsets() -> None:
     ):
         assert fragment in line
     assert "patch size" not in line  # 32 is the paper's
+
+
+@pytest.mark.parametrize(
+    ("top", "own", "expected"),
+    [
+        (2, None, "2 training epochs (paper 2048)"),  # mvtec.train.epochs null: the top level's
+        (2, 5, "5 training epochs (paper 2048)"),
+        (2048, None, None),
+    ],
+)
+def test_mvtec_notes_name_the_epochs_that_ran(top, own, expected) -> None:
+    raw = yaml.safe_load((ROOT / "config/mvtec_bottle_reduced.yaml").read_text())
+    raw["train"] = {**(raw.get("train") or {}), "epochs": top}
+    raw["mvtec"]["train"] = {**(raw["mvtec"].get("train") or {}), "epochs": own}
+    (line,) = mvtec_protocol_notes(validate_config(raw, SCHEMA)) or ("",)
+    assert "None" not in line
+    if expected:
+        assert expected in line
+    else:
+        assert "training epochs" not in line

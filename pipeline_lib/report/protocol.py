@@ -250,9 +250,11 @@ def mvtec_protocol_notes(config: Mapping[str, Any]) -> list[str]:
     out = protocol_differences(config, datasets={}, methods=methods, main=False)
     # MVTec trains with its own settings (mvtec.train): drop the image benchmarks' epochs.
     out = [d for d in out if "training epochs" not in d and not d.startswith("training:")]
-    mvtec_train = mvtec.get("train") or {}
-    if "epochs" in mvtec_train and _trained(methods, {}):
-        epochs = mvtec_train["epochs"]
+    # mvtec.train overrides the top-level train keys; null keeps the top-level value.
+    epochs = (mvtec.get("train") or {}).get("epochs")
+    if epochs is None:
+        epochs = (config.get("train") or {}).get("epochs")
+    if epochs is not None and _trained(methods, {}):
         if epochs != PAPER_PROTOCOL["epochs"]:
             out.insert(0, f"{epochs} training epochs (paper {PAPER_PROTOCOL['epochs']})")
     patches = mvtec.get("patches") or {}
