@@ -40,11 +40,11 @@ from pipeline_lib.registry import TRAINED_METHODS
 CATEGORIES: tuple[tuple[str, str], ...] = (
     ("batchnorm", r"batch_?norm|bn_fw|bn_bw|bn_bwd|bn_fwd|welford|native_batch_norm"),
     ("optimizer", r"sgd|multi_tensor|foreach"),
-    ("convolution", r"conv|fprop|dgrad|wgrad|implicit_gemm|winograd|cudnn"),
+    ("convolution", r"conv(?!ert)|fprop|dgrad|wgrad|implicit_gemm|winograd|cudnn"),
     ("matmul", r"gemm|nvjet|cublas|cutlass|matmul|addmm|\bmm\b|bmm|linear"),
     ("loss/softmax", r"softmax|nll|cross_entropy|log_softmax"),
     ("reduction", r"reduce|sum|norm|mean|max|min"),
-    ("copy/cast", r"memcpy|memset|copy|cast|to_copy|fill"),
+    ("copy/cast", r"memcpy|memset|copy|cast|to_copy|fill|convert_element_type"),
     (
         "elementwise",
         r"elementwise|vectorized|unrolled|index|gather|scatter|where|mul|add|"
@@ -53,12 +53,30 @@ CATEGORIES: tuple[tuple[str, str], ...] = (
 )
 
 
+#: Inductor's generated kernels (``triton_poi_fused_...``) are named after the ops they
+#: fuse; they never run a convolution (those are extern cuDNN calls), and their names carry
+#: ``convert_element_type`` (a cast) and ``convolution`` (the op whose epilogue they fuse).
+_GENERATED = re.compile(r"^triton_")
+_CAST = re.compile(r"convert_element_type|_to_copy")
+
+
 def category(name: str) -> str:
-    """The first category whose pattern matches ``name`` (case-insensitive), else ``other``."""
+    """The first category whose pattern matches ``name`` (case-insensitive), else ``other``.
+
+    A generated (Triton) kernel is never a convolution; it is a cast when that is all it
+    does besides the ops it names (``convert_element_type``, ``_to_copy``).
+    """
     lowered = name.lower()
+    generated = bool(_GENERATED.match(lowered))
+    if generated:
+        lowered = lowered.replace("convolution_backward", "").replace("convolution", "")
     for label, pattern in CATEGORIES:
+        if label == "convolution" and generated:
+            continue
         if re.search(pattern, lowered):
             return label
+    if generated and _CAST.search(lowered):
+        return "copy/cast"
     return "other"
 
 

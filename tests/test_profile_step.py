@@ -30,6 +30,12 @@ import profile_step  # noqa: E402
             "elementwise",
         ),
         ("aten::convolution_backward", "convolution"),
+        # Inductor's kernels: named after the ops they fuse, never a convolution.
+        ("triton_poi_fused__to_copy_convert_element_type_0", "copy/cast"),
+        ("triton_poi_fused_convert_element_type_17", "copy/cast"),
+        ("triton_poi_fused_convolution_relu_threshold_backward_3", "elementwise"),
+        ("triton_per_fused__native_batch_norm_legit_functional_convolution_5", "batchnorm"),
+        ("triton_red_fused_convolution_backward_sum_9", "reduction"),
         ("something_else", "other"),
     ],
 )
