@@ -1,7 +1,7 @@
 """Benchmark: torch.compile of the two-phase training step against its CUDA graph and eager.
 
-Issue 15, item 1 asks for ``torch.compile(mode="reduce-overhead")`` or a hand-made
-``torch.cuda.CUDAGraph``, both measured. The library has the second
+Two ways to cut the step's launch overhead, ``torch.compile(mode="reduce-overhead")`` and a
+hand-made ``torch.cuda.CUDAGraph``, measured side by side. The library has the second
 (:class:`pipeline_lib.ssl.stepper.StaticStep`); this script times, per method at the paper's
 batch size, in one process on one device:
 

@@ -24,7 +24,7 @@ way to run the pipeline, with its caching, resume and MLflow logging.
 
 Usage::
 
-    python benchmarks/direct_run.py --configfile config/cifar10_gpu.yaml --device cuda \
+    python benchmarks/direct_run.py --configfile config/experiments/cifar10_gpu.yaml --device cuda \
         --parallel 12 --out /tmp/direct
 """
 

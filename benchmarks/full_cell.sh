@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 15, item 6: the full-protocol cell (config/cifar10_fullcell.yaml: RotNet, CIFAR-10
+# The full-protocol cell (config/experiments/cifar10_fullcell.yaml: RotNet, CIFAR-10
 # automobile, seed 0, 2,048 epochs, compiled step) on a lent GPU, then its detectors.
 #
 # One device command may run 10 minutes and the cell's training alone takes about 12.4 on an
@@ -36,7 +36,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 OUT=${OUT:?set OUT to a folder for the outputs}
-CONFIG=${CONFIG:-config/cifar10_fullcell.yaml}
+CONFIG=${CONFIG:-config/experiments/cifar10_fullcell.yaml}
 DEVICE=${DEVICE:-cuda}
 WAIT=${WAIT:-585}  # seconds from this script's start to follow the run; a call may run 600
 RUN=${RUN:-results/fullcell}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 15's device measurements in one prepared run for a session lent a GPU; each step has
+# The training-speed device measurements in one prepared run for a session lent a GPU; each step has
 # its own time limit so one slow step cannot eat the others, and everything it prints also
 # lands in $OUT/<step>.txt.
 #
@@ -13,7 +13,7 @@
 # resume, a fresh compilation and side-by-side runs repeat the run), fused ==
 # separate on the device (check_fused.py), and bench_streams.py: K = 1, 2, 4, 8 separate
 # captured runs replayed side by side on K streams, the candidate for filling the GPU that
-# stacking and process packing were not (docs/status.md); its rates go to $OUT/rates.csv as
+# stacking and process packing were not (CHANGELOG.md); its rates go to $OUT/rates.csv as
 # graph fuse-K rows (what a captured `train.fuse: K` job trains at).
 #
 # The streams step appends graph fuse-K rates (deterministic cuDNN, the trainer's); measured
@@ -25,7 +25,7 @@
 # COMPILE=1 runs bench_compile.py (torch.compile reduce-overhead
 # beside the CUDA graph; inductor compiles a method in 25-50 s; 240 s); DETECTORS=1 the
 # detector benchmarks at the paper's sizes (80 s). The full-protocol cell
-# (config/cifar10_fullcell.yaml) needs about 12.4 minutes of training even compiled (one
+# (config/experiments/cifar10_fullcell.yaml) needs about 12.4 minutes of training even compiled (one
 # model: fusing does not speed it up): benchmarks/full_cell.sh, in a session of its own.
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -1,7 +1,7 @@
 """A registered model served by ``mlflow models serve`` for the HTTP tests: start, wait, stop.
 
 Shared by the image cell's (tests/workflow/test_deploy_serve.py) and the MVTec cell's
-(tests/mvtec/test_workflow.py) tests, so both start the server the way README.md says:
+(tests/mvtec/test_workflow.py) tests, so both start the server the way docs/deploy.md says:
 ``--env-manager local`` on 127.0.0.1, a free port, one worker, the tracking URI from the
 environment. The server runs in its own process group, so stopping it stops its uvicorn
 worker too, and a server that exits or does not answer ``/ping`` in time fails the test

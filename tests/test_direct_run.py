@@ -23,7 +23,7 @@ def direct_run():
 
 
 def test_methods_subset_keeps_config_order_and_rejects_unknown_rows(direct_run):
-    path = REPO / "config" / "cifar10_contrastive_cpu.yaml"
+    path = REPO / "config" / "experiments" / "cifar10_contrastive_cpu.yaml"
     config = direct_run.load_config(path)
     subset = direct_run.restrict_methods(
         config, ["contrastive_head2", "resnet18_random"], source=path

@@ -83,7 +83,7 @@ def _stop(run: Path) -> None:
 
 
 def test_full_cell_runs_across_calls_and_resumes_when_started_again(tmp_path: Path) -> None:
-    config = yaml.safe_load((REPO / "config/cifar10_fullcell.yaml").read_text())
+    config = yaml.safe_load((REPO / "config/experiments/cifar10_fullcell.yaml").read_text())
     config["datasets"] = {"digits": {"classes": ["3"]}}
     config["train"] = {"epochs": 2, "batch_size": 16, "checkpoint_every": 1, "eval_every": 1}
     config["embed"] = {"batch_size": 256, "width": 4}

@@ -233,8 +233,10 @@ def test_contrastive_da_is_costed_in_the_instances_its_batching_trains() -> None
 
 
 def test_plan_costs_each_variant_of_the_longer_gpu_config_at_its_own_epochs() -> None:
-    """config/cifar10_gpu_longer.yaml trains at 60 and 50 epochs, not the global 20."""
-    costs = plan_config(REPO / "config/cifar10_gpu_longer.yaml", device="cuda", measure=False).costs
+    """config/experiments/cifar10_gpu_longer.yaml trains at 60 and 50 epochs, not the global 20."""
+    costs = plan_config(
+        REPO / "config/experiments/cifar10_gpu_longer.yaml", device="cuda", measure=False
+    ).costs
     training = costs["train_representation"]
     epochs = {name: part.spec.epochs for name, part in training.by_method.items()}
     assert epochs == {

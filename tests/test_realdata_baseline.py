@@ -1,9 +1,9 @@
 """The random-weights ResNet-18 baseline on real data subsets (CIFAR-10, Fashion-MNIST).
 
-The full-size comparison with the paper is `config/baseline_random.yaml`; these subsets keep
-CI fast while still checking that real images go through the whole library chain and land
-in the paper's regime (Fashion-MNIST far above chance, CIFAR-10 modestly above it, linear
-OC-SVM on unnormalised random features near 50).
+The full-size comparison with the paper is `config/experiments/baseline_random.yaml`; these
+subsets keep CI fast while still checking that real images go through the whole library
+chain and land in the paper's regime (Fashion-MNIST far above chance, CIFAR-10 modestly
+above it, linear OC-SVM on unnormalised random features near 50).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 workflow (``workflow/rules/common.smk``) and the planner (:mod:`pipeline_lib.dag.planner`).
 
 A fused group holds up to K models of one data set, contamination and method: inlier classes
-*and seeds* (issue 15: "different inlier classes and/or seeds"). Seeds matter because the
+*and seeds*. Seeds matter because the
 costliest models of the paper are the one-class data sets: CelebA's single class is 72 % of
 the main table's GPU-hours at fuse 1, and grouping classes alone leaves its five seeds five
 separate jobs. Members are ordered seed by seed, classes in the data set's order within a

@@ -225,7 +225,7 @@ def _kill_after_first_epoch(workdir: Path, run: subprocess.Popen[str]) -> None:
 def test_killed_fused_job_is_retried_and_both_models_resume(
     fused: Path, separate: Path, configs, tmp_path: Path
 ) -> None:
-    """Issue 15 item 2 through the DAG: the retry resumes both models after epoch 1 (neither
+    """Fused training through the DAG: the retry resumes both models after epoch 1 (neither
     trains epoch 1 again) and ends with the uninterrupted run's weights, bit for bit."""
     workdir = _with_data_of(separate, tmp_path)
     # One thread per job, as the reference: a thread count can change float32 sums.

@@ -1,6 +1,6 @@
 """Deployment: package one cell and register it in the MLflow model registry.
 
-Runs when the config has a `deploy` section (README "Use a trained detector").
+Runs when the config has a `deploy` section (docs/deploy.md).
 deploy_model reads the finished results (for `best` and the recorded AUC) and the cell's
 inputs: for a cell of the main table its split, features and trained model; for an MVTec
 category (`deploy.dataset: mvtec`, `deploy.inlier` the category) its category.npz and
