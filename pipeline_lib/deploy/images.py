@@ -163,12 +163,12 @@ def decode_image(
 def _decode_stream(source: IO[bytes], *, size: int, max_pixels: int, resize: str) -> np.ndarray:
     """:func:`decode_image` of a binary file object, read only as far as Pillow needs.
 
-    The header is parsed and checked first; pixels are decoded only after it passed, so a
-    file's bytes beyond what the image declares are never read.
+    The header is parsed and checked first; pixels are decoded only after it passed, and
+    Pillow reads the stream as its decoder asks, so a file is never read whole up front.
     """
     width = height = 0
     try:
-        with _header_checks(max_pixels):
+        with _pillow_errors(max_pixels):
             image = open_image(source)
             width, height = image.size
             _check_size(width, height, size=size, max_pixels=max_pixels, resize=resize)
@@ -181,13 +181,13 @@ def _decode_stream(source: IO[bytes], *, size: int, max_pixels: int, resize: str
             image.load()  # decodes now: truncation and corruption raise here
             pixels = np.asarray(image.convert("RGB"), dtype=np.uint8)
             del image  # its pixels: only the RGB copy is resized
-        return resize_to(pixels, size, resize, max_pixels=max_pixels)
+            return resize_to(pixels, size, resize, max_pixels=max_pixels)
     except MemoryError as error:
         raise _out_of_memory(f"{width} x {height}", error) from error
 
 
 @contextlib.contextmanager
-def _header_checks(max_pixels: int) -> Iterator[None]:
+def _pillow_errors(max_pixels: int) -> Iterator[None]:
     """Pillow's errors inside the block as :class:`ImageError` (its subclasses), by cause.
 
     Pillow's limit is raised to ``max_pixels`` in the block (:func:`pil_pixel_limit`), and
@@ -324,7 +324,7 @@ def image_file_pixels(
         As :func:`read_image_file` would for these reasons (:class:`ImageFormatError`,
         :class:`ImageSizeError`, corrupt header, unreadable file).
     """
-    with _open_file(path) as handle, _header_checks(max_pixels), open_image(handle) as image:
+    with _open_file(path) as handle, _pillow_errors(max_pixels), open_image(handle) as image:
         width, height = image.size
         _check_size(width, height, size=size, max_pixels=max_pixels, resize=resize)
     return width * height
