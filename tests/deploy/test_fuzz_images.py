@@ -25,6 +25,9 @@ from pipeline_lib.deploy.images import read_image_file
 from pipeline_lib.deploy.package import PackagedDetector
 from tests.deploy.hostile_corpus import ERROR, SCORE, hostile_inputs
 
+#: Pillow's TIFF reader warns about the damaged tags it skips; the outcome is what is tested.
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:PIL.TiffImagePlugin")
+
 REPO = Path(__file__).resolve().parents[2]
 SEED = 0
 #: Per-image limit of the fuzz runs: the corpus's large legal images (2 Mpx) fit, its lying
