@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import io
 import os
+import struct
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -66,6 +68,7 @@ __all__ = [
     "decode_base64_image",
     "decode_image",
     "header_pixels",
+    "image_file_pixels",
     "image_from_array",
     "read_image_file",
     "read_images",
@@ -154,11 +157,19 @@ def decode_image(
     """
     if not data:
         raise ImageError("empty file (0 bytes)")
+    return _decode_stream(io.BytesIO(data), size=size, max_pixels=max_pixels, resize=resize)
+
+
+def _decode_stream(source: IO[bytes], *, size: int, max_pixels: int, resize: str) -> np.ndarray:
+    """:func:`decode_image` of a binary file object, read only as far as Pillow needs.
+
+    The header is parsed and checked first; pixels are decoded only after it passed, and
+    Pillow reads the stream as its decoder asks, so a file is never read whole up front.
+    """
     width = height = 0
     try:
-        with pil_pixel_limit(max_pixels), warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            image = open_image(io.BytesIO(data))
+        with _pillow_errors(max_pixels):
+            image = open_image(source)
             width, height = image.size
             _check_size(width, height, size=size, max_pixels=max_pixels, resize=resize)
             if image.mode not in _ACCEPTED_MODES:
@@ -169,7 +180,26 @@ def decode_image(
                 )
             image.load()  # decodes now: truncation and corruption raise here
             pixels = np.asarray(image.convert("RGB"), dtype=np.uint8)
-        return resize_to(pixels, size, resize, max_pixels=max_pixels)
+            del image  # its pixels: only the RGB copy is resized
+            return resize_to(pixels, size, resize, max_pixels=max_pixels)
+    except MemoryError as error:
+        raise _out_of_memory(f"{width} x {height}", error) from error
+
+
+@contextlib.contextmanager
+def _pillow_errors(max_pixels: int) -> Iterator[None]:
+    """Pillow's errors inside the block as :class:`ImageError` (its subclasses), by cause.
+
+    Pillow's limit is raised to ``max_pixels`` in the block (:func:`pil_pixel_limit`), and
+    its decompression-bomb refusal, raised in ``Image.open`` before the caller sees the
+    size, becomes the same "over the limit" :class:`ImageSizeError` as the caller's own
+    check: an image over a ``max_pixels`` above Pillow's limit is over the limit, not corrupt.
+    ``MemoryError`` passes through, for the caller to name the size it knows.
+    """
+    try:
+        with pil_pixel_limit(max_pixels), warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            yield
     except ImageError:
         raise
     except UnidentifiedImageError as error:
@@ -177,13 +207,10 @@ def decode_image(
             f"not a readable image ({error}); send {ACCEPTED_TEXT} files"
         ) from error
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
-        # Pillow's own check, in Image.open, before the size reaches this function.
         raise ImageSizeError(
             f"image is over the limit of {max_pixels:,} pixels ({error}); downscale it first"
         ) from error
-    except MemoryError as error:
-        raise _out_of_memory(f"{width} x {height}", error) from error
-    except (OSError, SyntaxError, ValueError) as error:
+    except (OSError, SyntaxError, ValueError, EOFError, struct.error) as error:
         raise ImageError(f"corrupt or truncated image ({type(error).__name__}: {error})") from error
 
 
@@ -261,18 +288,60 @@ def read_image_file(
 ) -> np.ndarray:
     """Read one image file -> uint8 ``(size, size, 3)``.
 
+    The file is read through Pillow as far as it needs, after its header passed the checks
+    of :func:`image_file_pixels`: never whole into memory first (a 10 GB file named
+    ``.png`` costs its header, not 10 GB).
+
     Raises
     ------
     ImageError
         If the file cannot be read, or as :func:`decode_image`.
     """
+    with _open_file(path) as handle:
+        return _decode_stream(handle, size=size, max_pixels=max_pixels, resize=resize)
+
+
+def image_file_pixels(
+    path: str | os.PathLike,
+    *,
+    size: int,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    resize: str = "crop",
+) -> int:
+    """Pixels an image file declares, after checking its header alone (nothing decoded).
+
+    The checks :func:`read_image_file` makes before decoding: the file is not empty, its
+    format is accepted, its size and resize intermediate are within ``max_pixels``.
+
+    Returns
+    -------
+    int
+        ``width * height`` from the header.
+
+    Raises
+    ------
+    ImageError
+        As :func:`read_image_file` would for these reasons (:class:`ImageFormatError`,
+        :class:`ImageSizeError`, corrupt header, unreadable file).
+    """
+    with _open_file(path) as handle, _pillow_errors(max_pixels), open_image(handle) as image:
+        width, height = image.size
+        _check_size(width, height, size=size, max_pixels=max_pixels, resize=resize)
+    return width * height
+
+
+@contextlib.contextmanager
+def _open_file(path: str | os.PathLike) -> Iterator[IO[bytes]]:
+    """The file opened for reading, or :class:`ImageError` (missing, unreadable, empty)."""
     try:
-        data = Path(path).read_bytes()
+        handle = open(path, "rb")  # noqa: SIM115 - closed below, errors mapped first
+        empty = os.fstat(handle.fileno()).st_size == 0
     except OSError as error:
         raise ImageError(f"cannot read file ({error.strerror or error})") from error
-    except MemoryError as error:
-        raise ImageMemoryError(f"file too large to read into memory ({error})") from error
-    return decode_image(data, size=size, max_pixels=max_pixels, resize=resize)
+    with handle:
+        if empty:
+            raise ImageError("empty file (0 bytes)")
+        yield handle
 
 
 def collect_image_files(

@@ -24,11 +24,14 @@ base64 ``.npy``, and the shape and dtype travel with it. Why not a PNG: a PNG ho
 Why per-row errors: MLflow's scoring server turns any exception raised in ``predict`` into
 one HTTP 400 for the whole request, so one truncated JPEG would fail every image sent with
 it. ``predict`` therefore never raises for a bad item; it reports it in that row's
-``error`` and scores the others. A request over the limits (:data:`MAX_ROWS` images or
-:data:`MAX_REQUEST_BYTES` of image data) is refused as a whole with an
-``MlflowException(INVALID_PARAMETER_VALUE)``, which the server answers with HTTP 400 and
-the reason. MLflow's server reads the whole body before the model sees it (it has no body
-size limit of its own), so a reverse proxy in front should cap the body size too.
+``error`` and scores the others. A request over the limits (:data:`MAX_ROWS` images,
+:data:`MAX_REQUEST_BYTES` of image data, or more pixels declared by its images' headers
+and arrays' shapes, all rows together, than the request pixel budget: 200,000,000 by
+default, ``DROC_REQUEST_PIXELS`` in the server's environment to change it) is refused as
+a whole, before any image is decoded, with an ``MlflowException(INVALID_PARAMETER_VALUE)``,
+which the server answers with HTTP 400 and the reason. MLflow's server reads the whole
+body before the model sees it (it has no body size limit of its own), so a reverse proxy
+in front should cap the body size too.
 """
 
 from __future__ import annotations
@@ -48,7 +51,10 @@ from mlflow.types.schema import AnyType, ColSpec, DataType, Schema
 
 from pipeline_lib.deploy.images import (
     DEFAULT_MAX_PIXELS,
+    DEFAULT_REQUEST_PIXELS,
     ImageError,
+    RequestTooLargeError,
+    check_request_pixels,
     decode_base64_image,
     image_from_array,
 )
@@ -59,6 +65,9 @@ from pipeline_lib.deploy.packages import Package, has_maps, load_package_folder
 MAX_ROWS = 256
 #: Most image data (base64 characters plus array values) one request may carry.
 MAX_REQUEST_BYTES = 64 * 2**20
+#: Environment variable of the serving process that sets the request pixel budget
+#: (default :data:`~pipeline_lib.deploy.images.DEFAULT_REQUEST_PIXELS`).
+REQUEST_PIXELS_ENV = "DROC_REQUEST_PIXELS"
 #: Name of the package folder among the pyfunc model's artifacts.
 ARTIFACT = "package"
 
@@ -120,16 +129,79 @@ def _request_size(frame: pd.DataFrame) -> int:
     return size
 
 
+def request_pixel_budget() -> int:
+    """The request pixel budget: ``$DROC_REQUEST_PIXELS``, else ``DEFAULT_REQUEST_PIXELS``.
+
+    Read from the serving process's environment, so whoever runs the server sets it, not
+    whoever sends the request.
+
+    Raises
+    ------
+    ValueError
+        If the variable is set to something other than a positive integer.
+    """
+    text = os.environ.get(REQUEST_PIXELS_ENV, "").strip().replace("_", "")
+    if not text:
+        return DEFAULT_REQUEST_PIXELS
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(
+            f"${REQUEST_PIXELS_ENV}={os.environ[REQUEST_PIXELS_ENV]!r} is not a positive "
+            "integer (pixels per request, all images together); unset it for the default "
+            f"{DEFAULT_REQUEST_PIXELS:,}"
+        )
+    return int(text)
+
+
+def _check_request_pixels(frame: pd.DataFrame, *, budget: int, max_pixels: int) -> None:
+    """The request's header pixels within ``budget``, or its HTTP 400 naming how to raise it.
+
+    Each row counts what :func:`score_rows` would decode: its ``image`` if present, else
+    its ``array``.
+    """
+    images, arrays = [], []
+    for i in range(len(frame)):
+        image = frame["image"].iloc[i] if "image" in frame else None
+        if _present(image):
+            images.append(image)
+        elif "array" in frame and _present(frame["array"].iloc[i]):
+            arrays.append(frame["array"].iloc[i])
+    try:
+        check_request_pixels(images, arrays, budget=budget, max_pixels=max_pixels)
+    except RequestTooLargeError as error:
+        raise MlflowException.invalid_parameter_value(
+            f"{error}, or raise the budget by starting the server with "
+            f"{REQUEST_PIXELS_ENV}=<pixels> in its environment"
+        ) from error
+
+
 def score_rows(
-    package: Package, frame: pd.DataFrame, *, max_pixels: int = DEFAULT_MAX_PIXELS
+    package: Package,
+    frame: pd.DataFrame,
+    *,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    request_pixels: int | None = None,
 ) -> pd.DataFrame:
     """Decode and score every row of a request; bad rows get an error, the rest a score.
+
+    Parameters
+    ----------
+    package : Package
+        The detector.
+    frame : DataFrame
+        The request's rows (module docstring).
+    max_pixels : int, default=DEFAULT_MAX_PIXELS
+        Most pixels of one image (and of its resize intermediate); larger ones are refused
+        in their row.
+    request_pixels : int, optional
+        Most pixels all of the request's images may declare together, read from their
+        headers and shapes before any is decoded; default :func:`request_pixel_budget`.
 
     Raises
     ------
     MlflowException
-        (INVALID_PARAMETER_VALUE, HTTP 400) if the request exceeds :data:`MAX_ROWS` or
-        :data:`MAX_REQUEST_BYTES`, or has neither an ``image`` nor an ``array`` column.
+        (INVALID_PARAMETER_VALUE, HTTP 400) if the request exceeds :data:`MAX_ROWS`,
+        :data:`MAX_REQUEST_BYTES` or ``request_pixels``, or has neither an ``image`` nor an
+        ``array`` column.
     """
     if not isinstance(frame, pd.DataFrame):
         frame = pd.DataFrame(frame)
@@ -149,6 +221,11 @@ def score_rows(
             f"request has columns {list(frame.columns)}; each row needs 'image' (base64 of an "
             "image file) or 'array' (pixels as nested lists)"
         )
+    _check_request_pixels(
+        frame,
+        budget=request_pixel_budget() if request_pixels is None else request_pixels,
+        max_pixels=max_pixels,
+    )
     names = [
         str(frame["name"].iloc[i])
         if "name" in frame and _present(frame["name"].iloc[i])
@@ -206,6 +283,7 @@ class DrocPyfunc(mlflow.pyfunc.PythonModel):
     """MLflow wrapper of a package of either kind (:mod:`pipeline_lib.deploy.packages`)."""
 
     def load_context(self, context: Any) -> None:
+        request_pixel_budget()  # a bad $DROC_REQUEST_PIXELS stops the server at its start
         self.package = load_package_folder(context.artifacts[ARTIFACT])
 
     def predict(

@@ -103,11 +103,22 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     os.chmod(tmp, 0o666 & ~_current_umask())
     try:
         yield tmp
-        _fsync_file(tmp)
-        os.replace(tmp, target)
-        _fsync_dir(target.parent)
+        replace_durably(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def replace_durably(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Move the finished file ``source`` onto ``target`` (same folder), surviving a crash.
+
+    :func:`atomic_path`'s last step, for writers that stream into a temporary file of
+    their own naming (``droc score``'s ``.partial`` CSVs): ``fsync`` the file, ``os.replace``
+    it onto ``target`` (atomic within one folder), ``fsync`` the folder.
+    """
+    source, target = Path(source), Path(target)
+    _fsync_file(source)
+    os.replace(source, target)
+    _fsync_dir(target.parent)
 
 
 def save_npz(path: str | os.PathLike, arrays: Mapping[str, np.ndarray]) -> None:

@@ -5,15 +5,22 @@ from __future__ import annotations
 import csv
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
+import pytest
+from PIL import Image
 
+from pipeline_lib.deploy import cli
+from pipeline_lib.deploy.images import ImageSizeError, read_image_file
 from pipeline_lib.deploy.package import PackagedDetector
 from pipeline_lib.runtime.io import load_image_dataset
+from tests.data.hostile_images import forbid_decoding, wide_png
 from tests.deploy.conftest import png_bytes
 
 REPO = Path(__file__).resolve().parents[2]
+_real_load = cli.load_model
 
 
 def test_score_folder_with_a_broken_image(kde_package: Path, digits_cell, tmp_path: Path) -> None:
@@ -67,3 +74,159 @@ def test_score_folder_with_a_broken_image(kde_package: Path, digits_cell, tmp_pa
     }
     assert "truncated" in errors[str(folder / "broken.png")]
     assert "broken.png" in result.stderr and "scored 6 image(s)" in result.stderr
+    assert not list(output.parent.glob("*.partial"))
+
+
+# Streaming, atomic CSVs and exit statuses (in-process: faults are injected by monkeypatch).
+
+
+def _folder_of_pngs(digits_cell, folder: Path, n: int) -> list[Path]:
+    images = load_image_dataset(digits_cell["dataset"]).test_images[:n]
+    folder.mkdir(parents=True)
+    paths = [folder / f"img{i}.png" for i in range(n)]
+    for path, image in zip(paths, images, strict=True):
+        path.write_bytes(png_bytes(image))
+    return paths
+
+
+def _failing_model(monkeypatch, *, on_call: int, error: BaseException) -> list[int]:
+    """``cli.load_model`` whose package raises ``error`` on its ``on_call``-th scoring."""
+    calls: list[int] = []
+    real = cli.load_model
+
+    def load(uri, **kwargs):
+        package = real(uri, **kwargs)
+        original = package.anomaly_scores
+
+        def scores(images):
+            calls.append(len(images))
+            if len(calls) == on_call:
+                raise error
+            return original(images)
+
+        package.anomaly_scores = scores
+        return package
+
+    monkeypatch.setattr(cli, "load_model", load)
+    return calls
+
+
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_crash_after_the_first_chunk_keeps_its_rows_in_a_partial_file(
+    kde_package: Path, digits_cell, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    monkeypatch.setattr(cli, "CHUNK", 2)
+    paths = _folder_of_pngs(digits_cell, tmp_path / "line", 5)
+    calls = _failing_model(monkeypatch, on_call=2, error=RuntimeError("injected fault"))
+    output = tmp_path / "out" / "scores.csv"
+    argv = ["score", "--model", str(kde_package), str(tmp_path / "line"), "--output", str(output)]
+    status = cli.main([*argv, "--no-progress"])
+    assert status == cli.EXIT_INTERNAL == 3
+    assert calls == [2, 2]  # the first chunk scored, the second failed
+    assert not output.exists() and not (tmp_path / "out" / "scores_errors.csv").exists()
+    partial = _read_csv(tmp_path / "out" / "scores.csv.partial")
+    package = PackagedDetector.load(kde_package)
+    images = load_image_dataset(digits_cell["dataset"]).test_images[:2]
+    expected = package.anomaly_scores(images)
+    assert [row["file"] for row in partial] == [str(p) for p in paths[:2]]
+    for row, score in zip(partial, expected, strict=True):
+        assert abs(float(row["score"]) - score) <= 1e-9 * max(1.0, abs(score))
+    assert _read_csv(tmp_path / "out" / "scores_errors.csv.partial") == []
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("droc:")]
+    assert len(lines) == 1 and "internal error: RuntimeError: injected fault" in lines[0]
+    assert "2 scored row(s) kept in" in lines[0] and "scores.csv.partial" in lines[0]
+    assert "Traceback" not in err and "--verbose" in lines[0]
+
+    _failing_model(monkeypatch, on_call=1, error=RuntimeError("injected fault"))
+    assert cli.main([*argv, "--no-progress", "--verbose"]) == cli.EXIT_INTERNAL
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "injected fault" in err
+    assert _read_csv(tmp_path / "out" / "scores.csv.partial") == []  # rewritten by this run
+
+
+def test_interrupt_keeps_partial_rows_and_a_clean_run_renames_them(
+    kde_package: Path, digits_cell, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    monkeypatch.setattr(cli, "CHUNK", 2)
+    _folder_of_pngs(digits_cell, tmp_path / "line", 5)
+    (tmp_path / "line" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    _failing_model(monkeypatch, on_call=3, error=KeyboardInterrupt())
+    output = tmp_path / "scores.csv"
+    argv = ["score", "--model", str(kde_package), str(tmp_path / "line"), "--output", str(output)]
+    assert cli.main([*argv, "--no-progress"]) == cli.EXIT_INTERRUPTED == 130
+    assert not output.exists()
+    # Chunks of 2 files: (broken.png, img0) (img1, img2) scored, then Ctrl-C in the third.
+    scored = _read_csv(tmp_path / "scores.csv.partial")
+    assert [Path(row["file"]).name for row in scored] == ["img0.png", "img1.png", "img2.png"]
+    errors = _read_csv(tmp_path / "scores_errors.csv.partial")
+    assert [row["file"] for row in errors] == [str(tmp_path / "line" / "broken.png")]
+    assert "interrupted: 3 scored row(s) kept in" in capsys.readouterr().err
+
+    monkeypatch.setattr(cli, "load_model", _real_load)
+    assert cli.main([*argv, "--no-progress"]) == cli.EXIT_SOME_ERRORS
+    assert len(_read_csv(output)) == 5 and len(_read_csv(tmp_path / "scores_errors.csv")) == 1
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_chunks_follow_the_pixel_budget_from_headers_alone(tmp_path: Path, monkeypatch) -> None:
+    small = np.zeros((20, 30, 3), np.uint8)  # 600 pixels
+    paths = []
+    for name, data in [
+        ("a.png", png_bytes(small)),
+        ("b.png", png_bytes(small)),
+        ("wide.png", wide_png()),
+        ("c.png", png_bytes(small)),
+        ("big.png", png_bytes(np.zeros((40, 50, 3), np.uint8))),  # 2,000 pixels
+        ("d.png", png_bytes(small)),
+        ("empty.png", b""),
+    ]:
+        (tmp_path / name).write_bytes(data)
+        paths.append(tmp_path / name)
+    attempts = forbid_decoding(monkeypatch)
+    chunks = list(cli.chunk_files(paths, size=16, chunk_pixels=1_500))
+    assert attempts == []
+    assert [[p.name for p in files] for files, _ in chunks] == [
+        ["a.png", "b.png"],
+        ["c.png"],
+        ["big.png"],  # over the budget alone: a chunk of its own
+        ["d.png"],
+    ]
+    errors = {Path(path).name: reason for _, found in chunks for path, reason in found}
+    assert set(errors) == {"wide.png", "empty.png"}
+    assert "intermediate" in errors["wide.png"] and "empty file" in errors["empty.png"]
+
+
+def test_max_pixels_above_pillows_limit_reads_files_and_says_over_the_limit(
+    tmp_path: Path, monkeypatch
+) -> None:
+    # Pillow's limit lowered to 100 stands for its 89.5 M: a 40 x 30 file is 12 times it.
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100)
+    path = tmp_path / "big.png"
+    path.write_bytes(png_bytes(np.full((30, 40, 3), 5, np.uint8)))
+    assert np.all(read_image_file(path, size=8, max_pixels=2_000) == 5)
+    assert cli.chunk_files([path], size=8, max_pixels=2_000).__next__() == ([path], [])
+    for limit in (50, 500):  # below and above Pillow's own (lowered) limit
+        with pytest.raises(ImageSizeError, match=f"over the limit of {limit:,}") as caught:
+            read_image_file(path, size=8, max_pixels=limit)
+        assert "corrupt" not in str(caught.value)
+    assert Image.MAX_IMAGE_PIXELS == 100
+
+
+def test_a_file_is_not_read_whole_before_its_header_passes(tmp_path: Path) -> None:
+    path = tmp_path / "padded.png"
+    path.write_bytes(png_bytes(np.full((10, 10, 3), 3, np.uint8)))
+    with open(path, "r+b") as handle:  # 64 MiB of (sparse) trailing bytes after the image
+        handle.truncate(64 * 2**20)
+    tracemalloc.start()
+    try:
+        pixels = read_image_file(path, size=8)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert np.all(pixels == 3)
+    assert peak < 2**20, f"peak {peak:,} bytes: the file was read whole"

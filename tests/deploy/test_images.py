@@ -211,3 +211,40 @@ def test_request_pixels_are_summed_from_headers(monkeypatch) -> None:
     assert header_pixels(base64.b64decode(png)) == 600
     assert attempts == []
     assert DEFAULT_REQUEST_PIXELS == 4 * DEFAULT_MAX_PIXELS
+
+
+def test_request_over_the_pixel_budget_is_a_400_before_decoding(kde_package, monkeypatch) -> None:
+    package = PackagedDetector.load(kde_package)
+    image = np.full((20, 30, 3), 7, np.uint8)  # 600 pixels
+    encoded = base64.b64encode(png_bytes(image)).decode()
+    frame = pd.DataFrame(
+        {
+            "image": [encoded, encoded, None],
+            "array": [np.zeros((9, 9)).tolist(), None, np.zeros((10, 10)).tolist()],
+        }
+    )
+    total = 600 + 600 + 100  # row 0 decodes its image, not its array
+    attempts = forbid_decoding(monkeypatch)
+    with pytest.raises(MlflowException, match=f"{total:,} pixels in total") as caught:
+        pyfunc.score_rows(package, frame, request_pixels=total - 1)
+    assert caught.value.get_http_status_code() == 400
+    assert caught.value.error_code == "INVALID_PARAMETER_VALUE"
+    assert f"over the budget of {total - 1:,}" in caught.value.message
+    assert "DROC_REQUEST_PIXELS=<pixels>" in caught.value.message
+    assert attempts == []
+    # The budget from the server's environment, as `mlflow models serve` would see it.
+    monkeypatch.setenv(pyfunc.REQUEST_PIXELS_ENV, str(total - 1))
+    with pytest.raises(MlflowException, match=f"over the budget of {total - 1:,}"):
+        pyfunc.score_rows(package, frame)
+    monkeypatch.setenv(pyfunc.REQUEST_PIXELS_ENV, "many")
+    with pytest.raises(ValueError, match="DROC_REQUEST_PIXELS='many' is not a positive integer"):
+        pyfunc.score_rows(package, frame)
+    monkeypatch.undo()
+    monkeypatch.setenv(pyfunc.REQUEST_PIXELS_ENV, f"{total:_}")
+    answer = pyfunc.score_rows(package, frame)  # within the budget: every row scores
+    assert list(answer["error"]) == ["", "", ""]
+    expected = package.anomaly_scores(
+        np.stack([decode_image(png_bytes(image), size=package.image_size)] * 2)
+    )
+    # float32 embedding, another batch: the summation order may move a score by ~100 eps.
+    assert answer["score"][1] == pytest.approx(expected[1], rel=1e-4)

@@ -21,6 +21,7 @@ from pipeline_lib.deploy.package import PackagedDetector
 from pipeline_lib.detection.metrics import auroc
 from pipeline_lib.runtime.io import load_image_dataset, load_json
 from tests.deploy.conftest import png_bytes
+from tests.deploy.hostile_corpus import png_with_header
 from tests.serving import post_json, served_model
 from tests.workflow.conftest import ONE_THREAD_PER_JOB, REPO, run_snakemake
 
@@ -67,6 +68,10 @@ def test_served_scores_match_in_process_and_recorded_auc(deploy_run: Path) -> No
     with served_model(f"models:/{NAME}/1", tracking_uri=tracking_uri, workdir=deploy_run) as url:
         status, answer = post_json(f"{url}/invocations", {"dataframe_records": records})
         too_many = post_json(f"{url}/invocations", {"dataframe_records": [{"image": "x"}] * 257})
+        # Five headers of 7,000 x 7,000 (49 Mpx each, under the per-image limit): 245 Mpx,
+        # over the default request budget of 200 Mpx, refused before any is decoded.
+        lying = base64.b64encode(png_with_header(7_000, 7_000)).decode()
+        too_big = post_json(f"{url}/invocations", {"dataframe_records": [{"image": lying}] * 5})
     assert status == 200, answer
     rows = answer["predictions"]
     assert [row["name"] for row in rows] == [*map(str, range(len(images))), "broken"]
@@ -85,3 +90,6 @@ def test_served_scores_match_in_process_and_recorded_auc(deploy_run: Path) -> No
     assert [row["is_anomaly"] for row in rows[:-1]] == list(in_process > package.threshold)
     status, reason = too_many
     assert status == 400 and "over the limit of 256" in reason
+    status, reason = too_big
+    assert status == 400 and "245,000,000 pixels in total, over the budget of 200,000,000" in reason
+    assert "DROC_REQUEST_PIXELS=<pixels>" in reason
