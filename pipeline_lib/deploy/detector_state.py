@@ -70,7 +70,10 @@ _NUMERIC_KINDS = "biuf"
 _SPECIAL_FLOATS = ("nan", "inf", "-inf")
 _ATTRIBUTE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ARRAY_KEY = re.compile(r"^a[0-9]+$")
-_RERUN = "re-run the deploy step (snakemake ... deploy_model) to write the package again"
+_RERUN = (
+    "re-run the deploy step (snakemake --forcerun deploy_model ... with the same config) to "
+    "write the package again"
+)
 
 
 class DetectorStateError(PackageError):
@@ -144,13 +147,14 @@ def read_json(path: Path, *, error: type[PackageError] = PackageError) -> Any:
 
 
 def check_archive(
-    path: Path, *, max_bytes: int = MAX_STATE_BYTES, max_members: int = MAX_STATE_ARRAYS
+    path: Path, *, max_bytes: int | None = None, max_members: int | None = None
 ) -> list[zipfile.ZipInfo]:
     """The members of a zip archive (``.npz``, ``torch.save``), refused when over the limits.
 
     Reads only the zip's central directory: the declared uncompressed sizes bound what a
     later read inflates (Python's zip reader stops at the declared size), so a zip bomb is
-    refused here, before any member is read.
+    refused here, before any member is read. ``max_bytes`` and ``max_members`` default to
+    :data:`MAX_STATE_BYTES` and :data:`MAX_STATE_ARRAYS`.
 
     Raises
     ------
@@ -158,6 +162,8 @@ def check_archive(
         If the file is missing or not a zip archive, holds more than ``max_members`` members
         or declares more than ``max_bytes`` uncompressed bytes.
     """
+    max_bytes = MAX_STATE_BYTES if max_bytes is None else max_bytes
+    max_members = MAX_STATE_ARRAYS if max_members is None else max_members
     try:
         with zipfile.ZipFile(path) as archive:
             members = archive.infolist()
@@ -399,7 +405,7 @@ def _decode_estimator(
                 )
             decoded = _decode(value, arrays, path, f"{where}.fitted.{attribute}", depth + 1)
             setattr(estimator, attribute, decoded)
-        _check_restored(estimator, f"{where} ({name})")
+        _check_restored(estimator, where)
     except DetectorStateError:
         raise
     except (TypeError, ValueError, AttributeError) as exc:
