@@ -21,10 +21,7 @@ from pipeline_lib.deploy.package import (
     check_representation_spec,
 )
 from pipeline_lib.deploy.packages import load_package_folder
-from pipeline_lib.detection.detectors import make_detector
-from pipeline_lib.models.representation import build_representation
-
-SIZE = 8
+from tests.deploy.conftest import SMALL_SIZE, small_package
 
 
 class _Payload:
@@ -38,22 +35,9 @@ class _Payload:
 
 
 def _images(seed: int, n: int = 6) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, 256, size=(n, SIZE, SIZE, 3), dtype=np.uint8)
-
-
-def _package(folder: Path, detector: str = "gde") -> PackagedDetector:
-    """A small image package: raw pixels, a detector fitted on random 192-d features."""
-    representation = build_representation("raw", seed=0, width=8)
-    features = np.random.default_rng(1).normal(size=(30, SIZE * SIZE * 3))
-    package = PackagedDetector(
-        representation,
-        make_detector(detector).fit(features),
-        image_size=SIZE,
-        threshold=0.5,
-        info={"representation": {"kind": "frozen", "method": "raw", "seed": 0, "width": 8}},
+    return np.random.default_rng(seed).integers(
+        0, 256, size=(n, SMALL_SIZE, SMALL_SIZE, 3), dtype=np.uint8
     )
-    package.save(folder)
-    return package
 
 
 def _as_format_2(folder: Path, marker: Path) -> None:
@@ -69,7 +53,7 @@ def _as_format_2(folder: Path, marker: Path) -> None:
 
 @pytest.mark.parametrize("detector", ["gde", "ocsvm"])
 def test_a_package_round_trips_without_a_pickle(detector: str, tmp_path: Path) -> None:
-    package = _package(tmp_path / "package", detector)
+    package = small_package(tmp_path / "package", detector)
     assert json.loads((tmp_path / "package" / "package.json").read_text())["format"] == (
         PACKAGE_FORMAT
     )
@@ -83,7 +67,7 @@ def test_a_package_round_trips_without_a_pickle(detector: str, tmp_path: Path) -
 
 
 def test_a_format_2_package_is_refused_and_its_pickle_never_opened(tmp_path: Path) -> None:
-    _package(tmp_path / "package")
+    small_package(tmp_path / "package")
     marker = tmp_path / "marker"
     _as_format_2(tmp_path / "package", marker)
     with pytest.raises(PackageError, match="droc-deploy-package/2 package, whose detector is a"):
@@ -94,7 +78,7 @@ def test_a_format_2_package_is_refused_and_its_pickle_never_opened(tmp_path: Pat
 
 
 def test_droc_score_refuses_a_planted_pickle(tmp_path: Path, capsys) -> None:
-    _package(tmp_path / "package")
+    small_package(tmp_path / "package")
     marker = tmp_path / "marker"
     _as_format_2(tmp_path / "package", marker)
     Image.fromarray(_images(3, 1)[0]).save(tmp_path / "a.png")
@@ -105,7 +89,7 @@ def test_droc_score_refuses_a_planted_pickle(tmp_path: Path, capsys) -> None:
 
 
 def test_a_format_3_folder_with_only_a_pickle_is_refused(tmp_path: Path) -> None:
-    _package(tmp_path / "package")
+    small_package(tmp_path / "package")
     marker = tmp_path / "marker"
     (tmp_path / "package" / ARRAYS_FILE).unlink()
     (tmp_path / "package" / STATE_FILE).unlink()
@@ -116,7 +100,7 @@ def test_a_format_3_folder_with_only_a_pickle_is_refused(tmp_path: Path) -> None
 
 
 def test_a_pickle_beside_the_state_is_ignored(tmp_path: Path) -> None:
-    package = _package(tmp_path / "package")
+    package = small_package(tmp_path / "package")
     marker = tmp_path / "marker"
     (tmp_path / "package" / "detector.pkl").write_bytes(pickle.dumps(_Payload(marker)))
     loaded = load_package_folder(tmp_path / "package")
@@ -154,7 +138,7 @@ def test_a_hostile_representation_spec_is_refused_by_name(spec: dict, message: s
 def test_a_representation_asking_for_a_huge_network_is_refused_before_building(
     tmp_path: Path, monkeypatch
 ) -> None:
-    _package(tmp_path / "package")
+    small_package(tmp_path / "package")
     path = tmp_path / "package" / "representation.pt"
     payload = torch.load(path, weights_only=True)
     del payload["seed"], payload["width"]  # keys of a frozen spec

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from mlflow.models import Model
 from PIL import Image
 
 from pipeline_lib.data.mvtec import category_to_arrays, read_mvtec_category
@@ -24,7 +25,7 @@ from pipeline_lib.deploy.cli import main as droc
 from pipeline_lib.deploy.package import PACKAGE_FORMAT, PackagedDetector, PackageError
 from pipeline_lib.deploy.packages import load_package_folder
 from pipeline_lib.deploy.patch_package import PackagedPatchDetector, package_patch_cell
-from pipeline_lib.deploy.pyfunc import PATCH_SIGNATURE, DrocPyfunc, _requirements, decode_map
+from pipeline_lib.deploy.pyfunc import PATCH_SIGNATURE, decode_map, model_arguments
 from pipeline_lib.detection.metrics import auroc
 from pipeline_lib.models.checkpoints import save_representation
 from pipeline_lib.mvtec.patches import train_on_patches
@@ -154,13 +155,9 @@ def test_droc_score_writes_a_heatmap_per_image(cell: dict, tmp_path: Path) -> No
 
 
 def test_pyfunc_returns_the_map(cell: dict, tmp_path: Path) -> None:
-    mlflow.pyfunc.save_model(
-        str(tmp_path / "pyfunc"),
-        python_model=DrocPyfunc(),
-        artifacts={"package": str(cell["package"])},
-        signature=PATCH_SIGNATURE,
-        pip_requirements=_requirements(),
-    )
+    mlflow.pyfunc.save_model(str(tmp_path / "pyfunc"), **model_arguments(cell["package"]))
+    assert not list((tmp_path / "pyfunc").rglob("*.pkl"))
+    assert Model.load(str(tmp_path / "pyfunc")).signature == PATCH_SIGNATURE
     model = mlflow.pyfunc.load_model(str(tmp_path / "pyfunc"))
     images = cell["category"].test_images[-2:]
     frame = pd.DataFrame(
