@@ -3,18 +3,30 @@
 A package is a folder (what the MLflow pyfunc carries as its artifact, and what
 ``droc score --model FOLDER`` reads directly):
 
-==================  ======================================================================
-``package.json``    format, kind, cell, preprocessing (input side), threshold, metrics, parity
-``representation.pt``  ``torch.save`` dict of tensors and plain values (``weights_only``)
-``detector.pkl``    the fitted scikit-learn detector (pickle: load trusted packages only)
-``model.ts``        TorchScript graph uint8 images -> normality (:mod:`.export`)
-``model.onnx``      the same graph in ONNX (onnxruntime, no torch needed)
-==================  ======================================================================
+=====================  ===================================================================
+``package.json``       format, kind, cell, preprocessing (input side), threshold, metrics,
+                       parity
+``representation.pt``  ``torch.save`` dict of tensors and plain values, read with
+                       ``weights_only``; its network spec is checked before a network is
+                       built (:func:`check_representation_spec`)
+``detector.npz``       the fitted detector's arrays (``allow_pickle=False``)
+``detector.json``      the rest of it: allow-listed class, parameters, fitted values
+                       (:mod:`pipeline_lib.deploy.detector_state`)
+``model.ts``           TorchScript graph uint8 images -> normality (:mod:`.export`)
+``model.onnx``         the same graph in ONNX (onnxruntime, no torch needed)
+=====================  ===================================================================
 
-``kind`` is ``image`` here (one score per image; format 1 packages, written before kinds
-existed, are image packages) and ``patch`` for MVTec cells
+``kind`` is ``image`` here (one score per image) and ``patch`` for MVTec cells
 (:mod:`pipeline_lib.deploy.patch_package`: a score and an anomaly map per image);
 :func:`pipeline_lib.deploy.packages.load_package_folder` reads either.
+
+Safe to open: reading a package runs no code from it and its memory is bounded. Nothing is
+unpickled; the archives' declared sizes and the JSON files' sizes are checked before they
+are read (:data:`~pipeline_lib.deploy.detector_state.MAX_STATE_BYTES`,
+:data:`~pipeline_lib.deploy.detector_state.MAX_JSON_BYTES`), and the network's size is
+bounded (:data:`ARCH_BOUNDS`). Formats 1 and 2 held the detector as a pickle
+(``detector.pkl``); they are refused, with the deploy step to re-run, and their pickle is
+never opened.
 
 The eager scorer (:meth:`PackagedDetector.normality`) is the pipeline's own code path
 (:func:`~pipeline_lib.models.embed.extract_embeddings` then ``detector.score_samples``), so a
@@ -35,7 +47,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +57,14 @@ import torch
 from torch import nn
 
 from pipeline_lib.data.split import load_split
+from pipeline_lib.deploy.detector_state import (
+    STATE_FILE,
+    check_archive,
+    load_detector,
+    read_json,
+    save_detector,
+)
+from pipeline_lib.deploy.errors import PackageError
 from pipeline_lib.deploy.export import (
     ScoringGraph,
     check_parity,
@@ -63,14 +82,38 @@ from pipeline_lib.models.checkpoints import load_trained_representation
 from pipeline_lib.models.embed import extract_embeddings
 from pipeline_lib.models.proxy import build_proxy_model
 from pipeline_lib.models.representation import build_representation
-from pipeline_lib.registry import FROZEN_METHODS, TRAINED_METHODS
+from pipeline_lib.registry import (
+    DENOISING_DECODERS,
+    DENOISING_TARGETS,
+    FROZEN_METHODS,
+    TRAINED_METHODS,
+)
 from pipeline_lib.runtime.io import atomic_path, load_image_dataset, load_npz
 
-#: Format 2 adds ``kind`` (``image`` or ``patch``); format 1 packages (image cells, no
-#: ``kind``) still load.
-PACKAGE_FORMAT = "droc-deploy-package/2"
-READABLE_FORMATS = ("droc-deploy-package/1", PACKAGE_FORMAT)
+#: Format 3 stores the detector as ``detector.npz`` + ``detector.json``; format 2 added
+#: ``kind`` (``image`` or ``patch``) to format 1. Only format 3 is read.
+PACKAGE_FORMAT = "droc-deploy-package/3"
+READABLE_FORMATS = (PACKAGE_FORMAT,)
+#: Earlier formats, whose ``detector.pkl`` is a pickle: refused unread.
+PICKLE_FORMATS = ("droc-deploy-package/1", "droc-deploy-package/2")
+#: What a reader of an old or damaged package is told to do.
+REDEPLOY = (
+    "re-run the deploy step (snakemake --forcerun deploy_model ... with the same config) to "
+    "write a " + PACKAGE_FORMAT + " package"
+)
 REPRESENTATION_FORMAT = "droc-deploy-representation/1"
+#: Most members of ``representation.pt`` (one per tensor storage; a ResNet-18 has ~120).
+MAX_REPRESENTATION_MEMBERS = 4096
+#: Inclusive bounds of the integers of a representation spec: a package cannot ask for a
+#: network larger than these (the paper's: width 64, head 8 x 512, projection 128, 32 px).
+ARCH_BOUNDS: dict[str, tuple[int, int]] = {
+    "width": (1, 1024),
+    "head_depth": (0, 16),
+    "head_hidden": (1, 4096),
+    "proj_dim": (1, 4096),
+    "image_size": (1, 1024),
+    "seed": (0, 2**63 - 1),
+}
 #: Frozen methods a package can rebuild from its own file (resnet50_imagenet needs an
 #: outside weights file at build time and is not packaged).
 PACKABLE_FROZEN = ("raw", "resnet18_random")
@@ -94,10 +137,6 @@ _HEADER_KEYS = frozenset(
         "normalize",
     }
 )
-
-
-class PackageError(ValueError):
-    """A package cannot be built or read; the message names the file and what to do."""
 
 
 @dataclass
@@ -147,7 +186,7 @@ class PackagedDetector:
         return ScoringGraph(self.representation.backbone, detector_graph(self.detector))
 
     def save(self, folder: str | os.PathLike) -> Path:
-        """Write ``package.json``, ``representation.pt`` and ``detector.pkl`` into ``folder``."""
+        """Write ``package.json``, ``representation.pt`` and the detector into ``folder``."""
         folder = Path(folder)
         write_model_files(folder, self.representation, self.info["representation"], self.detector)
         write_document(
@@ -183,8 +222,9 @@ class PackagedDetector:
 def write_model_files(
     folder: Path, representation: nn.Module, spec: dict[str, Any], detector: Any
 ) -> None:
-    """``representation.pt`` (spec + state dict) and ``detector.pkl`` of a package."""
+    """``representation.pt`` (spec + state dict), ``detector.npz`` and ``detector.json``."""
     folder.mkdir(parents=True, exist_ok=True)
+    check_representation_spec(spec, folder / "representation.pt")
     payload = {
         "format": REPRESENTATION_FORMAT,
         **spec,
@@ -194,22 +234,28 @@ def write_model_files(
     }
     with atomic_path(folder / "representation.pt") as tmp:
         torch.save(payload, tmp)
-    with atomic_path(folder / "detector.pkl") as tmp, open(tmp, "wb") as handle:
-        pickle.dump(detector, handle, protocol=pickle.HIGHEST_PROTOCOL)
+    save_detector(detector, folder)
 
 
 def read_model_files(folder: Path) -> tuple[nn.Module, Any]:
-    """The representation (inference mode) and the fitted detector of a package folder."""
-    representation = _load_representation(folder / "representation.pt")
-    try:
-        with open(folder / "detector.pkl", "rb") as handle:
-            detector = pickle.load(handle)  # noqa: S301 - packages are trusted artefacts
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError) as error:
+    """The representation (inference mode) and the fitted detector of a package folder.
+
+    Never unpickles: the representation is read with ``weights_only`` after its size and
+    spec are checked, the detector from ``detector.npz`` + ``detector.json``.
+
+    Raises
+    ------
+    PackageError
+        If a file is missing, too large or invalid, or the folder holds only a pickled
+        ``detector.pkl`` (formats 1 and 2: refused unread).
+    """
+    if not (folder / STATE_FILE).exists() and (folder / "detector.pkl").exists():
         raise PackageError(
-            f"{folder / 'detector.pkl'} cannot be read ({type(error).__name__}: {error}); "
-            "re-run the deploy step"
-        ) from error
-    return representation, detector
+            f"{folder} holds detector.pkl, a pickled detector of a package format before "
+            f"{PACKAGE_FORMAT}; it is not loaded (unpickling can run code). {REDEPLOY}"
+        )
+    representation = _load_representation(folder / "representation.pt")
+    return representation, load_detector(folder)
 
 
 def write_document(folder: Path, header: dict[str, Any], info: dict[str, Any]) -> None:
@@ -220,25 +266,31 @@ def write_document(folder: Path, header: dict[str, Any], info: dict[str, Any]) -
 
 
 def read_document(folder: str | os.PathLike, *, kind: str | None = None) -> dict[str, Any]:
-    """``package.json`` of a package folder, with ``kind`` filled in for format 1 (image).
+    """``package.json`` of a package folder (size-checked before it is parsed).
 
     Raises
     ------
     PackageError
-        If the file is missing or not JSON, of an unknown format, or (with ``kind``) of
-        another kind.
+        If the file is missing, too large or not JSON, of an unknown or pickle-era format
+        (1 or 2), or (with ``kind``) of another kind.
     """
     meta_path = Path(folder) / "package.json"
-    try:
-        document = json.loads(meta_path.read_text())
-    except (OSError, ValueError) as error:
+    if not meta_path.is_file():
         raise PackageError(
-            f"{meta_path} is missing or not JSON ({error}); --model must name a package "
-            "folder written by the deploy step, or an MLflow model URI"
-        ) from error
+            f"{meta_path} is missing; --model must name a package folder written by the "
+            "deploy step, or an MLflow model URI"
+        )
+    document = read_json(meta_path)
+    if isinstance(document, dict) and document.get("format") in PICKLE_FORMATS:
+        raise PackageError(
+            f"{meta_path} is a {document['format']} package, whose detector is a pickle "
+            f"(detector.pkl); this version does not load pickles (unpickling can run code). "
+            f"{REDEPLOY}"
+        )
     if not isinstance(document, dict) or document.get("format") not in READABLE_FORMATS:
-        raise PackageError(f"{meta_path} is not a {' or '.join(READABLE_FORMATS)} file")
-    document.setdefault("kind", "image")  # format 1 held image cells only
+        raise PackageError(f"{meta_path} is not a {' or '.join(READABLE_FORMATS)} file; {REDEPLOY}")
+    if not isinstance(document.get("kind"), str):
+        raise PackageError(f"{meta_path} has no kind; {REDEPLOY}")
     if kind is not None and document["kind"] != kind:
         raise PackageError(
             f"{meta_path} holds a {document['kind']!r} package, not {kind!r}; load it with "
@@ -265,16 +317,83 @@ def representation_spec(method: str, *, seed: int, width: int, arch: dict | None
     )
 
 
+def check_representation_spec(spec: Any, path: Path) -> None:
+    """Refuse a representation spec that names unknown keys or an unbounded network.
+
+    The spec decides what :func:`build_proxy_model` / :func:`build_representation` allocate
+    before any weight is read, so a hostile package could otherwise ask for a network of any
+    size. Known keys only, integers within :data:`ARCH_BOUNDS`, names from the known lists.
+
+    Raises
+    ------
+    PackageError
+        Naming the file, the key and its value.
+    """
+
+    def refuse(what: str) -> PackageError:
+        return PackageError(f"{path}: {what}; {REDEPLOY}")
+
+    if not isinstance(spec, dict):
+        raise refuse("the representation spec is not a dict")
+    kind = spec.get("kind")
+    if kind == "trained":
+        top = {"kind": None, "method": TRAINED_METHODS, "arch": None}
+        values = spec.get("arch")
+        if not isinstance(values, dict):
+            raise refuse("arch must be a dict")
+        known: dict[str, Any] = {
+            "method": TRAINED_METHODS,
+            "denoising_target": DENOISING_TARGETS,
+            "denoising_decoder": DENOISING_DECODERS,
+            **{k: ARCH_BOUNDS[k] for k in ("width", "head_depth", "head_hidden", "proj_dim")},
+            "image_size": ARCH_BOUNDS["image_size"],
+        }
+        checks = [("", spec, top), ("arch.", values, known)]
+    elif kind == "frozen":
+        top = {
+            "kind": None,
+            "method": PACKABLE_FROZEN,
+            "seed": ARCH_BOUNDS["seed"],
+            "width": ARCH_BOUNDS["width"],
+        }
+        checks = [("", spec, top)]
+    else:
+        raise refuse(f"representation kind {kind!r} is not 'trained' or 'frozen'")
+    for where, values, rules in checks:
+        payload_keys = set() if where else {"format", "state_dict"}
+        extra = sorted(set(values) - set(rules) - payload_keys)
+        if extra:
+            raise refuse(f"unknown representation key(s) {[where + k for k in extra]}")
+        if "method" not in values:
+            raise refuse(f"{where}method is missing")
+        for key, rule in rules.items():
+            if rule is None or key not in values:
+                continue
+            value = values[key]
+            if isinstance(rule, tuple) and isinstance(rule[0], int):
+                low, high = rule
+                is_int = isinstance(value, int) and not isinstance(value, bool)
+                if not is_int or not low <= value <= high:
+                    raise refuse(f"{where}{key} is {value!r}, not an integer in [{low}, {high}]")
+            elif value not in rule:
+                raise refuse(f"{where}{key} is {value!r}; allowed: {', '.join(rule)}")
+
+
 def _load_representation(path: Path) -> nn.Module:
     try:
+        check_archive(path, max_members=MAX_REPRESENTATION_MEMBERS)
         payload = torch.load(path, map_location="cpu", weights_only=True)
+    except PackageError:
+        raise
     except Exception as error:  # torch raises many types for a damaged file
         raise PackageError(
-            f"{path} is not a readable representation ({type(error).__name__}: {error}); "
-            "re-run the deploy step"
+            f"{path} is not a readable representation ({type(error).__name__}: {error}); {REDEPLOY}"
         ) from error
     if not isinstance(payload, dict) or payload.get("format") != REPRESENTATION_FORMAT:
-        raise PackageError(f"{path} is not a {REPRESENTATION_FORMAT} file")
+        raise PackageError(f"{path} is not a {REPRESENTATION_FORMAT} file; {REDEPLOY}")
+    check_representation_spec(payload, path)
+    if not isinstance(payload.get("state_dict"), dict):
+        raise PackageError(f"{path} has no state_dict; {REDEPLOY}")
     if payload["kind"] == "trained":
         arch = dict(payload["arch"])
         model: nn.Module = build_proxy_model(arch.pop("method"), **arch)
@@ -282,7 +401,12 @@ def _load_representation(path: Path) -> nn.Module:
         model = build_representation(
             payload["method"], seed=payload["seed"], width=payload["width"]
         )
-    model.load_state_dict(payload["state_dict"])
+    try:
+        model.load_state_dict(payload["state_dict"])
+    except (RuntimeError, TypeError) as error:
+        raise PackageError(
+            f"{path}: the weights do not fit the network its spec describes ({error}); {REDEPLOY}"
+        ) from error
     return model.eval()
 
 

@@ -186,7 +186,7 @@ class PackagedPatchDetector:
         }
 
     def save(self, folder: str | os.PathLike) -> Path:
-        """Write ``package.json``, ``representation.pt`` and ``detector.pkl`` into ``folder``."""
+        """Write ``package.json``, ``representation.pt`` and the detector into ``folder``."""
         folder = Path(folder)
         write_model_files(folder, self.representation, self.info["representation"], self.detector)
         write_document(folder, self._header(), self.info)

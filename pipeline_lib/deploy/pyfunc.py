@@ -46,9 +46,11 @@ import mlflow
 import numpy as np
 import pandas as pd
 from mlflow.exceptions import MlflowException
-from mlflow.models import ModelSignature
+from mlflow.models import Model, ModelSignature
+from mlflow.models.model import MODEL_CODE_PATH
 from mlflow.types.schema import AnyType, ColSpec, DataType, Schema
 
+from pipeline_lib.deploy.errors import PackageError
 from pipeline_lib.deploy.images import (
     DEFAULT_MAX_PIXELS,
     DEFAULT_REQUEST_PIXELS,
@@ -70,6 +72,8 @@ MAX_REQUEST_BYTES = 64 * 2**20
 REQUEST_PIXELS_ENV = "DROC_REQUEST_PIXELS"
 #: Name of the package folder among the pyfunc model's artifacts.
 ARTIFACT = "package"
+#: The model's code file (MLflow "models from code"): logged instead of a pickled object.
+MODEL_CODE = Path(__file__).with_name("pyfunc_model.py")
 
 SIGNATURE = ModelSignature(
     inputs=Schema(
@@ -292,6 +296,28 @@ class DrocPyfunc(mlflow.pyfunc.PythonModel):
         return score_rows(self.package, model_input)
 
 
+def model_arguments(package_dir: str | os.PathLike) -> dict[str, Any]:
+    """What ``mlflow.pyfunc.log_model`` / ``save_model`` get for a package folder.
+
+    The model is logged from code (:data:`MODEL_CODE`), not as a cloudpickled
+    :class:`DrocPyfunc`: the logged model holds no pickle, and loading it runs this project's
+    code and reads the package folder (:mod:`pipeline_lib.deploy.package`, which unpickles
+    nothing either). The project's code travels as ``code_paths``, so serving needs only the
+    environment (torch, scikit-learn, mlflow), not a checkout.
+    """
+    import pipeline_lib
+
+    return {
+        "python_model": str(MODEL_CODE),
+        "artifacts": {ARTIFACT: str(package_dir)},
+        "code_paths": [str(Path(pipeline_lib.__file__).parent)],
+        "signature": PATCH_SIGNATURE
+        if read_document(package_dir)["kind"] == "patch"
+        else SIGNATURE,
+        "pip_requirements": _requirements(),
+    }
+
+
 def log_and_register(
     package_dir: str | os.PathLike,
     *,
@@ -306,8 +332,7 @@ def log_and_register(
 ) -> dict[str, Any]:
     """Log the package as a pyfunc model in a new run and register it under ``registered_name``.
 
-    The model carries this project's code (``code_paths``), so serving it needs only the
-    environment (torch, scikit-learn, mlflow), not a checkout.
+    Logged from code with the package as an artifact (:func:`model_arguments`).
 
     Returns
     -------
@@ -315,24 +340,15 @@ def log_and_register(
         ``run_id``, ``model_uri`` (``runs:/...``), ``registered_name``, ``version`` and
         ``registered_uri`` (``models:/NAME/VERSION``) when registered.
     """
-    import pipeline_lib
-
     mlflow.set_tracking_uri(tracking_uri)
-    code = str(Path(pipeline_lib.__file__).parent)
     with mlflow.start_run(experiment_id=experiment_id, run_name=run_name, tags=tags) as run:
         mlflow.log_params({k: str(v) for k, v in params.items()})
         mlflow.log_metrics({k: float(v) for k, v in metrics.items()})
         info = mlflow.pyfunc.log_model(
             name="model",
-            python_model=DrocPyfunc(),
-            artifacts={ARTIFACT: str(package_dir)},
-            code_paths=[code],
-            signature=PATCH_SIGNATURE
-            if read_document(package_dir)["kind"] == "patch"
-            else SIGNATURE,
             input_example=input_example,
             registered_model_name=registered_name,
-            pip_requirements=_requirements(),
+            **model_arguments(package_dir),
         )
     result = {"run_id": run.info.run_id, "model_uri": f"runs:/{run.info.run_id}/model"}
     if registered_name:
@@ -354,6 +370,21 @@ def _requirements() -> list[str]:
 
 
 def load_package(uri: str) -> Package:
-    """The packaged detector behind an MLflow model URI (``models:/``, ``runs:/``, a path)."""
-    model = mlflow.pyfunc.load_model(uri)
+    """The packaged detector behind an MLflow model URI (``models:/``, ``runs:/``, a path).
+
+    Raises
+    ------
+    PackageError
+        If the model was logged as a pickled object (before models from code): loading it
+        would unpickle ``python_model.pkl``, so it is refused unread.
+    """
+    local = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri))
+    flavor = Model.load(str(local)).flavors.get("python_function", {})
+    if MODEL_CODE_PATH not in flavor:
+        raise PackageError(
+            f"{uri} is not a model logged from code (its python_function flavor has no "
+            "model_code_path, so loading it would unpickle its python_model); re-run the "
+            "register step (snakemake --forcerun register_model ...) to log it again"
+        )
+    model = mlflow.pyfunc.load_model(str(local))
     return model.unwrap_python_model().package

@@ -13,13 +13,16 @@ import pytest
 
 from pipeline_lib.data.digits import read_digits
 from pipeline_lib.data.split import one_class_split, save_split
-from pipeline_lib.deploy.package import package_cell
+from pipeline_lib.deploy.package import PackagedDetector, package_cell
+from pipeline_lib.detection.detectors import make_detector
 from pipeline_lib.models.embed import embed_split
 from pipeline_lib.models.representation import build_representation
 from pipeline_lib.runtime.io import save_image_dataset, save_npz
 
 WIDTH = 8
 SEED = 0
+#: Image side of :func:`small_package`.
+SMALL_SIZE = 8
 
 
 @pytest.fixture(scope="session")
@@ -81,3 +84,18 @@ def png_bytes(image: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     Image.fromarray(image).save(buffer, format="PNG")
     return buffer.getvalue()
+
+
+def small_package(folder: Path, detector: str = "gde") -> PackagedDetector:
+    """Save a small image package (raw pixels, ``detector`` fitted on random 192-d features)."""
+    representation = build_representation("raw", seed=0, width=8)
+    features = np.random.default_rng(1).normal(size=(30, SMALL_SIZE * SMALL_SIZE * 3))
+    package = PackagedDetector(
+        representation,
+        make_detector(detector).fit(features),
+        image_size=SMALL_SIZE,
+        threshold=0.5,
+        info={"representation": {"kind": "frozen", "method": "raw", "seed": 0, "width": 8}},
+    )
+    package.save(folder)
+    return package

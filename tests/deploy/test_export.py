@@ -14,7 +14,7 @@ import torch
 
 from pipeline_lib.deploy.export import PARITY_RTOL, detector_graph, onnx_scorer, torchscript_scorer
 from pipeline_lib.deploy.package import PackagedDetector
-from pipeline_lib.deploy.pyfunc import SIGNATURE, DrocPyfunc, _requirements
+from pipeline_lib.deploy.pyfunc import model_arguments
 from pipeline_lib.detection.detectors import make_detector
 from pipeline_lib.runtime.io import load_image_dataset
 from tests.deploy.conftest import make_package, png_bytes
@@ -38,15 +38,10 @@ def test_detector_graph_equals_score_samples(name: str) -> None:
 
 
 def _pyfunc_model(package_dir: Path, model_dir: Path) -> mlflow.pyfunc.PyFuncModel:
-    mlflow.pyfunc.save_model(
-        str(model_dir),
-        python_model=DrocPyfunc(),
-        artifacts={"package": str(package_dir)},
-        signature=SIGNATURE,
-        # Pinned as deploy.pyfunc.log_model pins them; left out, MLflow infers them in a
-        # subprocess that imports the model (torch and all): most of this test's time.
-        pip_requirements=_requirements(),
-    )
+    # As deploy.pyfunc.log_and_register logs it: from code, requirements pinned (left out,
+    # MLflow infers them in a subprocess that imports the model, most of this test's time).
+    mlflow.pyfunc.save_model(str(model_dir), **model_arguments(package_dir))
+    assert not list(model_dir.rglob("*.pkl")), "the logged model holds a pickle"
     return mlflow.pyfunc.load_model(str(model_dir))
 
 

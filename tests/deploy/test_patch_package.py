@@ -17,18 +17,17 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from mlflow.models import Model
 from PIL import Image
 
 from pipeline_lib.data.mvtec import category_to_arrays, read_mvtec_category
 from pipeline_lib.deploy.cli import main as droc
-from pipeline_lib.deploy.package import PackagedDetector, PackageError
+from pipeline_lib.deploy.package import PACKAGE_FORMAT, PackagedDetector, PackageError
 from pipeline_lib.deploy.packages import load_package_folder
 from pipeline_lib.deploy.patch_package import PackagedPatchDetector, package_patch_cell
-from pipeline_lib.deploy.pyfunc import PATCH_SIGNATURE, DrocPyfunc, _requirements, decode_map
-from pipeline_lib.detection.detectors import make_detector
+from pipeline_lib.deploy.pyfunc import PATCH_SIGNATURE, decode_map, model_arguments
 from pipeline_lib.detection.metrics import auroc
 from pipeline_lib.models.checkpoints import save_representation
-from pipeline_lib.models.representation import build_representation
 from pipeline_lib.mvtec.patches import train_on_patches
 from pipeline_lib.runtime.io import save_npz
 from tests.deploy.conftest import png_bytes
@@ -99,7 +98,7 @@ def test_maps_are_input_sized_and_high_on_the_defect(cell: dict) -> None:
 
 def test_exports_agree_and_the_package_says_what_is_exported(cell: dict) -> None:
     document = json.loads((cell["package"] / "package.json").read_text())
-    assert document["format"] == "droc-deploy-package/2" and document["kind"] == "patch"
+    assert document["format"] == PACKAGE_FORMAT and document["kind"] == "patch"
     assert document["resize"] == "stretch"
     assert document["anomaly_map"]["size"] == [SIZE, SIZE]
     assert document["export"]["files"] == ["model.ts", "model.onnx"]
@@ -156,13 +155,9 @@ def test_droc_score_writes_a_heatmap_per_image(cell: dict, tmp_path: Path) -> No
 
 
 def test_pyfunc_returns_the_map(cell: dict, tmp_path: Path) -> None:
-    mlflow.pyfunc.save_model(
-        str(tmp_path / "pyfunc"),
-        python_model=DrocPyfunc(),
-        artifacts={"package": str(cell["package"])},
-        signature=PATCH_SIGNATURE,
-        pip_requirements=_requirements(),
-    )
+    mlflow.pyfunc.save_model(str(tmp_path / "pyfunc"), **model_arguments(cell["package"]))
+    assert not list((tmp_path / "pyfunc").rglob("*.pkl"))
+    assert Model.load(str(tmp_path / "pyfunc")).signature == PATCH_SIGNATURE
     model = mlflow.pyfunc.load_model(str(tmp_path / "pyfunc"))
     images = cell["category"].test_images[-2:]
     frame = pd.DataFrame(
@@ -181,24 +176,6 @@ def test_pyfunc_returns_the_map(cell: dict, tmp_path: Path) -> None:
         assert np.array_equal(anomaly_map, expected.maps[k])
         assert answer["score"][k] == expected.scores[k]
     assert answer["anomaly_map"][2] is None
-
-
-def test_format_1_image_packages_still_load(tmp_path: Path) -> None:
-    representation = build_representation("raw", seed=0, width=8)
-    images = np.random.default_rng(0).integers(0, 256, size=(12, 8, 8, 3), dtype=np.uint8)
-    old = PackagedDetector(representation, None, image_size=8, threshold=0.5)
-    features = np.random.default_rng(1).normal(size=(12, 8 * 8 * 3))
-    old.detector = make_detector("gde").fit(features)
-    old.info = {"representation": {"kind": "frozen", "method": "raw", "seed": 0, "width": 8}}
-    old.save(tmp_path / "old")
-    path = tmp_path / "old" / "package.json"
-    document = json.loads(path.read_text())
-    document["format"] = "droc-deploy-package/1"
-    del document["kind"]  # as the deploy step wrote packages before kinds existed
-    path.write_text(json.dumps(document))
-    loaded = load_package_folder(tmp_path / "old")
-    assert isinstance(loaded, PackagedDetector) and loaded.threshold == 0.5
-    assert np.array_equal(loaded.anomaly_scores(images), old.anomaly_scores(images))
 
 
 def test_unpackable_method_is_refused_before_any_work(tmp_path: Path) -> None:

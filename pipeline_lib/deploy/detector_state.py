@@ -1,0 +1,495 @@
+"""A fitted detector as data: ``detector.npz`` (arrays) and ``detector.json`` (the rest).
+
+Why not pickle: unpickling calls whatever the file names, so a package handed over by
+anyone could run code under ``droc score --model FOLDER``. Here a load builds only classes
+of an explicit allow-list (:data:`ALLOWED_CLASSES`: the project's detectors and the
+scikit-learn estimators they hold), calls their constructors with the stored parameters and
+sets the stored fitted attributes; arrays are read with ``allow_pickle=False``, and the file
+sizes are checked before anything is read (:data:`MAX_STATE_BYTES`, :data:`MAX_JSON_BYTES`).
+
+``detector.json``::
+
+    {"format": "droc-detector-state/1", "estimator": ESTIMATOR}
+    ESTIMATOR = {"class": NAME, "params": {name: VALUE}, "fitted": {name: VALUE}}
+    VALUE     = null | true | false | int | finite float | string | [VALUE, ...]
+              | {"array": KEY}                  an array of detector.npz (bool/int/float dtypes)
+              | {"scalar": DTYPE, "value": V}   a numpy scalar (V a number, or "nan"/"inf"/"-inf")
+              | {"float": "nan" | "inf" | "-inf"}
+              | {"tuple": [VALUE, ...]} | {"dict": {string: VALUE}}
+              | {"estimator": ESTIMATOR}        a nested estimator (RBFOneClassSVM.svm_, ...)
+
+``params`` are ``get_params(deep=False)``; ``fitted`` is every other instance attribute. A
+fitted attribute may not shadow a class attribute (a method, a property, ``_impl``), and the
+scikit-learn one-class SVM's arrays, which libsvm's C code indexes without checking, are
+checked for consistent shapes and dtypes (:func:`check_one_class_svm`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.mixture import GaussianMixture
+from sklearn.svm import OneClassSVM
+from sklearn.utils.validation import check_is_fitted
+
+from pipeline_lib.deploy.errors import PackageError
+from pipeline_lib.detection.detectors import DETECTORS
+from pipeline_lib.runtime.io import atomic_path
+
+STATE_FORMAT = "droc-detector-state/1"
+ARRAYS_FILE = "detector.npz"
+STATE_FILE = "detector.json"
+#: Most uncompressed bytes a state (or representation) archive may declare. The largest
+#: packaged fit set (MVTec patches, ``mvtec.embed.max_fit_patches`` x 512 float64) is a few
+#: hundred MiB; a zip bomb declares more and is refused before a byte is inflated.
+MAX_STATE_BYTES = 4 * 2**30
+#: Most members (arrays) a state archive may hold.
+MAX_STATE_ARRAYS = 1024
+#: Most bytes of a JSON file of a package (``detector.json``, ``package.json``).
+MAX_JSON_BYTES = 16 * 2**20
+#: Deepest nesting of values in ``detector.json``.
+MAX_DEPTH = 16
+#: Classes a state may name: the project's detectors by class name, and the scikit-learn
+#: estimators they hold by their public import path. Never resolved by importing a name.
+ALLOWED_CLASSES: dict[str, type[BaseEstimator]] = {
+    **{cls.__name__: cls for cls in DETECTORS.values()},
+    "sklearn.svm.OneClassSVM": OneClassSVM,
+    "sklearn.mixture.GaussianMixture": GaussianMixture,
+}
+_CLASS_NAMES = {cls: name for name, cls in ALLOWED_CLASSES.items()}
+#: dtype kinds an array or scalar may have: bool, signed and unsigned int, float.
+_NUMERIC_KINDS = "biuf"
+_SPECIAL_FLOATS = ("nan", "inf", "-inf")
+_ATTRIBUTE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ARRAY_KEY = re.compile(r"^a[0-9]+$")
+_RERUN = (
+    "re-run the deploy step (snakemake --forcerun deploy_model ... with the same config) to "
+    "write the package again"
+)
+
+
+class DetectorStateError(PackageError):
+    """A detector state cannot be written or read; names the file, the key and what to do."""
+
+
+def save_detector(detector: BaseEstimator, folder: str | os.PathLike) -> None:
+    """Write ``detector.npz`` and ``detector.json`` of a fitted detector into ``folder``.
+
+    Raises
+    ------
+    DetectorStateError
+        If the detector, or an estimator inside it, is not of an allowed class, or holds a
+        value of a type the format has no place for (the message names the attribute).
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    arrays: dict[str, np.ndarray] = {}
+    state = {"format": STATE_FORMAT, "estimator": _encode_estimator(detector, arrays, "detector")}
+    with atomic_path(folder / ARRAYS_FILE) as tmp:
+        np.savez(tmp, allow_pickle=False, **arrays)
+    with atomic_path(folder / STATE_FILE) as tmp:
+        Path(tmp).write_text(json.dumps(state, indent=1, sort_keys=True, allow_nan=False))
+
+
+def load_detector(folder: str | os.PathLike) -> BaseEstimator:
+    """The fitted detector stored by :func:`save_detector` in ``folder``; never unpickles.
+
+    Raises
+    ------
+    DetectorStateError
+        If a file is missing, too large, not of this format, names a class outside
+        :data:`ALLOWED_CLASSES`, holds an array of a non-numeric (object, string) dtype or a
+        value of an unknown form, or the restored estimator's values are inconsistent.
+    """
+    folder = Path(folder)
+    json_path = folder / STATE_FILE
+    state = read_json(json_path, error=DetectorStateError)
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+        raise DetectorStateError(f"{json_path} is not a {STATE_FORMAT} file; {_RERUN}")
+    arrays = _read_arrays(folder / ARRAYS_FILE)
+    detector = _decode_estimator(state.get("estimator"), arrays, json_path, "estimator", 0)
+    if type(detector) not in DETECTORS.values():
+        raise DetectorStateError(
+            f"{json_path}: the stored estimator is a {type(detector).__name__}, not one of the "
+            f"project's detectors; {_RERUN}"
+        )
+    return detector
+
+
+def read_json(path: Path, *, error: type[PackageError] = PackageError) -> Any:
+    """Parse a package's JSON file after checking its size against :data:`MAX_JSON_BYTES`.
+
+    Raises
+    ------
+    PackageError
+        (of class ``error``) If the file is missing, over the size limit or not JSON.
+    """
+    try:
+        size = path.stat().st_size
+        if size > MAX_JSON_BYTES:
+            raise error(
+                f"{path} holds {size:,} bytes, over the limit of {MAX_JSON_BYTES:,} for a "
+                f"package's JSON file; {_RERUN}"
+            )
+        return json.loads(path.read_bytes(), parse_constant=_refuse_constant)
+    except (OSError, ValueError, RecursionError) as exc:
+        if isinstance(exc, PackageError):
+            raise
+        raise error(f"{path} is missing or not JSON ({exc}); {_RERUN}") from exc
+
+
+def check_archive(
+    path: Path, *, max_bytes: int | None = None, max_members: int | None = None
+) -> list[zipfile.ZipInfo]:
+    """The members of a zip archive (``.npz``, ``torch.save``), refused when over the limits.
+
+    Reads only the zip's central directory: the declared uncompressed sizes bound what a
+    later read inflates (Python's zip reader stops at the declared size), so a zip bomb is
+    refused here, before any member is read. ``max_bytes`` and ``max_members`` default to
+    :data:`MAX_STATE_BYTES` and :data:`MAX_STATE_ARRAYS`.
+
+    Raises
+    ------
+    PackageError
+        If the file is missing or not a zip archive, holds more than ``max_members`` members
+        or declares more than ``max_bytes`` uncompressed bytes.
+    """
+    max_bytes = MAX_STATE_BYTES if max_bytes is None else max_bytes
+    max_members = MAX_STATE_ARRAYS if max_members is None else max_members
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise PackageError(f"{path} is missing or not a zip archive ({exc}); {_RERUN}") from exc
+    if len(members) > max_members:
+        raise PackageError(
+            f"{path} holds {len(members)} members, over the limit of {max_members}; refused "
+            f"unread. {_RERUN}"
+        )
+    declared = sum(member.file_size for member in members)
+    if declared > max_bytes:
+        raise PackageError(
+            f"{path} declares {declared:,} uncompressed bytes, over the limit of {max_bytes:,} "
+            f"(MAX_STATE_BYTES); refused unread as a possible zip bomb. {_RERUN}"
+        )
+    return members
+
+
+def check_one_class_svm(svm: OneClassSVM, where: str) -> None:
+    """Check the arrays libsvm's ``decision_function`` indexes without bounds checks.
+
+    libsvm rebuilds its model from ``support_vectors_``, ``_n_support``, ``_dual_coef_``,
+    ``_intercept_`` and ``_probA``/``_probB``; lengths that disagree would make it read past
+    an array's end. A fitted one-class SVM has ``n_sv`` support vectors of ``d`` features
+    (``support_`` the same length), one row of ``n_sv`` coefficients and one intercept;
+    ``_n_support`` has two entries (its length is libsvm's class count, which sizes the
+    intercepts; one-class libsvm reads no entry of it).
+
+    Raises
+    ------
+    ValueError
+        Naming the first attribute whose type, dtype, shape or value disagrees.
+    """
+    if svm.kernel not in ("linear", "rbf"):
+        raise ValueError(f"{where}.kernel is {svm.kernel!r}; a packaged SVM is linear or rbf")
+    if svm.__dict__.get("_sparse") is not False:
+        raise ValueError(f"{where}._sparse must be False (packaged SVMs are dense)")
+    sv = svm.__dict__.get("support_vectors_")
+    if not isinstance(sv, np.ndarray) or sv.dtype != np.float64 or sv.ndim != 2:
+        raise ValueError(f"{where}.support_vectors_ must be a 2-D float64 array")
+    n_sv, d = sv.shape
+    expected = {
+        "support_vectors_": (np.float64, (n_sv, d)),
+        "support_": (np.int32, (n_sv,)),
+        "_n_support": (np.int32, (2,)),
+        "dual_coef_": (np.float64, (1, n_sv)),
+        "_dual_coef_": (np.float64, (1, n_sv)),
+        "intercept_": (np.float64, (1,)),
+        "_intercept_": (np.float64, (1,)),
+        "offset_": (np.float64, (1,)),
+        "_probA": (np.float64, (0,)),
+        "_probB": (np.float64, (0,)),
+    }
+    for name, (dtype, shape) in expected.items():
+        value = svm.__dict__.get(name)
+        if (
+            not isinstance(value, np.ndarray)
+            or value.dtype != dtype
+            or value.shape != shape
+            or not value.flags.c_contiguous
+        ):
+            got = (
+                f"{value.dtype} {value.shape}"
+                if isinstance(value, np.ndarray)
+                else type(value).__name__
+            )
+            raise ValueError(
+                f"{where}.{name} must be a C-ordered {np.dtype(dtype)} array of shape {shape}, "
+                f"got {got}"
+            )
+    shape_fit = svm.__dict__.get("shape_fit_")
+    if (
+        not isinstance(shape_fit, tuple)
+        or len(shape_fit) != 2
+        or shape_fit[1] != d
+        or svm.__dict__.get("n_features_in_") != d
+    ):
+        raise ValueError(f"{where}.shape_fit_ / n_features_in_ disagree with {d} features")
+    if not np.isfinite(float(svm.__dict__.get("_gamma", np.nan))):
+        raise ValueError(f"{where}._gamma must be a finite number")
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def _encode_estimator(estimator: BaseEstimator, arrays: dict[str, np.ndarray], where: str) -> dict:
+    name = _CLASS_NAMES.get(type(estimator))
+    if name is None:
+        raise DetectorStateError(
+            f"{where} is a {type(estimator).__module__}.{type(estimator).__qualname__}, not one "
+            f"of the classes a package may hold ({sorted(ALLOWED_CLASSES)})"
+        )
+    params = estimator.get_params(deep=False)
+    fitted = {k: v for k, v in vars(estimator).items() if k not in params}
+    return {
+        "class": name,
+        "params": {k: _encode(v, arrays, f"{where}.{k}") for k, v in sorted(params.items())},
+        "fitted": {k: _encode(v, arrays, f"{where}.{k}") for k, v in sorted(fitted.items())},
+    }
+
+
+def _encode(value: Any, arrays: dict[str, np.ndarray], where: str) -> Any:
+    if isinstance(value, BaseEstimator):
+        return {"estimator": _encode_estimator(value, arrays, where)}
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in _NUMERIC_KINDS:
+            raise DetectorStateError(
+                f"{where} is an array of dtype {value.dtype}; a detector state holds bool, "
+                "integer and float arrays only"
+            )
+        key = f"a{len(arrays)}"
+        arrays[key] = value
+        return {"array": key}
+    if isinstance(value, np.generic):
+        if value.dtype.kind not in _NUMERIC_KINDS:
+            raise DetectorStateError(f"{where} is a numpy {value.dtype} scalar")
+        return {"scalar": value.dtype.name, "value": _number(value.item())}
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"float": _number(value)}
+    if isinstance(value, tuple):
+        return {"tuple": [_encode(v, arrays, f"{where}[{i}]") for i, v in enumerate(value)]}
+    if isinstance(value, list):
+        return [_encode(v, arrays, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {"dict": {k: _encode(v, arrays, f"{where}[{k!r}]") for k, v in value.items()}}
+    raise DetectorStateError(
+        f"{where} is a {type(value).__module__}.{type(value).__qualname__}; a detector state "
+        "holds numbers, strings, arrays, lists, tuples, dicts and allowed estimators only"
+    )
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def _read_arrays(path: Path) -> dict[str, np.ndarray]:
+    """Every array of ``detector.npz``, after checking sizes and headers member by member."""
+    try:
+        members = check_archive(path)
+    except DetectorStateError:
+        raise
+    except PackageError as exc:
+        raise DetectorStateError(str(exc)) from exc
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for member in members:
+                _check_member(path, archive, member)
+        with np.load(path, allow_pickle=False) as npz:
+            return {key: npz[key] for key in npz.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        if isinstance(exc, PackageError):
+            raise
+        raise DetectorStateError(f"{path} cannot be read ({exc}); {_RERUN}") from exc
+
+
+def _check_member(path: Path, archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> None:
+    """An ``.npy`` member's header: numeric dtype, and no more data than the zip declares.
+
+    ``np.load`` allocates the array the header declares before reading it; a header that
+    declares more bytes than the member holds is refused here.
+    """
+    key = member.filename.removesuffix(".npy")
+    if not member.filename.endswith(".npy") or not _ARRAY_KEY.match(key):
+        raise DetectorStateError(
+            f"{path} holds a member {member.filename!r}; a detector state holds a0.npy, "
+            f"a1.npy, ... only. {_RERUN}"
+        )
+    with archive.open(member) as handle:
+        version = np.lib.format.read_magic(handle)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(handle)
+        elif version == (2, 0):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
+        else:
+            raise DetectorStateError(f"{path}: array {key!r} has .npy version {version}; {_RERUN}")
+    if dtype.hasobject or dtype.kind not in _NUMERIC_KINDS:
+        raise DetectorStateError(
+            f"{path}: array {key!r} has dtype {dtype}; a detector state holds bool, integer and "
+            f"float arrays only (object arrays would need pickle). {_RERUN}"
+        )
+    declared = math.prod(shape) * dtype.itemsize
+    if declared > member.file_size:
+        raise DetectorStateError(
+            f"{path}: array {key!r} declares shape {shape} ({declared:,} bytes) in a member of "
+            f"{member.file_size:,} bytes; refused unread. {_RERUN}"
+        )
+
+
+def _decode_estimator(
+    node: Any, arrays: dict[str, np.ndarray], path: Path, where: str, depth: int
+) -> BaseEstimator:
+    if not isinstance(node, dict) or set(node) != {"class", "params", "fitted"}:
+        raise DetectorStateError(
+            f"{path}: {where} must be an object with keys class, params, fitted; {_RERUN}"
+        )
+    name = node["class"]
+    cls = ALLOWED_CLASSES.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise DetectorStateError(
+            f"{path}: {where}.class is {name!r}, not a class this version loads "
+            f"({sorted(ALLOWED_CLASSES)}); nothing was imported. {_RERUN}"
+        )
+    params, fitted = node["params"], node["fitted"]
+    if not isinstance(params, dict) or not isinstance(fitted, dict):
+        raise DetectorStateError(f"{path}: {where}.params and .fitted must be objects; {_RERUN}")
+    accepted = set(cls._get_param_names())
+    unknown = sorted(set(params) - accepted)
+    if unknown:
+        raise DetectorStateError(
+            f"{path}: {where}.params has {unknown}, not parameters of {name} "
+            f"({sorted(accepted)}); {_RERUN}"
+        )
+    try:
+        estimator = cls(
+            **{
+                k: _decode(v, arrays, path, f"{where}.params.{k}", depth + 1)
+                for k, v in params.items()
+            }
+        )
+        for attribute, value in fitted.items():
+            if (
+                not isinstance(attribute, str)
+                or not _ATTRIBUTE.match(attribute)
+                or attribute.startswith("__")
+                or attribute in accepted
+                or hasattr(cls, attribute)
+            ):
+                raise DetectorStateError(
+                    f"{path}: {where}.fitted.{attribute} is not a fitted attribute {name} may "
+                    f"hold (it names a parameter, a class member or a dunder); {_RERUN}"
+                )
+            decoded = _decode(value, arrays, path, f"{where}.fitted.{attribute}", depth + 1)
+            setattr(estimator, attribute, decoded)
+        _check_restored(estimator, where)
+    except DetectorStateError:
+        raise
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise DetectorStateError(f"{path}: {where} ({name}) is not valid: {exc}; {_RERUN}") from exc
+    return estimator
+
+
+def _check_restored(estimator: BaseEstimator, where: str) -> None:
+    """Parameter checks of the restored estimator, and the SVM's array shapes."""
+    if type(estimator) in DETECTORS.values():
+        estimator._check_params()
+        check_is_fitted(estimator)
+    else:
+        estimator._validate_params()
+    if isinstance(estimator, OneClassSVM):
+        check_one_class_svm(estimator, where)
+
+
+def _decode(node: Any, arrays: dict[str, np.ndarray], path: Path, where: str, depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        raise DetectorStateError(f"{path}: {where} nests deeper than {MAX_DEPTH}; {_RERUN}")
+    if node is None or isinstance(node, bool | int | float | str):
+        return node
+    if isinstance(node, list):
+        return [_decode(v, arrays, path, f"{where}[{i}]", depth + 1) for i, v in enumerate(node)]
+    if isinstance(node, dict):
+        tag = set(node)
+        if tag == {"array"} and isinstance(node["array"], str) and node["array"] in arrays:
+            return arrays[node["array"]]
+        if tag == {"scalar", "value"} and node["scalar"] in _SCALAR_TYPES:
+            return _scalar(node["scalar"], node["value"], path, where)
+        if tag == {"float"} and node["float"] in _SPECIAL_FLOATS:
+            return float(node["float"])
+        if tag == {"tuple"} and isinstance(node["tuple"], list):
+            return tuple(_decode(node["tuple"], arrays, path, where, depth))
+        if tag == {"dict"} and isinstance(node["dict"], dict):
+            return {
+                k: _decode(v, arrays, path, f"{where}[{k!r}]", depth + 1)
+                for k, v in node["dict"].items()
+            }
+        if tag == {"estimator"}:
+            return _decode_estimator(node["estimator"], arrays, path, where, depth + 1)
+    raise DetectorStateError(
+        f"{path}: {where} is {json.dumps(node)[:80]}, not a value this format defines (a "
+        f"number, string, list, or an array/scalar/float/tuple/dict/estimator tag naming an "
+        f"existing array or an allowed dtype); {_RERUN}"
+    )
+
+
+_SCALAR_TYPES: dict[str, type[np.generic]] = {
+    np.dtype(t).name: np.dtype(t).type
+    for t in (
+        np.bool_,
+        np.int8,
+        np.int16,
+        np.int32,
+        np.int64,
+        np.uint8,
+        np.uint16,
+        np.uint32,
+        np.uint64,
+        np.float16,
+        np.float32,
+        np.float64,
+    )
+}
+
+
+def _scalar(dtype: str, value: Any, path: Path, where: str) -> np.generic:
+    kind = np.dtype(dtype).kind
+    valid = (
+        (kind == "b" and isinstance(value, bool))
+        or (kind in "iu" and isinstance(value, int) and not isinstance(value, bool))
+        or (
+            kind == "f"
+            and (
+                (isinstance(value, int | float) and not isinstance(value, bool))
+                or value in _SPECIAL_FLOATS
+            )
+        )
+    )
+    if not valid:
+        raise DetectorStateError(f"{path}: {where} holds {value!r}, not a {dtype}; {_RERUN}")
+    try:
+        return _SCALAR_TYPES[dtype](float(value) if kind == "f" else value)
+    except OverflowError as exc:
+        raise DetectorStateError(f"{path}: {where}: {value!r} overflows {dtype}; {_RERUN}") from exc
