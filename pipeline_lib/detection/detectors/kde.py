@@ -117,7 +117,7 @@ class KernelDensityScore(BaseEstimator):
         Compute precision.
     device : str, default="auto"
         Torch device; "auto" is CUDA when available, else CPU. Resolved at scoring time, so a
-        pickled detector can be scored on another machine.
+        saved detector can be scored on another machine.
 
     Attributes
     ----------

@@ -188,7 +188,7 @@ class RBFOneClassSVM(BaseEstimator):
         Scoring precision (see Accuracy above).
     device : str, default="cpu"
         Torch device for scoring: "cpu", "cuda", "cuda:N", or "auto" (CUDA when available).
-        The fit is always libsvm on the CPU. Resolved at scoring time, so a pickled detector
+        The fit is always libsvm on the CPU. Resolved at scoring time, so a saved detector
         can be scored on another machine; the pipeline passes the job's device
         (:func:`pipeline_lib.detection.runner.run_detection`).
 
