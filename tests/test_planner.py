@@ -148,7 +148,12 @@ def test_gpu_plan_without_a_rate_says_unknown_and_a_given_rate_fills_it(
     # Cat-vs-Dog: 40,000 DA instances an epoch (4 per image), each at 4x the 32x32 cost.
     expected = (10 * 4992 / 1000.0 + 10 * 40000 * 4 / 500.0) / 3600
     assert given["train_representation"].hours == pytest.approx(expected)
-    assert given["train_representation"].sources == {"rate given", "disk estimated"}
+    # Cat-vs-Dog (64x64): the given 32x32 rate scaled by pixels, and the source says so.
+    assert given["train_representation"].sources == {
+        "rate given",
+        "rate given, 64 px extrapolated from 32 px (rate x 0.25)",
+        "disk estimated",
+    }
 
 
 def test_measurements_of_an_earlier_run_replace_the_defaults(tmp_path: Path) -> None:
@@ -399,7 +404,9 @@ def test_the_best_setting_is_the_most_images_per_device_second(tmp_path: Path) -
     expected = max(throughput, key=throughput.__getitem__)
     assert best is not None and (best.setting.step_mode, best.setting.fuse) == expected
     assert best.device_images_per_s == pytest.approx(throughput[expected])
-    assert why == "eager, fuse 10, measured NVIDIA H200 2026-11-27"
+    assert (
+        why == "eager, fuse 10, measured NVIDIA H200 2026-11-27, 32 px as measured, single sample"
+    )
     graph, _ = choose_rate(rates, kind="cuda", width=64, method="rotnet", fuse=1)
     assert graph is not None and graph.setting == Setting("graph", 1)
     assert graph.images_per_s_per_model == pytest.approx(2500.0)  # median of 2300, 2500, 2700
@@ -439,7 +446,9 @@ def test_a_config_costs_the_setting_it_runs_and_train_fuse_restricts_it(
     # trains more images a device-second (a train_representation job trains one model).
     auto = plan_costs(jobs, config, device="cuda", rates=table)["train_representation"]
     assert auto.hours == pytest.approx(IMAGES / RATES[("graph", 1)] / 3600)
-    assert auto.by_method["rotnet"].sources == {"graph, fuse 1, measured NVIDIA H200 2026-11-27"}
+    assert auto.by_method["rotnet"].sources == {
+        "graph, fuse 1, measured NVIDIA H200 2026-11-27, 32 px as measured, single sample"
+    }
     eager_config = {**config, "train": {"epochs": 2, "step_mode": "eager"}}
     eager = plan_costs(jobs, eager_config, device="cuda", rates=table)["train_representation"]
     assert eager.hours == pytest.approx(IMAGES / RATES[("eager", 1)] / 3600)
@@ -456,7 +465,10 @@ def test_a_config_costs_the_setting_it_runs_and_train_fuse_restricts_it(
         4 * IMAGES / (4 * RATES[("eager", 4)]) / 3600
     )
     assert fused["train_fused"].by_method["rotnet"].jobs == 4
-    assert "eager, fuse 4, measured NVIDIA H200 2026-11-27" in fused["train_fused"].sources
+    assert (
+        "eager, fuse 4, measured NVIDIA H200 2026-11-27, 32 px as measured, single sample"
+        in fused["train_fused"].sources
+    )
     # A group of 3 (fuse 3 unmeasured): 3 separate eager trainings, an upper bound.
     three = {**group, "group": "cat@0+dog@0+frog@0"}
     rest = plan_costs([Job("train_fused", three, ())], fused_config, device="cuda", rates=table)
@@ -565,7 +577,10 @@ def test_fused_jobs_step_as_train_step_mode_says_and_fused_graph_rows_are_settin
 
     auto = fused()
     assert auto.hours == pytest.approx(4 * IMAGES / (4 * per_setting[("graph", 4)]) / 3600)
-    assert "graph, fuse 4, measured NVIDIA H200 2026-11-27" in auto.sources
+    assert (
+        "graph, fuse 4, measured NVIDIA H200 2026-11-27, 32 px as measured, single sample"
+        in auto.sources
+    )
     eager = fused(step_mode="eager")
     assert eager.hours == pytest.approx(4 * IMAGES / (4 * per_setting[("eager", 4)]) / 3600)
     # float16 amp cannot capture: auto costs the eager row.
