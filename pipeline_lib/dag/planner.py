@@ -23,11 +23,18 @@ then projects per rule:
      ``graph`` on CUDA when a graph row exists, else ``eager``); a ``train_fused`` job of m
      models at the fused-m rate in ``train.step_mode`` (the same rule, among fuse-m rows),
      else as m separate eager trainings (an upper bound). A table measured at another width
-     is reported in the source column, never scaled;
+     is reported in the source column, never scaled. A job on 64x64 data (Cat-vs-Dog,
+     CelebA: :data:`DATASET_SIZES`) takes a row measured on 64x64 images when the table has
+     one for that setting, else the 32x32 row scaled by pixels (a 64x64 image costs 4x);
+     the source column says which (``64 px as measured`` or ``64 px extrapolated from 32
+     px``) and whether the rate is a median of repeated timed calls or a single sample (every
+     row of a table written before the ``repeats`` column);
   3. measurements of earlier runs in the working directory (per-epoch ``images_per_s`` in
      the ``train_history.json`` files of that device and width);
   4. the documented defaults :data:`DEFAULT_IMAGES_PER_S` (one job alone, width 64; on CUDA
      with the graph-captured step, the default there).
+
+  Sources 1, 3 and 4 are 32x32 rates: a 64x64 job scales them by pixels, and says so.
 
   A rate given on the command line is the most deliberate; a table is chosen explicitly
   and names its device, setting and date, while histories are whatever happens to lie in
@@ -39,7 +46,8 @@ then projects per rule:
   (:func:`setting_costs`), and the cheapest: what to put in the config's ``train`` section.
   Cheapest means fewest device-hours, i.e. most training instances per device-second (per-model
   rate x fuse), not the highest per-model rate: K fused models each slower than one alone
-  can still train more images a second together. The last group of a data set's models
+  can still train more images a second together; one line per setting and method says
+  where its rate came from. The last group of a data set's models
   may be smaller than K: costed at its own fused rate, else (graph) at the rate of the most
   models side by side measured below it, else (eager) as separate runs. A config with
   ``studies`` is also costed without them (the main table alone).
@@ -809,6 +817,18 @@ class SettingCost:
 
     setting: Setting
     hours: float | None
+    #: Base method -> where its rates at this setting came from (image size measured or
+    #: extrapolated, median of repeats or single sample: ``rates.Choice.describe``).
+    sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+def rate_sources(costs: Mapping[str, RuleCost]) -> dict[str, tuple[str, ...]]:
+    """Base method -> the sources of its training rates in ``costs`` (every variant's)."""
+    found: dict[str, set[str]] = {}
+    for rule in TRAINING_RULES:
+        for part in costs[rule].by_method.values() if rule in costs else ():
+            found.setdefault(part.spec.base, set()).update(part.sources)
+    return {method: tuple(sorted(sources)) for method, sources in sorted(found.items())}
 
 
 def training_hours(costs: Mapping[str, RuleCost]) -> float | None:
@@ -850,17 +870,20 @@ def setting_costs(
             images_per_s=images_per_s,
             rates=rates,
         )
-        results.append(SettingCost(setting, training_hours(costs)))
+        results.append(SettingCost(setting, training_hours(costs), rate_sources(costs)))
     return results
 
 
 def format_settings(
     name: str, costs: Mapping[str, RuleCost], settings: Sequence[SettingCost], *, device: str
 ) -> str:
-    """One line: the cheapest measured setting's device-hours, beside the planned ones.
+    """The cheapest measured setting's device-hours beside the planned ones, then the rates.
 
-    The torch rules other than training (embedding) are the same in every setting and are
-    added to give the device-hours of the whole config.
+    The first line names the cheapest setting; the torch rules other than training
+    (embedding) are the same in every setting and are added to give the device-hours of the
+    whole config. Then one line per setting and trained base method: where its rate came
+    from, whether measured at the data's image size or extrapolated by pixels, and whether
+    a median of repeats or a single sample.
     """
     planned = training_hours(costs)
     other = sum(
@@ -875,11 +898,15 @@ def format_settings(
     every = "; ".join(
         f"{s.setting}: {'unknown' if s.hours is None else f'{s.hours:,.1f}'}" for s in settings
     )
-    return (
+    lines = [
         f"best setting of {name}: {best.setting}: {best.hours:,.1f} {device}-hours of training, "
         f"{(best.hours or 0.0) + other:,.1f} on the torch rules (as configured: "
         f"{planned:,.1f} of training); every setting: {every}"
-    )
+    ]
+    for cost in settings:
+        for method, sources in cost.sources.items():
+            lines.append(f"  rate at {cost.setting}: {method}: {'; '.join(sources)}")
+    return "\n".join(lines)
 
 
 def planned_config(configfile: str | os.PathLike) -> dict[str, Any]:
