@@ -257,6 +257,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
         width=args.width,
         amp=amp or "none",
         steps=args.steps,
+        command=None if argv is None else ["benchmarks/bench_streams.py", *argv],
         image_size=args.image_size,
     )
     results: dict[str, dict[int, dict[str, Any]]] = {}

@@ -417,6 +417,7 @@ def main(argv: list[str] | None = None) -> list[Rate]:
         width=args.width,
         amp=(amp or "none") if device.type == "cuda" else "none",
         steps=args.steps,
+        command=None if argv is None else ["benchmarks/bench_train.py", *argv],
         image_size=side,
     )
     for method in args.methods:

@@ -458,8 +458,12 @@ class RateLog:
         amp: str,
         steps: int,
         image_size: int = LEGACY_IMAGE_SIZE,
+        command: Sequence[str] | None = None,
     ) -> None:
+        """``command``: the script and its arguments (default: the process's ``sys.argv``),
+        for a benchmark called as a function."""
         self.path = path
+        words = sys.argv if command is None else list(command)
         self.common = {
             "device": device,
             "kind": kind,
@@ -468,7 +472,7 @@ class RateLog:
             "steps": steps,
             "image_size": image_size,
             "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "command": shlex.join(["python", *sys.argv]),
+            "command": shlex.join(["python", *words]),
         }
         self.rows: list[Rate] = []
 
