@@ -11,11 +11,13 @@ seed, optimiser, generators, and :class:`~pipeline_lib.ssl.stepper.StaticStep`, 
 separate trainer's), stepped in turn from one host thread, run ``k``'s host phase and graph
 replay on stream ``k``. This script times that group alone, at K = 1, 2, 4, 8.
 
-Per method and K it trains one untimed epoch (each run captures at its fourth step) and one
-timed epoch of ``--steps`` batches of source images per run (contrastive DA's expanded
-epoch is 4x as many steps), and prints the K runs' total training instances/s (as
-bench_train.py counts them),
-the ratio to K = 1, and run 0's weight gap to the K = 1 run of the same seed
+Per method and K it trains one untimed epoch (each run captures at its fourth step) and
+``--repeats`` (default 3) timed epochs, each one call of the group's epoch of ``--steps``
+batches of source images per run (default 200 on CUDA, 20 on the CPU; contrastive DA's
+expanded epoch is 4x as many steps), on random images of ``--image-size`` (32 or 64), and
+prints the K runs' total training instances/s (as bench_train.py counts them): the median
+of the timed epochs and their range (max - min, as a share of the median), the median's
+ratio to K = 1, and run 0's weight gap to the K = 1 run of the same seed
 (``||w - w_alone|| / ||w_alone - w_0||``): the runs share nothing, so it is 0 unless the
 streams race. It found one on an H200: graphs captured on torch's shared capture stream
 shared a cuBLAS workspace, and contrastive DA's run 0 ended 0.15 from the run alone (0.0
@@ -28,6 +30,7 @@ Usage::
 
     python benchmarks/bench_streams.py --device cuda                       # K = 1, 2, 4, 8
     python benchmarks/bench_streams.py --device cpu --width 4 --steps 2 --streams 1 2
+    python benchmarks/bench_streams.py --device cuda --image-size 64 --rates-out rates.csv
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from typing import Any
 import torch
 import torch._dynamo
 
-from pipeline_lib.dag.rates import RateLog
+from pipeline_lib.dag.rates import RateLog, time_repeats
 from pipeline_lib.models.flops import training_tflops
 from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
 from pipeline_lib.runtime.devices import device_name
@@ -57,6 +60,8 @@ def make_group(
     device: torch.device,
     amp: str | None,
     step_mode: str = "auto",
+    image_size: int = 32,
+    epochs: int = 2,
 ) -> _ConcurrentGroup:
     """K runs of seeds 0..K-1, each on its own seeded random images, as the trainer groups
     captured fused runs (:class:`pipeline_lib.ssl.fused._ConcurrentGroup`)."""
@@ -64,12 +69,13 @@ def make_group(
     runs, states = [], []
     for seed in range(k):
         generator = torch.Generator().manual_seed(seed)
-        images = torch.randint(0, 256, (batch * steps, 32, 32, 3), generator=generator)
+        shape = (batch * steps, image_size, image_size, 3)
+        images = torch.randint(0, 256, shape, generator=generator)
         options = {
             "batch_size": batch,
             "width": width,
             "amp": amp,
-            "epochs": 2,
+            "epochs": epochs,
             "step_mode": step_mode,
         }
         run, state = prepare_run(
@@ -98,32 +104,51 @@ def measure(
     amp: str | None,
     cudnn: str = "deterministic",
     step_mode: str = "auto",
+    repeats: int = 1,
+    image_size: int = 32,
 ) -> dict[str, Any]:
-    """Instances/s of K runs stepped side by side (second epoch), run 0's weights and mode.
+    """Instances/s of K runs stepped side by side, run 0's weights and mode.
+
+    The rate (``spread``) is the median and range of ``repeats`` timed epochs after the
+    epoch that captures; ``images_per_s`` is its median.
 
     ``cudnn="default"`` undoes the trainer's deterministic choice (made when a run is
     prepared, :func:`pipeline_lib.runtime.devices.use_deterministic_kernels`) before the
     first step, to measure what determinism costs.
     """
     group = make_group(
-        method, k, width=width, steps=steps, device=device, amp=amp, step_mode=step_mode
+        method,
+        k,
+        width=width,
+        steps=steps,
+        device=device,
+        amp=amp,
+        step_mode=step_mode,
+        image_size=image_size,
+        epochs=1 + repeats,
     )
     if cudnn == "default":
         torch.backends.cudnn.deterministic = False
     initial = _weights(group.states[0])
-    with group.runs[0].precision():  # amp none: float32 without TF32, as the trainer
-        group.train_epoch()  # captures
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        started = time.perf_counter()
-        group.train_epoch()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        seconds = time.perf_counter() - started
     run = group.runs[0]
     instances = k * run.data.steps_per_epoch * run.data.per_step
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    with run.precision():  # amp none: float32 without TF32, as the trainer
+        group.train_epoch()  # captures
+        spread = time_repeats(
+            group.train_epoch,
+            repeats=repeats,
+            instances=instances,
+            clock=time.perf_counter,
+            sync=sync,
+        )
     return {
-        "images_per_s": instances / seconds,
+        "images_per_s": spread.median,
+        "spread": spread,
         "weights": _weights(group.states[0]),
         "initial": initial,
         "mode": group.mode,
@@ -145,7 +170,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--methods", nargs="+", choices=TRAINED_METHODS, default=TRAINED_METHODS)
     parser.add_argument("--streams", type=int, nargs="+", default=[1, 2, 4, 8], help="values of K")
     parser.add_argument("--width", type=int, default=64, help="ResNet-18 width (default 64)")
-    parser.add_argument("--steps", type=int, default=20, help="steps an epoch (default 20)")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="steps of each timed epoch (default 200 on CUDA, 20 on the CPU)",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="timed epochs a rate is the median of (default 3)"
+    )
+    parser.add_argument(
+        "--image-size",
+        type=int,
+        choices=[32, 64],
+        default=32,
+        help="side of the training images (64: Cat-vs-Dog and CelebA; default 32)",
+    )
     parser.add_argument("--amp", choices=["bfloat16", "none"], default="bfloat16")
     parser.add_argument("--peak-tflops", type=float, default=None, help="device peak TFLOP/s")
     parser.add_argument(
@@ -179,6 +219,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "fuse-K row: what a captured fused job (train.fuse: K) trains at",
     )
     args = parser.parse_args(argv)
+    if args.steps is None:
+        args.steps = 200 if args.device == "cuda" else 20
+    if args.steps < 1 or args.repeats < 1:
+        parser.error("--steps and --repeats must be >= 1")
     if 1 not in args.streams or min(args.streams) < 1:
         parser.error("--streams must hold 1 (the baseline) and positive values only")
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -197,12 +241,13 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(
         f"device {name} ({args.device}, amp {amp}), ResNet-18 width {args.width}, "
-        f"{args.steps} timed steps per run after one epoch that captures, cuDNN {args.cudnn}, "
+        f"{args.image_size}x{args.image_size}, median of {args.repeats} timed epochs of "
+        f"{args.steps} steps per run after one epoch that captures, cuDNN {args.cudnn}, "
         f"step mode {args.step_mode}, draw ahead {args.draw_ahead}; "
         "TFLOP/s: all K runs' model FLOPs"
     )
     print(
-        f"{'method':<16}{'K':>3}{'img/s':>11}{'vs K=1':>8}{'TFLOP/s':>9}{'% peak':>8}"
+        f"{'method':<16}{'K':>3}{'img/s':>11}{'range%':>8}{'vs K=1':>8}{'TFLOP/s':>9}{'% peak':>8}"
         f"{'gap run 0':>11}{'MiB':>8}  ran"
     )
     log = RateLog(
@@ -212,6 +257,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
         width=args.width,
         amp=amp or "none",
         steps=args.steps,
+        command=None if argv is None else ["benchmarks/bench_streams.py", *argv],
+        image_size=args.image_size,
     )
     results: dict[str, dict[int, dict[str, Any]]] = {}
     for method in args.methods:
@@ -230,21 +277,29 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
                 amp=amp,
                 cudnn=args.cudnn,
                 step_mode=args.step_mode,
+                repeats=args.repeats,
+                image_size=args.image_size,
             )
             results[method][k] = result
             # Captured runs side by side are the trainer's fused job (graph, fuse K); on the
             # CPU the runs step in turn, uncaptured ("two_phase"): RateLog skips that row.
             if args.cudnn == "deterministic" and args.draw_ahead == "on":
-                log.add(method, result["mode"], k, result["images_per_s"])
+                log.add(method, result["mode"], k, result["spread"])
             alone = results[method][1]
             result["ratio"] = result["images_per_s"] / alone["images_per_s"]
             result["gap"] = relative_gap(result["weights"], alone["weights"], alone["initial"])
             tflops = training_tflops(
-                method, width=args.width, instances_per_s=result["images_per_s"]
+                method,
+                width=args.width,
+                instances_per_s=result["images_per_s"],
+                image_size=args.image_size,
             )
+            spread = result["spread"]
+            range_percent = 100 * (spread.high - spread.low) / spread.median
             share = f"{100 * tflops / args.peak_tflops:.1f}" if args.peak_tflops else "-"
             print(
-                f"{method:<16}{k:>3}{result['images_per_s']:>11.1f}{result['ratio']:>8.2f}"
+                f"{method:<16}{k:>3}{result['images_per_s']:>11.1f}{range_percent:>8.1f}"
+                f"{result['ratio']:>8.2f}"
                 f"{tflops:>9.3f}{share:>8}"
                 f"{result['gap']:>11.1e}{result['peak_mib']:>8.0f}  {result['mode']}",
                 flush=True,

@@ -3,11 +3,15 @@
 For every trained method (rotnet, rotation, denoising, contrastive, contrastive_da) at the
 paper's batch size (32 instances a step for the contrastive methods, 64 otherwise), the script
 trains the full training loop, :func:`pipeline_lib.ssl.train.train_representation` (views built
-on the device, SGD, autocast on CUDA), on random uint8 32x32 images:
+on the device, SGD, autocast on CUDA), on random uint8 images of ``--image-size`` (32 or 64,
+the sides of the paper's data sets):
 
 * one untimed warm-up call of a single step (CUDA context, cuDNN algorithm choice, allocator),
-* one timed call of ``--steps`` steps (one epoch; the loop's own clock, which ends with the
-  epoch's host sync and excludes model building and the data digest).
+* one call of ``--repeats`` (default 3) timed epochs of ``--steps`` steps each (default 200
+  on CUDA, 5 on the CPU), each timed on the loop's own clock, which ends with the epoch's
+  host sync and excludes model building and the data digest. A rate is the **median** of
+  those timed epochs; the table also gives their range (max - min, as a share of the
+  median), and the rate table both ends of it.
 
 It prints training instances/s ("img/s") and views/s. An instance is a source image, except
 for contrastive DA, whose default ``da_batching: expanded`` (the released code's) trains on the
@@ -20,10 +24,11 @@ views/s, TFLOP/s and share of peak were 4x too high, and its hours 4x too low.)
 FLOPs (model FLOPs, as in MFU figures; the peak of a GPU counts one multiply-add as 2 FLOPs):
 the forward pass of one view through backbone, head and proxy module (rotation classifier or
 denoising decoder) is counted with :class:`torch.utils.flop_counter.FlopCounterMode` on the
-meta device (convolutions and matrix products, 2 FLOPs per multiply-add; BatchNorm,
-activations and the augmentations are not counted). For the paper's ResNet-18 (width 64) at
-32x32 the backbone alone is 1.11 GFLOP per view (= 0.56 G multiply-adds, the "0.56 GFLOPs"
-usually quoted for CIFAR ResNet-18); the heads add under 1 %, the denoising decoder more.
+meta device at ``--image-size`` (convolutions and matrix products, 2 FLOPs per
+multiply-add; BatchNorm, activations and the augmentations are not counted). For the paper's
+ResNet-18 (width 64) at 32x32 the backbone alone is 1.11 GFLOP per view (= 0.56 G
+multiply-adds, the "0.56 GFLOPs" usually quoted for CIFAR ResNet-18); the heads add under
+1 %, the denoising decoder more.
 A training step is estimated at 3x the forward FLOPs (backward = 2x forward) times views per
 instance times the batch (instances per step). With ``--peak-tflops`` the achieved TFLOP/s
 is also shown as a share of that peak (e.g. 989 for an H100 SXM in dense BF16).
@@ -31,10 +36,11 @@ is also shown as a share of that peak (e.g. 989 for an H100 SXM in dense BF16).
 Cost of the paper's sweep: for each method of ``--config`` (default config/paper.yaml) the
 instances trained on (classes x training instances per class, rounded down to whole
 batches, x epochs x seeds x contamination ratios; sizes from :data:`TRAIN_SETS`), converted
-to hours at the measured instances/s. 64x64 data sets (Cat-vs-Dog, CelebA) are counted at 4x
-the cost of a 32x32 image (4x the FLOPs; a GPU may use them a little more efficiently, so
-this errs high). The hours are for one device like this one, at ``--width``: only width 64
-on CUDA estimates the paper's GPU-hours.
+to hours at the measured instances/s. Data sets of another side than ``--image-size`` are
+counted by pixels (measured at 32: Cat-vs-Dog and CelebA at 4x the cost of a 32x32 image,
+4x the FLOPs; a GPU may use them a little more efficiently, so this errs high; measure with
+``--image-size 64`` for their own rate). The hours are for one device like this one, at
+``--width``: only width 64 on CUDA estimates the paper's GPU-hours.
 
 Fused training (``--fuse K [K ...]``, :mod:`pipeline_lib.ssl.fused`): K models of the
 method, each on its own random images and seed, trained in one job: eager as one stacked
@@ -49,19 +55,21 @@ Graph capture (``--step-mode``, :mod:`pipeline_lib.ssl.stepper`): ``eager`` (def
 today's loop as above; ``graph`` (CUDA) times the graph-captured step; ``both`` times each
 and prints a second table with the ratio. The same holds for the fused runs. A captured
 run records its step's plan, warms up for three steps and captures in its first epoch,
-so with ``graph`` or ``both`` the timed call trains two epochs of ``--steps`` steps and
-reports the second (steady state), for either mode, separate or fused.
+so with ``graph`` or ``both`` the call trains one more epoch, untimed, before the timed ones
+(steady state), for either mode, separate or fused.
 
 The numbers depend on the machine and its load: the script prints what it measured in this
 run only. With ``--rates-out PATH`` it also appends every rate it measured (eager, graph,
 fused K) to the rate table at PATH, the format of :mod:`pipeline_lib.dag.rates` (one row
-per method and setting, per-model instances/s; fused K: the group's total / K), which
+per method and setting, per-model instances/s, the median and range of the timed epochs,
+``image_size`` and ``repeats``; fused K: the group's total / K), which
 ``droc-plan --rates PATH`` costs a sweep from (benchmarks/rates/README.md).
 
 Usage::
 
     python benchmarks/bench_train.py --device cuda --peak-tflops 989   # paper network
     python benchmarks/bench_train.py --width 16 --steps 2              # CPU smoke run
+    python benchmarks/bench_train.py --device cuda --image-size 64     # 64x64 data sets
     python benchmarks/bench_train.py --device cuda --fuse 8            # fused vs separate
     python benchmarks/bench_train.py --device cuda --step-mode both    # graph vs eager
     python benchmarks/bench_train.py --device cuda --step-mode both --fuse 4 10  # all of it
@@ -72,12 +80,14 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import yaml
 
-from pipeline_lib.dag.rates import RateLog
+from pipeline_lib.dag.rates import Rate, RateLog, Spread
 from pipeline_lib.models.flops import (
     VIEWS_PER_INSTANCE,
     forward_flops_per_view,
@@ -113,10 +123,21 @@ def peak_share(tflops: float, peak: float | None) -> str:
     return f"{100 * tflops / peak:.1f}" if peak else "-"
 
 
-def random_images(*count: int) -> torch.Tensor:
-    """Seeded random uint8 32x32 RGB images of shape ``(*count, 32, 32, 3)``."""
+def random_images(*count: int, side: int = 32) -> torch.Tensor:
+    """Seeded random uint8 RGB images of shape ``(*count, side, side, 3)``."""
     generator = torch.Generator().manual_seed(0)
-    return torch.randint(0, 256, (*count, 32, 32, 3), generator=generator).to(torch.uint8)
+    return torch.randint(0, 256, (*count, side, side, 3), generator=generator).to(torch.uint8)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One rate: the timed epochs' instances/s, and how they ran."""
+
+    spread: Spread
+    #: Median seconds and steps of a timed epoch (separate runs; fused: the group's epoch).
+    seconds: float
+    steps: int
+    step_mode: str
 
 
 def measure(
@@ -127,25 +148,28 @@ def measure(
     device: torch.device,
     amp: str | None,
     step_mode: str = "eager",
-    epochs: int = 1,
-) -> dict[str, float]:
-    """Training instances/s of the last of ``epochs`` timed epochs of ``steps`` steps.
+    warm_epochs: int = 0,
+    repeats: int = 3,
+    image_size: int = 32,
+) -> Measured:
+    """Training instances/s of ``repeats`` timed epochs of ``steps`` steps: median and range.
 
-    After a one-step warm-up call; ``epochs=2`` times a graph-captured run after its capture.
+    After a one-step warm-up call, one run trains ``warm_epochs`` untimed epochs (1: a
+    graph-captured run's capture) and then the timed ones, each on the loop's own clock.
     """
     batch = PAPER_BATCH_SIZE[method]
-    images = random_images(batch * steps)
+    images = random_images(batch * steps, side=image_size)
     common = {"seed": 0, "batch_size": batch, "width": width, "step_mode": step_mode}
     common |= {"amp": amp, "device": device}
     train_representation(method, images[:batch], epochs=1, **common)  # warm-up: one step
-    _, history = train_representation(method, images, epochs=epochs, **common)
-    record = history[-1]
-    return {
-        "images_per_s": record["images_per_s"],
-        "seconds": record["seconds"],
-        "steps": record["steps"],  # contrastive DA (expanded): 4 x ``steps`` a source epoch
-        "step_mode": record.get("step_mode", step_mode),
-    }
+    _, history = train_representation(method, images, epochs=warm_epochs + repeats, **common)
+    timed = history[warm_epochs:]
+    return Measured(
+        spread=Spread.of([record["images_per_s"] for record in timed]),
+        seconds=float(statistics.median(record["seconds"] for record in timed)),
+        steps=int(timed[-1]["steps"]),  # contrastive DA (expanded): 4 x ``steps`` an epoch
+        step_mode=str(timed[-1].get("step_mode", step_mode)),
+    )
 
 
 def measure_fused(
@@ -157,13 +181,16 @@ def measure_fused(
     device: torch.device,
     amp: str | None,
     step_mode: str = "eager",
-    epochs: int = 1,
-) -> dict[str, float | str]:
-    """Training instances/s of K fused models (all together) in the last of ``epochs`` epochs.
+    warm_epochs: int = 0,
+    repeats: int = 3,
+    image_size: int = 32,
+) -> Measured:
+    """Training instances/s of K fused models (all together): median and range of ``repeats``
+    timed epochs.
 
     Each model trains on its own random images with its own seed, after a one-step fused
-    warm-up; the time is the fused epoch's (the members share it). ``epochs=2`` times a
-    graph-captured group after its capture.
+    warm-up and ``warm_epochs`` untimed epochs (1: a graph-captured group's capture); an
+    epoch's time is the fused epoch's (the members share it).
 
     Raises
     ------
@@ -171,24 +198,29 @@ def measure_fused(
         If a model diverged (its rate would not be the group's).
     """
     batch = PAPER_BATCH_SIZE[method]
-    images = random_images(k, batch * steps)
+    images = random_images(k, batch * steps, side=image_size)
     common = {"seeds": list(range(k)), "batch_size": batch, "width": width}
     common |= {"amp": amp, "device": device, "step_mode": step_mode}
     train_representations_fused(method, [x[:batch] for x in images], epochs=1, **common)
     histories = []
+    epochs = warm_epochs + repeats
     for result in train_representations_fused(method, list(images), epochs=epochs, **common):
         if isinstance(result, Exception):
             raise result
-        histories.append(result[1])
-    seconds = max(history[-1]["seconds"] for history in histories)
+        histories.append(result[1][warm_epochs:])
+    rates, seconds = [], []
+    for epoch in range(repeats):
+        seconds.append(max(history[epoch]["seconds"] for history in histories))
+        # The epoch's own step count: contrastive DA (expanded) trains 4 instances per image.
+        trained = sum(history[epoch]["steps"] * batch for history in histories)
+        rates.append(trained / seconds[-1])
     ran = sorted({str(history[-1]["step_mode"]) for history in histories})
-    # The epoch's own step count: contrastive DA (expanded) trains 4 instances per image.
-    trained = sum(history[-1]["steps"] * batch for history in histories)
-    return {
-        "images_per_s": trained / seconds,
-        "seconds": seconds,
-        "step_mode": "+".join(ran),  # one group: one mode
-    }
+    return Measured(
+        spread=Spread.of(rates),
+        seconds=float(statistics.median(seconds)),
+        steps=int(histories[0][-1]["steps"]),
+        step_mode="+".join(ran),  # one group: one mode
+    )
 
 
 def paper_instances(config: dict, method: str) -> list[tuple[str, int, int]]:
@@ -213,7 +245,25 @@ def paper_instances(config: dict, method: str) -> list[tuple[str, int, int]]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--steps", type=int, default=5, help="timed steps (default 5)")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="steps of each timed epoch (default 200 on CUDA, 5 on the CPU)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="timed epochs a rate is the median of (default 3)",
+    )
+    parser.add_argument(
+        "--image-size",
+        type=int,
+        choices=[32, 64],
+        default=32,
+        help="side of the training images (64: Cat-vs-Dog and CelebA; default 32)",
+    )
     parser.add_argument("--width", type=int, default=64, help="ResNet-18 width (default 64)")
     parser.add_argument(
         "--methods", nargs="+", choices=TRAINED_METHODS, default=list(TRAINED_METHODS)
@@ -248,8 +298,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.step_mode != "eager" and args.device != "cuda":
         parser.error("--step-mode graph / both needs --device cuda (the CPU steps eagerly)")
+    if args.steps is None:
+        args.steps = 200 if args.device == "cuda" else 5
     if args.steps < 1:
         parser.error("--steps must be >= 1")
+    if args.repeats < 1:
+        parser.error("--repeats must be >= 1")
     if min(args.fuse) < 1:
         parser.error("--fuse must be >= 1")
     if max(args.fuse) > 1 and args.amp == "float16":
@@ -257,6 +311,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda but CUDA is not available")
     return args
+
+
+def spread_percent(spread: Spread) -> str:
+    """The range of the timed epochs as a share of their median, e.g. ``2.1``."""
+    return f"{100 * (spread.high - spread.low) / spread.median:.1f}"
 
 
 def print_graph_table(
@@ -267,23 +326,30 @@ def print_graph_table(
     peak: float | None,
     log: RateLog,
 ) -> dict[str, float]:
-    """Graph-captured vs eager instances/s per method (both timed after a warm epoch).
+    """Graph-captured vs eager instances/s per method (medians, both after a warm epoch).
 
-    Returns the graph-captured rates, per method.
+    Returns the graph-captured rates (medians), per method.
     """
-    print("graph-captured step vs eager (instances/s, second epoch of each)")
-    print(f"{'method':<15}{'eager':>10}{'graph':>10}{'ratio':>8}{'TFLOP/s':>9}{'% peak':>8}  ran")
+    print("graph-captured step vs eager (instances/s, medians of the timed epochs)")
+    print(
+        f"{'method':<15}{'eager':>10}{'graph':>10}{'range%':>8}{'ratio':>8}{'TFLOP/s':>9}"
+        f"{'% peak':>8}  ran"
+    )
     rates = {}
     for method in args.methods:
-        graph = measure(method, step_mode="graph", epochs=2, **timing)  # type: ignore[arg-type]
-        log.add(method, str(graph["step_mode"]), 1, graph["images_per_s"])
-        rates[method] = graph["images_per_s"]
-        tflops = training_tflops(method, width=args.width, instances_per_s=graph["images_per_s"])
+        options = {**timing, "warm_epochs": 1}  # the capture
+        graph = measure(method, step_mode="graph", **options)  # type: ignore[arg-type]
+        spread = graph.spread
+        log.add(method, graph.step_mode, 1, spread)
+        rates[method] = spread.median
+        tflops = training_tflops(
+            method, width=args.width, instances_per_s=spread.median, image_size=args.image_size
+        )
         share = peak_share(tflops, peak)
         print(
-            f"{method:<15}{eager[method]:>10.1f}{graph['images_per_s']:>10.1f}"
-            f"{graph['images_per_s'] / eager[method]:>8.2f}{tflops:>9.3f}{share:>8}"
-            f"  {graph['step_mode']}"
+            f"{method:<15}{eager[method]:>10.1f}{spread.median:>10.1f}"
+            f"{spread_percent(spread):>8}{spread.median / eager[method]:>8.2f}{tflops:>9.3f}"
+            f"{share:>8}  {graph.step_mode}"
         )
     return rates
 
@@ -294,51 +360,56 @@ def print_fused_table(
     separate: dict[str, dict[str, float]],
     timing: dict[str, object],
     *,
-    epochs: int,
     log: RateLog,
 ) -> None:
     """K fused models vs one separate run, per method and step mode of ``separate``."""
-    print(f"fused: {k} models in one job vs one separate run (instances/s, same mode)")
+    print(f"fused: {k} models in one job vs one separate run (instances/s, medians, same mode)")
     print(
-        f"{'method':<15}{'K':>4}{'mode':>7}{'separate':>10}{'fused':>10}{'speed-up':>10}"
-        f"{'TFLOP/s':>9}{'% peak':>8}  ran"
+        f"{'method':<15}{'K':>4}{'mode':>7}{'separate':>10}{'fused':>10}{'range%':>8}"
+        f"{'speed-up':>10}{'TFLOP/s':>9}{'% peak':>8}  ran"
     )
     for method in args.methods:
         for mode, alone in separate.items():
-            options = {"k": k, "step_mode": mode, "epochs": epochs, **timing}
+            options = {**timing, "k": k, "step_mode": mode}
             fused = measure_fused(method, **options)  # type: ignore[arg-type]
-            rate = float(fused["images_per_s"])
-            log.add(method, str(fused["step_mode"]), k, rate)
-            tflops = training_tflops(method, width=args.width, instances_per_s=rate)
+            spread = fused.spread
+            log.add(method, fused.step_mode, k, spread)
+            rate = spread.median
+            tflops = training_tflops(
+                method, width=args.width, instances_per_s=rate, image_size=args.image_size
+            )
             print(
                 f"{method:<15}{k:>4}{mode:>7}{alone[method]:>10.1f}{rate:>10.1f}"
-                f"{rate / alone[method]:>10.2f}{tflops:>9.3f}"
-                f"{peak_share(tflops, args.peak_tflops):>8}  {fused['step_mode']}"
+                f"{spread_percent(spread):>8}{rate / alone[method]:>10.2f}{tflops:>9.3f}"
+                f"{peak_share(tflops, args.peak_tflops):>8}  {fused.step_mode}"
             )
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> list[Rate]:
+    """Print the tables; return the rates measured (the rows ``--rates-out`` gets)."""
     args = parse_args(argv)
     device = torch.device(args.device)
     amp = None if args.amp == "none" else args.amp
     config = yaml.safe_load(args.config.read_text())
     paper_methods = set(config["methods"])
     name = torch.cuda.get_device_name() if device.type == "cuda" else "CPU"
+    side = args.image_size
     print(
         f"device {name} ({args.device}, amp {amp if device.type == 'cuda' else 'off'}, "
-        f"{torch.get_num_threads()} CPU threads), ResNet-18 width {args.width}, 32x32, "
-        f"{args.steps} timed steps after a 1-step warm-up"
+        f"{torch.get_num_threads()} CPU threads), ResNet-18 width {args.width}, {side}x{side}, "
+        f"median of {args.repeats} timed epochs of {args.steps} steps after a 1-step warm-up"
     )
     header = (
-        f"{'method':<15}{'batch':>6}{'views':>6}{'s/step':>9}{'img/s':>10}{'views/s':>10}"
-        f"{'GFLOP/step':>12}{'TFLOP/s':>9}{'% peak':>8}{'hours':>10}"
+        f"{'method':<15}{'batch':>6}{'views':>6}{'s/step':>9}{'img/s':>10}{'range%':>8}"
+        f"{'views/s':>10}{'GFLOP/step':>12}{'TFLOP/s':>9}{'% peak':>8}{'hours':>10}"
     )
     print(header)
     total_hours = 0.0
     separate: dict[str, float] = {}
     table_mode = "eager" if args.step_mode == "both" else args.step_mode
-    epochs = 1 if args.step_mode == "eager" else 2
+    warm_epochs = 0 if args.step_mode == "eager" else 1
     timing = {"width": args.width, "steps": args.steps, "device": device, "amp": amp}
+    timing |= {"repeats": args.repeats, "image_size": side, "warm_epochs": warm_epochs}
     log = RateLog(
         args.rates_out,
         device=device_name(device),
@@ -346,47 +417,57 @@ def main(argv: list[str] | None = None) -> None:
         width=args.width,
         amp=(amp or "none") if device.type == "cuda" else "none",
         steps=args.steps,
+        command=None if argv is None else ["benchmarks/bench_train.py", *argv],
+        image_size=side,
     )
     for method in args.methods:
         batch, views = PAPER_BATCH_SIZE[method], VIEWS_PER_INSTANCE[method]
-        speed = measure(method, step_mode=table_mode, epochs=epochs, **timing)
-        separate[method] = speed["images_per_s"]
-        log.add(method, str(speed["step_mode"]), 1, speed["images_per_s"])
-        step_flops = 3 * forward_flops_per_view(method, width=args.width) * views * batch
-        tflops = training_tflops(method, width=args.width, instances_per_s=speed["images_per_s"])
+        speed = measure(method, step_mode=table_mode, **timing)  # type: ignore[arg-type]
+        spread = speed.spread
+        rate = spread.median
+        separate[method] = rate
+        log.add(method, speed.step_mode, 1, spread)
+        flops = forward_flops_per_view(method, width=args.width, image_size=side)
+        step_flops = 3 * flops * views * batch
+        tflops = training_tflops(method, width=args.width, instances_per_s=rate, image_size=side)
         share = peak_share(tflops, args.peak_tflops)
         hours = "-"
         if method in paper_methods:
+            # Data sets of another side than the one measured: scaled by pixels.
             cost = sum(
-                images * (side / 32) ** 2 for _, images, side in paper_instances(config, method)
+                images * (size / side) ** 2 for _, images, size in paper_instances(config, method)
             )
-            method_hours = cost / speed["images_per_s"] / 3600
+            method_hours = cost / rate / 3600
             total_hours += method_hours
             hours = f"{method_hours:,.0f}"
+        seconds_per_step = speed.seconds / speed.steps
         print(
-            f"{method:<15}{batch:>6}{views:>6}{speed['seconds'] / speed['steps']:>9.3f}"
-            f"{speed['images_per_s']:>10.1f}{speed['images_per_s'] * views:>10.1f}"
+            f"{method:<15}{batch:>6}{views:>6}{seconds_per_step:>9.3f}"
+            f"{rate:>10.1f}{spread_percent(spread):>8}{rate * views:>10.1f}"
             f"{step_flops / 1e9:>12.1f}{tflops:>9.3f}{share:>8}{hours:>10}"
         )
-    backbone = forward_flops_per_view("rotnet", width=args.width, backbone_only=True)
+    backbone = forward_flops_per_view(
+        "rotnet", width=args.width, image_size=side, backbone_only=True
+    )
     print(
-        f"forward GFLOP per 32x32 view: ResNet-18 backbone {backbone / 1e9:.3f} "
+        f"forward GFLOP per {side}x{side} view: ResNet-18 backbone {backbone / 1e9:.3f} "
         f"(2 FLOPs per multiply-add); step = 3 x forward (backbone + head + proxy) x views "
-        f"x batch"
+        f"x batch; range% = (max - min) / median of the timed epochs"
     )
     print(
         f"hours: {args.config.name} (epochs {config.get('train', {}).get('epochs', 2048)}, "
-        f"{len(config['seeds'])} seeds, data sets {', '.join(config['datasets'])}; 64x64 at "
-        f"4x) on one such device at width {args.width}, trained methods of the config: "
-        f"{total_hours:,.0f} in all"
+        f"{len(config['seeds'])} seeds, data sets {', '.join(config['datasets'])}; other "
+        f"sides than {side} by pixels) on one such device at width {args.width}, trained "
+        f"methods of the config: {total_hours:,.0f} in all"
     )
     by_mode = {table_mode: separate}  # the separate rates each fused mode is compared with
     if args.step_mode == "both":
         by_mode["graph"] = print_graph_table(args, separate, timing, peak=args.peak_tflops, log=log)
     for k in args.fuse:
         if k > 1:
-            print_fused_table(args, k, by_mode, timing, epochs=epochs, log=log)
+            print_fused_table(args, k, by_mode, timing, log=log)
     log.report()
+    return log.rows
 
 
 if __name__ == "__main__":

@@ -30,7 +30,8 @@ def _bench_streams():
 
 def test_run_zero_of_two_interleaved_runs_is_the_run_alone(capsys) -> None:
     bench = _bench_streams()
-    argv = ["--device", "cpu", "--width", "4", "--steps", "2", "--streams", "1", "2"]
+    argv = ["--device", "cpu", "--width", "4", "--steps", "2", "--repeats", "2"]
+    argv += ["--streams", "1", "2"]
     results = bench.main([*argv, "--methods", "rotnet", "contrastive_da"])
     for method, by_k in results.items():
         alone, two = by_k[1], by_k[2]
@@ -40,4 +41,8 @@ def test_run_zero_of_two_interleaved_runs_is_the_run_alone(capsys) -> None:
             (two["weights"][name] == alone["weights"][name]).all() for name in alone["weights"]
         ), method
         assert two["gap"] == 0.0 and two["mode"] == "two_phase"
+        # The rate is the median of the two timed epochs, within their range.
+        spread = two["spread"]
+        assert spread.repeats == 2 and spread.low <= spread.median <= spread.high
+        assert two["images_per_s"] == spread.median == (spread.low + spread.high) / 2
     assert "rotnet            2" in capsys.readouterr().out

@@ -23,11 +23,18 @@ then projects per rule:
      ``graph`` on CUDA when a graph row exists, else ``eager``); a ``train_fused`` job of m
      models at the fused-m rate in ``train.step_mode`` (the same rule, among fuse-m rows),
      else as m separate eager trainings (an upper bound). A table measured at another width
-     is reported in the source column, never scaled;
+     is reported in the source column, never scaled. A job on 64x64 data (Cat-vs-Dog,
+     CelebA: :data:`DATASET_SIZES`) takes a row measured on 64x64 images when the table has
+     one for that setting, else the 32x32 row scaled by pixels (a 64x64 image costs 4x);
+     the source column says which (``64 px as measured`` or ``64 px extrapolated from 32
+     px``) and whether the rate is a median of repeated timed calls or a single sample (every
+     row of a table written before the ``repeats`` column);
   3. measurements of earlier runs in the working directory (per-epoch ``images_per_s`` in
      the ``train_history.json`` files of that device and width);
   4. the documented defaults :data:`DEFAULT_IMAGES_PER_S` (one job alone, width 64; on CUDA
      with the graph-captured step, the default there).
+
+  Sources 1, 3 and 4 are 32x32 rates: a 64x64 job scales them by pixels, and says so.
 
   A rate given on the command line is the most deliberate; a table is chosen explicitly
   and names its device, setting and date, while histories are whatever happens to lie in
@@ -39,7 +46,8 @@ then projects per rule:
   (:func:`setting_costs`), and the cheapest: what to put in the config's ``train`` section.
   Cheapest means fewest device-hours, i.e. most training instances per device-second (per-model
   rate x fuse), not the highest per-model rate: K fused models each slower than one alone
-  can still train more images a second together. The last group of a data set's models
+  can still train more images a second together; one line per setting and method says
+  where its rate came from. The last group of a data set's models
   may be smaller than K: costed at its own fused rate, else (graph) at the rate of the most
   models side by side measured below it, else (eager) as separate runs. A config with
   ``studies`` is also costed without them (the main table alone).
@@ -86,6 +94,7 @@ from pipeline_lib.dag.rates import (
     choose_rate,
     read_rates,
     settings_measured,
+    size_label,
 )
 from pipeline_lib.registry import (
     CAPTURED_STEP_MODES,
@@ -533,8 +542,15 @@ def plan_costs(
             by_method = cost.by_method.setdefault(spec.name, MethodCost(spec))
             by_method.jobs += models
             fused = models if job.rule == "train_fused" else None
+            size, known = dataset_size(config, job.wildcards.get("dataset", ""))
             rate, sources = _training_rate(
-                spec.base, device, images_per_s, table, rates_measured, fused=fused
+                spec.base,
+                device,
+                images_per_s,
+                table,
+                rates_measured,
+                fused=fused,
+                image_size=size.side,
             )
             cost.sources.update(sources)
             by_method.sources.update(sources)
@@ -542,7 +558,6 @@ def plan_costs(
                 cost.hours = by_method.hours = None
                 cost.sources.add(f"no {device} rate for {spec.base}")
                 continue
-            size, known = dataset_size(config, job.wildcards.get("dataset", ""))
             if not known:
                 cost.sources.add(f"size of {job.wildcards.get('dataset')} guessed")
             images = size.train_per_class
@@ -552,8 +567,9 @@ def plan_costs(
             instances = images * spec.instances_per_image
             batch = spec.batch_size
             per_epoch = max(instances // batch, 1) * min(batch, instances)
-            # 64x64 images cost 4x the FLOPs of 32x32 (the defaults are measured at 32x32).
-            hours = models * spec.epochs * per_epoch * (size.side / 32) ** 2 / rate / 3600
+            # The rate is for this data set's image size (a 32x32 rate scaled by pixels
+            # where nothing was measured at that size: _training_rate).
+            hours = models * spec.epochs * per_epoch / rate / 3600
             cost.hours += hours
             if by_method.hours is not None:
                 by_method.hours += hours
@@ -578,7 +594,7 @@ class TableQuery:
     step_mode: str | None
     amp: str | None
 
-    def mode(self, method: str, fuse: int) -> str:
+    def mode(self, method: str, fuse: int, image_size: int = 32) -> str:
         """The step mode whose rows cost a job of ``fuse`` models (``train.step_mode``).
 
         Absent or ``auto`` is what the stepper does: graph on CUDA (unless amp float16), costed
@@ -588,24 +604,30 @@ class TableQuery:
         if self.step_mode in STEP_MODES:
             return self.step_mode
         if self.kind == "cuda" and self.amp != "float16":
-            if self._captured_fuse_at_most(method, "graph", fuse) is not None:
+            if self._captured_fuse_at_most(method, "graph", fuse, image_size) is not None:
                 return "graph"
         return "eager"
 
-    def _captured_fuse_at_most(self, method: str, mode: str, fuse: int) -> Choice | None:
+    def _captured_fuse_at_most(
+        self, method: str, mode: str, fuse: int, image_size: int
+    ) -> Choice | None:
         """The ``mode`` row of the most models, at most ``fuse``, measured for ``method``."""
         for fewer in range(fuse, 0, -1):
-            choice, _ = self._choose(method, mode, fewer)
+            choice, _ = self._choose(method, mode, fewer, image_size)
             if choice is not None:
                 return choice
         return None
 
-    def single(self, method: str) -> tuple[float | None, str]:
-        """Images per device-second of one model trained alone as the config says, or why not."""
-        choice, why = self._choose(method, self.mode(method, 1), 1)
+    def single(self, method: str, image_size: int = 32) -> tuple[float | None, str]:
+        """Images per device-second of one model trained alone as the config says, or why not.
+
+        For ``image_size`` images: measured there, else extrapolated by pixels from the
+        32x32 rows (:func:`pipeline_lib.dag.rates.choose_rate`; the text says which).
+        """
+        choice, why = self._choose(method, self.mode(method, 1, image_size), 1, image_size)
         return (choice.device_images_per_s if choice else None), why
 
-    def fused(self, method: str, models: int) -> tuple[float | None, str]:
+    def fused(self, method: str, models: int, image_size: int = 32) -> tuple[float | None, str]:
         """Images per device-second of a fused job of ``models`` models as the config says.
 
         Fused jobs step as ``train.step_mode`` says, as single ones do (:meth:`mode`).
@@ -618,20 +640,20 @@ class TableQuery:
         * eager: ``models`` separate eager trainings, an upper bound of the hours (a stacked
           group can train slower than one model alone: RotNet at K = 4, 0.97x).
         """
-        mode = self.mode(method, models)
-        choice, why = self._choose(method, mode, models)
+        mode = self.mode(method, models, image_size)
+        choice, why = self._choose(method, mode, models, image_size)
         if choice is not None:
             return choice.device_images_per_s, why
         if models == 1:
             return None, why
         captured = mode in CAPTURED_STEP_MODES
-        fewer = self._captured_fuse_at_most(method, mode, models) if captured else None
+        fewer = self._captured_fuse_at_most(method, mode, models, image_size) if captured else None
         if fewer is not None:
             return fewer.device_images_per_s, (
                 f"fuse {models} not measured ({mode}): as {fewer.describe()}, the most models "
                 "side by side measured below it"
             )
-        alone, why_alone = self._choose(method, "eager", 1)
+        alone, why_alone = self._choose(method, "eager", 1, image_size)
         if alone is None:
             return None, f"{why}; {why_alone}"
         return alone.images_per_s_per_model, (
@@ -639,7 +661,9 @@ class TableQuery:
             "an upper bound"
         )
 
-    def _choose(self, method: str, step_mode: str, fuse: int) -> tuple[Choice | None, str]:
+    def _choose(
+        self, method: str, step_mode: str, fuse: int, image_size: int
+    ) -> tuple[Choice | None, str]:
         return choose_rate(
             self.rates,
             kind=self.kind,
@@ -647,6 +671,7 @@ class TableQuery:
             method=method,
             step_mode=step_mode,
             fuse=fuse,
+            image_size=image_size,
         )
 
 
@@ -658,24 +683,39 @@ def _training_rate(
     measured: Mapping[str, list[float]],
     *,
     fused: int | None = None,
+    image_size: int = 32,
 ) -> tuple[float | None, list[str]]:
-    """Images per device-second for a job of ``method`` and where they came from.
+    """Images per device-second for a job of ``method`` on ``image_size`` images, and where
+    they came from.
 
     ``fused``: the models of a train_fused job. Only a rate table knows fused rates: every
-    other source is one job alone, so the job costs ``fused`` separate trainings then.
+    other source is one job alone, so the job costs ``fused`` separate trainings then. Only
+    a rate table knows rates at other image sizes: every other source is a 32x32 rate,
+    scaled by pixels for larger images (and said so).
     """
     sources = ["fused = sum of separate runs"] if fused is not None and fused > 1 else []
     if overrides and method in overrides:
-        return float(overrides[method]), [*sources, "rate given"]
-    if table.rates:
-        rate, why = table.single(method) if fused is None else table.fused(method, fused)
-        if rate is not None:
-            return rate, [why]
-        sources.append(why)
-    if measured.get(method):
-        return _median(measured[method]), [*sources, "rate measured"]
-    default = DEFAULT_IMAGES_PER_S[device][method]
-    return default, [*sources, f"rate default ({device})"] if default is not None else sources
+        rate, source = float(overrides[method]), "rate given"
+    else:
+        if table.rates:
+            found, why = (
+                table.single(method, image_size)
+                if fused is None
+                else table.fused(method, fused, image_size)
+            )
+            if found is not None:
+                return found, [why]
+            sources.append(why)
+        default = DEFAULT_IMAGES_PER_S[device][method]
+        if measured.get(method):
+            rate, source = _median(measured[method]), "rate measured"
+        elif default is not None:
+            rate, source = default, f"rate default ({device})"
+        else:
+            return None, sources
+    if image_size != 32:
+        source = f"{source}, {size_label(image_size, 32)}"
+    return rate * (32 / image_size) ** 2, [*sources, source]
 
 
 def _human_bytes(value: float) -> str:
@@ -777,6 +817,18 @@ class SettingCost:
 
     setting: Setting
     hours: float | None
+    #: Base method -> where its rates at this setting came from (image size measured or
+    #: extrapolated, median of repeats or single sample: ``rates.Choice.describe``).
+    sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+def rate_sources(costs: Mapping[str, RuleCost]) -> dict[str, tuple[str, ...]]:
+    """Base method -> the sources of its training rates in ``costs`` (every variant's)."""
+    found: dict[str, set[str]] = {}
+    for rule in TRAINING_RULES:
+        for part in costs[rule].by_method.values() if rule in costs else ():
+            found.setdefault(part.spec.base, set()).update(part.sources)
+    return {method: tuple(sorted(sources)) for method, sources in sorted(found.items())}
 
 
 def training_hours(costs: Mapping[str, RuleCost]) -> float | None:
@@ -818,17 +870,20 @@ def setting_costs(
             images_per_s=images_per_s,
             rates=rates,
         )
-        results.append(SettingCost(setting, training_hours(costs)))
+        results.append(SettingCost(setting, training_hours(costs), rate_sources(costs)))
     return results
 
 
 def format_settings(
     name: str, costs: Mapping[str, RuleCost], settings: Sequence[SettingCost], *, device: str
 ) -> str:
-    """One line: the cheapest measured setting's device-hours, beside the planned ones.
+    """The cheapest measured setting's device-hours beside the planned ones, then the rates.
 
-    The torch rules other than training (embedding) are the same in every setting and are
-    added to give the device-hours of the whole config.
+    The first line names the cheapest setting; the torch rules other than training
+    (embedding) are the same in every setting and are added to give the device-hours of the
+    whole config. Then one line per setting and trained base method: where its rate came
+    from, whether measured at the data's image size or extrapolated by pixels, and whether
+    a median of repeats or a single sample.
     """
     planned = training_hours(costs)
     other = sum(
@@ -843,11 +898,15 @@ def format_settings(
     every = "; ".join(
         f"{s.setting}: {'unknown' if s.hours is None else f'{s.hours:,.1f}'}" for s in settings
     )
-    return (
+    lines = [
         f"best setting of {name}: {best.setting}: {best.hours:,.1f} {device}-hours of training, "
         f"{(best.hours or 0.0) + other:,.1f} on the torch rules (as configured: "
         f"{planned:,.1f} of training); every setting: {every}"
-    )
+    ]
+    for cost in settings:
+        for method, sources in cost.sources.items():
+            lines.append(f"  rate at {cost.setting}: {method}: {'; '.join(sources)}")
+    return "\n".join(lines)
 
 
 def planned_config(configfile: str | os.PathLike) -> dict[str, Any]:
