@@ -12,6 +12,7 @@ from pipeline_lib.dag.grids import study_grids
 from pipeline_lib.report.protocol import (
     PAPER_PROTOCOL,
     mvtec_protocol_notes,
+    protocol_breaks,
     protocol_differences,
     protocol_notes,
 )
@@ -124,3 +125,12 @@ def test_mvtec_notes_name_the_patch_protocol_and_subsets() -> None:
     ):
         assert fragment in line
     assert "patch size" not in line  # 32 is the paper's
+
+
+def test_breaks_leave_out_the_seed_count_and_the_precision() -> None:
+    tiny = _config("tests/configs/tiny.yaml")
+    seeds = f"{len(tiny['seeds'])} seeds (paper {PAPER_PROTOCOL['seeds']})"
+    assert protocol_breaks(tiny) == [d for d in protocol_differences(tiny) if d != seeds]
+    assert protocol_breaks(tiny) and seeds in protocol_differences(tiny)
+    paper = _config("config/paper.yaml")
+    assert protocol_differences(paper) and protocol_breaks(paper) == []

@@ -38,6 +38,7 @@ from pipeline_lib.report.published import (
     display_name,
 )
 from pipeline_lib.report.tables import format_mean_std
+from pipeline_lib.report.verdict import reproduction_verdict
 
 __all__ = [
     "MAIN_COLUMNS",
@@ -48,6 +49,7 @@ __all__ = [
     "main_table",
     "per_class_table",
     "select_results",
+    "table_verdicts",
 ]
 
 #: Columns a results frame must have.
@@ -693,3 +695,46 @@ def _require(frame: pd.DataFrame, columns: Sequence[str], producer: str) -> None
     missing = [col for col in columns if col not in frame.columns]
     if missing:
         raise ValueError(f"frame lacks columns {missing}; expected the output of {producer}()")
+
+
+def table_verdicts(
+    long: pd.DataFrame, *, breaks: Sequence[str] = (), ddof: int = 0
+) -> pd.DataFrame:
+    """Each data-set cell of a :func:`main_table` or :func:`per_class_table` frame, placed
+    against the paper's number by :func:`~pipeline_lib.report.verdict.reproduction_verdict`.
+
+    Our std enters the verdict as the sample std over seeds (``ddof=1``, recomputed from the
+    table's ``ddof``), the spread of values that the paper's std also is. A cell is not
+    comparable when it misses results or when the run's protocol ``breaks`` the paper's
+    (fewer epochs, a class subset: :func:`pipeline_lib.report.protocol.protocol_breaks`).
+    The class-weighted ``mean`` column is not a cell of its own and is left out.
+
+    Returns
+    -------
+    DataFrame
+        The frame's rows without ``dataset == "mean"`` (nor ``inlier == "mean"``), with a
+        ``verdict`` column.
+    """
+    frame = long[long["dataset"] != "mean"]
+    if "inlier" in frame.columns:
+        frame = frame[frame["inlier"] != "mean"]
+    verdicts = []
+    for row in frame.itertuples(index=False):
+        n = int(row.n_seeds)
+        if not np.isfinite(row.mean):
+            has_paper = np.isfinite(row.published_mean)
+            verdicts.append("not comparable" if has_paper else "no paper value")
+            continue
+        ours_std = None
+        if n > 1 and np.isfinite(row.std):
+            ours_std = float(row.std) * float(np.sqrt((n - ddof) / (n - 1)))
+        verdicts.append(
+            reproduction_verdict(
+                float(row.mean),
+                row.published_mean,
+                row.published_std,
+                ours_std,
+                comparable=bool(row.complete) and not list(breaks),
+            )
+        )
+    return frame.assign(verdict=verdicts).reset_index(drop=True)
