@@ -91,9 +91,11 @@ def test_main_table_matches_the_results(tiny_run: Path) -> None:
     cell = one_class.query("method == 'resnet18_random' and detector == 'kde'")
     per_seed = cell.groupby("seed")["auroc"].mean()
     expected = f"{per_seed.mean():.1f} ± {per_seed.std(ddof=0):.1f}"
-    # the 95 % t-interval over the seeds' class means (ddof=1) follows the paper-style ±
+    # the 95 % t-interval over the seeds' class means (ddof=1) follows the paper-style ±,
     half = stats.t.ppf(0.975, len(per_seed) - 1) * per_seed.std(ddof=1) / np.sqrt(len(per_seed))
-    expected += f" [{per_seed.mean() - half:.1f}, {per_seed.mean() + half:.1f}]"
+    # clipped to the AUC's range [0, 100]
+    low, high = max(per_seed.mean() - half, 0.0), min(per_seed.mean() + half, 100.0)
+    expected += f" [{low:.1f}, {high:.1f}]"
     table = pd.read_csv(tiny_run / "results/summary/main_table.csv", dtype=str)
     row = table[(table.iloc[:, 0] == "ResNet-18 (random)") & (table.iloc[:, 1] == "KDE")]
     assert len(row) == 1
