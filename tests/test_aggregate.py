@@ -16,6 +16,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from pipeline_lib.report.aggregate import (
     MAIN_COLUMNS,
@@ -29,6 +30,12 @@ from pipeline_lib.report.published import CLASS_NAMES, PAPER_DATASET_CLASSES, lo
 from pipeline_lib.report.tables import TABLE_SUFFIXES, write_table
 
 STD3 = math.sqrt(2.0 / 3.0)  # population std of three consecutive integers
+# 95 % t-interval half-width over three consecutive integers (sample std 1, ddof=1)
+HALF3 = stats.t.ppf(0.975, 2) / math.sqrt(3)
+
+
+def _ci(mean: float, half: float) -> str:
+    return f"[{mean - half:.1f}, {mean + half:.1f}]"
 
 
 def _row(dataset, inlier, seed, auroc, method="contrastive", detector="kde", **setting):
@@ -126,8 +133,11 @@ def test_missing_class_of_one_seed_is_flagged(results) -> None:
     assert _cell(long, "toy_a", "ocsvm")["complete"]
     wide = format_main_table(long)
     kde = wide[wide["Detector"] == "KDE"].iloc[0]
-    assert kde["toy_a"] == "82.7 ± 0.5 [8/9 runs, 3/3 seeds]"
-    assert kde["toy_b"] == "66.0 ± 0.8"
+    # seeds 82, 83, 83: sample std sqrt(1/3), so the half-width is t(0.975, 2) / 3
+    half = stats.t.ppf(0.975, 2) / 3
+    assert kde["toy_a"] == f"82.7 ± 0.5 {_ci(248 / 3, half)} [8/9 runs, 3/3 seeds]"
+    assert kde["toy_a"] == "82.7 ± 0.5 [81.2, 84.1] [8/9 runs, 3/3 seeds]"
+    assert kde["toy_b"] == f"66.0 ± 0.8 {_ci(66.0, HALF3)}"
 
 
 def test_missing_seed_is_flagged(results) -> None:
@@ -207,10 +217,10 @@ def test_format_main_table_cells(results, published) -> None:
     ]
     kde = wide[wide["Detector"] == "KDE"].iloc[0]
     assert kde["Representation"] == "Contrastive"
-    assert kde["toy_a"] == "83.0 ± 0.8"
+    assert kde["toy_a"] == f"83.0 ± 0.8 {_ci(83.0, HALF3)}" == "83.0 ± 0.8 [80.5, 85.5]"
     assert kde["toy_a paper"] == "82.0 ± 1.0, Δ +1.0"
     assert kde["toy_b paper"] == "66.5 ± 0.5, Δ -0.5"
-    assert kde["Mean"] == "76.2 ± 0.8"
+    assert kde["Mean"] == f"76.2 ± 0.8 {_ci(76.2, HALF3)}"
     assert kde["Mean paper"] == "75.8 (derived), Δ +0.4"
     assert wide[wide["Detector"] == "OC-SVM"].iloc[0]["toy_a paper"] == ""
 
@@ -222,7 +232,10 @@ def test_one_seed_shows_n1_instead_of_a_zero_std(results, published, tmp_path) -
     assert kde["std"] == 0.0 and kde["n_seeds"] == 1  # the long frame keeps the number
     wide = format_main_table(long)
     row = wide[wide["Detector"] == "KDE"].iloc[0]
-    assert row["toy_a"] == f"{kde['mean']:.1f} (n=1)" == "83.0 (n=1)"
+    # one seed of three classes 81, 83, 85: the interval is over classes (sample std 2)
+    half = stats.t.ppf(0.975, 2) * 2 / math.sqrt(3)
+    assert (kde["ci_over"], kde["ci_low"]) == ("classes", pytest.approx(83.0 - half))
+    assert row["toy_a"] == f"83.0 (n=1) {_ci(83.0, half)} over classes"
     # the published numbers keep their spread: it was measured over the paper's seeds
     assert row["toy_a paper"] == "82.0 ± 1.0, Δ +1.0"
     per_class = format_per_class_table(per_class_table(one, "toy_a", published))
@@ -234,7 +247,7 @@ def test_one_seed_shows_n1_instead_of_a_zero_std(results, published, tmp_path) -
         assert "83.0 (n=1)" in text
     cells = wide.drop(columns=["Representation", "Detector"]).to_numpy().ravel()
     ours = [c for c in cells if c and "Δ" not in c and "derived" not in c]
-    assert ours and all(c.endswith("(n=1)") for c in ours)
+    assert all("(n=1)" in c and "±" not in c for c in ours)
 
 
 def test_per_class_table(results, published) -> None:
@@ -251,8 +264,12 @@ def test_per_class_table(results, published) -> None:
     assert kde["complete"].all() and (kde["n_seeds"] == 3).all()
     wide = format_per_class_table(long)
     assert list(wide["Class"]) == ["a0", "a1", "a2", "mean"]
-    assert wide.loc[0, "Contrastive / KDE"] == "81.0 ± 0.8 (paper 80.0 ± 0.2, Δ +1.0)"
-    assert wide.loc[1, "Contrastive / KDE"] == "83.0 ± 0.8"
+    np.testing.assert_allclose(kde["ci_high"] - kde["mean"], HALF3)
+    assert (kde["ci_over"] == "seeds").all()
+    assert wide.loc[0, "Contrastive / KDE"] == (
+        f"81.0 ± 0.8 {_ci(81.0, HALF3)} (paper 80.0 ± 0.2, Δ +1.0)"
+    )
+    assert wide.loc[1, "Contrastive / KDE"] == f"83.0 ± 0.8 {_ci(83.0, HALF3)}"
 
 
 def test_per_class_table_flags_missing_results(results) -> None:
@@ -268,7 +285,9 @@ def test_per_class_table_flags_missing_results(results) -> None:
     assert kde.loc["a2", "mean"] == pytest.approx(85.5)
     assert kde.loc["a0", "complete"] and not kde.loc["mean", "complete"]
     wide = format_per_class_table(long)
-    assert wide.loc[2, "Contrastive / KDE"] == "85.5 ± 0.5 [2/3 seeds]"
+    # two seeds 85, 86: t(0.975, 1) * sample std / sqrt(2) = t(0.975, 1) / 2
+    half = stats.t.ppf(0.975, 1) / 2
+    assert wide.loc[2, "Contrastive / KDE"] == f"85.5 ± 0.5 {_ci(85.5, half)} [2/3 seeds]"
     assert wide.loc[1, "Contrastive / OC-SVM"] == "— [0/3 seeds]"
     assert wide.loc[3, "Contrastive / KDE"].endswith("[incomplete]")
 
@@ -290,14 +309,15 @@ def test_write_table_writes_four_files_with_the_numbers(results, published, tmp_
     texts = {p.suffix: p.read_text(encoding="utf-8") for p in paths}
     for suffix, text in texts.items():
         assert "83.0" in text and "76.2" in text, suffix
-    assert "83.0 ± 0.8" in texts[".md"] and texts[".md"].startswith("Toy main table")
+    assert "83.0 ± 0.8 [80.5, 85.5]" in texts[".md"] and texts[".md"].startswith("Toy main table")
     assert (
         r"83.0 $\pm$ 0.8" in texts[".tex"]
         and r"\caption{Toy main table: AUC 100\%}" in (texts[".tex"])
     )
     assert r"toy\_a paper" in texts[".tex"] and r"$\Delta$ +1.0" in texts[".tex"]
     assert "<title>Toy main table: AUC 100%</title>" in texts[".html"]
-    assert texts[".html"].startswith("<!DOCTYPE html>") and "<td>83.0 ± 0.8</td>" in texts[".html"]
+    assert texts[".html"].startswith("<!DOCTYPE html>")
+    assert "<td>83.0 ± 0.8 [80.5, 85.5]</td>" in texts[".html"]
     assert pd.read_csv(paths[0], keep_default_na=False).equals(wide)
     assert sorted(p.name for p in stem.parent.iterdir()) == sorted(p.name for p in paths)
 
@@ -342,3 +362,18 @@ def test_write_table_writes_the_chosen_files_with_notes_above_and_below(tmp_path
         "</table>\n<p>Notes:</p>\n<ul><li>one note</li><li>a &lt;second&gt; note</li></ul>\n"
         "</body>\n</html>\n"
     )
+
+
+def test_one_seed_of_one_class_shows_the_jobs_interval_over_the_test_set(results) -> None:
+    one = results[(results["seed"] == 1) & (results["dataset"] == "toy_a")].copy()
+    one["auroc_low"], one["auroc_high"] = one["auroc"] - 1.25, one["auroc"] + 0.75
+    per_class = per_class_table(one, "toy_a").set_index(["detector", "inlier"])
+    cell = per_class.loc[("kde", "a0")]
+    assert (cell["ci_low"], cell["ci_high"], cell["ci_over"]) == (79.75, 81.75, "test set")
+    # the class mean of one seed is class-averaged: its interval is over the classes
+    assert per_class.loc[("kde", "mean"), "ci_over"] == "classes"
+    wide = format_per_class_table(per_class_table(one, "toy_a"))
+    assert wide.loc[0, "Contrastive / KDE"] == "81.0 (n=1) [79.8, 81.8] over the test set"
+    single = main_table(one[(one["inlier"] == "a0") & (one["detector"] == "kde")])
+    assert single.loc[0, "ci_over"] == "test set"
+    assert format_main_table(single).loc[0, "toy_a"] == "81.0 (n=1) [79.8, 81.8] over the test set"

@@ -13,6 +13,7 @@ from pipeline_lib.dag.grids import study_grids
 from pipeline_lib.report.protocol import (
     PAPER_PROTOCOL,
     mvtec_protocol_notes,
+    protocol_breaks,
     protocol_differences,
     protocol_notes,
 )
@@ -145,3 +146,12 @@ def test_mvtec_notes_name_the_epochs_that_ran(top, own, expected) -> None:
         assert expected in line
     else:
         assert "training epochs" not in line
+
+
+def test_breaks_leave_out_the_seed_count_and_the_precision() -> None:
+    tiny = _config("tests/configs/tiny.yaml")
+    seeds = f"{len(tiny['seeds'])} seeds (paper {PAPER_PROTOCOL['seeds']})"
+    assert protocol_breaks(tiny) == [d for d in protocol_differences(tiny) if d != seeds]
+    assert protocol_breaks(tiny) and seeds in protocol_differences(tiny)
+    paper = _config("config/paper.yaml")
+    assert protocol_differences(paper) and protocol_breaks(paper) == []

@@ -9,6 +9,7 @@ import pytest
 
 from pipeline_lib.dag.keys import ResultKey
 from pipeline_lib.report.results import (
+    AUROC_COLUMNS,
     KEY_COLUMNS,
     load_result_records,
     load_results_csv,
@@ -45,7 +46,8 @@ def test_load_result_records_builds_a_sorted_tidy_frame(tmp_path: Path) -> None:
     ]
     frame = load_result_records(paths)
     assert list(frame.columns[: len(KEY_COLUMNS)]) == KEY_COLUMNS
-    assert set(frame.columns) == {*KEY_COLUMNS, "auroc", "n_fit", "result_key"}
+    assert list(frame.columns[: len(KEY_COLUMNS) + 4]) == [*KEY_COLUMNS, *AUROC_COLUMNS]
+    assert set(frame.columns) == {*KEY_COLUMNS, *AUROC_COLUMNS, "n_fit", "result_key"}
     assert frame[["inlier", "seed", "detector"]].values.tolist() == [
         ["0", 0, "gde"],
         ["0", 1, "knn"],
@@ -63,7 +65,17 @@ def test_load_result_records_builds_a_sorted_tidy_frame(tmp_path: Path) -> None:
 def test_load_result_records_with_no_files_has_the_columns() -> None:
     frame = load_result_records([])
     assert frame.empty
-    assert list(frame.columns) == [*KEY_COLUMNS, "auroc", "result_key"]
+    assert list(frame.columns) == [*KEY_COLUMNS, *AUROC_COLUMNS, "result_key"]
+
+
+def test_interval_columns_are_kept_and_missing_ones_are_nan(tmp_path: Path) -> None:
+    with_interval = _record("0", 0, 90.0) | {"auroc_low": 88.5, "auroc_high": 91.25}
+    paths = [_write(tmp_path, with_interval), _write(tmp_path, _record("1", 0, 80.0))]
+    frame = load_result_records(paths)
+    assert frame["auroc_low"].iloc[0] == 88.5
+    assert frame["auroc_high"].iloc[0] == 91.25
+    assert frame[["auroc_low", "auroc_high"]].iloc[1].isna().all()
+    assert frame["auroc_se_delong"].isna().all()
 
 
 def test_record_without_auroc_is_named(tmp_path: Path) -> None:

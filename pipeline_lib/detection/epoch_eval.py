@@ -108,10 +108,11 @@ def epoch_evaluator(
                 max_fit=max_fit,
                 seed=seed,
                 device=device,
+                intervals=False,
             )
             aurocs[detector] = record["auroc"]
         for detector in rotation:
-            record, _ = run_rotation_detection(split, features, detector=detector)
+            record, _ = run_rotation_detection(split, features, detector=detector, intervals=False)
             aurocs[detector] = record["auroc"]
         return aurocs
 

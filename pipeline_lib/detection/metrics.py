@@ -14,7 +14,7 @@ import numpy as np
 from sklearn.metrics import roc_auc_score, roc_curve
 
 
-def _check_scores_and_labels(anomaly_scores: Any, is_outlier: Any) -> tuple[np.ndarray, np.ndarray]:
+def check_scores_and_labels(anomaly_scores: Any, is_outlier: Any) -> tuple[np.ndarray, np.ndarray]:
     """Validate a score vector and its 0/1 outlier labels.
 
     Returns
@@ -82,7 +82,7 @@ def auroc(anomaly_scores: Any, is_outlier: Any) -> float:
         If the lengths differ, an input is not 1-D, a score is not finite, a label is not
         0/1, or only one class is present.
     """
-    scores, labels = _check_scores_and_labels(anomaly_scores, is_outlier)
+    scores, labels = check_scores_and_labels(anomaly_scores, is_outlier)
     return 100.0 * float(roc_auc_score(labels, scores))
 
 
@@ -112,7 +112,7 @@ def roc_curve_points(
     ValueError
         As :func:`auroc`.
     """
-    scores, labels = _check_scores_and_labels(anomaly_scores, is_outlier)
+    scores, labels = check_scores_and_labels(anomaly_scores, is_outlier)
     fpr, tpr, thresholds = roc_curve(labels, scores, pos_label=1, drop_intermediate=True)
     return fpr, tpr, thresholds
 

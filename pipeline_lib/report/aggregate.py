@@ -11,6 +11,11 @@ Standard deviations are population standard deviations over seeds (``ddof=0``, n
 default) unless ``ddof`` says otherwise; a single seed therefore has a std of 0 in the long
 frames, and the display tables show ``"(n=1)"`` instead of ``"± 0.0"``.
 
+Every cell also carries a 95 % interval (``ci_low``, ``ci_high``) and what it is over
+(``ci_over``): the t-interval over seeds (``ddof=1``, whatever ``ddof`` the std uses) from two
+seeds on; with one seed the t-interval over classes of a class-averaged cell, or the job's
+own bootstrap interval over the test set (:mod:`pipeline_lib.report.intervals`).
+
 Missing jobs are never hidden: every cell carries ``n_seeds``, ``n_results`` and their
 expected counts, and ``complete`` is False when any (class, seed) result is missing.
 """
@@ -23,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline_lib.dag.keys import KEY_COLUMNS
+from pipeline_lib.report.intervals import INTERVAL_LABELS, cell_interval
 from pipeline_lib.report.published import (
     CLASS_NAMES,
     DATASET_DISPLAY,
@@ -32,6 +38,7 @@ from pipeline_lib.report.published import (
     display_name,
 )
 from pipeline_lib.report.tables import format_mean_std
+from pipeline_lib.report.verdict import reproduction_verdict
 
 __all__ = [
     "MAIN_COLUMNS",
@@ -42,6 +49,7 @@ __all__ = [
     "main_table",
     "per_class_table",
     "select_results",
+    "table_verdicts",
 ]
 
 #: Columns a results frame must have.
@@ -63,6 +71,9 @@ MAIN_COLUMNS: tuple[str, ...] = (
     "dataset",
     "mean",
     "std",
+    "ci_low",
+    "ci_high",
+    "ci_over",
     "n_seeds",
     "expected_seeds",
     "n_classes",
@@ -84,6 +95,9 @@ PER_CLASS_COLUMNS: tuple[str, ...] = (
     "detector",
     "mean",
     "std",
+    "ci_low",
+    "ci_high",
+    "ci_over",
     "n_seeds",
     "expected_seeds",
     "complete",
@@ -96,6 +110,16 @@ PER_CLASS_COLUMNS: tuple[str, ...] = (
 _MAIN_TABLES = ("visual_results_full", "visual_results", "performance_gaussian")
 # A result's key once the contamination and fit set are chosen.
 _KEY = [column for column in KEY_COLUMNS if column not in ("contamination", "fitset")]
+# A job's interval over the test set, in the tidy results table.
+_JOB_INTERVAL = ("auroc_low", "auroc_high")
+
+
+def _interval(group: pd.DataFrame, seed_means: pd.Series) -> tuple[float, float, str]:
+    """The interval of a cell from its jobs (one seed: its classes or its single job)."""
+    job = None
+    if len(group) == 1:
+        job = (float(group["auroc_low"].iloc[0]), float(group["auroc_high"].iloc[0]))
+    return cell_interval(seed_means.to_numpy(), group["auroc"].to_numpy(), job)
 
 
 def select_results(
@@ -121,8 +145,9 @@ def select_results(
     Returns
     -------
     DataFrame
-        The selected rows, columns ``dataset, inlier, method, detector, seed, auroc``,
-        with string ids, int seeds and float AUCs.
+        The selected rows, columns ``dataset, inlier, method, detector, seed, auroc,
+        auroc_low, auroc_high`` (the job's interval over the test set; NaN when the
+        results do not have it), with string ids, int seeds and float AUCs.
 
     Raises
     ------
@@ -135,7 +160,10 @@ def select_results(
         raise ValueError(f"results frame lacks columns {missing}; has {list(results.columns)}")
     mask = np.isclose(results["contamination"].astype(float), contamination)
     mask &= results["fitset"].astype(str).to_numpy() == fitset
-    selected = results.loc[mask, [*_KEY, "auroc"]].copy()
+    intervals = [col for col in _JOB_INTERVAL if col in results.columns]
+    selected = results.loc[mask, [*_KEY, "auroc", *intervals]].copy()
+    for col in _JOB_INTERVAL:
+        selected[col] = selected[col].astype(float) if col in intervals else np.nan
     for col in ("dataset", "inlier", "method", "detector"):
         selected[col] = selected[col].astype(str)
     selected["seed"] = selected["seed"].astype(int)
@@ -278,6 +306,7 @@ def main_table(
             # class mean and number of classes per seed, index seed
             seed_means = group.groupby("seed")["auroc"].agg(["mean", "count"])
             mean, std = _seed_stats(seed_means["mean"], ddof)
+            low, high, over = _interval(group, seed_means["mean"])
             counts = seed_means["count"].reindex(expected_seeds, fill_value=0)
             rows.append(
                 {
@@ -286,6 +315,9 @@ def main_table(
                     "dataset": dataset,
                     "mean": mean,
                     "std": std,
+                    "ci_low": low,
+                    "ci_high": high,
+                    "ci_over": over,
                     "n_seeds": int(len(seed_means)),
                     "expected_seeds": len(expected_seeds),
                     "n_classes": int(group["inlier"].nunique()),
@@ -294,12 +326,13 @@ def main_table(
                     "expected_results": weights[dataset] * len(expected_seeds),
                     "complete": bool((counts == weights[dataset]).all()),
                     "_seed_means": seed_means["mean"],
+                    "_class_values": group["auroc"].to_numpy(),
                 }
             )
         if len(datasets) > 1:
             rows.append(_weighted_mean_row(method, detector, rows, weights, expected_seeds, ddof))
         records.extend(rows)
-    table = pd.DataFrame.from_records(records).drop(columns="_seed_means")
+    table = pd.DataFrame.from_records(records).drop(columns=["_seed_means", "_class_values"])
     return _add_published(table, lookup, weights, datasets)
 
 
@@ -318,19 +351,27 @@ def _weighted_mean_row(
     expected_seeds: Sequence[int],
     ddof: int,
 ) -> dict:
-    """Per seed, the class-count-weighted mean over the data sets present; then over seeds."""
+    """Per seed, the class-count-weighted mean over the data sets present; then over seeds.
+
+    With one seed the interval is over every class of every data set
+    (:mod:`pipeline_lib.report.intervals`)."""
     by_dataset = pd.DataFrame({row["dataset"]: row["_seed_means"] for row in rows})
     w = pd.Series({row["dataset"]: weights[row["dataset"]] for row in rows})
     present = by_dataset.notna()
     per_seed = (by_dataset.fillna(0.0) * w).sum(axis=1) / (present * w).sum(axis=1)
     per_seed = per_seed[present.any(axis=1)]
     mean, std = _seed_stats(per_seed, ddof)
+    classes = np.concatenate([row["_class_values"] for row in rows])
+    low, high, over = cell_interval(per_seed.to_numpy(), classes)
     return {
         "method": method,
         "detector": detector,
         "dataset": "mean",
         "mean": mean,
         "std": std,
+        "ci_low": low,
+        "ci_high": high,
+        "ci_over": over,
         "n_seeds": int(len(per_seed)),
         "expected_seeds": len(expected_seeds),
         "n_classes": int(sum(row["n_classes"] for row in rows)),
@@ -339,6 +380,7 @@ def _weighted_mean_row(
         "expected_results": int(w.sum()) * len(expected_seeds),
         "complete": all(row["complete"] for row in rows),
         "_seed_means": per_seed,
+        "_class_values": classes,
     }
 
 
@@ -430,12 +472,13 @@ def per_class_table(
     for method, detector in _ordered_pairs(selected[["method", "detector"]].drop_duplicates()):
         pair = selected[(selected["method"] == method) & (selected["detector"] == detector)]
         for inlier in classes:
-            values = pair.loc[pair["inlier"] == inlier, "auroc"]
-            seeds_present = pair.loc[pair["inlier"] == inlier, "seed"]
+            jobs = pair[pair["inlier"] == inlier]
+            values, seeds_present = jobs["auroc"], jobs["seed"]
             mean, std = _seed_stats(values, ddof)
             pub = lookup.get((method, detector, inlier), (np.nan, np.nan))
             records.append(
                 _class_record(dataset, inlier, method, detector, mean, std, pub)
+                | _interval_record(*_interval(jobs, values))
                 | {
                     "n_seeds": int(len(values)),
                     "expected_seeds": len(expected_seeds),
@@ -445,6 +488,7 @@ def per_class_table(
         class_means = pair.groupby("seed")["auroc"].mean()
         counts = pair.groupby("seed")["inlier"].nunique().reindex(expected_seeds, fill_value=0)
         mean, std = _seed_stats(class_means, ddof)
+        interval = _interval(pair, class_means)
         pub = lookup.get(
             (method, detector, "mean"),
             main_lookup.get((method, detector, dataset), (np.nan, np.nan)),
@@ -454,6 +498,7 @@ def per_class_table(
         )
         records.append(
             _class_record(dataset, "mean", method, detector, mean, std, pub)
+            | _interval_record(*interval)
             | {
                 "n_seeds": int(len(class_means)),
                 "expected_seeds": len(expected_seeds),
@@ -463,6 +508,10 @@ def per_class_table(
     table = pd.DataFrame.from_records(records)
     table["delta"] = table["mean"] - table["published_mean"]
     return table[list(PER_CLASS_COLUMNS)]
+
+
+def _interval_record(low: float, high: float, over: str) -> dict:
+    return {"ci_low": low, "ci_high": high, "ci_over": over}
 
 
 def _class_record(
@@ -504,6 +553,18 @@ def _fmt(mean: float, std: float, decimals: int, n_seeds: int | None = None) -> 
     return format_mean_std(mean, std, n_seeds=n_seeds, decimals=decimals)
 
 
+def _fmt_cell(cell: pd.Series, decimals: int) -> str:
+    """Ours with its interval: ``"92.4 ± 0.6 [91.8, 93.0]"``, ``"92.4 (n=1) [...] over ..."``."""
+    return format_mean_std(
+        cell["mean"],
+        cell["std"],
+        n_seeds=cell["n_seeds"],
+        decimals=decimals,
+        interval=(float(cell["ci_low"]), float(cell["ci_high"])),
+        interval_label=INTERVAL_LABELS.get(str(cell["ci_over"]), ""),
+    )
+
+
 def _fmt_published(
     pub_mean: float, pub_std: float, delta: float, decimals: int, derived: bool = False
 ) -> str:
@@ -530,7 +591,9 @@ def format_main_table(long: pd.DataFrame, *, decimals: int = 1) -> pd.DataFrame:
     -------
     DataFrame
         Columns ``Representation``, ``Detector``, then per data set ``<Dataset>``
-        (``"92.4 ± 0.6"``, ``"92.4 (n=1)"`` for one seed, with ``" [45/50 runs, 4/5 seeds]"``
+        (``"92.4 ± 0.6 [91.8, 93.0]"``: mean ± std [95 % interval over seeds];
+        ``"92.4 (n=1) [90.1, 94.7] over classes"`` for one seed (or ``over the test set``),
+        with ``" [45/50 runs, 4/5 seeds]"``
         appended when incomplete,
         ``"—"`` when there is no result) and, when any published number is present,
         ``<Dataset> paper`` (``"92.5 ± 0.6, Δ -0.1"``; ``(derived)`` marks a published
@@ -560,7 +623,7 @@ def format_main_table(long: pd.DataFrame, *, decimals: int = 1) -> pd.DataFrame:
                     row[f"{name} paper"] = ""
                 continue
             cell = cells.loc[dataset]
-            text = _fmt(cell["mean"], cell["std"], decimals, cell["n_seeds"])
+            text = _fmt_cell(cell, decimals)
             if not cell["complete"]:
                 text += (
                     f" [{cell['n_results']}/{cell['expected_results']} runs, "
@@ -593,8 +656,8 @@ def format_per_class_table(long: pd.DataFrame, *, decimals: int = 1) -> pd.DataF
     -------
     DataFrame
         A ``Class`` column, then one column ``"<Representation> / <Detector>"`` per pair with
-        cells ``"90.9 ± 0.5 (paper 90.9 ± 0.5, Δ +0.0)"`` (``"90.9 (n=1) (paper ...)"`` for one
-        seed); incomplete cells end with
+        cells ``"90.9 ± 0.5 [90.3, 91.5] (paper 90.9 ± 0.5, Δ +0.0)"`` (``"90.9 (n=1)
+        [90.2, 91.6] over the test set (paper ...)"`` for one seed); incomplete cells end with
         ``" [3/5 seeds]"`` and the ``mean`` row with ``" [incomplete]"``.
 
     Raises
@@ -611,7 +674,7 @@ def format_per_class_table(long: pd.DataFrame, *, decimals: int = 1) -> pd.DataF
         texts = []
         for inlier in classes:
             cell = cells.loc[inlier]
-            text = _fmt(cell["mean"], cell["std"], decimals, cell["n_seeds"])
+            text = _fmt_cell(cell, decimals)
             published = _fmt_published(
                 cell["published_mean"], cell["published_std"], cell["delta"], decimals
             )
@@ -632,3 +695,46 @@ def _require(frame: pd.DataFrame, columns: Sequence[str], producer: str) -> None
     missing = [col for col in columns if col not in frame.columns]
     if missing:
         raise ValueError(f"frame lacks columns {missing}; expected the output of {producer}()")
+
+
+def table_verdicts(
+    long: pd.DataFrame, *, breaks: Sequence[str] = (), ddof: int = 0
+) -> pd.DataFrame:
+    """Each data-set cell of a :func:`main_table` or :func:`per_class_table` frame, placed
+    against the paper's number by :func:`~pipeline_lib.report.verdict.reproduction_verdict`.
+
+    Our std enters the verdict as the sample std over seeds (``ddof=1``, recomputed from the
+    table's ``ddof``), the spread of values that the paper's std also is. A cell is not
+    comparable when it misses results or when the run's protocol ``breaks`` the paper's
+    (fewer epochs, a class subset: :func:`pipeline_lib.report.protocol.protocol_breaks`).
+    The class-weighted ``mean`` column is not a cell of its own and is left out.
+
+    Returns
+    -------
+    DataFrame
+        The frame's rows without ``dataset == "mean"`` (nor ``inlier == "mean"``), with a
+        ``verdict`` column.
+    """
+    frame = long[long["dataset"] != "mean"]
+    if "inlier" in frame.columns:
+        frame = frame[frame["inlier"] != "mean"]
+    verdicts = []
+    for row in frame.itertuples(index=False):
+        n = int(row.n_seeds)
+        if not np.isfinite(row.mean):
+            has_paper = np.isfinite(row.published_mean)
+            verdicts.append("not comparable" if has_paper else "no paper value")
+            continue
+        ours_std = None
+        if n > 1 and np.isfinite(row.std):
+            ours_std = float(row.std) * float(np.sqrt((n - ddof) / (n - 1)))
+        verdicts.append(
+            reproduction_verdict(
+                float(row.mean),
+                row.published_mean,
+                row.published_std,
+                ours_std,
+                comparable=bool(row.complete) and not list(breaks),
+            )
+        )
+    return frame.assign(verdict=verdicts).reset_index(drop=True)

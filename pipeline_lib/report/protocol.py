@@ -30,6 +30,7 @@ __all__ = [
     "mvtec_protocol_notes",
     "precision_difference",
     "protocol_differences",
+    "protocol_breaks",
     "protocol_notes",
 ]
 
@@ -199,6 +200,19 @@ def protocol_differences(
         if dirty:
             out.append(f"contamination {', '.join(dirty)} (paper's main table: 0)")
     return out
+
+
+def protocol_breaks(config: Mapping[str, Any]) -> list[str]:
+    """The differences that make the main table another experiment than the paper's.
+
+    All of :func:`protocol_differences` but the seed count (our seeds enter the verdict's
+    std: :func:`pipeline_lib.report.verdict.reproduction_verdict`) and the numeric precision
+    (listed, as on docs/reproduction.md, not a break).
+    """
+    paper_seeds = list(range(PAPER_PROTOCOL["seeds"]))
+    differences = protocol_differences(config, seeds=paper_seeds)
+    precision = precision_difference(config.get("train") or {})
+    return [d for d in differences if d != precision]
 
 
 def _line(differences: Sequence[str]) -> list[str]:

@@ -11,15 +11,23 @@ import pandas as pd
 
 from pipeline_lib.dag.keys import KEY_COLUMNS as _KEY_COLUMNS
 from pipeline_lib.dag.keys import ResultKey
+from pipeline_lib.detection.auroc_intervals import INTERVAL_FIELDS
 from pipeline_lib.runtime.io import atomic_path, load_json
 
 #: Columns that identify a job (the wildcards), in display order: the tidy table's first
 #: columns, as :data:`pipeline_lib.dag.keys.KEY_COLUMNS` states them.
 KEY_COLUMNS: list[str] = list(_KEY_COLUMNS)
 
+#: The AUC and its uncertainty over the test set (95 % stratified bootstrap interval, DeLong
+#: standard error; :mod:`pipeline_lib.detection.auroc_intervals`): every tidy table has
+#: them after the key columns, NaN for a record written before jobs kept them.
+AUROC_COLUMNS: list[str] = ["auroc", *INTERVAL_FIELDS]
+
 
 def load_result_records(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
     """Read result files into a tidy frame; ``result_key`` is each file's folder.
+
+    Columns: :data:`KEY_COLUMNS`, :data:`AUROC_COLUMNS`, then the records' other fields.
 
     Raises
     ------
@@ -38,9 +46,13 @@ def load_result_records(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
         rows.append({**record, "result_key": Path(path).parent.as_posix()})
     frame = pd.DataFrame(rows)
     if frame.empty:
-        return pd.DataFrame(columns=[*KEY_COLUMNS, "auroc", "result_key"])
-    other = [column for column in frame.columns if column not in KEY_COLUMNS]
-    return frame[KEY_COLUMNS + other].sort_values(KEY_COLUMNS, ignore_index=True)
+        return pd.DataFrame(columns=[*KEY_COLUMNS, *AUROC_COLUMNS, "result_key"])
+    for column in INTERVAL_FIELDS:
+        if column not in frame.columns:
+            frame[column] = float("nan")
+    head = KEY_COLUMNS + AUROC_COLUMNS
+    other = [column for column in frame.columns if column not in head]
+    return frame[head + other].sort_values(KEY_COLUMNS, ignore_index=True)
 
 
 def _check_identity(path: str | os.PathLike, record: dict) -> None:

@@ -197,6 +197,11 @@ def _blocks(
     """The page as blocks: ("h", level, text), ("p", text), ("table", DataFrame of cells),
     ("list", [cell, ...]), ("img", alt, href)."""
     blocks: list[tuple] = [("h", 1, title)]
+    if main is not None and main.get("count"):
+        # The page opens with how much of the paper the run reproduced, then why the run
+        # may not be the paper's experiment.
+        blocks.append(("p", main["count"]))
+        blocks += [("p", line) for line in main.get("protocol", [])]
     n_run = sum(r is not None for r in studies.values())
     blocks.append(
         (
@@ -461,13 +466,16 @@ def build_summary(
     main : mapping or None, default=None
         The main table shown inline near the top: ``table`` (its display DataFrame, e.g.
         :func:`pipeline_lib.report.aggregate.format_main_table`), ``protocol`` (lines above it:
-        how the run's protocol differs from the paper's) and ``links`` (its files).
+        how the run's protocol differs from the paper's), ``links`` (its files) and
+        ``count`` (:func:`pipeline_lib.report.verdict.count_line`: the page's first line,
+        followed by the protocol lines).
 
     Returns
     -------
     str
-        Markdown: overview, the main table, ranked deviations, missing results, then each
-        study's protocol line, links, notes and figures.
+        Markdown: the reproduction count and protocol line (with ``main["count"]``),
+        overview, the main table, ranked deviations, missing results, then each study's
+        protocol line, links, notes and figures.
     """
     blocks = _blocks(studies, links, title=title, relative_to=relative_to, top=top, main=main)
     return _render_markdown(blocks)

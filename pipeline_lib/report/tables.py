@@ -35,8 +35,10 @@ def format_mean_std(
     n_seeds: int | None = None,
     decimals: int = 1,
     missing: str = "—",
+    interval: tuple[float, float] | None = None,
+    interval_label: str = "",
 ) -> str:
-    """A table cell ``"92.4 ± 0.6"``; ``"92.4 (n=1)"`` for one seed.
+    """A table cell ``"92.4 ± 0.6 [91.8, 93.0]"``; ``"92.4 (n=1)"`` for one seed.
 
     The std over a single seed is 0 (or undefined), and ``"± 0.0"`` reads as a measured
     zero spread; so one seed shows :data:`SINGLE_SEED` instead.
@@ -52,6 +54,11 @@ def format_mean_std(
         Decimals shown.
     missing : str, default="—"
         The cell without a mean.
+    interval : (low, high) or None, default=None
+        A 95 % interval (:mod:`pipeline_lib.report.intervals`) shown as ``" [low, high]"``
+        after the mean and std; None or NaN ends: none shown.
+    interval_label : str, default=""
+        Words after the interval saying what it is over (``"over the test set"``).
 
     Returns
     -------
@@ -62,10 +69,14 @@ def format_mean_std(
         return missing
     text = f"{mean:.{decimals}f}"
     if n_seeds is not None and np.isfinite(n_seeds) and int(n_seeds) == 1:
-        return f"{text} {SINGLE_SEED}"
-    if std is None or not np.isfinite(std):
-        return text
-    return f"{text} ± {std:.{decimals}f}"
+        text = f"{text} {SINGLE_SEED}"
+    elif std is not None and np.isfinite(std):
+        text = f"{text} ± {std:.{decimals}f}"
+    if interval is not None and all(v is not None and np.isfinite(v) for v in interval):
+        text += f" [{interval[0]:.{decimals}f}, {interval[1]:.{decimals}f}]"
+        if interval_label:
+            text += f" {interval_label}"
+    return text
 
 
 def _write_text(path: Path, text: str) -> None:

@@ -7,8 +7,9 @@ detector table (``benchmarks/fullcell_detectors.py``) share it without importing
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 
-__all__ = ["VERDICTS", "reproduction_verdict"]
+__all__ = ["VERDICTS", "count_line", "reproduction_verdict", "verdict_counts"]
 
 #: Every value :func:`reproduction_verdict` returns.
 VERDICTS: tuple[str, ...] = ("within", "above", "below", "no paper value", "not comparable")
@@ -74,3 +75,43 @@ def reproduction_verdict(
     if abs(difference) <= 2.0 * math.hypot(ours_std, paper_std):
         return "within"
     return "above" if difference > 0 else "below"
+
+
+def verdict_counts(verdicts: Iterable[str]) -> dict[str, int]:
+    """How many cells got each verdict, every key of :data:`VERDICTS` present.
+
+    Raises
+    ------
+    ValueError
+        Naming a value that is not a verdict.
+    """
+    counts = dict.fromkeys(VERDICTS, 0)
+    for verdict in verdicts:
+        if verdict not in counts:
+            raise ValueError(f"{verdict!r} is not a verdict; known: {VERDICTS}")
+        counts[verdict] += 1
+    return counts
+
+
+def count_line(counts: Mapping[str, int], breaks: Iterable[str] = ()) -> str:
+    """The sentence a summary opens with: ``"N of M published cells reproduced ..."``.
+
+    ``M`` counts the cells with a published number; ``N`` those ``within``. ``breaks`` are
+    the ways the run's protocol differs from the paper's that make its cells another
+    experiment (fewer epochs, a class subset): then no count is given, the line says
+    "not comparable" and why.
+    """
+    breaks = list(breaks)
+    published = sum(counts[v] for v in VERDICTS if v != "no paper value")
+    if breaks:
+        return (
+            f"Reproduction: not comparable. This run's protocol differs from the paper's "
+            f"({'; '.join(breaks)}), so none of its {published} cells with a published "
+            "number is counted as reproduced or not."
+        )
+    compared = counts["within"] + counts["above"] + counts["below"]
+    text = f"{counts['within']} of {compared} published cells reproduced"
+    text += f" (within 2 std of the paper's mean; {counts['above']} above, {counts['below']} below"
+    if counts["not comparable"]:
+        text += f"; {counts['not comparable']} more not comparable (incomplete or another score)"
+    return text + ")."

@@ -103,10 +103,16 @@ def test_one_seed_cell_shows_n1_not_a_zero_std(grid) -> None:
     assert (stats["n_seeds"] == 1).all()
     for _, row in stats.iterrows():
         text = format_cell(row.to_dict() | {"paper_mean": np.nan})
-        assert text == f"{row['mean']:.1f} (n=1)"
+        # one seed of several classes: the interval is over the classes' AUCs
+        assert row["ci_over"] == "classes" and row["ci_low"] < row["mean"] < row["ci_high"]
+        interval = f"[{row['ci_low']:.1f}, {row['ci_high']:.1f}]"
+        assert text == f"{row['mean']:.1f} (n=1) {interval} over classes"
         assert "±" not in text
     assert format_value(92.44, 0.0, n_seeds=1) == "92.4 (n=1)"
     assert format_value(92.44, 0.61, n_seeds=2) == "92.4 ± 0.6"
+    assert format_value(92.44, 0.61, n_seeds=2, interval=(91.0, 93.9), over="seeds") == (
+        "92.4 ± 0.6 [91.0, 93.9]"
+    )
 
 
 def test_default_variant_rules() -> None:

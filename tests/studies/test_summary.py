@@ -19,6 +19,7 @@ from pipeline_lib.report.summary import (
     ranked_deviations,
     summary_html,
 )
+from pipeline_lib.report.verdict import count_line, verdict_counts
 from tests.studies.synth import expected_grid, fake_results, variant
 
 CLASSES = {"cifar10": ["airplane", "automobile", "bird"], "fmnist": ["trouser", "bag"]}
@@ -157,3 +158,26 @@ def test_study_protocol_line_is_written_above_its_table_and_read_back(tmp_path) 
     assert load_study(tmp_path, "main").protocol == study.protocol
     page = build_summary({"main": load_study(tmp_path, "main")}, {"main": []})
     assert study.protocol[0] in page.split("### main (main)")[1]
+
+
+def test_page_opens_with_the_reproduction_count_then_the_protocol_line(results_folder) -> None:
+    out, studies, links, _, _ = results_folder
+    display = pd.DataFrame({"Representation": ["Rotation"], "Detector": ["KDE"]})
+    counts = verdict_counts(["within", "within", "below", "no paper value", "not comparable"])
+    protocol = ["Protocol: the paper's (as far as the config says)."]
+    main = {"table": display, "protocol": protocol, "count": count_line(counts)}
+    page = build_summary(studies, links, relative_to=out, main=main)
+    lines = [line for line in page.splitlines() if line.strip()]
+    assert lines[1].startswith("2 of 3 published cells reproduced")
+    assert "1 below" in lines[1] and "1 more not comparable" in lines[1]
+    assert lines[2] == protocol[0]
+    html_page = summary_html(studies, links, relative_to=out, main=main)
+    assert html_page.index("2 of 3 published cells reproduced") < html_page.index("<table")
+
+
+def test_count_line_says_not_comparable_for_another_protocol() -> None:
+    counts = verdict_counts(["not comparable"] * 3 + ["no paper value"])
+    line = count_line(counts, ["20 training epochs (paper 2048)"])
+    assert line.startswith("Reproduction: not comparable")
+    assert "20 training epochs (paper 2048)" in line and "none of its 3 cells" in line
+    assert "reproduced or not" in line and "of 3 published cells reproduced" not in line

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
+from scipy import stats
 
 from pipeline_lib.report.results import load_results_csv
 from tests.workflow.conftest import REPO, run_snakemake
@@ -35,6 +36,10 @@ def test_every_job_leaves_a_result(tiny_run: Path) -> None:
     keys = ["inlier", "contamination", "seed", "method", "fitset", "detector"]
     assert not results.duplicated(keys).any()
     assert results["auroc"].between(0, 100).all()
+    # every job keeps its AUC's interval over the test set, around its AUC
+    assert (results["auroc_low"] <= results["auroc"]).all()
+    assert (results["auroc"] <= results["auroc_high"]).all()
+    assert (results["auroc_se_delong"] >= 0).all()
     assert set(results["fitset"]) == {"train", "clean20"}
     assert set(results["inlier"]) == {"0", "8"}
 
@@ -86,6 +91,11 @@ def test_main_table_matches_the_results(tiny_run: Path) -> None:
     cell = one_class.query("method == 'resnet18_random' and detector == 'kde'")
     per_seed = cell.groupby("seed")["auroc"].mean()
     expected = f"{per_seed.mean():.1f} ± {per_seed.std(ddof=0):.1f}"
+    # the 95 % t-interval over the seeds' class means (ddof=1) follows the paper-style ±,
+    half = stats.t.ppf(0.975, len(per_seed) - 1) * per_seed.std(ddof=1) / np.sqrt(len(per_seed))
+    # clipped to the AUC's range [0, 100]
+    low, high = max(per_seed.mean() - half, 0.0), min(per_seed.mean() + half, 100.0)
+    expected += f" [{low:.1f}, {high:.1f}]"
     table = pd.read_csv(tiny_run / "results/summary/main_table.csv", dtype=str)
     row = table[(table.iloc[:, 0] == "ResNet-18 (random)") & (table.iloc[:, 1] == "KDE")]
     assert len(row) == 1
@@ -172,3 +182,15 @@ def test_snakemake_report_builds(tiny_run: Path) -> None:
     )
     html = report.read_text(errors="replace")
     assert len(html) > 100_000 and "main_table" in html
+
+
+def test_paired_comparisons_and_verdicts_are_written(tiny_run: Path) -> None:
+    text = (tiny_run / "results/summary/main_table_wilcoxon.md").read_text()
+    # two inlier classes: the signed-rank test cannot reach significance, and says so
+    assert "Holm" in text and "2/2^2 = 0.5" in text
+    assert "ranks across data sets need 3 data sets or more; this table has 1" in text
+    verdicts = pd.read_csv(tiny_run / "results/summary/main_table_verdicts.csv")
+    # digits has no published number; the tiny protocol is another experiment anyway
+    assert set(verdicts["verdict"]) == {"no paper value"}
+    main_md = (tiny_run / "results/summary/main_table.md").read_text()
+    assert "Reproduction: not comparable" in main_md

@@ -122,6 +122,12 @@ def test_summary_page_in_a_headless_browser(tiny_run: Path, tmp_path: Path) -> N
         REPO / "workflow/schemas/config.schema.yaml",
     )
     (protocol,) = protocol_notes(config)
+    # the page opens with the reproduction count, here "not comparable" (a tiny protocol),
+    # then the protocol line
+    opening = text.split("droc-bench: the paper's studies beside its published numbers", 1)[1]
+    assert opening.lstrip().startswith("Reproduction: not comparable")
+    assert opening.index("Reproduction: not comparable") < opening.index(protocol)
+    assert opening.index(protocol) < opening.index("Main table")
     main = pd.read_csv(tiny_run / "results/summary/main_table.csv", dtype=str)
     section = text.split("Main table", 1)[1].split("Largest deviations", 1)[0]
     assert protocol in section
@@ -130,6 +136,10 @@ def test_summary_page_in_a_headless_browser(tiny_run: Path, tmp_path: Path) -> N
         assert list(row) in parser.rows
         assert row[0] in section and row[-1] in section
     assert "(n=1)" not in section  # two seeds: a std over seeds (raw pixels: truly 0)
+    # every cell of ours carries its 95 % interval over seeds: "mean ± std [low, high]"
+    cells = [c for c in main.drop(columns=["Representation", "Detector"]).to_numpy().ravel()]
+    ours = [c for c in cells if isinstance(c, str) and "±" in c and "Δ" not in c]
+    assert ours and all(re.search(r"± \d+\.\d \[\d+\.\d, \d+\.\d\]", c) for c in ours)
     # link texts separated, not "mdhtmlcsvtex"
     assert "Table: md · html · csv · tex" in text
     assert "Files: md · html · csv · tex" in text

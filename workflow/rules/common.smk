@@ -33,7 +33,11 @@ from pipeline_lib.dag.grids import (
     variant_train_size,
     variant_training,
 )
-from pipeline_lib.report.protocol import mvtec_protocol_notes, protocol_notes
+from pipeline_lib.report.protocol import (
+    mvtec_protocol_notes,
+    protocol_breaks,
+    protocol_notes,
+)
 from pipeline_lib.report.tracking import default_tracking_uri, redact_uri
 from pipeline_lib.registry import (
     FROZEN_METHODS,

@@ -47,6 +47,8 @@ rule make_tables:
             category="Tables",
             subcategory="Main table",
         ),
+        comparisons="results/summary/main_table_wilcoxon.md",
+        verdicts="results/summary/main_table_verdicts.csv",
         per_class=report(
             expand(
                 "results/summary/per_class/{dataset}{ext}",
@@ -70,6 +72,7 @@ rule make_tables:
     params:
         datasets=MAIN_DATASETS,
         protocol=protocol_notes(config, MAIN) if MAIN else [],
+        breaks=protocol_breaks(config) if MAIN else [],
     script:
         "../scripts/make_tables.py"
 

@@ -175,6 +175,7 @@ if MAIN:
         input:
             manifests=study_outputs(),
             main_table="results/summary/main_table.csv",
+            verdicts="results/summary/main_table_verdicts.csv",
             provenance=data_provenance_files(MAIN_DATASETS),
         output:
             html=report(
@@ -194,6 +195,7 @@ if MAIN:
         params:
             studies=[grid.name for grid in STUDIES],
             protocol=protocol_notes(config, MAIN),
+            breaks=protocol_breaks(config),
         script:
             "../scripts/make_summary.py"
 

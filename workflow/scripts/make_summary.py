@@ -8,6 +8,7 @@ import pandas as pd
 from pipeline_lib.report.protocol import data_notes
 from pipeline_lib.report.studies.files import load_study, study_files
 from pipeline_lib.report.summary import build_summary, summary_html
+from pipeline_lib.report.verdict import count_line, verdict_counts
 from pipeline_lib.runtime.io import atomic_path, load_json
 from pipeline_lib.runtime.logs import job_logging
 
@@ -23,7 +24,9 @@ with job_logging(snakemake.log[0]):
     # The main table inline (its display form, as make_tables wrote it), with the lines on
     # how the run's protocol and data differ from the paper's above it.
     main_csv = Path(snakemake.input.main_table)
+    verdicts = pd.read_csv(snakemake.input.verdicts, keep_default_na=False)["verdict"]
     main = {
+        "count": count_line(verdict_counts(verdicts), snakemake.params.breaks),
         "table": pd.read_csv(main_csv, dtype=str, keep_default_na=False),
         "protocol": list(snakemake.params.protocol)
         + data_notes([load_json(path) for path in snakemake.input.provenance]),

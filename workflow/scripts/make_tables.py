@@ -7,12 +7,16 @@ from pipeline_lib.report.aggregate import (
     format_per_class_table,
     main_table,
     per_class_table,
+    table_verdicts,
 )
+from pipeline_lib.report.intervals import interval_note
+from pipeline_lib.report.paired import main_table_comparisons
 from pipeline_lib.report.protocol import data_notes
 from pipeline_lib.report.published import load_published
-from pipeline_lib.report.results import load_results_csv
+from pipeline_lib.report.results import load_results_csv, save_results_csv
 from pipeline_lib.report.tables import write_table
-from pipeline_lib.runtime.io import load_json
+from pipeline_lib.report.verdict import count_line, verdict_counts
+from pipeline_lib.runtime.io import atomic_path, load_json
 from pipeline_lib.runtime.logs import job_logging
 
 with job_logging(snakemake.log[0]):
@@ -22,16 +26,26 @@ with job_logging(snakemake.log[0]):
     provenance = {r["dataset"]: r for r in map(load_json, snakemake.input.provenance)}
     protocol = list(snakemake.params.protocol)
     main = main_table(results, published)
+    # Each cell against the paper's number; the count opens the table and the summary page.
+    breaks = list(snakemake.params.breaks)
+    verdicts = table_verdicts(main, breaks=breaks)
+    save_results_csv(verdicts, snakemake.output.verdicts)
+    count = count_line(verdict_counts(verdicts["verdict"]), breaks)
     write_table(
         format_main_table(main),
         Path(snakemake.output.main[0]).with_suffix(""),
-        caption="Mean +- std over seeds of the class-mean ROC AUC (x100), beside the paper.",
-        notes=protocol + data_notes(list(provenance.values())),
+        caption="Mean +- std [95 % interval] of the class-mean ROC AUC (x100), beside the paper.",
+        notes=[count, *protocol, *data_notes(list(provenance.values())), interval_note(0)],
     )
+    with atomic_path(snakemake.output.comparisons) as tmp:
+        tmp.write_text(main_table_comparisons(results), encoding="utf-8")
     for dataset in snakemake.params.datasets:
+        per_class = per_class_table(results, dataset, published)
+        counts = verdict_counts(table_verdicts(per_class, breaks=breaks)["verdict"])
         write_table(
-            format_per_class_table(per_class_table(results, dataset, published)),
+            format_per_class_table(per_class),
             Path(snakemake.output.main[0]).parent / "per_class" / dataset,
             caption=f"Per-class ROC AUC (x100) on {dataset}, beside the paper.",
-            notes=protocol + data_notes([provenance[dataset]]),
+            notes=[count_line(counts, breaks), *protocol, *data_notes([provenance[dataset]])]
+            + [interval_note(0)],
         )

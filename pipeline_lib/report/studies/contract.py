@@ -48,6 +48,8 @@ KEY_COLUMNS: tuple[str, ...] = (
     *VARIANT_COLUMNS,
 )
 
+# A job's AUC interval over the test set (the tidy results table's columns), carried along.
+_JOB_INTERVAL = ("auroc_low", "auroc_high")
 _STRING_COLUMNS = ("dataset", "inlier", "method", "base_method", "fitset", "detector", "space")
 #: Variant parameters held as floats (NaN = the method's default), in :data:`KEY_COLUMNS`.
 FLOAT_PARAMS: tuple[str, ...] = ("batch_size", "head_depth", "train_size")
@@ -158,7 +160,8 @@ def _normalise_set_text(text: str) -> str:
 
 
 def join_expected(frame: pd.DataFrame, expected: pd.DataFrame) -> pd.DataFrame:
-    """Attach each expected job's result (``auroc``, ``mmd``; NaN when missing).
+    """Attach each expected job's result (``auroc``, ``mmd``, the AUC's interval over the test
+    set ``auroc_low`` / ``auroc_high``; NaN when missing).
 
     Results are matched on :data:`JOB_KEY`; the variant parameters are taken from
     ``expected``. Results outside the expected grid are ignored, and a result row whose
@@ -175,7 +178,8 @@ def join_expected(frame: pd.DataFrame, expected: pd.DataFrame) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        One row per expected job: :data:`KEY_COLUMNS`, ``auroc``, ``mmd``.
+        One row per expected job: :data:`KEY_COLUMNS`, ``auroc``, ``mmd``, ``auroc_low``,
+        ``auroc_high``.
 
     Raises
     ------
@@ -194,7 +198,8 @@ def join_expected(frame: pd.DataFrame, expected: pd.DataFrame) -> pd.DataFrame:
         raise ValueError(f"expected frame lists jobs twice, e.g. {rows}")
     res = _canonical(frame, "results")
     res["auroc"] = pd.to_numeric(res["auroc"], errors="raise").astype(float)
-    res["mmd"] = pd.to_numeric(res["mmd"], errors="raise").astype(float) if "mmd" in res else np.nan
+    for col in ("mmd", *_JOB_INTERVAL):
+        res[col] = pd.to_numeric(res[col], errors="raise").astype(float) if col in res else np.nan
     res = res[res["auroc"].notna()]
     bad = res[~res["auroc"].between(0.0, 100.0)]
     if len(bad):
@@ -206,6 +211,9 @@ def join_expected(frame: pd.DataFrame, expected: pd.DataFrame) -> pd.DataFrame:
         rows = res.loc[dup, list(JOB_KEY)].head(3).to_dict("records")
         raise ValueError(f"results frame has two results for jobs, e.g. {rows}")
     joined = exp[list(KEY_COLUMNS)].merge(
-        res[[*JOB_KEY, "auroc", "mmd"]], on=list(JOB_KEY), how="left", validate="one_to_one"
+        res[[*JOB_KEY, "auroc", "mmd", *_JOB_INTERVAL]],
+        on=list(JOB_KEY),
+        how="left",
+        validate="one_to_one",
     )
     return joined

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipeline_lib.report.intervals import INTERVAL_LABELS
 from pipeline_lib.report.published import display_name
 from pipeline_lib.report.tables import format_mean_std
 
@@ -35,10 +36,21 @@ def format_value(
     n_expected: int = 0,
     decimals: int = 1,
     n_seeds: int | None = None,
+    interval: tuple[float, float] | None = None,
+    over: str = "",
 ) -> str:
-    """``"92.4 ± 0.6"``; ``"92.4 (n=1)"`` from one seed (a std of 0 would read as a measured
-    zero spread); ``"—"`` without a value; ``" [missing 3/50]"`` when incomplete."""
-    text = format_mean_std(mean, std, n_seeds=n_seeds, decimals=decimals)
+    """``"92.4 ± 0.6 [91.8, 93.0]"``; ``"92.4 (n=1)"`` from one seed (a std of 0 would read
+    as a measured zero spread); ``"—"`` without a value; ``" [missing 3/50]"`` when
+    incomplete. ``interval`` and ``over`` are a cell's ``ci_low, ci_high`` and ``ci_over``
+    (:mod:`pipeline_lib.report.intervals`)."""
+    text = format_mean_std(
+        mean,
+        std,
+        n_seeds=n_seeds,
+        decimals=decimals,
+        interval=interval,
+        interval_label=INTERVAL_LABELS.get(str(over), ""),
+    )
     if n_missing:
         text += f" [missing {int(n_missing)}/{int(n_expected)}]"
     return text
@@ -56,7 +68,8 @@ def format_paper(paper_mean: float, paper_std: float, deviation: float, decimals
 
 
 def format_cell(row: Mapping[str, Any] | pd.Series, decimals: int = 1) -> str:
-    """A table cell with ours, the missing mark and the paper: ``"92.4 ± 0.6 (paper ...)"``."""
+    """A table cell with ours, its interval, the missing mark and the paper:
+    ``"92.4 ± 0.6 [91.8, 93.0] (paper ...)"``."""
     text = format_value(
         row["mean"],
         row["std"],
@@ -64,6 +77,8 @@ def format_cell(row: Mapping[str, Any] | pd.Series, decimals: int = 1) -> str:
         n_expected=row["n_expected"],
         decimals=decimals,
         n_seeds=row.get("n_seeds"),
+        interval=(row.get("ci_low", np.nan), row.get("ci_high", np.nan)),
+        over=row.get("ci_over", ""),
     )
     paper = format_paper(
         row.get("paper_mean", np.nan),

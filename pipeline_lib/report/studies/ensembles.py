@@ -29,6 +29,7 @@ from scipy.stats import rankdata
 
 from pipeline_lib.dag.keys import contamination_value
 from pipeline_lib.detection.metrics import auroc
+from pipeline_lib.report.intervals import cell_interval
 from pipeline_lib.report.published import DATASET_DISPLAY, load_published
 from pipeline_lib.report.studies.contract import (
     STAT_COLUMNS,
@@ -188,9 +189,14 @@ def _stats_row(
     """A stats row from per-seed values (``ddof`` int) or one ensemble value (``ddof`` None)."""
     values = np.asarray([v for v in values if np.isfinite(v)], dtype=float)
     spread = ddof is not None and values.size > ddof
+    # per-seed values: the t-interval over seeds; one ensemble value has none
+    low, high, over = cell_interval(values) if ddof is not None else (np.nan, np.nan, "")
     return key | {
         "mean": float(values.mean()) if values.size else np.nan,
         "std": float(np.std(values, ddof=ddof)) if spread else np.nan,
+        "ci_low": low,
+        "ci_high": high,
+        "ci_over": over,
         "n_seeds": int(values.size) if n_seeds is None else n_seeds,
         "n_expected_seeds": n_expected_seeds,
         "n_results": n_expected - n_missing,

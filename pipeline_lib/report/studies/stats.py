@@ -9,11 +9,14 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from pipeline_lib.report.intervals import INTERVAL_COLUMNS, cell_interval, interval_note
+
 #: What :func:`cell_stats` adds to a cell's ``by`` columns (the head of a study table's
 #: statistics, :data:`~pipeline_lib.report.studies.contract.STAT_COLUMNS`).
 SEED_STAT_COLUMNS: tuple[str, ...] = (
     "mean",
     "std",
+    *INTERVAL_COLUMNS,
     "n_seeds",
     "n_expected_seeds",
     "n_results",
@@ -40,7 +43,11 @@ def cell_stats(
 
     As the paper's tables (Sec. 4.2): per seed the value is averaged over the inlier classes
     present; the cell is the mean and std (``ddof``, default 0 = population std, as
-    :mod:`pipeline_lib.report.aggregate`) of those seed means. A seed with some classes missing
+    :mod:`pipeline_lib.report.aggregate`) of those seed means, with a 95 % interval
+    (``ci_low``, ``ci_high``, ``ci_over``: over seeds, or with one seed over classes or the
+    job's test set; :func:`pipeline_lib.report.intervals.cell_interval`; the job's own
+    interval is read from ``auroc_low`` / ``auroc_high`` when ``cells`` has them). A seed
+    with some classes missing
     still contributes, but the cell's ``n_missing`` says so and the formatted tables and
     the summary mark it.
 
@@ -59,7 +66,8 @@ def cell_stats(
     Returns
     -------
     DataFrame
-        ``by`` columns then ``mean, std, n_seeds`` (seeds with a result),
+        ``by`` columns then ``mean, std, ci_low, ci_high, ci_over, n_seeds`` (seeds with a
+        result),
         ``n_expected_seeds, n_results, n_expected, n_missing``; one row per group, in
         sorted order of ``by``.
 
@@ -87,11 +95,18 @@ def cell_stats(
         seed_means = present.groupby("seed")[value].mean().to_numpy()
         mean = float(seed_means.mean()) if seed_means.size else np.nan
         std = float(np.std(seed_means, ddof=ddof)) if seed_means.size > ddof else np.nan
+        job = None
+        if len(present) == 1 and value == "auroc" and "auroc_low" in present.columns:
+            job = (float(present["auroc_low"].iloc[0]), float(present["auroc_high"].iloc[0]))
+        low, high, over = cell_interval(seed_means, present[value].to_numpy(), job)
         rows.append(
             dict(zip(by, key, strict=True))
             | {
                 "mean": mean,
                 "std": std,
+                "ci_low": low,
+                "ci_high": high,
+                "ci_over": over,
                 "n_seeds": int(seed_means.size),
                 "n_expected_seeds": int(group["seed"].nunique()),
                 "n_results": int(len(present)),
@@ -127,5 +142,6 @@ def common_notes(ddof: int) -> list[str]:
     return [
         "AUC is ROC AUC x 100 with the outlier as the positive class; per seed it is averaged "
         f"over the inlier classes, then mean ± std (ddof={ddof}) over seeds, as the paper's "
-        "tables"
+        "tables",
+        interval_note(ddof),
     ]
