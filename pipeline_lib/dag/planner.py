@@ -279,7 +279,7 @@ def dry_run(
         "--configfile",
         *map(str, configfiles),
     ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=1800)  # noqa: S603 - this env's snakemake
     if result.returncode != 0:
         raise PlanError(
             f"snakemake --dry-run failed ({result.returncode}):\n"

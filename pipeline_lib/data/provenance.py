@@ -266,7 +266,7 @@ def file_checksums(path: str | os.PathLike) -> dict[str, Any]:
         If a ``.gz`` file is not a readable gzip stream.
     """
     path = Path(path)
-    md5, sha256, size = hashlib.md5(), hashlib.sha256(), 0
+    md5, sha256, size = hashlib.md5(usedforsecurity=False), hashlib.sha256(), 0
     with path.open("rb") as handle:
         while chunk := handle.read(_CHUNK):
             md5.update(chunk)
@@ -274,7 +274,7 @@ def file_checksums(path: str | os.PathLike) -> dict[str, Any]:
             size += len(chunk)
     record: dict[str, Any] = {"bytes": size, "md5": md5.hexdigest(), "sha256": sha256.hexdigest()}
     if path.suffix == ".gz":
-        content, content_size = hashlib.md5(), 0
+        content, content_size = hashlib.md5(usedforsecurity=False), 0
         try:
             with gzip.open(path, "rb") as handle:
                 while chunk := handle.read(_CHUNK):

@@ -24,8 +24,8 @@ Exit status:
 
 * 0: every input was scored;
 * 1: some inputs were errors (the others are scored and written);
-* 2: nothing could be scored, or the model cannot be loaded;
-* 3: internal error (a bug, a full disk, ...): a one-line message (the traceback with
+* 2: nothing could be scored, the model cannot be loaded, a usage error, or an internal
+  error (a bug, a full disk, ...): then a one-line message (the traceback with
   ``--verbose``), the rows scored so far kept in the ``.partial`` files;
 * 130: interrupted (Ctrl-C): the rows scored so far kept in the ``.partial`` files.
 """
@@ -58,7 +58,7 @@ from pipeline_lib.runtime.io import atomic_path, replace_durably
 #: Most files read and scored together (one progress step, one flush of the CSVs).
 CHUNK = 64
 #: Exit statuses (module docstring).
-EXIT_OK, EXIT_SOME_ERRORS, EXIT_NOTHING_SCORED, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_SOME_ERRORS, EXIT_NOTHING_SCORED, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 2, 130
 #: Suffix of a CSV being written (and of the rows kept when a run is cut short).
 PARTIAL = ".partial"
 

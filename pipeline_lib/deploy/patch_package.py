@@ -462,7 +462,7 @@ def _remember(score: PatchScorer) -> PatchScorer:
     seen: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 
     def remembered(images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        key = hashlib.sha1(np.ascontiguousarray(images).tobytes()).digest()
+        key = hashlib.sha1(np.ascontiguousarray(images).tobytes(), usedforsecurity=False).digest()
         if key not in seen:
             seen[key] = score(images)
         return seen[key]

@@ -33,8 +33,8 @@ PACKAGES: tuple[str, ...] = (
 
 def _git(directory: str | os.PathLike, *args: str) -> str | None:
     try:
-        result = subprocess.run(
-            ["git", "-C", str(directory), *args],
+        result = subprocess.run(  # noqa: S603 - fixed git call
+            ["git", "-C", str(directory), *args],  # noqa: S607 - git from PATH
             capture_output=True,
             text=True,
             timeout=10,

@@ -125,7 +125,7 @@ class StaticDraws:
             )
         _, _, offset = self.plan[self._cursor]
         self._cursor += 1
-        assert self._device_buffer is not None
+        assert self._device_buffer is not None  # noqa: S101 - type narrowing
         numel = _numel(shape)
         return self._device_buffer[offset : offset + numel].view(shape)
 
@@ -164,8 +164,10 @@ class StaticDraws:
         instance stay in order: fill, then :meth:`upload`, then the next fill. Waits only for
         the copy made two steps ago, so the host may run ahead of the device.
         """
-        assert self.plan is not None and self._device_buffer is not None, "call freeze() first"
-        assert self._filled is None, "upload() the numbers already filled first"
+        if self.plan is None or self._device_buffer is None:
+            raise RuntimeError("call freeze() first")
+        if self._filled is not None:
+            raise RuntimeError("upload() the numbers already filled first")
         turn = self._turn % len(self._staging)
         self._turn += 1
         event = self._copied[turn]
@@ -179,7 +181,8 @@ class StaticDraws:
 
     def upload(self) -> None:
         """Copy the filled numbers to the device buffer, on the current stream (no wait)."""
-        assert self._filled is not None and self._device_buffer is not None, "fill() first"
+        if self._filled is None or self._device_buffer is None:
+            raise RuntimeError("fill() first")
         turn, self._filled = self._filled, None
         self._device_buffer.copy_(self._staging[turn], non_blocking=self.device.type == "cuda")
         if self.device.type == "cuda":

@@ -225,7 +225,7 @@ class StaticStep:
             self._try_capture()
         if self.graph is not None:
             self.graph.replay()
-            assert self.graph_loss is not None
+            assert self.graph_loss is not None  # noqa: S101 - set with the graph
             return self.graph_loss
         return self._uncaptured()
 

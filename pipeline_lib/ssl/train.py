@@ -97,7 +97,7 @@ def _images_on_device(images: np.ndarray | torch.Tensor, device: torch.device) -
 def _data_digest(images: torch.Tensor) -> str:
     """SHA-1 of the pixels, so a checkpoint never resumes on different data."""
     array = np.ascontiguousarray(images.cpu().numpy())
-    return hashlib.sha1(memoryview(array).cast("B")).hexdigest()
+    return hashlib.sha1(memoryview(array).cast("B"), usedforsecurity=False).hexdigest()
 
 
 def _all_finite(model: nn.Module) -> bool:

@@ -125,7 +125,7 @@ def test_crash_after_the_first_chunk_keeps_its_rows_in_a_partial_file(
     output = tmp_path / "out" / "scores.csv"
     argv = ["score", "--model", str(kde_package), str(tmp_path / "line"), "--output", str(output)]
     status = cli.main([*argv, "--no-progress"])
-    assert status == cli.EXIT_INTERNAL == 3
+    assert status == cli.EXIT_INTERNAL == cli.EXIT_NOTHING_SCORED == 2
     assert calls == [2, 2]  # the first chunk scored, the second failed
     assert not output.exists() and not (tmp_path / "out" / "scores_errors.csv").exists()
     partial = _read_csv(tmp_path / "out" / "scores.csv.partial")

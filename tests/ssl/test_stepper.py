@@ -495,7 +495,7 @@ def test_static_draws_filled_ahead_upload_the_numbers_draw_gives() -> None:
         direct.draw()
         ahead.fill()
         assert ahead.filled
-        with pytest.raises(AssertionError, match="upload"):
+        with pytest.raises(RuntimeError, match="upload"):
             ahead.fill()
         ahead.upload()
         assert not ahead.filled

@@ -23,7 +23,8 @@ with job_logging(snakemake.log[0]):
     method = snakemake.params.method  # the base method of a variant
     members = [(inlier, int(seed)) for inlier, seed in snakemake.params.members]
     splits = list(snakemake.input.splits)
-    assert len(splits) == len(members), (splits, members)
+    if len(splits) != len(members):
+        raise ValueError(f"{len(splits)} split files for {len(members)} fused models: {members}")
     images = load_image_dataset(snakemake.input.dataset).train_images
     # Each model checkpoints where its separate job would (SPLIT/{method}/checkpoint.pt), so a
     # killed group resumes, and a separate job can resume a fused checkpoint and back.
