@@ -61,7 +61,7 @@ def test_a_slice_of_the_noise_studies_runs_and_renders(tmp_path: Path) -> None:
     studies = tmp_path / "results/studies"
     contamination = pd.read_csv(studies / "noise_contamination/noise_contamination.csv")
     semi = pd.read_csv(studies / "noise_semi_supervised/noise_semi_supervised.csv")
-    assert set(contamination["detector"]) == detectors
+    assert set(contamination["detector"]) == set(semi["detector"]) == detectors
     assert set(contamination["contamination"]) == {0.0, 0.1}
     assert {"clean50", "train"} <= set(semi["fitset"])
     for table in (contamination, semi):
