@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
-import sys
 from pathlib import Path
+
+from tests.benchmark_scripts import load_benchmark
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    path = REPO / "benchmarks" / "bench_detectors_cpu.py"
-    spec = importlib.util.spec_from_file_location("bench_detectors_cpu", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_detectors_cpu.py")
 
 
 def test_both_detectors_score_alike_and_the_ratio_is_of_the_medians(tmp_path: Path) -> None:

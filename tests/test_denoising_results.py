@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.benchmark_scripts import load_benchmark
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def results():
-    path = REPO / "benchmarks" / "denoising" / "results.py"
-    spec = importlib.util.spec_from_file_location("denoising_results", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("denoising/results.py", "denoising_results")
 
 
 def _summary(tmp_path: Path) -> Path:

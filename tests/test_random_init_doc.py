@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
+
+from tests.benchmark_scripts import load_benchmark
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    path = REPO / "benchmarks" / "random_init_row.py"
-    spec = importlib.util.spec_from_file_location("random_init_row", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("random_init_row.py")
 
 
 def test_protocol_doc_table_is_the_committed_run(tmp_path: Path) -> None:

@@ -7,9 +7,7 @@ study tables it writes are what benchmarks/noise_studies.py turns into docs/stud
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +15,7 @@ import pytest
 import yaml
 
 from pipeline_lib.data import DataError, load_dataset
+from tests.benchmark_scripts import load_benchmark
 from tests.workflow.conftest import REPO, run_snakemake
 
 pytestmark = [pytest.mark.workflow, pytest.mark.realdata]
@@ -25,12 +24,7 @@ CONFIG = REPO / "config/experiments/noise_studies.yaml"
 
 
 def _script():
-    path = REPO / "benchmarks" / "noise_studies.py"
-    spec = importlib.util.spec_from_file_location("noise_studies", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("noise_studies.py")
 
 
 def _slice(config: dict) -> dict:
