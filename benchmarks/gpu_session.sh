@@ -7,6 +7,11 @@
 #   RATES=1 COMPILE=1 OUT=/tmp/gpu bash benchmarks/gpu_session.sh     # + the measured ones
 #   DEVICE=cpu WIDTH=4 STEPS=2 RATES=1 OUT=/tmp/gpu bash benchmarks/gpu_session.sh  # CPU smoke
 #
+# Measured rates, one method per 10-minute command, 64 px and contrastive DA first (each row
+# the median of REPEATS epochs of STEPS steps, as pipeline_lib.dag.rates records):
+#   SIZE=64 COMPILED=1 METHODS=contrastive_da STREAMS=1 STREAMS_COMPILED="1 5 10" LIMIT=280 \
+#     OUT=/tmp/gpu bash benchmarks/gpu_session.sh
+#
 # Default steps (at most 460 s of limits): the CUDA tests of the graph-captured and compiled
 # steps (graph == eager bit for bit under deterministic cuDNN, separate and fused; resume; the
 # fallback warning; one capture per fused group, retrains after a leaked NaN; compiled:
@@ -34,7 +39,14 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 OUT=${OUT:?set OUT to a folder for the outputs}
 DEVICE=${DEVICE:-cuda}
 WIDTH=${WIDTH:-64}
-STEPS=${STEPS:-20}
+STEPS=${STEPS:-200}  # steps per timed epoch; every rate is the median of REPEATS such epochs
+REPEATS=${REPEATS:-3}
+SIZE=${SIZE:-32}  # training image side: 64 for the Cat-vs-Dog and CelebA rows
+# Most hours first (contrastive DA is over half the main table's), so a limit cuts the least.
+METHODS=${METHODS:-contrastive_da contrastive rotation rotnet denoising}
+STREAMS=${STREAMS:-1 2 4 8}
+STREAMS_COMPILED=${STREAMS_COMPILED:-1 5 10}
+LIMIT=${LIMIT:-200}  # seconds per streams step; 200 steps x 3 repeats x K models per method
 PEAK=${PEAK:-989}  # dense bf16 TFLOP/s of an H100/H200 SXM
 PYTHON=${PYTHON:-python3}
 DETECT=${DETECT:-}  # detector benchmark sizes; default: the paper's (5,000 x 10,000 x 512)
@@ -56,19 +68,20 @@ if [ "$DEVICE" = cuda ]; then
 fi
 step check_fused 60 "$PYTHON" benchmarks/check_fused.py --device "$DEVICE" --k 4 --steps 3 \
   --width "$WIDTH"  # auto: on CUDA the captured fused job (models side by side on streams)
-# Most hours first (contrastive DA is over half the main table's), so a limit cuts the least.
-step streams 200 "$PYTHON" benchmarks/bench_streams.py --device "$DEVICE" --width "$WIDTH" \
-  --steps "$STEPS" --streams 1 2 4 8 --peak-tflops "$PEAK" --rates-out "$OUT/rates.csv" \
-  --methods contrastive_da contrastive rotation rotnet denoising
+# shellcheck disable=SC2086  # METHODS, STREAMS, FUSE are lists
+step streams "$LIMIT" "$PYTHON" benchmarks/bench_streams.py --device "$DEVICE" --width "$WIDTH" \
+  --steps "$STEPS" --repeats "$REPEATS" --image-size "$SIZE" --streams $STREAMS \
+  --peak-tflops "$PEAK" --rates-out "$OUT/rates.csv" --methods $METHODS
 if [ "${COMPILED:-0}" = 1 ] && [ "$DEVICE" = cuda ]; then
-  step streams_compiled 200 "$PYTHON" benchmarks/bench_streams.py --device cuda --width "$WIDTH" \
-    --steps "$STEPS" --step-mode compiled --streams 1 4 10 --peak-tflops "$PEAK" \
-    --rates-out "$OUT/rates.csv" --methods contrastive_da contrastive rotation rotnet denoising
+  step streams_compiled "$LIMIT" "$PYTHON" benchmarks/bench_streams.py --device cuda --width "$WIDTH" \
+    --steps "$STEPS" --repeats "$REPEATS" --image-size "$SIZE" --step-mode compiled \
+    --streams $STREAMS_COMPILED --peak-tflops "$PEAK" \
+    --rates-out "$OUT/rates.csv" --methods $METHODS
 fi
 if [ "${RATES:-0}" = 1 ]; then
   step train 290 "$PYTHON" benchmarks/bench_train.py --device "$DEVICE" --width "$WIDTH" \
-    --steps "$STEPS" --peak-tflops "$PEAK" --step-mode "$MODES" --fuse 4 10 \
-    --rates-out "$OUT/rates.csv"
+    --steps "$STEPS" --repeats "$REPEATS" --image-size "$SIZE" --peak-tflops "$PEAK" \
+    --step-mode "$MODES" --fuse ${FUSE:-5 10} --methods $METHODS --rates-out "$OUT/rates.csv"
 fi
 if [ "${COMPILE:-0}" = 1 ]; then
   BACKEND=inductor; [ "$DEVICE" = cuda ] || BACKEND=eager  # on the CPU: no compiler needed
