@@ -1,4 +1,4 @@
-"""benchmarks/bench_detectors_cpu.py on tiny shapes: same scores, ratio of the medians, CSV."""
+"""benchmarks/bench_detectors_cpu.py on tiny shapes: exact scores, ratio of the medians, CSV."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ def test_both_detectors_score_alike_and_the_ratio_is_of_the_medians(tmp_path: Pa
         assert row["ours_min_s"] <= row["ours_median_s"] <= row["ours_max_s"]
         assert row["speedup"] == row["sklearn_median_s"] / row["ours_median_s"]
         assert row["max_relative_difference"] < 1e-10
+        assert row["check_rows"] == 200
     script.main(argv)  # a second run appends below the same header
     with out.open() as handle:
         written = list(csv.DictReader(handle))
