@@ -82,10 +82,9 @@ def normalize_rows(x: torch.Tensor) -> torch.Tensor:
     return x * torch.rsqrt(torch.clamp(sq, min=NORM_EPS_SQ))
 
 
-def _centred(
-    x: torch.Tensor, center: torch.Tensor, like: torch.Tensor
-) -> torch.Tensor:  # (b, d) in like's dtype, on like's device
-    # Centre in float64 before any rounding to the compute dtype (float32 cancellation).
+def _centred(x: torch.Tensor, center: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``x - center`` ``(b, d)`` in ``like``'s dtype and device, subtracted in float64 first
+    (before any rounding to a float32 compute dtype, whose cancellation it avoids)."""
     return (x.to(device=like.device, dtype=torch.float64) - center).to(like.dtype)
 
 
