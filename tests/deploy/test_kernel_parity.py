@@ -65,7 +65,7 @@ def _tolerance(detector_name: str, fitted, expected: np.ndarray, d: int) -> floa
     n_ref = {
         "kde": lambda: len(fitted.fit_features_),
         "ocsvm": lambda: len(fitted.svm_.support_vectors_),
-        "gde": lambda: d,
+        "gde": lambda: d,  # no reference rows: two products of length d
         "knn": lambda: len(fitted.fit_features_),
     }[detector_name]()
     return 16 * np.finfo(np.float64).eps * (d + n_ref) * max(1.0, float(np.abs(expected).max()))
@@ -117,10 +117,9 @@ def test_detector_explanation_and_export_scores_agree(name: str, tmp_path: Path)
         score = explain.kde_anomaly_function(_Pixels(), fit)
         with torch.no_grad():
             paths["explanation"] = -score(torch.from_numpy(test)).numpy()
-        # ... and it is differentiable through the same kernel.
+        # ... and its gradient through the kernel's in-place steps is the true one.
         x = torch.from_numpy(test[:3]).requires_grad_(True)
-        (grad,) = torch.autograd.grad(score(x).sum(), x)
-        assert torch.isfinite(grad).all() and grad.abs().max() > 0
+        assert torch.autograd.gradcheck(score, (x,))
 
     # The exported files: traced on 2 images, run on 31 (the batch dimension stays free).
     scoring = ScoringGraph(nn.Flatten(), graph)
