@@ -5,7 +5,7 @@ At the paper's sizes (one CIFAR-10 class: 5,000 fit features, the 10,000-image t
 :class:`~pipeline_lib.detection.detectors.RBFOneClassSVM` is fitted (libsvm); then the same fitted
 ``OneClassSVM`` scores the test set twice: scikit-learn's ``score_samples`` (libsvm's
 ``decision_function`` plus ``offset_``, what the detector called before) and the detector's
-``score_samples`` (blocked matrix products in torch, :func:`rbf_kernel_sum`). The script
+``score_samples`` (blocked matrix products in torch, ``kernels.rbf_expansion``). The script
 prints both times, the ratio, and the largest absolute / relative score differences, all
 measured in this one run.
 

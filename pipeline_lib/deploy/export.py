@@ -2,7 +2,9 @@
 
 Why one graph: a production line wants one file that maps pixels to a score, runnable
 without this project (ONNX: with onnxruntime alone, no torch). Every detector of the
-benchmark is rewritten as matrix products over what it stored at fit time:
+benchmark is a thin module holding what it stored at fit time as buffers and calling the
+detector's own scoring kernel (:mod:`pipeline_lib.detection.detectors.kernels`, the function
+``score_samples`` runs block by block) on the whole batch at once:
 
 =================  ===================================================================
 detector           graph (``x`` the L2-normalised feature, float64)
@@ -29,7 +31,6 @@ TorchScript-based one works offline with ``onnx`` alone.
 from __future__ import annotations
 
 import io
-import math
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -41,8 +42,22 @@ import numpy as np
 import torch
 from torch import nn
 
-#: Squared-norm floor of the L2 normalisation (as ``pipeline_lib.detection.detectors._common``).
-NORM_EPS_SQ = 1e-12
+from pipeline_lib.detection.detectors.kernels import (
+    GaussianState,
+    KDEState,
+    KNNState,
+    RBFExpansionState,
+    gaussian_score,
+    gaussian_state,
+    kde_score,
+    kde_state,
+    knn_score,
+    knn_state,
+    normalize_rows,
+    rbf_expansion,
+    rbf_expansion_state,
+)
+
 #: ONNX operator set; 17 has every operator used (TopK, ReduceLogSumExp, ...).
 ONNX_OPSET = 17
 #: Parity tolerance: two implementations agree when every score differs by at most
@@ -58,87 +73,73 @@ def _f64(array: Any) -> torch.Tensor:
     return torch.as_tensor(np.asarray(array, dtype=np.float64))
 
 
-def _normalize(x: torch.Tensor) -> torch.Tensor:
-    sq = (x * x).sum(dim=1, keepdim=True)
-    return x * torch.rsqrt(torch.clamp(sq, min=NORM_EPS_SQ))
-
-
 class KDEGraph(nn.Module):
-    """KernelDensityScore as one distance matrix + logsumexp."""
+    """KernelDensityScore: :func:`~pipeline_lib.detection.detectors.kernels.kde_score`."""
 
     def __init__(self, detector: Any) -> None:
         super().__init__()
         self.normalize = bool(detector.normalize)
-        self.gamma = float(detector.gamma_)
-        center = np.asarray(detector.center_, np.float64)
-        ref = np.asarray(detector.fit_features_, np.float64) - center
-        self.register_buffer("center", _f64(center))
-        self.register_buffer("ref", _f64(ref))
-        self.register_buffer("ref_sq", _f64((ref * ref).sum(axis=1)))
+        state = kde_state(detector.fit_features_, detector.center_, detector.gamma_)
+        self.gamma = state.gamma
+        self.register_buffer("center", state.center)
+        self.register_buffer("ref", state.ref)
+        self.register_buffer("ref_sq", state.ref_sq)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.normalize:
-            x = _normalize(x)
-        xc = x - self.center
-        d2 = (xc * xc).sum(dim=1, keepdim=True) + self.ref_sq[None, :] - 2.0 * (xc @ self.ref.T)
-        d2 = torch.clamp(d2, min=0.0)
-        return torch.logsumexp(d2 * (-self.gamma), dim=1) / self.gamma
+            x = normalize_rows(x)
+        return kde_score(x, KDEState(self.center, self.ref, self.ref_sq, self.gamma))
 
 
 class GDEGraph(nn.Module):
-    """GaussianDensity: ``log N(x)`` from the precision factor."""
+    """GaussianDensity: :func:`~pipeline_lib.detection.detectors.kernels.gaussian_score`."""
 
     def __init__(self, detector: Any) -> None:
         super().__init__()
         gmm = detector.gmm_
         self.normalize = bool(detector.normalize)
-        chol = np.asarray(gmm.precisions_cholesky_[0], np.float64)  # (d, d)
-        mean = np.asarray(gmm.means_[0], np.float64)
-        d = mean.shape[0]
-        self.const = float(
-            np.log(np.diag(chol)).sum() - 0.5 * d * math.log(2 * math.pi) + np.log(gmm.weights_[0])
-        )
-        self.register_buffer("chol", _f64(chol))
-        self.register_buffer("shift", _f64(mean @ chol))
+        state = gaussian_state(gmm.means_[0], gmm.precisions_cholesky_[0], gmm.weights_[0])
+        self.log_2pi_d = state.log_2pi_d
+        self.offset = state.offset
+        self.register_buffer("chol", state.chol)
+        self.register_buffer("shift", state.shift)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.normalize:
-            x = _normalize(x)
-        y = x @ self.chol - self.shift
-        return self.const - 0.5 * (y * y).sum(dim=1)
+            x = normalize_rows(x)
+        return gaussian_score(x, GaussianState(self.chol, self.shift, self.log_2pi_d, self.offset))
 
 
 class KNNGraph(nn.Module):
-    """KNNCosine: top-k of one cosine-similarity product."""
+    """KNNCosine: :func:`~pipeline_lib.detection.detectors.kernels.knn_score`."""
 
     def __init__(self, detector: Any) -> None:
         super().__init__()
-        self.k = int(detector.n_neighbors)
-        self.register_buffer("ref", _f64(detector.fit_features_))
+        state = knn_state(detector.fit_features_, detector.n_neighbors)
+        self.k = state.k
+        self.register_buffer("ref", state.ref)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        sim = _normalize(x) @ self.ref.T
-        return torch.topk(sim, self.k, dim=1).values.mean(dim=1)
+        return knn_score(normalize_rows(x), KNNState(self.ref, self.k))
 
 
 class RBFSVMGraph(nn.Module):
-    """RBFOneClassSVM: kernel expansion over support vectors."""
+    """RBFOneClassSVM: :func:`~pipeline_lib.detection.detectors.kernels.rbf_expansion`."""
 
     def __init__(self, detector: Any) -> None:
         super().__init__()
         svm = detector.svm_
         self.normalize = bool(detector.normalize)
-        self.gamma = float(detector.gamma_)
-        sv = np.asarray(svm.support_vectors_, np.float64)
-        self.register_buffer("sv", _f64(sv))
-        self.register_buffer("sv_sq", _f64((sv * sv).sum(axis=1)))
-        self.register_buffer("alpha", _f64(np.asarray(svm.dual_coef_, np.float64)[0]))
+        state = rbf_expansion_state(svm.support_vectors_, svm.dual_coef_[0], detector.gamma_)
+        self.gamma = state.gamma
+        self.register_buffer("center", state.center)
+        self.register_buffer("sv_aug", state.sv_aug)
+        self.register_buffer("coef", state.coef)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.normalize:
-            x = _normalize(x)
-        d2 = (x * x).sum(dim=1, keepdim=True) + self.sv_sq[None, :] - 2.0 * (x @ self.sv.T)
-        return torch.exp(torch.clamp(d2, min=0.0) * (-self.gamma)) @ self.alpha
+            x = normalize_rows(x)
+        return rbf_expansion(x, RBFExpansionState(self.center, self.sv_aug, self.coef, self.gamma))
 
 
 class LinearSVMGraph(nn.Module):
@@ -155,11 +156,11 @@ class LinearSVMGraph(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.normalize:
-            x = _normalize(x)
+            x = normalize_rows(x)
         return x @ self.weight
 
 
-#: Detector class name -> its graph (class names, so this module imports no detector code).
+#: Detector class name -> its graph (class names: the graphs read the fitted attributes).
 _GRAPHS: dict[str, type[nn.Module]] = {
     "KernelDensityScore": KDEGraph,
     "GaussianDensity": GDEGraph,

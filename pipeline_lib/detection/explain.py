@@ -38,7 +38,8 @@ from torch import nn
 
 from pipeline_lib.data import ImageDataset
 from pipeline_lib.data.split import OneClassSplit
-from pipeline_lib.detection.detectors._common import l2_normalize, rbf_gamma
+from pipeline_lib.detection.detectors.kde import KernelDensityScore
+from pipeline_lib.detection.detectors.kernels import kde_score, kde_state, normalize_rows
 from pipeline_lib.detection.runner import limit_fit_index, rows_for
 from pipeline_lib.models.checkpoints import load_trained_representation
 from pipeline_lib.models.proxy import ProxyModel
@@ -87,7 +88,10 @@ def kde_anomaly_function(
 
     Same score as :class:`pipeline_lib.detection.detectors.kde.KernelDensityScore` (normalised
     features, ``gamma = gamma_scale / (d Var)`` unless given), negated:
-    ``-(1/gamma) log sum_y exp(-gamma ||normalize(f(x)) - y||^2)``.
+    ``-(1/gamma) log sum_y exp(-gamma ||normalize(f(x)) - y||^2)``. The fit is that
+    detector's (in float64), the score its kernel
+    (:func:`pipeline_lib.detection.detectors.kernels.kde_score`), here in one differentiable
+    block.
 
     Parameters
     ----------
@@ -106,19 +110,16 @@ def kde_anomaly_function(
         Images ``(n, 3, h, w)`` on the model's device -> ``(n,)`` float64 anomaly scores.
     """
     model.eval()
-    reference = l2_normalize(np.asarray(fit_features, dtype=np.float64))
-    kernel = float(gamma) if gamma is not None else rbf_gamma(reference, gamma_scale=gamma_scale)
     device = next(model.parameters()).device
-    y = torch.from_numpy(reference).to(device)  # (n_fit, d) float64
-    y_sq = y.square().sum(dim=1)
+    # The detector's own fit (normalisation, gamma) on float64 rows, and its scoring kernel.
+    kde = KernelDensityScore(gamma=gamma, gamma_scale=gamma_scale, dtype="float64")
+    kde.fit(np.asarray(fit_features, dtype=np.float64))
+    state = kde_state(kde.fit_features_, kde.center_, kde.gamma_, device=device)
 
     def score(images: torch.Tensor) -> torch.Tensor:
-        feature = model(images)[space].double()
-        x = feature / feature.norm(dim=1, keepdim=True).clamp_min(1e-6)
-        d2 = (x.square().sum(dim=1, keepdim=True) + y_sq[None] - 2.0 * x @ y.T).clamp_min(0.0)
-        return -torch.logsumexp(-kernel * d2, dim=1) / kernel
+        return -kde_score(normalize_rows(model(images)[space].double()), state)
 
-    score.gamma = kernel  # type: ignore[attr-defined]
+    score.gamma = state.gamma  # type: ignore[attr-defined]
     return score
 
 

@@ -19,7 +19,10 @@ id                 class
 ``knn``            :class:`KNNCosine` (top-k cosine similarity, released code)
 =================  ====================================================================
 
-Detectors that score with torch (``ocsvm``, ``kde``, ``knn``) take a ``device`` parameter;
+The scores of ``kde``, ``ocsvm``, ``gde`` and ``knn`` are written once, in
+:mod:`pipeline_lib.detection.detectors.kernels`, which the explanations and the exported graphs
+call too. Detectors that score with torch on a chosen device (``ocsvm``, ``kde``, ``knn``) take
+a ``device`` parameter;
 :func:`params_for_device` fills it from the job's device, so their scoring runs on the GPU a
 job was given and on the CPU otherwise.
 """

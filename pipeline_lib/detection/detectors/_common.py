@@ -16,11 +16,8 @@ import torch
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import validate_data
 
+from pipeline_lib.detection.detectors.kernels import NORM_EPS_SQ
 from pipeline_lib.registry import GAMMA_SCALE
-
-# Same floor as ``tf.nn.l2_normalize`` (epsilon on the squared norm) in the released code:
-# an all-zero row stays all-zero instead of becoming NaN.
-_NORM_EPS_SQ = 1e-12
 
 
 def validate_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> np.ndarray:
@@ -72,7 +69,7 @@ def l2_normalize(X: np.ndarray) -> np.ndarray:
         ``X / max(||x||, 1e-6)`` row-wise, in the dtype of ``X``. All-zero rows stay zero.
     """
     sq_norm = np.einsum("ij,ij->i", X, X)  # (n_samples,), in the dtype of X
-    scale = 1.0 / np.sqrt(np.maximum(sq_norm, X.dtype.type(_NORM_EPS_SQ)))
+    scale = 1.0 / np.sqrt(np.maximum(sq_norm, X.dtype.type(NORM_EPS_SQ)))
     return X * scale[:, None]
 
 

@@ -12,6 +12,7 @@ import numbers
 from typing import Any
 
 import numpy as np
+import torch
 from sklearn.base import BaseEstimator
 from sklearn.mixture import GaussianMixture
 from sklearn.utils.validation import check_is_fitted
@@ -22,6 +23,7 @@ from pipeline_lib.detection.detectors._common import (
     maybe_normalize,
     validate_features,
 )
+from pipeline_lib.detection.detectors.kernels import gaussian_score, gaussian_state
 from pipeline_lib.registry import DETECTOR_DEFAULTS
 
 # Defaults come from the registry, where the config check reads them too (one statement of
@@ -33,8 +35,10 @@ class GaussianDensity(BaseEstimator):
     """Log-density of a single full-covariance Gaussian fitted to the inlier features.
 
     With one component, EM reduces to the maximum-likelihood estimate: the sample mean and
-    the biased sample covariance plus ``reg_covar`` on the diagonal. The score is
-    :meth:`sklearn.mixture.GaussianMixture.score_samples`, the log of that Gaussian's density.
+    the biased sample covariance plus ``reg_covar`` on the diagonal. The score is the log of
+    that Gaussian's density, :meth:`sklearn.mixture.GaussianMixture.score_samples`, computed
+    by :func:`~pipeline_lib.detection.detectors.kernels.gaussian_score` (torch, float64, the
+    kernel the exported graph also runs) from the fitted precision's Cholesky factor.
 
     Parameters
     ----------
@@ -131,4 +135,9 @@ class GaussianDensity(BaseEstimator):
         """
         check_is_fitted(self, "gmm_")
         X = validate_features(self, X, reset=False)
-        return np.asarray(self.gmm_.score_samples(maybe_normalize(X, self.normalize)), np.float64)
+        state = gaussian_state(
+            self.gmm_.means_[0], self.gmm_.precisions_cholesky_[0], self.gmm_.weights_[0]
+        )
+        x = torch.from_numpy(np.asarray(maybe_normalize(X, self.normalize), np.float64))
+        with torch.inference_mode():
+            return gaussian_score(x, state).numpy()

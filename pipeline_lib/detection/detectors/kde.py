@@ -26,52 +26,12 @@ from pipeline_lib.detection.detectors._common import (
     resolve_dtype,
     validate_features,
 )
+from pipeline_lib.detection.detectors.kernels import kde_score, kde_state
 from pipeline_lib.registry import DETECTOR_DEFAULTS
 
 # Defaults come from the registry, where the config check reads them too (one statement of
 # each value; tests/detectors/test_registry.py checks that the two agree).
 _DEFAULTS = DETECTOR_DEFAULTS["kde"]
-
-
-def rbf_log_sum_exp(
-    x: torch.Tensor, y: torch.Tensor, *, gamma: float, chunk_size: int
-) -> torch.Tensor:
-    """``log sum_j exp(-gamma ||x_i - y_j||^2)`` for every row of ``x``, in bounded memory.
-
-    Rows of ``x`` are processed ``chunk_size`` at a time; within such a block the sum over
-    ``y`` is streamed ``chunk_size`` rows at a time and the partial results are merged with
-    ``logaddexp``, so no ``(len(x), len(y))`` matrix is ever formed.
-
-    Parameters
-    ----------
-    x : Tensor of shape (n_x, d)
-        Query rows (any device; moved block by block to ``y.device``).
-    y : Tensor of shape (n_y, d)
-        Reference rows, on the compute device.
-    gamma : float
-        Kernel parameter, > 0.
-    chunk_size : int
-        Block side; the largest temporaries are a few ``(chunk_size, chunk_size)`` matrices.
-
-    Returns
-    -------
-    lse : Tensor of shape (n_x,)
-        On ``y.device``, in ``y.dtype``.
-    """
-    y_sq = y.square().sum(dim=1)  # (n_y,)
-    out = torch.empty(x.shape[0], dtype=y.dtype, device=y.device)
-    for start in range(0, x.shape[0], chunk_size):
-        xb = x[start : start + chunk_size].to(device=y.device, dtype=y.dtype)  # (b, d)
-        xb_sq = xb.square().sum(dim=1, keepdim=True)  # (b, 1)
-        acc = torch.full((xb.shape[0],), -torch.inf, dtype=y.dtype, device=y.device)
-        for ref in range(0, y.shape[0], chunk_size):
-            yb = y[ref : ref + chunk_size]  # (c, d)
-            # d2 = ||y||^2 - 2 x.y + ||x||^2, shape (b, c); clamp rounding negatives at 0.
-            d2 = torch.addmm(y_sq[None, ref : ref + chunk_size], xb, yb.T, beta=1.0, alpha=-2.0)
-            d2.add_(xb_sq).clamp_(min=0.0).mul_(-gamma)
-            acc = torch.logaddexp(acc, torch.logsumexp(d2, dim=1))
-        out[start : start + xb.shape[0]] = acc
-    return out
 
 
 class KernelDensityScore(BaseEstimator):
@@ -87,10 +47,12 @@ class KernelDensityScore(BaseEstimator):
     normalised features, which for unit vectors differs from this score only by the constant
     ``-2`` (``||x - y||^2 = 2 - 2 <x, y>``), so the ranking and the AUC are identical.
 
-    Computation: squared distances as ``||x||^2 + ||y||^2 - 2 x.y`` (matrix products,
-    clamped at 0) and ``torch.logsumexp``, chunked over test rows and over fit rows
-    (streaming log-sum-exp). Both feature sets are first centred on the fit mean, which leaves
-    distances unchanged but shrinks the norms, and so the float32 cancellation error.
+    Computation: :func:`~pipeline_lib.detection.detectors.kernels.kde_score`, the kernel the
+    explanations and the exported graph also run: squared distances as
+    ``||x||^2 + ||y||^2 - 2 x.y`` (matrix products, clamped at 0) and ``torch.logsumexp``,
+    chunked over test rows and over fit rows (streaming log-sum-exp). Both feature sets are
+    first centred on the fit mean, which leaves distances unchanged but shrinks the norms,
+    and so the float32 cancellation error.
 
     Memory bound: the fit features (``n_fit * d`` values) live on ``device``, plus per block
     one ``(chunk_size, d)`` test slice and about three ``(chunk_size, chunk_size)``
@@ -210,12 +172,14 @@ class KernelDensityScore(BaseEstimator):
         self._check_params()
         X = validate_features(self, X, reset=False)
         X = maybe_normalize(X, self.normalize)
-        device = resolve_device(self.device)
-        dtype = resolve_dtype(self.dtype)
-        # Centre in float64 before any rounding to the compute dtype.
-        x = torch.from_numpy(np.asarray(X, dtype=np.float64) - self.center_).to(dtype)
-        y = torch.from_numpy(np.asarray(self.fit_features_, np.float64) - self.center_)
-        y = y.to(device=device, dtype=dtype)
+        state = kde_state(
+            self.fit_features_,
+            self.center_,
+            self.gamma_,
+            dtype=resolve_dtype(self.dtype),
+            device=resolve_device(self.device),
+        )
+        x = torch.from_numpy(np.asarray(X, dtype=np.float64))
         with torch.inference_mode(), full_precision_matmul():
-            lse = rbf_log_sum_exp(x, y, gamma=self.gamma_, chunk_size=self.chunk_size)
-        return lse.double().cpu().numpy() / self.gamma_
+            scores = kde_score(x, state, chunk_size=self.chunk_size)
+        return scores.cpu().numpy()

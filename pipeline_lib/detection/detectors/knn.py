@@ -33,46 +33,12 @@ from pipeline_lib.detection.detectors._common import (
     resolve_dtype,
     validate_features,
 )
+from pipeline_lib.detection.detectors.kernels import knn_score, knn_state
 from pipeline_lib.registry import DETECTOR_DEFAULTS
 
 # Defaults come from the registry, where the config check reads them too (one statement of
 # each value; tests/detectors/test_registry.py checks that the two agree).
 _DEFAULTS = DETECTOR_DEFAULTS["knn"]
-
-
-def top_k_similarity(x: torch.Tensor, y: torch.Tensor, *, k: int, chunk_size: int) -> torch.Tensor:
-    """The ``k`` largest inner products ``<x_i, y_j>`` over ``j`` for every row ``x_i``.
-
-    Blocked like the KDE: ``chunk_size`` query rows at a time, and within those the
-    reference rows ``chunk_size`` at a time, keeping a running top-k (merge the current
-    top-k with the block's top-k), so memory is ``O(chunk_size * (chunk_size + k))``.
-
-    Parameters
-    ----------
-    x : Tensor of shape (n_x, d)
-        Query rows (moved block by block to ``y.device``).
-    y : Tensor of shape (n_y, d)
-        Reference rows on the compute device; ``n_y >= k``.
-    k : int
-        Number of neighbours.
-    chunk_size : int
-        Block side.
-
-    Returns
-    -------
-    top : Tensor of shape (n_x, k)
-        Largest similarities in descending order, on ``y.device``.
-    """
-    out = torch.empty((x.shape[0], k), dtype=y.dtype, device=y.device)
-    for start in range(0, x.shape[0], chunk_size):
-        xb = x[start : start + chunk_size].to(device=y.device, dtype=y.dtype)  # (b, d)
-        best = torch.full((xb.shape[0], 0), -torch.inf, dtype=y.dtype, device=y.device)
-        for ref in range(0, y.shape[0], chunk_size):
-            sim = xb @ y[ref : ref + chunk_size].T  # (b, c)
-            merged = torch.cat([best, sim], dim=1)  # (b, <= k + c)
-            best = torch.topk(merged, min(k, merged.shape[1]), dim=1).values
-        out[start : start + xb.shape[0]] = best
-    return out
 
 
 class KNNCosine(BaseEstimator):
@@ -185,10 +151,13 @@ class KNNCosine(BaseEstimator):
                 f"({self.fit_features_.shape[0]})"
             )
         X = validate_features(self, X, reset=False)
-        device = resolve_device(self.device)
-        dtype = resolve_dtype(self.dtype)
-        x = torch.from_numpy(l2_normalize(X)).to(dtype)
-        y = torch.from_numpy(self.fit_features_).to(device=device, dtype=dtype)
+        state = knn_state(
+            self.fit_features_,
+            self.n_neighbors,
+            dtype=resolve_dtype(self.dtype),
+            device=resolve_device(self.device),
+        )
+        x = torch.from_numpy(l2_normalize(X))
         with torch.inference_mode(), full_precision_matmul():
-            top = top_k_similarity(x, y, k=self.n_neighbors, chunk_size=self.chunk_size)
-        return top.double().mean(dim=1).cpu().numpy()
+            scores = knn_score(x, state, chunk_size=self.chunk_size)
+        return scores.cpu().numpy()

@@ -4,7 +4,8 @@ Paper, Appendix A.1 ("Formulations of One-Class Classifiers") and Sec. 3.2; rele
 ``deep_representation_one_class/util/train.py`` (``BaseTrain.eval_embed``).
 
 Both fit with libsvm (:class:`sklearn.svm.OneClassSVM`). The RBF detector scores with
-:func:`rbf_kernel_sum` (blocked matrix products in PyTorch) instead of libsvm's per-row loop:
+:func:`pipeline_lib.detection.detectors.kernels.rbf_expansion` (blocked matrix products in
+PyTorch, the kernel the exported graph also runs) instead of libsvm's per-row loop:
 at the paper's sizes (5,000 fit x 10,000 test x 512-d, 5,000 support vectors) libsvm spends
 10-14 CPU-seconds in one single-threaded loop per (test row, support vector) pair, while the
 same sum is one 5e10-flop float64 GEMM (~0.6 s at the ~85 GFLOP/s two cores give here) plus
@@ -35,6 +36,7 @@ from pipeline_lib.detection.detectors._common import (
     resolve_dtype,
     validate_features,
 )
+from pipeline_lib.detection.detectors.kernels import rbf_expansion, rbf_expansion_state
 from pipeline_lib.registry import DETECTOR_DEFAULTS
 
 # Defaults come from the registry, where the config check reads them too: one statement of
@@ -67,15 +69,8 @@ def rbf_kernel_sum(
 ) -> torch.Tensor:
     """``sum_j coef_j exp(-gamma ||x_i - sv_j||^2)`` for every row of ``x``, in bounded memory.
 
-    The RBF decision sum of a kernel machine (without its constant) as matrix products. The
-    exponent ``-gamma ||x - s||^2 = 2 gamma x.s - gamma ||x||^2 - gamma ||s||^2`` of a whole
-    block comes out of ONE matrix product of augmented rows ``[2 gamma x, -gamma ||x||^2, 1]``
-    and ``[s, 1, -gamma ||s||^2]``; it is clamped at 0 (a rounding-positive exponent would give
-    a kernel value above 1), exponentiated in place and reduced against ``coef`` with
-    ``addmv``. Folding the norms into the product saves two passes over every block, which
-    matters on a shared CPU where each parallel pass also pays a thread hand-off. Rows of
-    ``x`` and of ``sv`` are taken ``chunk_size`` at a time, so no ``(len(x), len(sv))``
-    matrix is formed: the largest temporary is one ``(chunk_size, chunk_size)`` block.
+    :func:`~pipeline_lib.detection.detectors.kernels.rbf_expansion` on tensors, without
+    centring (callers should centre ``x`` and ``sv`` on a common point first, see its Notes).
 
     Parameters
     ----------
@@ -84,7 +79,7 @@ def rbf_kernel_sum(
     sv : Tensor of shape (n_sv, d)
         Support vectors, on the compute device, in the compute dtype.
     coef : Tensor of shape (n_sv,)
-        Dual coefficients ``alpha_j``, same device and dtype as ``sv``.
+        Dual coefficients ``alpha_j``.
     gamma : float
         Kernel parameter, > 0.
     chunk_size : int
@@ -92,44 +87,18 @@ def rbf_kernel_sum(
 
     Returns
     -------
-    sums : Tensor of shape (n_x,)
-        On ``sv.device``, in ``sv.dtype``.
-
-    Notes
-    -----
-    Callers should centre ``x`` and ``sv`` on a common point first (distances are unchanged):
-    the expansion's absolute rounding error on ``gamma ||x - s||^2`` is a few
-    ``eps * gamma * (||x||^2 + ||s||^2)`` (plus ``sqrt(d) eps`` growth in the dot product), so
-    smaller norms mean a smaller error. Each kernel value then has that as its relative
-    error; the sum over non-negative ``coef`` adds at most ``n_sv * eps`` relative.
+    sums : Tensor of shape (n_x,), float64
+        On ``sv.device``.
     """
-    n_sv, d = sv.shape
-    sv_aug = torch.empty(n_sv, d + 2, dtype=sv.dtype, device=sv.device)  # [s, 1, -gamma ||s||^2]
-    sv_aug[:, :d] = sv
-    sv_aug[:, d] = 1.0
-    torch.sum(sv.square(), dim=1, out=sv_aug[:, d + 1]).mul_(-gamma)
-    rows = min(chunk_size, x.shape[0])
-    # Buffers reused by every block: a fresh 128 MiB tensor per block would be mapped and
-    # page-faulted anew each time (the CPU allocator does not cache large blocks).
-    x_aug = torch.empty(rows, d + 2, dtype=sv.dtype, device=sv.device)
-    x_aug[:, d + 1] = 1.0
-    kernel_buffer = torch.empty(rows * min(chunk_size, n_sv), dtype=sv.dtype, device=sv.device)
-    out = torch.zeros(x.shape[0], dtype=sv.dtype, device=sv.device)
-    for start in range(0, x.shape[0], chunk_size):
-        xb = x[start : start + chunk_size].to(device=sv.device, dtype=sv.dtype)  # (b, d)
-        b = xb.shape[0]
-        xb_aug = x_aug[:b]  # [2 gamma x, -gamma ||x||^2, 1]
-        torch.mul(xb, 2.0 * gamma, out=xb_aug[:, :d])
-        torch.sum(xb.square(), dim=1, out=xb_aug[:, d]).mul_(-gamma)
-        acc = out[start : start + b]  # view: addmv_ accumulates into out
-        for ref in range(0, n_sv, chunk_size):
-            block = slice(ref, ref + chunk_size)
-            c = sv_aug[block].shape[0]
-            kernel = kernel_buffer[: b * c].view(b, c)
-            torch.mm(xb_aug, sv_aug[block].T, out=kernel)  # (b, c): -gamma ||x - s||^2
-            kernel.clamp_(max=0.0).exp_()
-            acc.addmv_(kernel, coef[block])
-    return out
+    state = rbf_expansion_state(
+        sv.detach().cpu().double().numpy(),
+        coef.detach().cpu().double().numpy(),
+        gamma,
+        center=np.zeros(sv.shape[1]),
+        dtype=sv.dtype,
+        device=sv.device,
+    )
+    return rbf_expansion(x, state, chunk_size=chunk_size)
 
 
 class RBFOneClassSVM(BaseEstimator):
@@ -144,7 +113,8 @@ class RBFOneClassSVM(BaseEstimator):
     AUC. :meth:`decision_function` is that minus ``rho = svm_.offset_`` (scikit-learn's
     ``decision_function``; ``svm_.intercept_ = -rho``).
 
-    Scoring does not call libsvm's per-row loop: :func:`rbf_kernel_sum` computes the same sum
+    Scoring does not call libsvm's per-row loop:
+    :func:`~pipeline_lib.detection.detectors.kernels.rbf_expansion` computes the same sum
     as blocked matrix products in PyTorch, 9-15x faster (wall) than libsvm on the shared
     two-core CPU at the paper's sizes, float32 ~18x (``benchmarks/bench_ocsvm.py``), and on a
     GPU when ``device`` names one.
@@ -298,18 +268,18 @@ class RBFOneClassSVM(BaseEstimator):
         self._check_params()
         X = validate_features(self, X, reset=False)
         X = maybe_normalize(X, self.normalize)
-        device = resolve_device(self.device)
-        dtype = resolve_dtype(self.dtype)
-        # libsvm works on float64 copies; so do we. Centre in float64 before any rounding.
-        sv = np.asarray(self.svm_.support_vectors_, dtype=np.float64)
-        center = sv.mean(axis=0)
-        x = torch.from_numpy(np.asarray(X, dtype=np.float64) - center).to(dtype)
-        sv_t = torch.from_numpy(sv - center).to(device=device, dtype=dtype)
-        coef = torch.from_numpy(np.asarray(self.svm_.dual_coef_[0], dtype=np.float64))
-        coef = coef.to(device=device, dtype=dtype)
+        # libsvm works on float64 copies; so does the state (centred in float64).
+        state = rbf_expansion_state(
+            self.svm_.support_vectors_,
+            self.svm_.dual_coef_[0],
+            self.gamma_,
+            dtype=resolve_dtype(self.dtype),
+            device=resolve_device(self.device),
+        )
+        x = torch.from_numpy(np.asarray(X, dtype=np.float64))
         with torch.inference_mode(), full_precision_matmul():
-            sums = rbf_kernel_sum(x, sv_t, coef, gamma=self.gamma_, chunk_size=self.chunk_size)
-        return sums.double().cpu().numpy()
+            sums = rbf_expansion(x, state, chunk_size=self.chunk_size)
+        return sums.cpu().numpy()
 
     def decision_function(self, X: Any) -> np.ndarray:
         """scikit-learn's ``decision_function``: :meth:`score_samples` minus ``rho``.
