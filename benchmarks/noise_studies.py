@@ -111,16 +111,38 @@ def render_semi_supervised(frame: pd.DataFrame) -> list[str]:
         "|---|---|---|" + "---|" * len(fitsets),
         *_rows(frame, "fitset", fitsets),
     ]
+    means = frame.pivot_table(
+        index=["dataset", "method", "detector"], columns="fitset", values="mean", observed=True
+    )
+    for fitset in (f for f in fitsets if f != "train"):
+        gain = (means[fitset] - means["train"]).dropna()
+        lines += [
+            "",
+            f"{fitset.removeprefix('clean')} clean inliers instead of the contaminated training "
+            f"set, over the {len(gain)} rows: median {gain.median():+.1f}, from "
+            f"{gain.min():+.1f} to {gain.max():+.1f} AUC points; {int((gain > 0).sum())} of "
+            f"{len(gain)} rise.",
+        ]
     return lines
 
 
-def render(contamination: pd.DataFrame, semi: pd.DataFrame, run: dict) -> str:
-    """The doc's block: how it was made, then the two tables."""
+def figure_links(figures: Path = FIGURES) -> list[str]:
+    """Markdown images of the kept figures, relative to docs/ (sorted: stable output)."""
+    return [
+        f"![{path.stem}]({path.relative_to(DOC.parent).as_posix()})"
+        for path in sorted(figures.glob("*.png"))
+    ]
+
+
+def render(
+    contamination: pd.DataFrame, semi: pd.DataFrame, run: dict, figures: Path = FIGURES
+) -> str:
+    """The doc's block: how it was made, the two tables, then the figures."""
     seeds = int(contamination["n_seeds"].max())
     lines = [
         f"`snakemake --cores 2 --configfile {CONFIG}` ({run['wall_s'] / 60:.0f} min wall on "
         f"{run['machine']}); AUC x 100, mean ± std over {seeds} seeds (ddof 0, as the "
-        "paper's tables) of the classes' mean; figures in `docs/figures/noise_studies/`.",
+        "paper's tables) of the classes' mean.",
         "",
         "**Contaminated training sets** (the detector is fitted on them):",
         "",
@@ -129,6 +151,8 @@ def render(contamination: pd.DataFrame, semi: pd.DataFrame, run: dict) -> str:
         "**Clean inliers** (semi-supervised):",
         "",
         *render_semi_supervised(semi),
+        "",
+        *figure_links(figures),
     ]
     return "\n".join(lines)
 
