@@ -5,7 +5,7 @@ hand-made ``torch.cuda.CUDAGraph``, measured side by side. The library has the s
 (:class:`pipeline_lib.ssl.stepper.StaticStep`); this script times, per method at the paper's
 batch size, in one process on one device:
 
-* ``eager``: today's loop (:func:`pipeline_lib.ssl.train._train_epoch` without a static step);
+* ``eager``: today's loop (:func:`pipeline_lib.ssl.loop.train_epoch` without a static step);
 * ``graph``: the StaticStep with its captured CUDA graph (``step_mode="graph"``); on the CPU,
   where nothing is captured, the same step uncaptured (``two_phase``);
 * ``compiled``: the same StaticStep whose device phase (gather, views, forward, loss,
@@ -89,14 +89,10 @@ from torch.optim.sgd import sgd as functional_sgd
 
 from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
 from pipeline_lib.ssl import augment
+from pipeline_lib.ssl.loop import run_static_step, train_epoch
+from pipeline_lib.ssl.run import Run, TrainingState
 from pipeline_lib.ssl.stepper import StaticStep
-from pipeline_lib.ssl.train import (
-    _Run,
-    _train_epoch,
-    _TrainingState,
-    prepare_run,
-    run_static_step,
-)
+from pipeline_lib.ssl.train import prepare_keyword_run
 
 #: Dynamo backends: inductor (the default; a C++ compiler on the CPU, Triton on CUDA), and
 #: the two that need no compiler (dynamo's graph run by torch; the same after AOTAutograd).
@@ -128,13 +124,13 @@ STEP_MODES: tuple[str, ...] = ("eager", "graph", "compiled")
 
 def prepared_run(
     method: str, images: torch.Tensor, *, device: torch.device, **options: Any
-) -> tuple[_Run, _TrainingState]:
+) -> tuple[Run, TrainingState]:
     """A run of ``train_representation``'s defaults with ``options`` (eager mode).
 
     The static steps are built here, so the run itself is prepared as ``eager``.
     """
     arguments = {"seed": 0, **options, "device": device, "step_mode": "eager"}
-    return prepare_run(method, images, **arguments)
+    return prepare_keyword_run(method, images, **arguments)
 
 
 #: SGD's settings besides the rate, which only the schedule changes (read once, on the host).
@@ -260,14 +256,14 @@ def warmup_epochs(steps_per_epoch: int) -> int:
 
 
 def train_epochs(
-    run: _Run, state: _TrainingState, step: StaticStep | None, *, warmup: int
+    run: Run, state: TrainingState, step: StaticStep | None, *, warmup: int
 ) -> dict[str, float]:
     """``warmup`` untimed epochs, then one timed: seconds (each ending with a host sync)."""
     seconds, losses = [], []
     for _ in range(warmup + 1):
         _synchronize(run.device)
         started = time.perf_counter()
-        epoch_losses = _train_epoch(run, state, step)
+        epoch_losses = train_epoch(run, state, step)
         losses.append(float(epoch_losses.mean()))  # the host sync that ends the epoch
         seconds.append(time.perf_counter() - started)
     instances = run.data.steps_per_epoch * run.data.per_step
@@ -326,7 +322,7 @@ def measure_method(
     options = {"batch_size": batch, "width": width, "amp": amp, "epochs": warmup + 1}
     run, state = prepared_run(method, images.to(torch.uint8), device=device, **options)
     initial = float_weights(state.model)
-    builders: dict[str, Callable[[_TrainingState], StaticStep | None]] = {
+    builders: dict[str, Callable[[TrainingState], StaticStep | None]] = {
         "eager": lambda s: None,
         "graph": lambda s: run_static_step(run, s, capture=device.type == "cuda"),
         "floor": lambda s: run_static_step(run, s, capture=device.type == "cuda"),

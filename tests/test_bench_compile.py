@@ -20,7 +20,7 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from pipeline_lib.ssl.train import run_static_step
+from pipeline_lib.ssl.loop import run_static_step
 
 REPO = Path(__file__).resolve().parents[1]
 

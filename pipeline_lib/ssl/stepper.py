@@ -294,7 +294,7 @@ class StaticStep:
             # A capture stream of its own: cuBLAS keeps one workspace per stream, and the
             # graph keeps the workspace of the stream it was captured on. On torch's shared
             # default capture stream every graph got the same one, so side-by-side members
-            # (fused._ConcurrentGroup) raced on it: on an H200 run 0 of four contrastive DA
+            # (fused.ConcurrentGroup) raced on it: on an H200 run 0 of four contrastive DA
             # runs replayed side by side ended 0.15 (of the distance moved) from the run
             # alone, while the same graphs replayed on one stream, or the members uncaptured
             # on four streams, matched it bit for bit.
