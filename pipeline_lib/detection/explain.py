@@ -38,7 +38,7 @@ from torch import nn
 
 from pipeline_lib.data import ImageDataset
 from pipeline_lib.data.split import OneClassSplit
-from pipeline_lib.detection.detectors._common import l2_normalize, rbf_gamma
+from pipeline_lib.detection.detectors import l2_normalize, rbf_gamma
 from pipeline_lib.detection.runner import limit_fit_index, rows_for
 from pipeline_lib.models.checkpoints import load_trained_representation
 from pipeline_lib.models.proxy import ProxyModel
