@@ -101,11 +101,19 @@ def resume(
         return run.new_state()
 
 
-def run_static_step(run: Run, state: TrainingState, *, capture: bool) -> StaticStep:
+def run_static_step(
+    run: Run,
+    state: TrainingState,
+    *,
+    capture: bool,
+    update: str = "fused",
+    device_lr: bool | None = None,
+) -> StaticStep:
     """The two-phase step of one run on ``state``: what ``graph`` training steps through.
 
     One constructor for the trainer, the tests and benchmarks/bench_compile.py, so they all
-    time and check the step that training runs. ``capture=False`` never captures (the CPU).
+    time and check the step that training runs. ``capture=False`` never captures (the CPU);
+    ``update`` and ``device_lr`` as for :class:`~pipeline_lib.ssl.stepper.StaticStep`.
     A ``compiled`` run's network is compiled here (in place, before its first step).
     """
     compiled = run.step_mode == "compiled"
@@ -121,6 +129,8 @@ def run_static_step(run: Run, state: TrainingState, *, capture: bool) -> StaticS
         autocast=run.autocast,
         capture=capture,
         compiled=compiled,
+        update=update,
+        device_lr=device_lr,
     )
 
 

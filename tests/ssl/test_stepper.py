@@ -241,8 +241,10 @@ class _HostToDevice(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.copies: list[str] = []
+        self.ops = 0  # every op seen: the watch was on
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops += 1
         out = func(*args, **(kwargs or {}))
         reads_host = any(isinstance(a, torch.Tensor) and a.device.type == "cpu" for a in args)
         outputs = out if isinstance(out, (list, tuple)) else [out]
@@ -310,19 +312,23 @@ def _host_reads(step: StaticStep, indices: list[torch.Tensor]) -> tuple[list[str
             made_from_data.append(repr(args)[:60])
         return real_tensor(*args, **kwargs)
 
-    watch, device_phase = _HostToDevice(), step._device_phase
+    watch = _HostToDevice()
 
-    def watched(cache_enabled: bool) -> torch.Tensor:
-        with watch:
-            return device_phase(cache_enabled)
+    def watching(device_phase):
+        def watched(cache_enabled: bool) -> torch.Tensor:
+            with watch:
+                return device_phase(cache_enabled)
 
-    step._device_phase = watched  # type: ignore[method-assign]
+        return watched
+
+    step.wrap_device_phase(watching)
     torch.tensor = tensor  # type: ignore[assignment]
     try:
         for _ in range(2):
             step(*indices)
     finally:
         torch.tensor = real_tensor
+    assert watch.ops > 0  # the device phases ran inside the watch
     return watch.copies, made_from_data
 
 
