@@ -5,7 +5,7 @@ hand-made ``torch.cuda.CUDAGraph``, measured side by side. The library has the s
 (:class:`pipeline_lib.ssl.stepper.StaticStep`); this script times, per method at the paper's
 batch size, in one process on one device:
 
-* ``eager``: today's loop (:func:`pipeline_lib.ssl.train._train_epoch` without a static step);
+* ``eager``: today's loop (:func:`pipeline_lib.ssl.loop.train_epoch` without a static step);
 * ``graph``: the StaticStep with its captured CUDA graph (``step_mode="graph"``); on the CPU,
   where nothing is captured, the same step uncaptured (``two_phase``);
 * ``compiled``: the same StaticStep whose device phase (gather, views, forward, loss,
@@ -76,7 +76,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import functools
 import time
 import warnings
 from collections.abc import Callable
@@ -85,18 +84,13 @@ from typing import Any
 import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
-from torch.optim.sgd import sgd as functional_sgd
 
 from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
 from pipeline_lib.ssl import augment
-from pipeline_lib.ssl.stepper import StaticStep
-from pipeline_lib.ssl.train import (
-    _Run,
-    _train_epoch,
-    _TrainingState,
-    prepare_run,
-    run_static_step,
-)
+from pipeline_lib.ssl.loop import run_static_step, train_epoch
+from pipeline_lib.ssl.run import Run, TrainingState
+from pipeline_lib.ssl.stepper import DevicePhase, StaticStep
+from pipeline_lib.ssl.train import prepare_keyword_run
 
 #: Dynamo backends: inductor (the default; a C++ compiler on the CPU, Triton on CUDA), and
 #: the two that need no compiler (dynamo's graph run by torch; the same after AOTAutograd).
@@ -112,6 +106,8 @@ MODES: tuple[str, ...] = (
 
 #: How the compiled step updates the weights (see the module docstring).
 UPDATES: tuple[str, ...] = ("traced", "library")
+#: Each of them as the library's StaticStep ``update``.
+LIBRARY_UPDATES: dict[str, str] = {"traced": "foreach", "library": "fused"}
 
 #: The compiled step matches if its weight gaps are at most FLOOR_FACTOR x the floor or
 #: TOLERANCE, whichever is larger (module docstring, "Weights").
@@ -128,53 +124,13 @@ STEP_MODES: tuple[str, ...] = ("eager", "graph", "compiled")
 
 def prepared_run(
     method: str, images: torch.Tensor, *, device: torch.device, **options: Any
-) -> tuple[_Run, _TrainingState]:
+) -> tuple[Run, TrainingState]:
     """A run of ``train_representation``'s defaults with ``options`` (eager mode).
 
     The static steps are built here, so the run itself is prepared as ``eager``.
     """
     arguments = {"seed": 0, **options, "device": device, "step_mode": "eager"}
-    return prepare_run(method, images, **arguments)
-
-
-#: SGD's settings besides the rate, which only the schedule changes (read once, on the host).
-SGD_OPTIONS: tuple[str, ...] = ("weight_decay", "momentum", "dampening", "nesterov", "maximize")
-
-#: One parameter group as the traced update sees it: its parameters and SGD settings.
-Group = tuple[list[torch.nn.Parameter], dict[str, Any]]
-
-
-def sgd_groups(optimizer: torch.optim.SGD) -> list[Group]:
-    """The groups without their float rate (dynamo would guard on it and recompile)."""
-    return [
-        (list(group["params"]), {key: group[key] for key in SGD_OPTIONS})
-        for group in optimizer.param_groups
-    ]
-
-
-def traced_update(step: StaticStep, groups: list[Group]) -> None:
-    """SGD as foreach ops reading ``step.lr``: the update dynamo traces into its graph.
-
-    The same arithmetic as ``StaticStep._update`` up to rounding (the fused kernel, which
-    dynamo may not trace, multiplies and adds in one pass).
-    """
-    optimizer = step.optimizer
-    with torch.no_grad():
-        for slot, (group_params, options) in enumerate(groups):
-            params = [p for p in group_params if p.grad is not None]
-            state = [optimizer.state[p] for p in params]
-            buffers = [entry.get("momentum_buffer") for entry in state]
-            functional_sgd(
-                params,
-                [p.grad for p in params],
-                buffers,
-                foreach=True,
-                lr=step.lr[slot],
-                **options,
-            )
-            if options["momentum"] != 0:
-                for entry, buffer in zip(state, buffers, strict=True):
-                    entry["momentum_buffer"] = buffer
+    return prepare_keyword_run(method, images, **arguments)
 
 
 def _mark_static(step: StaticStep) -> None:
@@ -190,17 +146,23 @@ def _mark_static(step: StaticStep) -> None:
 
 
 def compile_static_step(
-    step: StaticStep, *, backend: str, mode: str | None = None, update: str = "traced"
+    run: Run,
+    state: TrainingState,
+    *,
+    backend: str,
+    mode: str | None = None,
+    update: str = "traced",
 ) -> StaticStep:
-    """Make ``step``'s device phase a ``torch.compile``'d function; return ``step``.
+    """The run's uncaptured two-phase step with its device phase ``torch.compile``'d.
 
-    The instance's ``_device_phase`` (and with ``update="traced"`` its ``_update``) is
-    replaced, the class is untouched; the rate is read from ``step.lr`` on every device.
+    Built through the library's public hooks: the rate in a device tensor (``device_lr``),
+    the traceable foreach update (``update="foreach"``) for ``traced``, and
+    :meth:`~pipeline_lib.ssl.stepper.StaticStep.wrap_device_phase` for the compiled phase.
 
     Parameters
     ----------
-    step : StaticStep
-        Built with ``capture=False`` (the compiled graphs replace the hand-made one).
+    run, state : Run, TrainingState
+        As :func:`prepared_run` returns them (or a fresh state of the run).
     backend : str
         A dynamo backend (:data:`BACKENDS`).
     mode : str or None, default=None
@@ -210,42 +172,39 @@ def compile_static_step(
     Raises
     ------
     ValueError
-        On a captured step, an unknown update, or a mode with a backend other than inductor.
+        On an unknown update, or a mode with a backend other than inductor.
     """
-    if step.capture:
-        raise ValueError("compile_static_step needs a StaticStep built with capture=False")
     if update not in UPDATES:
         raise ValueError(f"unknown update {update!r}; allowed: {', '.join(UPDATES)}")
     if mode is not None and backend != "inductor":
         raise ValueError(f"mode {mode!r} is an inductor mode; backend is {backend!r}")
-    step.device_lr = True  # step.lr exists on every device; the host phase fills it
+    step = run_static_step(
+        run, state, capture=False, update=LIBRARY_UPDATES[update], device_lr=True
+    )
     # The per-run jitter orders: pure, cached, and built with a torch.Generator (a graph
     # break if traced); dynamo calls it at trace time and keeps the result as a constant.
     torch.compiler.assume_constant_result(augment._stream_orders.__wrapped__)
-    if update == "traced":
-        update_step = functools.partial(traced_update, step, sgd_groups(step.optimizer))
-        step._update = update_step  # type: ignore[method-assign]
-    uncompiled = step._device_phase
-    compiled = torch.compile(uncompiled, backend=backend, mode=mode)
     cudagraphs = backend == "inductor" and mode in ("reduce-overhead", "max-autotune")
-    marked = False
 
-    def device_phase(cache_enabled: bool) -> torch.Tensor:
-        nonlocal marked
-        if not step.recorded:  # draws on demand from the host generator
-            return uncompiled(cache_enabled)
-        if not marked:
-            _mark_static(step)  # the momentum buffers exist after the first update
-            marked = True
-        # LambdaLR's check that optimizer.step() ran, set outside the traced frame (dynamo
-        # refuses a setattr on the optimizer; torch 2.11 failed the compile on it).
-        step.optimizer._opt_called = True  # type: ignore[attr-defined]
-        if cudagraphs:
-            # A new iteration of the CUDA graph trees: the last step's loss was copied.
-            torch.compiler.cudagraph_mark_step_begin()
-        return compiled(cache_enabled)
+    def wrap(uncompiled: DevicePhase) -> DevicePhase:
+        compiled = torch.compile(uncompiled, backend=backend, mode=mode)
+        marked = False
 
-    step._device_phase = device_phase  # type: ignore[method-assign]
+        def device_phase(cache_enabled: bool) -> torch.Tensor:
+            nonlocal marked
+            if not step.recorded:  # draws on demand from the host generator
+                return uncompiled(cache_enabled)
+            if not marked:
+                _mark_static(step)  # the momentum buffers exist after the first update
+                marked = True
+            if cudagraphs:
+                # A new iteration of the CUDA graph trees: the last step's loss was copied.
+                torch.compiler.cudagraph_mark_step_begin()
+            return compiled(cache_enabled)
+
+        return device_phase
+
+    step.wrap_device_phase(wrap)
     return step
 
 
@@ -260,14 +219,14 @@ def warmup_epochs(steps_per_epoch: int) -> int:
 
 
 def train_epochs(
-    run: _Run, state: _TrainingState, step: StaticStep | None, *, warmup: int
+    run: Run, state: TrainingState, step: StaticStep | None, *, warmup: int
 ) -> dict[str, float]:
     """``warmup`` untimed epochs, then one timed: seconds (each ending with a host sync)."""
     seconds, losses = [], []
     for _ in range(warmup + 1):
         _synchronize(run.device)
         started = time.perf_counter()
-        epoch_losses = _train_epoch(run, state, step)
+        epoch_losses = train_epoch(run, state, step)
         losses.append(float(epoch_losses.mean()))  # the host sync that ends the epoch
         seconds.append(time.perf_counter() - started)
     instances = run.data.steps_per_epoch * run.data.per_step
@@ -326,12 +285,12 @@ def measure_method(
     options = {"batch_size": batch, "width": width, "amp": amp, "epochs": warmup + 1}
     run, state = prepared_run(method, images.to(torch.uint8), device=device, **options)
     initial = float_weights(state.model)
-    builders: dict[str, Callable[[_TrainingState], StaticStep | None]] = {
+    builders: dict[str, Callable[[TrainingState], StaticStep | None]] = {
         "eager": lambda s: None,
         "graph": lambda s: run_static_step(run, s, capture=device.type == "cuda"),
         "floor": lambda s: run_static_step(run, s, capture=device.type == "cuda"),
         "compiled": lambda s: compile_static_step(
-            run_static_step(run, s, capture=False), backend=backend, mode=mode, update=update
+            run, s, backend=backend, mode=mode, update=update
         ),
     }
     modes: dict[str, dict[str, Any]] = {}

@@ -36,8 +36,7 @@ import time
 import numpy as np
 import torch
 
-from pipeline_lib.detection.detectors import RBFOneClassSVM
-from pipeline_lib.detection.detectors._common import l2_normalize
+from pipeline_lib.detection.detectors import RBFOneClassSVM, l2_normalize
 
 
 def make_features(

@@ -6,7 +6,7 @@ network (grouped convolutions) trained 0.73-1.05x the images of one captured job
 captured jobs packed as processes 1.01x (contrastive DA) to 1.26x (contrastive), since
 kernels of different processes time-slice rather than overlap without MPS. Kernels of one
 process on different streams can overlap, and a captured fused job now runs that way
-(:class:`pipeline_lib.ssl.fused._ConcurrentGroup`): K independent runs (own model, data,
+(:class:`pipeline_lib.ssl.fused.ConcurrentGroup`): K independent runs (own model, data,
 seed, optimiser, generators, and :class:`~pipeline_lib.ssl.stepper.StaticStep`, each the
 separate trainer's), stepped in turn from one host thread, run ``k``'s host phase and graph
 replay on stream ``k``. This script times that group alone, at K = 1, 2, 4, 8.
@@ -47,8 +47,9 @@ from pipeline_lib.dag.rates import RateLog, time_repeats
 from pipeline_lib.models.flops import training_tflops
 from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
 from pipeline_lib.runtime.devices import device_name
-from pipeline_lib.ssl.fused import _ConcurrentGroup
-from pipeline_lib.ssl.train import _TrainingState, prepare_run
+from pipeline_lib.ssl.fused import ConcurrentGroup
+from pipeline_lib.ssl.run import TrainingState
+from pipeline_lib.ssl.train import prepare_keyword_run
 
 
 def make_group(
@@ -62,9 +63,9 @@ def make_group(
     step_mode: str = "auto",
     image_size: int = 32,
     epochs: int = 2,
-) -> _ConcurrentGroup:
+) -> ConcurrentGroup:
     """K runs of seeds 0..K-1, each on its own seeded random images, as the trainer groups
-    captured fused runs (:class:`pipeline_lib.ssl.fused._ConcurrentGroup`)."""
+    captured fused runs (:class:`pipeline_lib.ssl.fused.ConcurrentGroup`)."""
     batch = default_batch_size(method)
     runs, states = [], []
     for seed in range(k):
@@ -78,15 +79,15 @@ def make_group(
             "epochs": epochs,
             "step_mode": step_mode,
         }
-        run, state = prepare_run(
+        run, state = prepare_keyword_run(
             method, images.to(torch.uint8), seed=seed, device=device, **options
         )
         runs.append(run)
         states.append(state)
-    return _ConcurrentGroup(list(range(k)), runs, states)
+    return ConcurrentGroup(list(range(k)), runs, states)
 
 
-def _weights(state: _TrainingState) -> dict[str, torch.Tensor]:
+def _weights(state: TrainingState) -> dict[str, torch.Tensor]:
     return {
         name: value.detach().to("cpu", torch.float64)
         for name, value in state.model.state_dict().items()
@@ -235,7 +236,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
     """Print the table; return the measurements (method -> K -> numbers), for the tests."""
     args = parse_args(argv)
-    _ConcurrentGroup.draw_ahead = args.draw_ahead == "on"
+    ConcurrentGroup.draw_ahead = args.draw_ahead == "on"
     device = torch.device(args.device)
     amp = None if args.amp == "none" or device.type == "cpu" else args.amp
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"

@@ -32,11 +32,12 @@ from collections.abc import Iterator
 
 import torch
 
-import pipeline_lib.ssl.train as train_module
+import pipeline_lib.ssl.run as run_module
 from pipeline_lib.models.proxy import build_proxy_model
 from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
 from pipeline_lib.ssl.fused import train_representations_fused
-from pipeline_lib.ssl.train import _stream_seed, train_representation
+from pipeline_lib.ssl.run import stream_seed
+from pipeline_lib.ssl.train import train_representation
 
 
 def _vector(model: torch.nn.Module) -> torch.Tensor:
@@ -45,14 +46,14 @@ def _vector(model: torch.nn.Module) -> torch.Tensor:
 
 def _initial(method: str, seed: int, width: int) -> torch.Tensor:
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(_stream_seed(seed, 0))
+        torch.manual_seed(stream_seed(seed, 0))
         return _vector(build_proxy_model(method, width=width, image_size=32))
 
 
 @contextlib.contextmanager
 def _other_memory_format() -> Iterator[None]:
     """Separate runs whose model uses the other memory format than the trainer's."""
-    fresh = train_module._fresh_state
+    fresh = run_module._fresh_state
 
     def swapped(*args, **kwargs):
         state = fresh(*args, **kwargs)
@@ -61,11 +62,11 @@ def _other_memory_format() -> Iterator[None]:
         state.model.to(memory_format=other)
         return state
 
-    train_module._fresh_state = swapped
+    run_module._fresh_state = swapped
     try:
         yield
     finally:
-        train_module._fresh_state = fresh
+        run_module._fresh_state = fresh
 
 
 def check(

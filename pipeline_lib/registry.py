@@ -213,6 +213,25 @@ def instances_per_image(method: str, training: Mapping[str, Any]) -> int:
     return 1 + len(distributions)
 
 
+#: Head depth per trained method when a run leaves ``head_depth`` None (PROTOCOL.md): the
+#: MLP heads have 8 hidden layers; RotNet and the denoising autoencoder have no head.
+DEFAULT_HEAD_DEPTH: dict[str, int] = {
+    "rotnet": 0,
+    "rotation": 8,
+    "contrastive": 8,
+    "contrastive_da": 8,
+    "denoising": 0,
+}
+
+#: Accepted values of the contrastive loss ``form`` (:mod:`pipeline_lib.ssl.contrastive`);
+#: the first is the recipe's.
+LOSS_FORMS: tuple[str, ...] = ("released", "same_view", "ntxent")
+
+#: Names a distribution-augmentation transform may combine with ``+``
+#: (:func:`pipeline_lib.ssl.augment.parse_distribution` implements them).
+DISTRIBUTION_PRIMITIVES: tuple[str, ...] = ("hflip", "vflip", "rot90", "rot180", "rot270")
+
+
 #: Trained methods without an MLP head: RotNet classifies rotations from the features
 #: directly and the denoising autoencoder decodes them (PROTOCOL.md). A head depth has no
 #: meaning for them.

@@ -20,7 +20,7 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from pipeline_lib.ssl.train import run_static_step
+from pipeline_lib.ssl.loop import run_static_step
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -70,8 +70,7 @@ def _run(bench, images):
 def reference(bench, images) -> dict[str, torch.Tensor]:
     """Weights after the uncompiled two-phase step with the device-rate update."""
     run, state = _run(bench, images)
-    step = run_static_step(run, state, capture=False)
-    step.device_lr = True
+    step = run_static_step(run, state, capture=False, device_lr=True)
     bench.train_epochs(run, state, step, warmup=1)
     return bench.float_weights(state.model)
 
@@ -79,9 +78,7 @@ def reference(bench, images) -> dict[str, torch.Tensor]:
 def _compiled(bench, images) -> tuple[torch.nn.Module, dict[str, int]]:
     """Weights after the compiled step (traced update), and dynamo's graphs and breaks."""
     run, state = _run(bench, images)
-    step = bench.compile_static_step(
-        run_static_step(run, state, capture=False), backend="eager", update="traced"
-    )
+    step = bench.compile_static_step(run, state, backend="eager", update="traced")
     torch._dynamo.reset()
     counters.clear()
     bench.train_epochs(run, state, step, warmup=1)

@@ -1,7 +1,7 @@
 """benchmarks/bench_streams.py: K runs stepped side by side train what each trains alone.
 
 The benchmark drives the trainer's own side-by-side group (pipeline_lib.ssl.fused.
-_ConcurrentGroup), so this also checks that group's bookkeeping from outside the trainer.
+ConcurrentGroup), so this also checks that group's bookkeeping from outside the trainer.
 
 On the CPU the runs step one after the other (no streams), so run 0 of K = 2 must end with
 the weights of the same seed's run alone, bit for bit: a generator, optimiser or static

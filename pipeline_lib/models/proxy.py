@@ -18,16 +18,7 @@ from pipeline_lib.models.heads import Decoder, contrastive_head, head_output_dim
 from pipeline_lib.models.init import check_init, released_init_
 from pipeline_lib.models.representation import TRAINED_METHODS, Representation
 from pipeline_lib.models.resnet import resnet18_small
-from pipeline_lib.registry import DENOISING_DECODERS, DENOISING_TARGETS
-
-#: Head depth per method when the caller passes ``head_depth=None`` (PROTOCOL.md).
-DEFAULT_HEAD_DEPTH: dict[str, int] = {
-    "rotnet": 0,
-    "rotation": 8,
-    "contrastive": 8,
-    "contrastive_da": 8,
-    "denoising": 0,
-}
+from pipeline_lib.registry import DEFAULT_HEAD_DEPTH, DENOISING_DECODERS, DENOISING_TARGETS
 
 
 class ProxyModel(Representation):

@@ -42,7 +42,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from pipeline_lib.registry import DEFAULT_DISTRIBUTIONS
+from pipeline_lib.registry import DEFAULT_DISTRIBUTIONS, DISTRIBUTION_PRIMITIVES
 from pipeline_lib.ssl.color_ops import GRAY_WEIGHTS as GRAY_WEIGHTS_601
 from pipeline_lib.ssl.color_ops import (
     TF_GRAY_WEIGHTS,
@@ -452,9 +452,6 @@ _PRIMITIVES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "rot180": lambda x: rotate90(x, 2),
     "rot270": lambda x: rotate90(x, 3),
 }
-
-#: Names a distribution-augmentation transform may combine with ``+``.
-DISTRIBUTION_PRIMITIVES: tuple[str, ...] = tuple(_PRIMITIVES)
 
 
 def parse_distribution(name: str) -> Callable[[torch.Tensor], torch.Tensor]:

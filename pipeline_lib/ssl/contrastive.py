@@ -33,12 +33,9 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from pipeline_lib.registry import RENAMED_TRAIN_VALUES
+from pipeline_lib.registry import LOSS_FORMS, RENAMED_TRAIN_VALUES
 from pipeline_lib.ssl.augment import distribution_copies, two_views
 from pipeline_lib.ssl.draws import Draws
-
-#: Accepted values of ``form``; the first is the recipe's.
-LOSS_FORMS: tuple[str, ...] = ("released", "same_view", "ntxent")
 
 #: Former names of loss forms -> the form that computes the same loss.
 RENAMED_LOSS_FORMS: dict[str, str] = RENAMED_TRAIN_VALUES["loss_form"]

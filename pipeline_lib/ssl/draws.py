@@ -159,7 +159,7 @@ class StaticDraws:
     def fill(self) -> None:
         """Draw the next step's numbers into a staging buffer: host work only.
 
-        Safe on a worker thread (:class:`~pipeline_lib.ssl.fused._ConcurrentGroup` draws one
+        Safe on a worker thread (:class:`~pipeline_lib.ssl.fused.ConcurrentGroup` draws one
         member's next step while the others' steps launch) as long as the calls of one
         instance stay in order: fill, then :meth:`upload`, then the next fill. Waits only for
         the copy made two steps ago, so the host may run ahead of the device.

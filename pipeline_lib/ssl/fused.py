@@ -27,7 +27,7 @@ Steps run as the runs' ``step_mode`` says (:mod:`pipeline_lib.ssl.stepper`), and
 decides how a group computes:
 
 * ``eager``: the stacked network above, one eager loop for the K models;
-* ``graph`` (CUDA): *side by side* (:class:`_ConcurrentGroup`). On an H200 (2026-11-27) the
+* ``graph`` (CUDA): *side by side* (:class:`ConcurrentGroup`). On an H200 (2026-11-27) the
   stacked step captured as one graph trained 0.73-1.05x the images of one captured run:
   the grouped convolutions cost K separate ones. So each model keeps its own model and the
   separate run's captured :class:`~pipeline_lib.ssl.stepper.StaticStep`, and the group
@@ -59,7 +59,6 @@ import contextlib
 import copy
 import dataclasses
 import functools
-import inspect
 import logging
 import os
 import time
@@ -91,24 +90,23 @@ from pipeline_lib.ssl.denoising import (
     reconstruction_loss,
 )
 from pipeline_lib.ssl.draws import Draws
-from pipeline_lib.ssl.rotation import rotation_loss
-from pipeline_lib.ssl.stepper import StaticStep
-from pipeline_lib.ssl.train import (
+from pipeline_lib.ssl.loop import (
     TrainingDivergedError,
-    _checkpoint_due,
-    _divergence,
-    _epoch_record,
-    _log_epoch,
-    _prepare_run,
-    _resume,
-    _Run,
-    _static_step,
-    _train_epoch,
-    _TrainingState,
-    _write_checkpoint,
+    checkpoint_due,
+    divergence,
+    epoch_record,
+    log_epoch,
+    resume,
     run_static_step,
-    train_representation,
+    static_step,
+    train_epoch,
+    write_checkpoint,
 )
+from pipeline_lib.ssl.rotation import rotation_loss
+from pipeline_lib.ssl.run import Run, TrainingState, prepare_run
+from pipeline_lib.ssl.settings import TrainSettings
+from pipeline_lib.ssl.stepper import StaticStep
+from pipeline_lib.ssl.train import EXECUTION_KEYWORDS, RECIPE_KEYWORDS
 
 __all__ = ["FusedResult", "train_representations_fused"]
 
@@ -117,11 +115,8 @@ log = logging.getLogger(__name__)
 #: One model's outcome: its trained model and history, or the error that stopped it.
 FusedResult = tuple[ProxyModel, list[dict[str, float]]] | TrainingDivergedError
 
-#: Arguments of :func:`train_representation` that are per model or per call here.
-_NOT_SHARED = ("seed", "checkpoint_path", "callback", "progress", "checkpoint_every", "log_every")
-#: train_representation's per-epoch evaluation hook, which fused training does not offer
-#: (config validation refuses train.eval_every with train.fuse > 1).
-_NOT_SHARED += ("evaluate", "eval_every")
+#: Recipe keywords that fused training takes as its own arguments (per call, not per model).
+_PER_CALL = ("method", "checkpoint_every", "log_every")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,7 +173,7 @@ class _Group:
     """The models that train an epoch together (members: their indices among the runs)."""
 
     def __init__(
-        self, members: list[int], runs: Sequence[_Run], states: Sequence[_TrainingState]
+        self, members: list[int], runs: Sequence[Run], states: Sequence[TrainingState]
     ) -> None:
         self.members = members
         self.runs = [runs[i] for i in members]
@@ -198,7 +193,7 @@ class _FusedGroup(_Group):
     shares_kernels = True
 
     def __init__(
-        self, members: list[int], runs: Sequence[_Run], states: Sequence[_TrainingState]
+        self, members: list[int], runs: Sequence[Run], states: Sequence[TrainingState]
     ) -> None:
         super().__init__(members, runs, states)
         # Per member: each run has its own view augmentation (its jitter order is seeded).
@@ -324,7 +319,7 @@ class _FusedGroup(_Group):
                 own["lr"], own["initial_lr"] = stacked["lr"], stacked["initial_lr"]
 
 
-class _ConcurrentGroup(_Group):
+class ConcurrentGroup(_Group):
     """The members' own captured steps, replayed side by side on one CUDA stream each.
 
     Each member keeps its model, optimiser and :class:`~pipeline_lib.ssl.stepper.StaticStep`
@@ -343,7 +338,7 @@ class _ConcurrentGroup(_Group):
     draw_ahead = True
 
     def __init__(
-        self, members: list[int], runs: Sequence[_Run], states: Sequence[_TrainingState]
+        self, members: list[int], runs: Sequence[Run], states: Sequence[TrainingState]
     ) -> None:
         super().__init__(members, runs, states)
         self.steps = [
@@ -430,8 +425,8 @@ def _runs_side_by_side(step_mode: str, members: int) -> bool:
 
 
 def _group(
-    members: list[int], runs: Sequence[_Run], states: Sequence[_TrainingState]
-) -> _FusedGroup | _ConcurrentGroup:
+    members: list[int], runs: Sequence[Run], states: Sequence[TrainingState]
+) -> _FusedGroup | ConcurrentGroup:
     """The members' group: side by side on CUDA streams when captured, else stacked.
 
     Measured on an H200 (CHANGELOG.md): under graph capture the stacked group trained
@@ -441,32 +436,45 @@ def _group(
     graph): slower, but no two members share a workspace.
     """
     if _runs_side_by_side(runs[members[0]].step_mode, len(members)):
-        return _ConcurrentGroup(members, runs, states)
+        return ConcurrentGroup(members, runs, states)
     return _FusedGroup(members, runs, states)
 
 
-def _shared_options(given: dict[str, Any]) -> dict[str, Any]:
-    """``given`` completed with :func:`train_representation`'s defaults (one definition)."""
-    parameters = inspect.signature(train_representation).parameters
-    defaults = {
-        name: parameter.default
-        for name, parameter in parameters.items()
-        if parameter.kind is inspect.Parameter.KEYWORD_ONLY and name not in _NOT_SHARED
-    }
-    unknown = sorted(set(given) - set(defaults))
+def _shared_settings(
+    method: str, given: dict[str, Any], *, checkpoint_every: int, log_every: int
+) -> tuple[TrainSettings, dict[str, Any]]:
+    """The models' shared recipe and execution keywords (``device``, ``step_mode``, ``augment``).
+
+    Raises
+    ------
+    TypeError
+        On a keyword :func:`train_representation` does not share here (``seed``,
+        ``checkpoint_path``, ``evaluate``, ...), or a missing ``epochs`` / ``batch_size``.
+    ValueError
+        On a bad setting, or ``amp="float16"``.
+    """
+    recipe = [name for name in RECIPE_KEYWORDS if name not in _PER_CALL]
+    unknown = sorted(set(given) - set(recipe) - set(EXECUTION_KEYWORDS))
     if unknown:
         raise TypeError(f"unexpected arguments for fused training: {unknown}")
-    options = {**defaults, **given}
-    missing = sorted(name for name, value in options.items() if value is inspect.Parameter.empty)
+    missing = sorted({"epochs", "batch_size"} - set(given))
     if missing:
         raise TypeError(f"missing arguments for fused training: {missing}")
-    if options["amp"] == "float16":
+    settings = TrainSettings(
+        method=method,
+        checkpoint_every=checkpoint_every,
+        log_every=log_every,
+        **{name: value for name, value in given.items() if name in recipe},
+    )
+    if settings.amp == "float16":
         # One GradScaler would skip every model's step when one model's gradients overflow.
         raise ValueError("fused training supports amp='bfloat16' or None, not 'float16'")
-    return options
+    execution = {"step_mode": "auto"}
+    execution |= {name: value for name, value in given.items() if name in EXECUTION_KEYWORDS}
+    return settings, execution
 
 
-def _shape_groups(runs: Sequence[_Run]) -> list[list[int]]:
+def _shape_groups(runs: Sequence[Run]) -> list[list[int]]:
     """Runs that can step together: same image side, batch and steps per epoch."""
     groups: dict[tuple[int, int, int], list[int]] = {}
     for index, run in enumerate(runs):
@@ -475,7 +483,7 @@ def _shape_groups(runs: Sequence[_Run]) -> list[list[int]]:
     return list(groups.values())
 
 
-def _epoch_start(state: _TrainingState) -> dict[str, Any]:
+def _epoch_start(state: TrainingState) -> dict[str, Any]:
     """A deep copy of what an epoch changes in a member (fused runs never use the scaler)."""
     return copy.deepcopy(
         {
@@ -488,7 +496,7 @@ def _epoch_start(state: _TrainingState) -> dict[str, Any]:
     )
 
 
-def _roll_back(state: _TrainingState, start: dict[str, Any]) -> None:
+def _roll_back(state: TrainingState, start: dict[str, Any]) -> None:
     """Put ``state`` back where :func:`_epoch_start` found it (weights copied in place)."""
     state.model.load_state_dict(start["model"])
     state.optimizer.load_state_dict(start["optimizer"])
@@ -498,7 +506,7 @@ def _roll_back(state: _TrainingState, start: dict[str, Any]) -> None:
 
 
 def _retrain_alone(
-    index: int, run: _Run, state: _TrainingState, start: dict[str, Any], epoch: int
+    index: int, run: Run, state: TrainingState, start: dict[str, Any], epoch: int
 ) -> tuple[torch.Tensor, float, str]:
     """Epoch ``epoch`` of member ``index`` again, alone from its start: losses, seconds, mode."""
     log.warning(
@@ -510,15 +518,15 @@ def _retrain_alone(
     )
     _roll_back(state, start)
     started = time.perf_counter()
-    step = _static_step(run, state)
-    losses = _train_epoch(run, state, step)
+    step = static_step(run, state)
+    losses = train_epoch(run, state, step)
     return losses, time.perf_counter() - started, "eager" if step is None else step.mode
 
 
 def _train_group(
     indices: list[int],
-    runs: Sequence[_Run],
-    states: Sequence[_TrainingState],
+    runs: Sequence[Run],
+    states: Sequence[TrainingState],
     paths: Sequence[str | os.PathLike | None],
     *,
     checkpoint_every: int,
@@ -537,7 +545,7 @@ def _train_group(
     written before any callback is called.
     """
     failed: dict[int, TrainingDivergedError] = {}
-    group: _FusedGroup | _ConcurrentGroup | None = None
+    group: _FusedGroup | ConcurrentGroup | None = None
     lone_step: StaticStep | None = None
     previous: list[int] = []
     first_epoch = min(states[i].epoch for i in indices)
@@ -557,16 +565,16 @@ def _train_group(
                     "stacked" if group.shares_kernels else "side by side on streams",
                 )
             else:
-                lone_step = _static_step(runs[members[0]], states[members[0]])
+                lone_step = static_step(runs[members[0]], states[members[0]])
         started = time.perf_counter()
         starts: dict[int, dict[str, Any]] = {}
         if group is None:
-            losses = _train_epoch(runs[members[0]], states[members[0]], lone_step)[None]
+            losses = train_epoch(runs[members[0]], states[members[0]], lone_step)[None]
             mode = "eager" if lone_step is None else lone_step.mode
         else:
             if group.shares_kernels:
                 starts = {index: _epoch_start(states[index]) for index in members}
-            with runs[members[0]].precision():  # as _train_epoch: the members share amp
+            with runs[members[0]].precision():  # as train_epoch: the members share amp
                 losses = group.train_epoch()
             group.unload()
             mode = group.mode
@@ -575,23 +583,23 @@ def _train_group(
         for column, index in enumerate(members):
             run, state = runs[index], states[index]
             member_losses, member_seconds, member_mode = losses[column], seconds, mode
-            error = _divergence(run, member_losses, state.model, epoch)
+            error = divergence(run, member_losses, state.model, epoch)
             if error is not None and starts:
                 previous = []  # the group's stacked tensors are stale now: build it anew
                 member_losses, member_seconds, member_mode = _retrain_alone(
                     index, run, state, starts[index], epoch
                 )
-                error = _divergence(run, member_losses, state.model, epoch)
+                error = divergence(run, member_losses, state.model, epoch)
             if error is not None:
                 log.error("fused model %d stopped, the others go on: %s", index, error)
                 failed[index] = error
                 continue
-            record = _epoch_record(run, epoch, member_losses, member_seconds, member_mode)
+            record = epoch_record(run, epoch, member_losses, member_seconds, member_mode)
             state.history.append(record)
             state.epoch = epoch + 1
-            _log_epoch(run, record, first=epoch == first_epoch, log_every=log_every)
-            if paths[index] is not None and _checkpoint_due(run, state.epoch, checkpoint_every):
-                _write_checkpoint(run, state, paths[index])
+            log_epoch(run, record, first=epoch == first_epoch, log_every=log_every)
+            if paths[index] is not None and checkpoint_due(run, state.epoch, checkpoint_every):
+                write_checkpoint(run, state, paths[index])
             done.append((index, record))
         if callback is not None:
             for index, record in done:
@@ -667,20 +675,15 @@ def train_representations_fused(
             f"need one seed and one checkpoint path per model: {count} models, "
             f"{len(seeds)} seeds, {len(paths)} checkpoint paths"
         )
-    shared = _shared_options(options)
-    runs: list[_Run] = []
-    states: list[_TrainingState] = []
+    settings, execution = _shared_settings(
+        method, options, checkpoint_every=checkpoint_every, log_every=log_every
+    )
+    runs: list[Run] = []
+    states: list[TrainingState] = []
     for images, seed, path in zip(images_per_model, seeds, paths, strict=True):
-        run, state = _prepare_run(
-            method,
-            images,
-            seed=seed,
-            checkpoint_every=checkpoint_every,
-            log_every=log_every,
-            **shared,
-        )
+        run, state = prepare_run(settings, images, seed=seed, **execution)
         runs.append(run)
-        states.append(_resume(run, state, path))
+        states.append(resume(run, state, path))
     failed: dict[int, TrainingDivergedError] = {}
     for indices in _shape_groups(runs):
         failed |= _train_group(

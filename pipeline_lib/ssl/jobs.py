@@ -25,6 +25,7 @@ from pipeline_lib.registry import ROTATION_METHODS, training_arguments
 from pipeline_lib.runtime.io import save_json
 from pipeline_lib.ssl.fused import FusedResult, train_representations_fused
 from pipeline_lib.ssl.rotation import rotation_scores
+from pipeline_lib.ssl.settings import TrainSettings
 from pipeline_lib.ssl.train import train_representation
 
 
@@ -90,12 +91,11 @@ def train_on_split(
         seed=seed,
         device=device,
         checkpoint_path=checkpoint_path,
-        width=width,
         progress=progress,
         step_mode=step_mode,
         evaluate=evaluate,
         eval_every=eval_every,
-        **arguments,
+        settings=TrainSettings.from_config(method, training, width=width),
     )
     return model, history, arguments
 

@@ -1,6 +1,6 @@
 """A training step in two phases, whose device phase can be captured once as a CUDA graph.
 
-The eager step (:func:`pipeline_lib.ssl.train._train_epoch`) launches a few hundred small
+The eager step (:func:`pipeline_lib.ssl.loop.train_epoch`) launches a few hundred small
 kernels per step and reads its random numbers as fresh host tensors, so on a GPU a batch of
 32 images is bound by the launches. :class:`StaticStep` runs the same step as
 
@@ -63,6 +63,15 @@ WARMUP_STEPS = 3
 #: ``step(model, batches, draws) -> loss``: the K members' uint8 batches and draws in, a
 #: scalar loss (one run) or the members' losses ``(K,)`` out.
 MembersStep = Callable[[nn.Module, Sequence[torch.Tensor], Sequence[Draws]], torch.Tensor]
+
+#: ``phase(cache_enabled) -> loss``: a step's device phase (:meth:`StaticStep.wrap_device_phase`).
+DevicePhase = Callable[[bool], torch.Tensor]
+
+#: How a step with the rate on the device runs SGD (:class:`StaticStep`'s ``update``).
+SGD_UPDATES: tuple[str, ...] = ("fused", "foreach")
+
+#: SGD's settings besides the rate, which only the schedule changes.
+_SGD_OPTIONS: tuple[str, ...] = ("weight_decay", "momentum", "dampening", "nesterov", "maximize")
 
 
 def _one_member_step(
@@ -144,11 +153,19 @@ class StaticStep:
     compiled : bool, default=False
         The model's modules are compiled (:func:`~pipeline_lib.ssl.compiling.compile_network`):
         only names the mode in the history.
+    update : {"fused", "foreach"}, default="fused"
+        How SGD runs with the rate in a device tensor: SGD's fused kernel (training), or
+        foreach ops with the group settings read once, which dynamo can trace into a
+        compiled device phase (benchmarks/bench_compile.py; equal up to rounding).
+    device_lr : bool or None, default=None
+        Read the rate from a device tensor that the host phase fills (no host sync inside
+        the step); None: on CUDA only, where capture needs it.
 
     Raises
     ------
     ValueError
-        If ``capture`` is set off CUDA, or ``images`` and ``generators`` differ in length.
+        If ``capture`` is set off CUDA, ``images`` and ``generators`` differ in length, or
+        ``update`` is unknown or ``foreach`` without ``device_lr``.
     """
 
     def __init__(
@@ -163,6 +180,8 @@ class StaticStep:
         autocast: Callable[[bool], contextlib.AbstractContextManager[Any]],
         capture: bool,
         compiled: bool = False,
+        update: str = "fused",
+        device_lr: bool | None = None,
     ) -> None:
         if not images or len(images) != len(generators):
             raise ValueError(
@@ -177,7 +196,20 @@ class StaticStep:
         self.capture, self.compiled = capture, compiled
         self.draws = [StaticDraws(generator, device) for generator in generators]
         self.indices = [torch.zeros(per_step, dtype=torch.long, device=device) for _ in self.images]
-        self.device_lr = device.type == "cuda"
+        self.device_lr = device.type == "cuda" if device_lr is None else device_lr
+        if update not in SGD_UPDATES or (update == "foreach" and not self.device_lr):
+            raise ValueError(
+                f"update must be one of {', '.join(SGD_UPDATES)} ('foreach' needs device_lr), "
+                f"got {update!r} with device_lr={self.device_lr}"
+            )
+        self.update = update
+        # The foreach update's groups: SGD's settings besides the rate, read once (dynamo
+        # would guard on the float rate of a group and recompile when it changes).
+        self._sgd_groups = [
+            (list(group["params"]), {key: group[key] for key in _SGD_OPTIONS})
+            for group in optimizer.param_groups
+        ]
+        self._phase: DevicePhase = self._device_phase
         self.lr = torch.zeros(len(optimizer.param_groups), device=device)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.graph_loss: torch.Tensor | None = None
@@ -214,6 +246,9 @@ class StaticStep:
         if self.device_lr:
             for slot, group in enumerate(self.optimizer.param_groups):
                 self.lr[slot].fill_(group["lr"])  # a kernel with the value, no host sync
+            # LambdaLR warns unless optimizer.step() ran; the device phase is that step, by
+            # another route (set here, on the host: a compiled phase may not set attributes).
+            self.optimizer._opt_called = True  # type: ignore[attr-defined]
         if not self.recorded:
             loss = self._uncaptured()  # draws on demand and records the plans
             for draws in self.draws:
@@ -234,6 +269,15 @@ class StaticStep:
         """Whether every member's draw plan is known (after the first step)."""
         return all(draws.recorded for draws in self.draws)
 
+    def wrap_device_phase(self, wrapper: Callable[[DevicePhase], DevicePhase]) -> None:
+        """Run every later device phase through ``wrapper(phase)`` (uncaptured or captured).
+
+        The hook of benchmarks/bench_compile.py, which compiles the phase with
+        ``torch.compile``; the wrapped phase must keep its contract (static shapes, no host
+        sync, the loss out).
+        """
+        self._phase = wrapper(self._phase)
+
     def _device_phase(self, cache_enabled: bool) -> torch.Tensor:
         """Gather, views, forward, loss, backward and update: static shapes, no host sync."""
         for draws in self.draws:
@@ -252,8 +296,9 @@ class StaticStep:
         if not self.device_lr:
             self.optimizer.step()
             return
-        # LambdaLR warns unless optimizer.step() ran; this is that step, by another route.
-        self.optimizer._opt_called = True  # type: ignore[attr-defined]
+        if self.update == "foreach":
+            self._foreach_update()
+            return
         for slot, group in enumerate(self.optimizer.param_groups):
             params = [p for p in group["params"] if p.grad is not None]
             state = [self.optimizer.state[p] for p in params]
@@ -274,15 +319,34 @@ class StaticStep:
                 for entry, buffer in zip(state, buffers, strict=True):
                     entry["momentum_buffer"] = buffer
 
+    def _foreach_update(self) -> None:
+        """SGD as foreach ops reading ``self.lr``: the update dynamo traces into its graph."""
+        with torch.no_grad():
+            for slot, (group_params, options) in enumerate(self._sgd_groups):
+                params = [p for p in group_params if p.grad is not None]
+                state = [self.optimizer.state[p] for p in params]
+                buffers = [entry.get("momentum_buffer") for entry in state]
+                functional_sgd(
+                    params,
+                    [p.grad for p in params],
+                    buffers,
+                    foreach=True,
+                    lr=self.lr[slot],
+                    **options,
+                )
+                if options["momentum"] != 0:
+                    for entry, buffer in zip(state, buffers, strict=True):
+                        entry["momentum_buffer"] = buffer
+
     def _uncaptured(self) -> torch.Tensor:
         """The device phase run directly (on a side stream on CUDA, as capture requires)."""
         self.uncaptured += 1
         side = self._side
         if side is None:
-            return self._device_phase(cache_enabled=True)
+            return self._phase(cache_enabled=True)
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            loss = self._device_phase(cache_enabled=False)
+            loss = self._phase(cache_enabled=False)
         torch.cuda.current_stream().wait_stream(side)
         return loss
 
@@ -294,12 +358,12 @@ class StaticStep:
             # A capture stream of its own: cuBLAS keeps one workspace per stream, and the
             # graph keeps the workspace of the stream it was captured on. On torch's shared
             # default capture stream every graph got the same one, so side-by-side members
-            # (fused._ConcurrentGroup) raced on it: on an H200 run 0 of four contrastive DA
+            # (fused.ConcurrentGroup) raced on it: on an H200 run 0 of four contrastive DA
             # runs replayed side by side ended 0.15 (of the distance moved) from the run
             # alone, while the same graphs replayed on one stream, or the members uncaptured
             # on four streams, matched it bit for bit.
             with torch.cuda.graph(graph, stream=torch.cuda.Stream(self.images[0].device)):
-                loss = self._device_phase(cache_enabled=False)
+                loss = self._phase(cache_enabled=False)
         except Exception as error:  # capture support varies by op and driver: never fatal
             self.failure = f"{type(error).__name__}: {error}"
             self.capture = False

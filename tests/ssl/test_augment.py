@@ -21,7 +21,7 @@ from pipeline_lib.ssl.augment import (
     two_views,
 )
 from pipeline_lib.ssl.color_ops import GRAY_WEIGHTS, TF_GRAY_WEIGHTS, affine_color_jitter
-from pipeline_lib.ssl.train import _view_augment
+from pipeline_lib.ssl.run import _view_augment
 
 
 def _images(n: int = 6, size: int = 16, seed: int = 0) -> torch.Tensor:

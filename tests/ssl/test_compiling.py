@@ -19,11 +19,11 @@ import torch._dynamo
 import torch.utils._triton
 
 import pipeline_lib.ssl.compiling as compiling
-import pipeline_lib.ssl.train as train_module
 from pipeline_lib.models.proxy import build_proxy_model
 from pipeline_lib.ssl.fused import train_representations_fused
+from pipeline_lib.ssl.loop import run_static_step, train_epoch
 from pipeline_lib.ssl.stepper import resolve_step_mode
-from pipeline_lib.ssl.train import prepare_run, run_static_step, train_representation
+from pipeline_lib.ssl.train import prepare_keyword_run, train_representation
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
@@ -72,7 +72,7 @@ def test_a_compiled_network_trains_through_dynamo_to_the_same_numbers_on_the_cpu
     method, options = CASES[case]
     trained = []
     for compiled in (False, True):
-        run, state = prepare_run(
+        run, state = prepare_keyword_run(
             method, images, seed=3, epochs=1, width=8, step_mode="eager", **options
         )
         run = dataclasses.replace(run, step_mode="two_phase")
@@ -80,7 +80,7 @@ def test_a_compiled_network_trains_through_dynamo_to_the_same_numbers_on_the_cpu
             compiling.compile_network(state.model, backend=backend)
         torch._dynamo.utils.counters.clear()
         step = run_static_step(run, state, capture=False)
-        train_module._train_epoch(run, state, step)
+        train_epoch(run, state, step)
         graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
         assert (graphs > 0) == compiled, graphs
         trained.append(_weights(state.model))
@@ -209,7 +209,7 @@ def test_compiled_stays_near_the_graph_run_on_cuda(images) -> None:
     That dynamo's traced graphs (and AOTAutograd's) compute exactly the uncompiled step is
     checked on the CPU (``aot_eager`` gives the uncompiled weights bit for bit)."""
     method, options = CASES["rotnet"]
-    _, fresh = prepare_run(method, images, seed=5, epochs=2, width=8, lr=0.05, **options)
+    _, fresh = prepare_keyword_run(method, images, seed=5, epochs=2, width=8, lr=0.05, **options)
     initial = _weights(fresh.model)  # the runs' own initial weights (seeded), on the CPU
     graph, _ = _train("rotnet", images, amp=None, step_mode="graph")
     compiled, _ = _train("rotnet", images, amp=None, step_mode="compiled")

@@ -219,9 +219,9 @@ def test_each_reading_trains_a_step(digits64, reading: dict) -> None:
 
 def test_spatial_decoder_trains_fused_as_separately(digits64, monkeypatch) -> None:
     """Stacked grouped 1x1 convolutions keep the models apart (float64, 2 steps each)."""
-    import pipeline_lib.ssl.train as train_module
+    import pipeline_lib.ssl.run as run_module
 
-    build = train_module.build_proxy_model
+    build = run_module.build_proxy_model
 
     def double(*args, **kwargs):
         model = build(*args, **kwargs).double()
@@ -229,7 +229,7 @@ def test_spatial_decoder_trains_fused_as_separately(digits64, monkeypatch) -> No
         model.backbone.stem.register_forward_pre_hook(lambda module, inputs: (inputs[0].double(),))
         return model
 
-    monkeypatch.setattr(train_module, "build_proxy_model", double)
+    monkeypatch.setattr(run_module, "build_proxy_model", double)
     sets = [digits64[:16], digits64[16:32]]
     options = {"epochs": 1, "batch_size": 8, "width": 8, "lr": 0.1, "denoising_decoder": "spatial"}
     fused = train_representations_fused("denoising", sets, seeds=[0, 1], **options)

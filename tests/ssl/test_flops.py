@@ -16,7 +16,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from pipeline_lib.models.flops import forward_flops_per_view, training_tflops
 from pipeline_lib.registry import TRAINED_METHODS
-from pipeline_lib.ssl.train import _train_epoch, prepare_run
+from pipeline_lib.ssl.loop import train_epoch
+from pipeline_lib.ssl.train import prepare_keyword_run
 
 WIDTH = 8
 
@@ -30,9 +31,9 @@ def test_the_papers_backbone_is_the_quoted_cifar_resnet18() -> None:
 @pytest.mark.parametrize("method", TRAINED_METHODS)
 def test_a_counted_training_epoch_matches_the_accounting(method: str, digits64) -> None:
     images = digits64[:16]
-    run, state = prepare_run(method, images, seed=0, epochs=1, batch_size=8, width=WIDTH)
+    run, state = prepare_keyword_run(method, images, seed=0, epochs=1, batch_size=8, width=WIDTH)
     with FlopCounterMode(display=False) as counter:
-        _train_epoch(run, state)
+        train_epoch(run, state)
     instances = run.data.steps_per_epoch * run.data.per_step
     counted = counter.get_total_flops() / instances
     accounted = training_tflops(method, width=WIDTH, instances_per_s=1.0) * 1e12

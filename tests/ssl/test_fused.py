@@ -28,7 +28,7 @@ import pytest
 import torch
 
 import pipeline_lib.ssl.fused as fused_module
-import pipeline_lib.ssl.train as train_module
+import pipeline_lib.ssl.run as run_module
 from pipeline_lib.data.split import OneClassSplit
 from pipeline_lib.models.proxy import build_proxy_model
 from pipeline_lib.ssl.fused import train_representations_fused
@@ -59,14 +59,14 @@ def noise_sets() -> list[np.ndarray]:
 @pytest.fixture
 def float64(monkeypatch):
     """Build every model in float64 (inputs cast at the backbone), fused and separate."""
-    build = train_module.build_proxy_model
+    build = run_module.build_proxy_model
 
     def double(*args, **kwargs):
         model = build(*args, **kwargs).double()
         model.backbone.register_forward_pre_hook(lambda module, inputs: (inputs[0].double(),))
         return model
 
-    monkeypatch.setattr(train_module, "build_proxy_model", double)
+    monkeypatch.setattr(run_module, "build_proxy_model", double)
 
 
 def _options(method: str, **overrides) -> dict:
@@ -84,7 +84,7 @@ def _initial(method: str, seed: int) -> torch.nn.Module:
     """The untrained model of a run of ``seed`` (its initialisation stream)."""
     arch = {k: v for k, v in TINY[method].items() if k != "batch_size"}
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(train_module._stream_seed(seed, 0))
+        torch.manual_seed(run_module.stream_seed(seed, 0))
         return build_proxy_model(method, width=8, image_size=32, **arch)
 
 
@@ -161,7 +161,7 @@ def test_models_of_other_sizes_train_in_their_own_group(noise_sets, float64) -> 
 
 
 def test_one_diverged_model_stops_alone(noise_sets, float64, monkeypatch, tmp_path) -> None:
-    resume = fused_module._resume
+    resume = fused_module.resume
 
     def poison_seed_1(run, state, path):
         state = resume(run, state, path)
@@ -170,7 +170,7 @@ def test_one_diverged_model_stops_alone(noise_sets, float64, monkeypatch, tmp_pa
                 state.model.backbone.stem[0].weight[0, 0, 0, 0] = math.nan
         return state
 
-    monkeypatch.setattr(fused_module, "_resume", poison_seed_1)
+    monkeypatch.setattr(fused_module, "resume", poison_seed_1)
     sets = [images[:8] for images in noise_sets]
     paths = [tmp_path / f"model{k}.pt" for k in range(3)]
     options = _options("rotnet")
@@ -193,7 +193,7 @@ def test_a_nan_that_reaches_every_member_stops_only_its_source(
     """CUDA's grouped convolutions let a NaN reach every member (measured on an H200): here
     the group's epoch is made to do the same, every member's losses and weights NaN once one
     is; the members retrain the epoch alone and only the source of the NaN stops."""
-    resume = fused_module._resume
+    resume = fused_module.resume
     train_epoch = fused_module._FusedGroup.train_epoch
 
     def poison_seed_1(run, state, path):
@@ -212,7 +212,7 @@ def test_a_nan_that_reaches_every_member_stops_only_its_source(
             losses = torch.full_like(losses, math.nan)
         return losses
 
-    monkeypatch.setattr(fused_module, "_resume", poison_seed_1)
+    monkeypatch.setattr(fused_module, "resume", poison_seed_1)
     monkeypatch.setattr(fused_module._FusedGroup, "train_epoch", leaking_epoch)
     sets = [images[:8] for images in noise_sets]
     paths = [tmp_path / f"model{k}.pt" for k in range(3)]

@@ -29,6 +29,7 @@ from torch._subclasses.fake_tensor import (
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import pipeline_lib.ssl.fused as fused_module
+import pipeline_lib.ssl.run as run_module
 import pipeline_lib.ssl.train as train_module
 from pipeline_lib.models.checkpoints import load_checkpoint
 from pipeline_lib.models.proxy import build_proxy_model
@@ -37,13 +38,10 @@ from pipeline_lib.registry import default_batch_size
 from pipeline_lib.ssl import draws as draws_module
 from pipeline_lib.ssl.augment import ViewAugment
 from pipeline_lib.ssl.fused import _FusedGroup, train_representations_fused
+from pipeline_lib.ssl.loop import run_static_step
+from pipeline_lib.ssl.run import _parameter_groups
 from pipeline_lib.ssl.stepper import StaticStep, one_member, resolve_step_mode
-from pipeline_lib.ssl.train import (
-    _parameter_groups,
-    prepare_run,
-    run_static_step,
-    train_representation,
-)
+from pipeline_lib.ssl.train import prepare_keyword_run, train_representation
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
@@ -108,7 +106,7 @@ def images(digits64: np.ndarray) -> np.ndarray:
 @pytest.fixture
 def two_phase(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make ``train_representation`` run the two-phase step, uncaptured, on the CPU."""
-    monkeypatch.setattr(train_module, "resolve_step_mode", lambda *a, **k: "two_phase")
+    monkeypatch.setattr(run_module, "resolve_step_mode", lambda *a, **k: "two_phase")
 
 
 def _train(case: str, images: np.ndarray, **overrides):
@@ -142,7 +140,7 @@ def _without_timing(history: list[dict]) -> list[dict]:
 def test_two_phase_step_equals_eager_bit_for_bit(case, images, tmp_path, monkeypatch) -> None:
     """Weights, BN buffers, optimiser and scheduler state, generators and losses all equal."""
     eager_model, eager_history = _train(case, images, checkpoint_path=tmp_path / "eager.pt")
-    monkeypatch.setattr(train_module, "resolve_step_mode", lambda *a, **k: "two_phase")
+    monkeypatch.setattr(run_module, "resolve_step_mode", lambda *a, **k: "two_phase")
     model, history = _train(case, images, checkpoint_path=tmp_path / "two_phase.pt")
     assert [r["step_mode"] for r in eager_history] == ["eager", "eager"]
     assert [r["step_mode"] for r in history] == ["two_phase", "two_phase"]
@@ -178,7 +176,7 @@ def test_two_phase_resume_is_bit_identical(case, images, tmp_path, two_phase) ->
 def _prepared(case: str, images: np.ndarray):
     """A run with ``train_representation``'s defaults and the case's options."""
     method, options = CASES[case]
-    return prepare_run(
+    return prepare_keyword_run(
         method, images, seed=5, epochs=2, width=8, lr=0.05, step_mode="eager", **options
     )
 
@@ -243,8 +241,10 @@ class _HostToDevice(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.copies: list[str] = []
+        self.ops = 0  # every op seen: the watch was on
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops += 1
         out = func(*args, **(kwargs or {}))
         reads_host = any(isinstance(a, torch.Tensor) and a.device.type == "cpu" for a in args)
         outputs = out if isinstance(out, (list, tuple)) else [out]
@@ -312,19 +312,23 @@ def _host_reads(step: StaticStep, indices: list[torch.Tensor]) -> tuple[list[str
             made_from_data.append(repr(args)[:60])
         return real_tensor(*args, **kwargs)
 
-    watch, device_phase = _HostToDevice(), step._device_phase
+    watch = _HostToDevice()
 
-    def watched(cache_enabled: bool) -> torch.Tensor:
-        with watch:
-            return device_phase(cache_enabled)
+    def watching(device_phase):
+        def watched(cache_enabled: bool) -> torch.Tensor:
+            with watch:
+                return device_phase(cache_enabled)
 
-    step._device_phase = watched  # type: ignore[method-assign]
+        return watched
+
+    step.wrap_device_phase(watching)
     torch.tensor = tensor  # type: ignore[assignment]
     try:
         for _ in range(2):
             step(*indices)
     finally:
         torch.tensor = real_tensor
+    assert watch.ops > 0  # the device phases ran inside the watch
     return watch.copies, made_from_data
 
 
@@ -401,7 +405,7 @@ def test_fused_two_phase_equals_fused_eager_bit_for_bit(
     eager_paths = [tmp_path / f"eager{k}.pt" for k in range(2)]
     static_paths = [tmp_path / f"static{k}.pt" for k in range(2)]
     eager = _train_fused(method, noise16, checkpoint_paths=eager_paths)
-    monkeypatch.setattr(train_module, "resolve_step_mode", lambda *a, **k: "two_phase")
+    monkeypatch.setattr(run_module, "resolve_step_mode", lambda *a, **k: "two_phase")
     static = _train_fused(method, noise16, checkpoint_paths=static_paths)
     for k, ((eager_model, eager_history), (model, history)) in enumerate(
         zip(eager, static, strict=True)
@@ -459,7 +463,7 @@ def test_fused_two_phase_lone_member_then_new_group_equals_eager(
     results = {}
     for mode in ("eager", "two_phase"):
         if mode == "two_phase":
-            monkeypatch.setattr(train_module, "resolve_step_mode", lambda *a, **k: "two_phase")
+            monkeypatch.setattr(run_module, "resolve_step_mode", lambda *a, **k: "two_phase")
         paths = [tmp_path / f"{mode}{k}.pt" for k in range(2)]
         with pytest.raises(KeyboardInterrupt):  # model 0 alone, killed after epoch 1
             _train_fused(
@@ -507,8 +511,8 @@ def test_static_draws_filled_ahead_upload_the_numbers_draw_gives() -> None:
 @pytest.fixture
 def side_by_side(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fused groups as captured CUDA runs get them: members side by side (here two_phase)."""
-    monkeypatch.setattr(train_module, "resolve_step_mode", lambda *a, **k: "two_phase")
-    monkeypatch.setattr(fused_module, "_group", fused_module._ConcurrentGroup)
+    monkeypatch.setattr(run_module, "resolve_step_mode", lambda *a, **k: "two_phase")
+    monkeypatch.setattr(fused_module, "_group", fused_module.ConcurrentGroup)
 
 
 def _separate_runs(method: str, sets: list[np.ndarray], **overrides) -> list:
@@ -523,8 +527,8 @@ def _separate_runs(method: str, sets: list[np.ndarray], **overrides) -> list:
 
 
 def _poisoned_resume(seed: int):
-    """``fused_module._resume`` that puts a NaN into the weights of the run of ``seed``."""
-    resume = fused_module._resume
+    """``fused_module.resume`` that puts a NaN into the weights of the run of ``seed``."""
+    resume = fused_module.resume
 
     def poisoned(run, state, path):
         state = resume(run, state, path)
@@ -579,7 +583,7 @@ def test_side_by_side_resume_and_a_diverged_member(noise16, tmp_path, side_by_si
         _assert_equal_trees(alone.state_dict(), model.state_dict(), "resumed")
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(fused_module, "_resume", _poisoned_resume(3))
+        patch.setattr(fused_module, "resume", _poisoned_resume(3))
         with caplog.at_level(logging.WARNING, logger="pipeline_lib.ssl.fused"):
             results = _train_fused("rotnet", noise16)
     assert isinstance(results[0], train_module.TrainingDivergedError)
@@ -754,7 +758,7 @@ def test_fused_graph_captures_once_per_group_on_cuda(noise16, monkeypatch) -> No
         captured.append(self)
 
     monkeypatch.setattr(StaticStep, "_try_capture", counted)
-    monkeypatch.setattr(fused_module, "_resume", _poisoned_resume(1))
+    monkeypatch.setattr(fused_module, "resume", _poisoned_resume(1))
     sets = [noise16[0], noise16[1], noise16[0][::-1].copy()]
     results = train_representations_fused(
         "rotnet", sets, seeds=[0, 1, 2], epochs=2, batch_size=2, width=4, device="cuda"
@@ -776,12 +780,12 @@ def test_side_by_side_graphs_at_the_paper_width_are_the_runs_alone_on_cuda(metho
     contrastive DA runs 0.15 of the update away from the run alone); each graph now
     captures on its own stream, and every run must equal its run alone bit for bit."""
 
-    def group(seeds: list[int]) -> fused_module._ConcurrentGroup:
+    def group(seeds: list[int]) -> fused_module.ConcurrentGroup:
         runs, states = [], []
         for seed in seeds:
             generator = torch.Generator().manual_seed(seed)
             images = torch.randint(0, 256, (32 * 6, 32, 32, 3), generator=generator)
-            run, state = prepare_run(
+            run, state = prepare_keyword_run(
                 method,
                 images.to(torch.uint8),
                 seed=seed,
@@ -793,7 +797,7 @@ def test_side_by_side_graphs_at_the_paper_width_are_the_runs_alone_on_cuda(metho
             )
             runs.append(run)
             states.append(state)
-        return fused_module._ConcurrentGroup(list(range(len(seeds))), runs, states)
+        return fused_module.ConcurrentGroup(list(range(len(seeds))), runs, states)
 
     together = group([0, 1, 2, 3])
     for _ in range(2):  # captures at the fourth step, replays from then on

@@ -116,7 +116,7 @@ def test_kill_and_resume_gives_identical_weights(method, digits64, tmp_path, cap
         )
     assert checkpoint.exists()
     epochs_run: list[int] = []
-    with caplog.at_level(logging.INFO, logger="pipeline_lib.ssl.train"):
+    with caplog.at_level(logging.INFO, logger="pipeline_lib.ssl.loop"):
         resumed, history = _train(
             method,
             images,
@@ -147,7 +147,7 @@ def test_corrupt_checkpoint_warns_and_restarts_cleanly(digits64, tmp_path, caplo
     fresh, _ = _train("rotnet", images, epochs=1)
     checkpoint = tmp_path / "ckpt.pt"
     checkpoint.write_bytes(b"not a checkpoint at all")
-    with caplog.at_level(logging.WARNING, logger="pipeline_lib.ssl.train"):
+    with caplog.at_level(logging.WARNING, logger="pipeline_lib.ssl.loop"):
         restarted, history = _train("rotnet", images, epochs=1, checkpoint_path=checkpoint)
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and str(checkpoint) in warnings[0].getMessage()
@@ -160,7 +160,7 @@ def test_checkpoint_of_other_arguments_is_not_resumed(digits64, tmp_path, caplog
     images = digits64[:32]
     checkpoint = tmp_path / "ckpt.pt"
     _train("rotnet", images, epochs=1, checkpoint_path=checkpoint)
-    with caplog.at_level(logging.WARNING, logger="pipeline_lib.ssl.train"):
+    with caplog.at_level(logging.WARNING, logger="pipeline_lib.ssl.loop"):
         _, history = _train("rotnet", images, epochs=1, lr=0.05, checkpoint_path=checkpoint)
     assert "differs in ['lr']" in caplog.text
     assert len(history) == 1
@@ -226,16 +226,16 @@ def test_unreadable_representation_file_is_named(tmp_path) -> None:
 
 def _recording_contrastive_step(monkeypatch) -> list[torch.Tensor]:
     """Replace the contrastive step by a spy that records each batch and returns a loss."""
-    import pipeline_lib.ssl.train as train_module
+    import pipeline_lib.ssl.run as run_module
 
     batches: list[torch.Tensor] = []
-    real = train_module.contrastive_step
+    real = run_module.contrastive_step
 
     def spy(model, batch, **kwargs):
         batches.append(batch.clone())
         return real(model, batch, **kwargs)
 
-    monkeypatch.setattr(train_module, "contrastive_step", spy)
+    monkeypatch.setattr(run_module, "contrastive_step", spy)
     return batches
 
 
@@ -286,7 +286,7 @@ def test_default_optimiser_decays_batchnorm_parameters() -> None:
     import inspect
 
     from pipeline_lib.models.proxy import build_proxy_model
-    from pipeline_lib.ssl.train import _parameter_groups
+    from pipeline_lib.ssl.run import _parameter_groups
 
     default = inspect.signature(train_representation).parameters["exclude_bn_from_decay"]
     assert default.default is False  # released --regularize_bn=false: nothing excluded
@@ -323,9 +323,9 @@ def test_float32_on_cuda_switches_tf32_off_for_the_run_only(digits64, tf32_allow
     """The flags are read, not used, here: a CUDA run's precision block needs no GPU."""
     import dataclasses
 
-    from pipeline_lib.ssl.train import prepare_run
+    from pipeline_lib.ssl.train import prepare_keyword_run
 
-    run, _ = prepare_run("rotnet", digits64, seed=0, epochs=1, batch_size=16, width=4)
+    run, _ = prepare_keyword_run("rotnet", digits64, seed=0, epochs=1, batch_size=16, width=4)
     cuda = torch.device("cuda")
     for device, amp, inside in (
         (cuda, None, (False, False)),  # float32 meant: float32 done
@@ -347,7 +347,7 @@ def test_every_step_runs_inside_the_precision_block(digits64, monkeypatch, fused
     import contextlib
 
     import pipeline_lib.ssl.fused as fused_module
-    import pipeline_lib.ssl.train as train_module
+    import pipeline_lib.ssl.run as run_module
     from pipeline_lib.ssl.fused import train_representations_fused
 
     depth, steps, between = [0], [], []
@@ -367,7 +367,7 @@ def test_every_step_runs_inside_the_precision_block(digits64, monkeypatch, fused
 
         return step
 
-    monkeypatch.setattr(train_module._Run, "precision", recording)
+    monkeypatch.setattr(run_module.Run, "precision", recording)
     options = {"epochs": 2, "batch_size": 16, "width": 4}
     if fused:  # eager on the CPU: one stacked network, the loss per member
         monkeypatch.setattr(fused_module, "rotation_loss", spy(fused_module.rotation_loss))
@@ -380,7 +380,7 @@ def test_every_step_runs_inside_the_precision_block(digits64, monkeypatch, fused
         )
         expected_steps = 2 * 2 * 2  # epochs x steps x members
     else:
-        monkeypatch.setattr(train_module, "rotation_step", spy(train_module.rotation_step))
+        monkeypatch.setattr(run_module, "rotation_step", spy(run_module.rotation_step))
         train_representation(
             "rotnet", digits64, seed=0, callback=lambda r: between.append(depth[0]), **options
         )
@@ -391,16 +391,16 @@ def test_every_step_runs_inside_the_precision_block(digits64, monkeypatch, fused
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_float32_training_on_cuda_runs_without_tf32(digits64, tf32_allowed, monkeypatch) -> None:
-    import pipeline_lib.ssl.train as train_module
+    import pipeline_lib.ssl.run as run_module
 
     during: list[tuple[bool, bool]] = []
-    real = train_module.rotation_step
+    real = run_module.rotation_step
 
     def spy(*args, **kwargs):
         during.append(_tf32_flags())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(train_module, "rotation_step", spy)
+    monkeypatch.setattr(run_module, "rotation_step", spy)
     train_representation(
         "rotnet",
         digits64,

@@ -26,7 +26,7 @@ import yaml
 
 from pipeline_lib.models.checkpoints import load_checkpoint
 from pipeline_lib.models.proxy import build_proxy_model
-from pipeline_lib.ssl.train import _stream_seed
+from pipeline_lib.ssl.run import stream_seed
 from tests.workflow.conftest import (
     ONE_THREAD_PER_JOB,
     run_snakemake,
@@ -165,7 +165,7 @@ def test_fused_models_are_where_embed_trained_reads_them(fused: Path) -> None:
 def _initial_weights() -> dict[str, torch.Tensor]:
     """The untrained RotNet of seed 0 (its initialisation stream, as tests/ssl/test_fused.py)."""
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(_stream_seed(0, 0))
+        torch.manual_seed(stream_seed(0, 0))
         return build_proxy_model("rotnet", width=8, image_size=32).state_dict()
 
 

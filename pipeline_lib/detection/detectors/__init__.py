@@ -35,6 +35,8 @@ from typing import Any
 import torch
 from sklearn.base import BaseEstimator
 
+# The paper's feature normalisation and RBF width, public for the explanations (explain.py).
+from pipeline_lib.detection.detectors._common import l2_normalize, rbf_gamma
 from pipeline_lib.detection.detectors.gde import GaussianDensity
 from pipeline_lib.detection.detectors.kde import KernelDensityScore
 from pipeline_lib.detection.detectors.knn import KNNCosine
@@ -138,6 +140,8 @@ __all__ = [
     "KernelDensityScore",
     "LinearOneClassSVM",
     "RBFOneClassSVM",
+    "l2_normalize",
     "make_detector",
     "params_for_device",
+    "rbf_gamma",
 ]

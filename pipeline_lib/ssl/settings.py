@@ -1,0 +1,264 @@
+"""What one training run learns with, as one frozen, torch-free value: :class:`TrainSettings`.
+
+The settings used to travel as some thirty loose keywords through the trainer, the fused
+trainer and the argument checks; here they are built once, checked in one place and handed
+to the run API (:mod:`pipeline_lib.ssl.run`). The module imports no torch, so the config
+checks and the planner can build and validate settings at parse time.
+
+Execution settings (``step_mode``, ``fuse``, ``eval_every``, the device) are not settings of
+the recipe: they stay out of this class, of job params and of checkpoint fingerprints
+(:data:`pipeline_lib.registry.TRAIN_EXECUTION_SETTINGS`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pipeline_lib.registry import (
+    DA_BATCHINGS,
+    DEFAULT_DISTRIBUTIONS,
+    DEFAULT_HEAD_DEPTH,
+    DENOISING_DECODERS,
+    DENOISING_TARGETS,
+    DISTRIBUTION_PRIMITIVES,
+    EPOCH_ORDERS,
+    HEADLESS_METHODS,
+    INITS,
+    LOSS_FORMS,
+    LR_SCHEDULES,
+    PAPER_RECIPE,
+    RENAMED_TRAIN_VALUES,
+    TRAINED_METHODS,
+    VIEW_FLIPS,
+    VIEW_JITTERS,
+    training_arguments,
+)
+
+__all__ = ["AMP_DTYPES", "TrainSettings"]
+
+#: Autocast dtypes a run may train in on CUDA (``None``: float32).
+AMP_DTYPES: tuple[str, ...] = ("bfloat16", "float16")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainSettings:
+    """The recipe of one training run: method, budget, optimiser, heads, losses, views.
+
+    Every field is also a keyword of :func:`pipeline_lib.ssl.train.train_representation`,
+    with the same default. The instance is checked when it is made, so whoever holds one
+    holds a valid recipe. ``distributions`` holds the set in use: ``()`` for every method but
+    ``contrastive_da``.
+
+    Parameters
+    ----------
+    method : str
+        One of :data:`~pipeline_lib.registry.TRAINED_METHODS`: ``rotnet`` (rotation
+        prediction, linear classifier on ``f``), ``rotation`` (MLP head), ``denoising``,
+        ``contrastive``, ``contrastive_da``.
+    epochs : int
+    batch_size : int
+        Training instances per step: source images, except for contrastive DA with
+        ``da_batching="expanded"``, whose instances are the ``n (1 + len(distributions))``
+        transformed copies. Rotation methods see ``4 * batch_size`` views, contrastive
+        ``2 * batch_size``, contrastive DA ``2 * batch_size`` (``expanded``) or
+        ``2 * batch_size * (1 + len(distributions))`` (``per_image``). Steps per epoch:
+        ``instances // batch_size`` (the last partial batch of each epoch is dropped, as
+        the released ``drop_remainder=True``; the order is ``epoch_order``'s); with fewer
+        instances than ``batch_size`` every step uses all of them.
+    lr, momentum, weight_decay : float, default=0.01, 0.9, 3e-4
+        SGD; the learning rate follows ``lr * (1 + cos(pi * t / T)) / 2``, see ``lr_schedule``.
+    lr_schedule : {"per_epoch", "per_step"}, default="per_epoch"
+        ``per_epoch`` (released code): ``t`` is the first step of the current epoch, so the
+        rate is constant within an epoch; ``per_step``: ``t`` is the step itself. Both for
+        ``T = epochs * steps_per_epoch``, no warm-up.
+    exclude_bn_from_decay : bool, default=False
+        ``True`` exempts BatchNorm weights and biases from weight decay (a variant); the
+        paper and the released code decay every parameter.
+    head_depth : int or None, default=None
+        Hidden layers of the MLP head; ``None`` = method default (8; RotNet 0; denoising
+        has no head). Must be 0/None for ``rotnet`` and ``denoising``.
+    head_hidden, proj_dim : int, default=512, 128
+        Hidden width of the head and output of the contrastive head.
+    temperature : float, default=0.2
+    loss_form : {"released", "same_view", "ntxent"}, default="released"
+        Contrastive loss (see :mod:`pipeline_lib.ssl.contrastive`): the released
+        one-directional cross-view form (Eq. 2 read with Sohn 2016), or a variant.
+    epoch_order : {"released", "permutation"}, default="released"
+        How an epoch orders the instances (:mod:`pipeline_lib.ssl.order`): the released input
+        pipeline's (one seeded shuffle frozen for the run, then a 1,000-element shuffle
+        buffer each epoch) or a fresh uniform permutation each epoch (a variant).
+    init : {"released", "torch"}, default="released"
+        Initial weights of every layer (:mod:`pipeline_lib.models.init`): the released
+        Keras initialisers or torch's (a variant).
+    distributions : sequence of str, default=("rot90", "rot180", "rot270")
+        Distribution-augmentation set of ``contrastive_da`` (identity always included);
+        ignored by the other methods.
+    da_batching : {"expanded", "per_image"}, default="expanded"
+        ``contrastive_da``: draw each batch from the training set expanded once by the
+        distribution set (released code), or take ``batch_size`` images with all their
+        copies (a variant; the other copies of an image are then always in its batch).
+    view_flip : {"auto", "always", "never"}, default="auto"
+        Horizontal flip of the views; ``auto`` drops it when ``hflip`` is a distribution.
+    view_jitter : {"released", "torchvision"}, default="released"
+        Colour jitter of the views (:mod:`pipeline_lib.ssl.color_ops`).
+    view_blur : bool, default=False
+        SimCLR's Gaussian blur (p = 0.5) in the views; the released code never applies it.
+    noise_std : float, default=0.1
+        Gaussian corruption of ``denoising``.
+    width : int, default=64
+        ResNet-18 first-stage width (tests use 8).
+    denoising_views : bool, default=True
+        ``denoising`` only: corrupt and reconstruct one augmented view of each image (the
+        view augmentation of the other methods, the paper's "same condition"); ``False``
+        uses the plain image (the ``denoising_no_views`` variant).
+    denoising_target : {"pixels", "patch_normalized"}, default="pixels"
+        ``denoising`` only: reconstruct the clean image (the paper's denoising autoencoder)
+        or the clean image with each ``denoising_patch``-sided block of each channel
+        standardised (the ``denoising_patchnorm`` variant; docs/denoising.md).
+    denoising_patch : int, default=8
+        Side of those blocks; must divide the image side.
+    denoising_decoder : {"pooled", "spatial"}, default="pooled"
+        ``denoising`` only: decode from ``f`` or from the feature map before pooling (the
+        ``denoising_spatial`` variant).
+    amp : {"bfloat16", "float16"} or None, default="bfloat16"
+        Autocast dtype on CUDA (float16 adds a GradScaler); CPU always trains in float32.
+        The released code trains in float32: ``None`` does so on CUDA too, with TF32 off for
+        the training steps (:meth:`pipeline_lib.ssl.run.Run.precision`). Channels-last
+        memory format is CUDA-only.
+    checkpoint_every : int, default=1
+        Epochs between checkpoints (the last epoch is always checkpointed).
+    log_every : int, default=10
+        Epochs between INFO log lines (the first and last epoch are always logged). These
+        two are bookkeeping: not part of a checkpoint's fingerprint.
+
+    Raises
+    ------
+    ValueError
+        On a bad value (the message names the setting and what is allowed).
+    """
+
+    method: str
+    epochs: int
+    batch_size: int
+    lr: float = 0.01
+    momentum: float = 0.9
+    weight_decay: float = 3e-4
+    exclude_bn_from_decay: bool = False
+    head_depth: int | None = None
+    head_hidden: int = 512
+    proj_dim: int = 128
+    temperature: float = 0.2
+    loss_form: str = LOSS_FORMS[0]
+    distributions: Sequence[str] = DEFAULT_DISTRIBUTIONS
+    da_batching: str = DA_BATCHINGS[0]
+    view_flip: str = VIEW_FLIPS[0]
+    view_jitter: str = VIEW_JITTERS[0]
+    view_blur: bool = False
+    lr_schedule: str = LR_SCHEDULES[0]
+    epoch_order: str = EPOCH_ORDERS[0]
+    init: str = INITS[0]
+    noise_std: float = PAPER_RECIPE["noise_std"]
+    denoising_views: bool = True
+    denoising_target: str = DENOISING_TARGETS[0]
+    denoising_patch: int = 8
+    denoising_decoder: str = DENOISING_DECODERS[0]
+    width: int = 64
+    amp: str | None = "bfloat16"
+    checkpoint_every: int = 1
+    log_every: int = 10
+
+    def __post_init__(self) -> None:
+        self._check()
+        distributions = tuple(self.distributions) if self.method == "contrastive_da" else ()
+        object.__setattr__(self, "distributions", distributions)
+        if self.method == "contrastive_da":
+            if not distributions:
+                raise ValueError("contrastive_da needs at least one distribution transform")
+            for name in distributions:
+                _check_distribution(name)
+
+    @classmethod
+    def from_config(cls, method: str, training: Mapping[str, Any], **extra: Any) -> TrainSettings:
+        """The settings of ``method`` from a ``train`` section merged for it.
+
+        ``training`` is :func:`pipeline_lib.registry.method_training`'s result; the
+        registry's :func:`~pipeline_lib.registry.training_arguments` fills the batch size and
+        drops what the method does not read. ``extra`` adds settings the config keeps
+        elsewhere (``width``).
+        """
+        return cls(method=method, **training_arguments(method, dict(training)), **extra)
+
+    @property
+    def has_head(self) -> bool:
+        """Whether the method has an MLP head (RotNet and denoising have none)."""
+        return self.method not in HEADLESS_METHODS
+
+    @property
+    def default_head_depth(self) -> int:
+        """The head depth ``head_depth=None`` stands for (PROTOCOL.md)."""
+        return DEFAULT_HEAD_DEPTH[self.method]
+
+    @property
+    def expands(self) -> bool:
+        """Whether the training set is expanded once by the distribution set (released DA)."""
+        return self.method == "contrastive_da" and self.da_batching == "expanded"
+
+    def _check(self) -> None:
+        """Raise ValueError naming the first bad setting, in the order of the keywords."""
+        method = self.method
+        if method not in TRAINED_METHODS:
+            raise ValueError(
+                f"unknown trained representation {method!r}; allowed: {', '.join(TRAINED_METHODS)}"
+            )
+        for name, value in (("epochs", self.epochs), ("batch_size", self.batch_size)):
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        if self.checkpoint_every < 1 or self.log_every < 1:
+            raise ValueError(
+                "checkpoint_every and log_every must be >= 1, got "
+                f"{self.checkpoint_every}, {self.log_every}"
+            )
+        if self.lr <= 0 or not 0 <= self.momentum < 1 or self.weight_decay < 0:
+            raise ValueError(
+                f"need lr > 0, 0 <= momentum < 1, weight_decay >= 0; got {self.lr}, "
+                f"{self.momentum}, {self.weight_decay}"
+            )
+        if self.amp is not None and self.amp not in AMP_DTYPES:
+            raise ValueError(
+                f"amp must be one of {', '.join(AMP_DTYPES)} or None, got {self.amp!r}"
+            )
+        if method.startswith("contrastive"):
+            renamed = RENAMED_TRAIN_VALUES["loss_form"]
+            if self.loss_form in renamed:
+                raise ValueError(
+                    f"loss_form {self.loss_form!r} was renamed {renamed[self.loss_form]!r} "
+                    f"(same loss); the recipe's is {LOSS_FORMS[0]!r}"
+                )
+            if self.loss_form not in LOSS_FORMS:
+                raise ValueError(
+                    f"unknown loss_form {self.loss_form!r}; allowed: {', '.join(LOSS_FORMS)}"
+                )
+            if self.temperature <= 0:
+                raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        for name, value, allowed in (
+            ("da_batching", self.da_batching, DA_BATCHINGS),
+            ("view_flip", self.view_flip, VIEW_FLIPS),
+            ("view_jitter", self.view_jitter, VIEW_JITTERS),
+            ("lr_schedule", self.lr_schedule, LR_SCHEDULES),
+            ("epoch_order", self.epoch_order, EPOCH_ORDERS),
+            ("init", self.init, INITS),
+        ):
+            if value not in allowed:
+                raise ValueError(f"unknown {name} {value!r}; allowed: {', '.join(allowed)}")
+
+
+def _check_distribution(name: str) -> None:
+    """Raise ValueError unless ``name`` combines known primitives with ``+``."""
+    parts = name.split("+")
+    if not name or any(part not in DISTRIBUTION_PRIMITIVES for part in parts):
+        raise ValueError(
+            f"unknown distribution transform {name!r}; combine with '+' any of "
+            f"{', '.join(DISTRIBUTION_PRIMITIVES)} (e.g. 'rot90+hflip')"
+        )
