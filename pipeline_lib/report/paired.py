@@ -3,9 +3,9 @@
 Within one data set every row (a representation with its detector) is scored on the same
 inlier classes, so rows are compared class by class: per class the AUC is averaged over
 seeds (one block per class), and :func:`scipy.stats.wilcoxon` tests the paired differences
-(two-sided). The p-values of all pairs of rows within a data set are adjusted together by
-Holm's step-down method (``statsmodels.stats.multitest.multipletests``), which controls
-the family-wise error rate.
+(two-sided). The p-values of all pairs of rows within a data set (the main table) or within
+a study (:func:`study_comparisons`) are adjusted together by Holm's step-down method
+(``statsmodels.stats.multitest.multipletests``), which controls the family-wise error rate.
 
 With ``n`` blocks the smallest two-sided p-value an exact signed-rank test can give is
 ``2 / 2**n`` (every difference of one sign): below 6 blocks (``2 / 32 = 0.0625``) no pair can
@@ -27,15 +27,24 @@ from pipeline_lib.report.published import DATASET_DISPLAY, display_name
 
 __all__ = [
     "PAIRED_COLUMNS",
+    "STUDY_ROW_COLUMNS",
     "class_blocks",
+    "compared_columns",
     "comparisons_markdown",
+    "dataset_tests",
     "holm",
     "main_table_comparisons",
     "min_attainable_p",
     "p_value_matrix",
     "paired_tests",
     "power_sentence",
+    "study_comparisons",
+    "study_comparisons_markdown",
 ]
+
+#: Columns of a study frame that can tell its compared rows apart (the variant parameters
+#: follow from ``method``; ``inlier`` and ``seed`` are the blocks and the replicates).
+STUDY_ROW_COLUMNS: tuple[str, ...] = ("method", "contamination", "fitset", "detector", "space")
 
 #: Columns of :func:`paired_tests`.
 PAIRED_COLUMNS: tuple[str, ...] = ("a", "b", "n_blocks", "median_diff", "statistic", "p", "p_holm")
@@ -143,6 +152,66 @@ def p_value_matrix(tests: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
     return frame
 
 
+def dataset_tests(
+    selected: pd.DataFrame,
+    columns: Sequence[str],
+    datasets: Sequence[str],
+    *,
+    family: str = "dataset",
+) -> pd.DataFrame:
+    """:func:`paired_tests` per data set, in one frame with a leading ``dataset`` column.
+
+    Parameters
+    ----------
+    selected : DataFrame
+        Job results with ``dataset``, ``inlier``, ``seed``, ``auroc`` and ``columns``.
+    columns : sequence of str
+        The columns naming a compared row (see :func:`class_blocks`).
+    datasets : sequence of str
+        The data sets, in display order; one without two rows adds no test.
+    family : {"dataset", "all"}, default="dataset"
+        Which p-values Holm adjusts together: each data set's pairs (the main table), or
+        every pair of the frame (a study: one family per study).
+
+    Raises
+    ------
+    ValueError
+        If ``family`` is neither.
+    """
+    if family not in ("dataset", "all"):
+        raise ValueError(f"family={family!r} must be 'dataset' or 'all'")
+    parts = []
+    for dataset in datasets:
+        blocks = class_blocks(selected[selected["dataset"] == dataset], columns)
+        if blocks.shape[1] >= 2:
+            parts.append(paired_tests(blocks).assign(dataset=dataset))
+    if not parts:
+        return pd.DataFrame(columns=["dataset", *PAIRED_COLUMNS])
+    tests = pd.concat(parts, ignore_index=True)[["dataset", *PAIRED_COLUMNS]]
+    if family == "all":
+        tests["p_holm"] = holm(tests["p"])
+    return tests
+
+
+def _matrices_markdown(
+    tests: pd.DataFrame, selected: pd.DataFrame, columns: Sequence[str], datasets: Sequence[str]
+) -> list[str]:
+    """Per data set: its p-value matrix and, below 6 classes, the power sentence."""
+    lines: list[str] = []
+    for dataset in datasets:
+        part = tests[tests["dataset"] == dataset]
+        lines += [f"## {display_name('dataset', dataset)}", ""]
+        if not len(part):
+            lines += ["Fewer than two rows: nothing to compare.", ""]
+            continue
+        names = list(class_blocks(selected[selected["dataset"] == dataset], columns).columns)
+        lines += [p_value_matrix(part, names).to_markdown(index=False), ""]
+        sentence = power_sentence(int(part["n_blocks"].max()))
+        if sentence:
+            lines += [sentence, ""]
+    return lines
+
+
 def comparisons_markdown(
     selected: pd.DataFrame, columns: Sequence[str], *, title: str, datasets: Sequence[str]
 ) -> str:
@@ -156,21 +225,8 @@ def comparisons_markdown(
         "points).",
         "",
     ]
-    for dataset in datasets:
-        part = selected[selected["dataset"] == dataset]
-        blocks = class_blocks(part, columns)
-        lines += [f"## {display_name('dataset', dataset)}", ""]
-        if blocks.shape[1] < 2:
-            lines += ["Fewer than two rows: nothing to compare.", ""]
-            continue
-        tests = paired_tests(blocks)
-        matrix = p_value_matrix(tests, list(blocks.columns))
-        lines += [matrix.to_markdown(index=False), ""]
-        n_blocks = int(tests["n_blocks"].max())
-        sentence = power_sentence(n_blocks)
-        if sentence:
-            lines += [sentence, ""]
-    return "\n".join(lines)
+    tests = dataset_tests(selected, columns, datasets)
+    return "\n".join(lines + _matrices_markdown(tests, selected, columns, datasets))
 
 
 def main_table_comparisons(
@@ -186,10 +242,7 @@ def main_table_comparisons(
         method=selected["method"].map(lambda m: display_name("method", m)),
         detector=selected["detector"].map(lambda d: display_name("detector", d)),
     )
-    present = list(dict.fromkeys(selected["dataset"]))
-    datasets = [d for d in DATASET_DISPLAY if d in present] + sorted(
-        set(present) - set(DATASET_DISPLAY)
-    )
+    datasets = _datasets(selected)
     text = comparisons_markdown(
         named,
         ["method", "detector"],
@@ -221,3 +274,83 @@ def rank_lines(selected: pd.DataFrame, columns: Sequence[str], datasets: Sequenc
     table = ranks.assign(mean_rank=ranks.mean(axis=1)).sort_values("mean_rank")
     table.columns = [*(display_name("dataset", d) for d in datasets), "Mean rank"]
     return lines + [table.rename_axis("Row").to_markdown(floatfmt=".1f"), ""]
+
+
+def compared_columns(frame: pd.DataFrame) -> list[str]:
+    """The columns of :data:`STUDY_ROW_COLUMNS` that vary in ``frame``: what a study compares.
+
+    A study varying none of them (one row per data set) compares nothing; then the list is
+    empty.
+    """
+    return [c for c in STUDY_ROW_COLUMNS if c in frame.columns and frame[c].nunique() > 1]
+
+
+def _study_rows(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """``frame`` with the compared columns as display text (names, outlier rates)."""
+    out = frame.copy()
+    for kind in ("method", "detector"):
+        if kind in columns:
+            out[kind] = out[kind].map(lambda v, k=kind: display_name(k, str(v)))
+    if "contamination" in columns:
+        out["contamination"] = out["contamination"].map(lambda v: f"{100 * float(v):g} % outliers")
+    return out
+
+
+def _datasets(frame: pd.DataFrame) -> list[str]:
+    """The data sets of ``frame`` in the paper's order, then the others sorted."""
+    present = list(dict.fromkeys(frame["dataset"]))
+    return [d for d in DATASET_DISPLAY if d in present] + sorted(
+        set(present) - set(DATASET_DISPLAY)
+    )
+
+
+def study_comparisons(frame: pd.DataFrame) -> pd.DataFrame:
+    """Paired tests between every two compared rows of a study, per data set.
+
+    The rows are the values of :func:`compared_columns` (display names joined by
+    ``" / "``); each pair is tested on the inlier classes both have (per class the AUC
+    averaged over seeds), and the p-values of every pair of the study, all data sets
+    together, are Holm-adjusted as one family.
+
+    Parameters
+    ----------
+    frame : DataFrame
+        A study's found results (its ``results.csv``): ``dataset``, ``inlier``, ``seed``,
+        ``auroc`` and the columns of :data:`STUDY_ROW_COLUMNS` it has.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``dataset`` then :data:`PAIRED_COLUMNS`; empty when nothing is compared.
+    """
+    columns = compared_columns(frame)
+    frame = frame[frame["auroc"].notna()]
+    if not columns or frame.empty:
+        return pd.DataFrame(columns=["dataset", *PAIRED_COLUMNS])
+    return dataset_tests(_study_rows(frame, columns), columns, _datasets(frame), family="all")
+
+
+def study_comparisons_markdown(frame: pd.DataFrame, tests: pd.DataFrame, *, name: str) -> str:
+    """A study's paired comparisons (``<name>_wilcoxon.md``) from :func:`study_comparisons`."""
+    columns = compared_columns(frame)
+    lines = [f"# Paired comparisons of the rows of study {name}", ""]
+    if not len(tests):
+        what = " / ".join(columns) if columns else "no method, detector or setting"
+        return "\n".join(
+            lines
+            + [
+                f"Nothing to compare: the study varies {what} with fewer than two rows "
+                "on every data set.",
+                "",
+            ]
+        )
+    lines += [
+        f"Rows: {' / '.join(columns)}. Two-sided Wilcoxon signed-rank tests between every two "
+        "rows of a data set, paired on inlier classes (per class the AUC averaged over "
+        f"seeds); the p-values of all {len(tests)} pairs of the study are Holm-adjusted "
+        "together. Cell: adjusted p (median over classes of row minus column, AUC points).",
+        "",
+    ]
+    frame = frame[frame["auroc"].notna()]
+    rows = _study_rows(frame, columns)
+    return "\n".join(lines + _matrices_markdown(tests, rows, columns, _datasets(frame)))

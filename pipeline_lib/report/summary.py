@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline_lib.report.studies.contract import STAT_COLUMNS, StudyResult
+from pipeline_lib.report.studies.files import COMPARISONS_SUFFIX
 
 __all__ = [
     "RANKED_COLUMNS",
@@ -226,11 +227,17 @@ def _blocks(
 
     def table_links(name: str) -> list[_Link]:
         paths = [Path(p) for p in links.get(name, [])]
-        return [
+        tables = [
             _Link(p.suffix.lstrip("."), _href(p, relative_to))
             for suffix in _TABLE_SUFFIXES
             for p in paths
-            if p.suffix == suffix and not p.stem.endswith("_deviations")
+            if p.suffix == suffix and not p.stem.endswith(("_deviations", COMPARISONS_SUFFIX))
+        ]
+        # the paired Wilcoxon tests between the study's rows, where written
+        return tables + [
+            _Link("paired tests", _href(p, relative_to))
+            for p in paths
+            if p.stem.endswith(COMPARISONS_SUFFIX) and p.suffix == ".md"
         ]
 
     def figure_links(name: str) -> list[_Link]:

@@ -92,6 +92,7 @@ if STUDIES:
             expected=os.path.join(STUDY, "expected.csv"),
             manifest=os.path.join(STUDY, "{study}.json"),
             deviations=os.path.join(STUDY, "{study}_deviations.csv"),
+            comparisons=multiext(os.path.join(STUDY, "{study}_wilcoxon"), ".md", ".csv"),
             tables=report(
                 multiext(
                     os.path.join(STUDY, "{study}"), ".csv", ".md", ".tex", ".html"
@@ -153,6 +154,7 @@ if MAIN:
             expected=os.path.join(STUDY, "expected.csv"),
             manifest=os.path.join(STUDY, "{study}.json"),
             deviations=os.path.join(STUDY, "{study}_deviations.csv"),
+            comparisons=multiext(os.path.join(STUDY, "{study}_wilcoxon"), ".md", ".csv"),
             table=os.path.join(STUDY, "{study}.csv"),
             figures=report(
                 directory(os.path.join(STUDY, "figures")),
