@@ -10,14 +10,17 @@ from scipy import stats
 from pipeline_lib.report.paired import (
     class_blocks,
     compared_columns,
+    friedman_p,
     holm,
     main_table_comparisons,
+    main_table_ranks,
     min_attainable_p,
     paired_tests,
     power_sentence,
     study_comparisons,
     study_comparisons_markdown,
 )
+from pipeline_lib.report.plots import write_rank_plot
 from pipeline_lib.report.published import display_name
 from pipeline_lib.report.studies.files import write_comparisons
 
@@ -180,3 +183,21 @@ def test_study_comparisons_markdown_states_the_floor_below_six_classes(tmp_path)
     one = frame[(frame["detector"] == "kde") & (frame["contamination"] == 0.0)]
     assert compared_columns(one) == [] and study_comparisons(one).empty
     assert "Nothing to compare" in study_comparisons_markdown(one, study_comparisons(one), name="x")
+
+
+def test_rank_plot_is_written_with_three_data_sets_and_not_with_two(tmp_path):
+    three = pd.concat([_results(3).assign(dataset=d) for d in ("toy", "toy2", "toy3")])
+    ranks = main_table_ranks(three)
+    # contrastive leads everywhere; rotnet is 0.2 points above imagenet on average
+    assert list(ranks.index)[0] == "Contrastive / KDE"
+    assert (ranks.loc["Contrastive / KDE"] == 1.0).all()
+    assert list(ranks.columns) == ["toy", "toy2", "toy3", "mean_rank"]
+    per_dataset = ranks.drop(columns="mean_rank")
+    expected = stats.friedmanchisquare(*per_dataset.to_numpy()).pvalue
+    assert friedman_p(ranks) == pytest.approx(expected, rel=8 * EPS)
+    path = write_rank_plot(three, tmp_path / "ranks.png")
+    assert path == tmp_path / "ranks.png" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    two = three[three["dataset"] != "toy3"]
+    assert main_table_ranks(two) is None
+    assert write_rank_plot(two, tmp_path / "ranks2.png") is None
+    assert not (tmp_path / "ranks2.png").exists()

@@ -26,14 +26,18 @@ from pipeline_lib.report.aggregate import select_results
 from pipeline_lib.report.published import DATASET_DISPLAY, display_name
 
 __all__ = [
+    "MIN_RANK_DATASETS",
     "PAIRED_COLUMNS",
     "STUDY_ROW_COLUMNS",
     "class_blocks",
     "compared_columns",
     "comparisons_markdown",
     "dataset_tests",
+    "friedman_p",
     "holm",
     "main_table_comparisons",
+    "main_table_ranks",
+    "mean_ranks",
     "min_attainable_p",
     "p_value_matrix",
     "paired_tests",
@@ -252,6 +256,60 @@ def main_table_comparisons(
     return text + "\n" + "\n".join(rank_lines(named, ["method", "detector"], datasets))
 
 
+#: Data sets needed before ranks across them are shown (table and plot).
+MIN_RANK_DATASETS = 3
+
+
+def mean_ranks(
+    selected: pd.DataFrame, columns: Sequence[str], datasets: Sequence[str]
+) -> pd.DataFrame:
+    """Rank of each row on each data set (1 = highest AUC) and the mean rank, best first.
+
+    Per data set a row's AUC is its mean over seeds of the class mean of each seed, as in
+    the main table; rows without a result on some data set are left out.
+
+    Returns
+    -------
+    DataFrame
+        Index: the rows (``columns`` joined by ``" / "``); one column per data set (its
+        id), then ``mean_rank``; sorted by ``mean_rank``.
+    """
+    key = selected[list(columns)].astype(str).agg(" / ".join, axis=1)
+    per_seed = selected.assign(_row=key).groupby(["dataset", "_row", "seed"])["auroc"].mean()
+    means = per_seed.groupby(level=["dataset", "_row"]).mean().unstack("dataset")
+    means = means[list(datasets)].dropna()
+    ranks = means.rank(axis=0, ascending=False)
+    return ranks.assign(mean_rank=ranks.mean(axis=1)).sort_values("mean_rank")
+
+
+def friedman_p(ranks: pd.DataFrame) -> float:
+    """Friedman's test that all rows rank alike across data sets (NaN below 3 rows).
+
+    ``ranks`` is :func:`mean_ranks`'s frame; data sets are the blocks, rows the treatments
+    (:func:`scipy.stats.friedmanchisquare` on the per-data-set ranks, which it re-ranks
+    identically).
+    """
+    per_dataset = ranks.drop(columns="mean_rank")
+    if len(per_dataset) < 3 or per_dataset.shape[1] < 2:
+        return float("nan")
+    return float(stats.friedmanchisquare(*per_dataset.to_numpy()).pvalue)
+
+
+def main_table_ranks(
+    results: pd.DataFrame, *, contamination: float = 0.0, fitset: str = "train"
+) -> pd.DataFrame | None:
+    """:func:`mean_ranks` of the main table's rows (display names), or None below 3 data sets."""
+    selected = select_results(results, contamination=contamination, fitset=fitset)
+    datasets = _datasets(selected)
+    if len(datasets) < MIN_RANK_DATASETS:
+        return None
+    named = selected.assign(
+        method=selected["method"].map(lambda m: display_name("method", m)),
+        detector=selected["detector"].map(lambda d: display_name("detector", d)),
+    )
+    return mean_ranks(named, ["method", "detector"], datasets)
+
+
 def rank_lines(selected: pd.DataFrame, columns: Sequence[str], datasets: Sequence[str]) -> list:
     """Mean rank of each row across data sets (rank 1 = highest class-mean AUC), or why not.
 
@@ -259,19 +317,13 @@ def rank_lines(selected: pd.DataFrame, columns: Sequence[str], datasets: Sequenc
     a result on some data set are left out.
     """
     lines = ["## Ranks across data sets", ""]
-    if len(datasets) < 3:
+    if len(datasets) < MIN_RANK_DATASETS:
         return lines + [
-            f"Not shown: ranks across data sets need 3 data sets or more; this table has "
-            f"{len(datasets)}.",
+            f"Not shown: ranks across data sets need {MIN_RANK_DATASETS} data sets or more; "
+            f"this table has {len(datasets)}.",
             "",
         ]
-    key = selected[list(columns)].astype(str).agg(" / ".join, axis=1)
-    # per data set, per row: mean over seeds of the class mean of each seed
-    per_seed = selected.assign(_row=key).groupby(["dataset", "_row", "seed"])["auroc"].mean()
-    means = per_seed.groupby(level=["dataset", "_row"]).mean().unstack("dataset")
-    means = means[list(datasets)].dropna()
-    ranks = means.rank(axis=0, ascending=False)
-    table = ranks.assign(mean_rank=ranks.mean(axis=1)).sort_values("mean_rank")
+    table = mean_ranks(selected, columns, datasets)
     table.columns = [*(display_name("dataset", d) for d in datasets), "Mean rank"]
     return lines + [table.rename_axis("Row").to_markdown(floatfmt=".1f"), ""]
 

@@ -224,6 +224,15 @@ def _blocks(
         ]
         if files:
             blocks.append(("list", [["Files: ", *files]]))
+        blocks.append(("h", 3, "Ranks across data sets"))
+        if main.get("ranks"):
+            blocks.append(("img", "Mean ranks across data sets", _href(main["ranks"], relative_to)))
+        else:
+            n = main.get("n_datasets")
+            has = f"; this run has {n}" if n is not None else ""
+            blocks.append(
+                ("p", f"No rank plot: ranks across data sets need 3 data sets or more{has}.")
+            )
 
     def table_links(name: str) -> list[_Link]:
         paths = [Path(p) for p in links.get(name, [])]
@@ -473,9 +482,11 @@ def build_summary(
     main : mapping or None, default=None
         The main table shown inline near the top: ``table`` (its display DataFrame, e.g.
         :func:`pipeline_lib.report.aggregate.format_main_table`), ``protocol`` (lines above it:
-        how the run's protocol differs from the paper's), ``links`` (its files) and
+        how the run's protocol differs from the paper's), ``links`` (its files),
         ``count`` (:func:`pipeline_lib.report.verdict.count_line`: the page's first line,
-        followed by the protocol lines).
+        followed by the protocol lines), ``ranks`` (the mean-rank plot's path, shown under
+        the table; None or absent: one sentence says why there is none) and ``n_datasets``
+        (the main table's data sets, for that sentence).
 
     Returns
     -------

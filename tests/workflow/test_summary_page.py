@@ -144,6 +144,11 @@ def test_summary_page_in_a_headless_browser(tiny_run: Path, tmp_path: Path) -> N
     assert "Table: md · html · csv · tex" in text
     assert "Files: md · html · csv · tex" in text
     assert "mdhtml" not in text
+    # one data set: no rank plot, one sentence instead
+    assert "ranks across data sets need 3 data sets or more; this run has 1." in section
+    assert not any("ranks" in src for src in parser.images)
+    # each study links its paired tests
+    assert "tex · paired tests" in text
     # digits has no published counterpart: no empty "ours vs. the paper" chart
     assert not any("ours_vs_paper" in src for src in parser.images)
     assert "no 'ours vs. the paper' chart" in text

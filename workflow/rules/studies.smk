@@ -179,6 +179,7 @@ if MAIN:
             main_table="results/summary/main_table.csv",
             verdicts="results/summary/main_table_verdicts.csv",
             provenance=data_provenance_files(MAIN_DATASETS),
+            ranks=RANK_PLOT,
         output:
             html=report(
                 "results/summary/index.html",
@@ -196,6 +197,7 @@ if MAIN:
             runtime=30,
         params:
             studies=[grid.name for grid in STUDIES],
+            n_datasets=len(MAIN_DATASETS),
             protocol=protocol_notes(config, MAIN),
             breaks=protocol_breaks(config),
         script:

@@ -34,6 +34,11 @@ with job_logging(snakemake.log[0]):
             Path(os.path.relpath(main_csv.with_suffix(suffix), out))
             for suffix in (".md", ".html", ".csv", ".tex")
         ],
+        # the mean-rank plot, written only with 3 data sets or more
+        "ranks": Path(os.path.relpath(snakemake.input.ranks[0], out))
+        if snakemake.input.ranks
+        else None,
+        "n_datasets": snakemake.params.n_datasets,
     }
     markdown = build_summary(studies, links, main=main)
     with atomic_path(snakemake.output.markdown) as tmp:
