@@ -186,6 +186,24 @@ def _status(result: StudyResult | None) -> str:
     return "complete" if bad == 0 else f"incomplete: {bad} of {len(table)} cells miss results"
 
 
+def _linked_cells(table: pd.DataFrame, links: Mapping[tuple[str, str, str], str]) -> pd.DataFrame:
+    """The main table with each cell of ours that has runs made a link to them.
+
+    ``links`` maps ``(Representation, Detector, data set column)`` to the URL of the cell's
+    MLflow runs (:func:`pipeline_lib.report.run_links.main_table_run_links`); other cells
+    (the paper's, the mean, cells without runs) stay text.
+    """
+    if not links or not {"Representation", "Detector"} <= set(table.columns):
+        return table
+    out = table.astype(object).copy()
+    for index, row in table.iterrows():
+        for column in table.columns:
+            href = links.get((row["Representation"], row["Detector"], column))
+            if href is not None:
+                out.at[index, column] = _Link(str(row[column]), href)
+    return out
+
+
 def _blocks(
     studies: Mapping[str, StudyResult | None],
     links: Mapping[str, Sequence[Path]],
@@ -217,7 +235,7 @@ def _blocks(
         # how comparable it is with the paper's.
         blocks.append(("h", 2, "Main table"))
         blocks += [("p", line) for line in main.get("protocol", [])]
-        blocks.append(("table", main["table"]))
+        blocks.append(("table", _linked_cells(main["table"], main.get("run_links") or {})))
         files = [
             _Link(Path(path).suffix.lstrip("."), _href(path, relative_to))
             for path in main.get("links", [])
@@ -485,8 +503,10 @@ def build_summary(
         how the run's protocol differs from the paper's), ``links`` (its files),
         ``count`` (:func:`pipeline_lib.report.verdict.count_line`: the page's first line,
         followed by the protocol lines), ``ranks`` (the mean-rank plot's path, shown under
-        the table; None or absent: one sentence says why there is none) and ``n_datasets``
-        (the main table's data sets, for that sentence).
+        the table; None or absent: one sentence says why there is none), ``n_datasets``
+        (the main table's data sets, for that sentence) and ``run_links``
+        (``(Representation, Detector, data set)`` -> the URL of that cell's MLflow runs:
+        each such cell becomes a link; absent or empty without tracking).
 
     Returns
     -------

@@ -180,6 +180,8 @@ if MAIN:
             verdicts="results/summary/main_table_verdicts.csv",
             provenance=data_provenance_files(MAIN_DATASETS),
             ranks=RANK_PLOT,
+            results="results/summary/results.csv",
+            logged=image_tracking_log(),
         output:
             html=report(
                 "results/summary/index.html",
