@@ -9,12 +9,20 @@ from scipy import stats
 
 from pipeline_lib.report.paired import (
     class_blocks,
+    compared_columns,
+    friedman_p,
     holm,
     main_table_comparisons,
+    main_table_ranks,
     min_attainable_p,
     paired_tests,
     power_sentence,
+    study_comparisons,
+    study_comparisons_markdown,
 )
+from pipeline_lib.report.plots import write_rank_plot
+from pipeline_lib.report.published import display_name
+from pipeline_lib.report.studies.files import write_comparisons
 
 EPS = np.finfo(np.float64).eps
 
@@ -105,3 +113,91 @@ def test_ranks_need_three_data_sets():
     # contrastive is 1.5 points above the others everywhere: rank 1 on every data set
     first = [line for line in rank_part.splitlines() if line.startswith("| Contrastive")][0]
     assert first.replace(" ", "").endswith("|1.0|1.0|1.0|1.0|")
+
+
+def _study_frame(n_classes: int) -> pd.DataFrame:
+    """A contamination-like study: two detectors x two outlier rates on two data sets."""
+    rng = np.random.default_rng(1)
+    rows = []
+    for dataset in ("toy", "toy2"):
+        for k in range(n_classes):
+            for seed in (0, 1):
+                base = 70 + 3 * k + rng.normal()
+                for detector, shift in (("kde", 2.0), ("ocsvm", 0.0)):
+                    for contamination, drop in ((0.0, 0.0), (0.1, -4.0)):
+                        rows.append(
+                            {
+                                "dataset": dataset,
+                                "inlier": f"c{k}",
+                                "seed": seed,
+                                "method": "raw",
+                                "contamination": contamination,
+                                "fitset": "train",
+                                "detector": detector,
+                                "space": "f",
+                                "auroc": base + shift + drop + rng.normal(scale=0.3),
+                            }
+                        )
+    return pd.DataFrame(rows)
+
+
+def test_study_comparisons_match_scipy_and_adjust_over_the_whole_study():
+    frame = _study_frame(7)
+    assert compared_columns(frame) == ["contamination", "detector"]
+    tests = study_comparisons(frame)
+    # 4 rows per data set -> 6 pairs, on two data sets: one Holm family of 12
+    assert len(tests) == 12 and set(tests["dataset"]) == {"toy", "toy2"}
+    assert (tests["n_blocks"] == 7).all()
+    raw = []
+    for r in tests.itertuples(index=False):
+        part = frame[frame["dataset"] == r.dataset]
+        blocks = {}
+        for name in (r.a, r.b):
+            rate, detector = name.split(" / ")
+            rows = part[
+                (part["contamination"] * 100 == float(rate.split(" %")[0]))
+                & (part["detector"].map(lambda d: display_name("detector", d)) == detector)
+            ]
+            blocks[name] = rows.groupby("inlier")["auroc"].mean()  # seeds averaged per class
+        expected = stats.wilcoxon(blocks[r.a], blocks[r.b])
+        assert r.p == pytest.approx(expected.pvalue, rel=8 * EPS)
+        assert r.statistic == expected.statistic
+        raw.append(expected.pvalue)
+    np.testing.assert_allclose(tests["p_holm"], holm(raw), rtol=8 * EPS)
+    # KDE clean is above the OC-SVM with 10 % outliers on every class: the exact floor 2/2^7
+    pair = tests[(tests["a"] == "0 % outliers / KDE") & (tests["b"] == "10 % outliers / OC-SVM")]
+    assert pair["p"].iloc[0] == pytest.approx(min_attainable_p(7))
+    assert pair["median_diff"].iloc[0] > 5
+
+
+def test_study_comparisons_markdown_states_the_floor_below_six_classes(tmp_path):
+    frame = _study_frame(4)
+    text = study_comparisons_markdown(frame, study_comparisons(frame), name="noise")
+    assert "all 12 pairs of the study are Holm-adjusted" in text
+    assert text.count("2/2^4 = 0.125") == 2  # one sentence per data set
+    paths = write_comparisons(frame, tmp_path, "noise")
+    assert [p.name for p in paths] == ["noise_wilcoxon.md", "noise_wilcoxon.csv"]
+    written = pd.read_csv(paths[1])
+    assert len(written) == 12 and written["p_holm"].between(0, 1).all()
+    # a study that varies nothing compares nothing, and says so
+    one = frame[(frame["detector"] == "kde") & (frame["contamination"] == 0.0)]
+    assert compared_columns(one) == [] and study_comparisons(one).empty
+    assert "Nothing to compare" in study_comparisons_markdown(one, study_comparisons(one), name="x")
+
+
+def test_rank_plot_is_written_with_three_data_sets_and_not_with_two(tmp_path):
+    three = pd.concat([_results(3).assign(dataset=d) for d in ("toy", "toy2", "toy3")])
+    ranks = main_table_ranks(three)
+    # contrastive leads everywhere; rotnet is 0.2 points above imagenet on average
+    assert list(ranks.index)[0] == "Contrastive / KDE"
+    assert (ranks.loc["Contrastive / KDE"] == 1.0).all()
+    assert list(ranks.columns) == ["toy", "toy2", "toy3", "mean_rank"]
+    per_dataset = ranks.drop(columns="mean_rank")
+    expected = stats.friedmanchisquare(*per_dataset.to_numpy()).pvalue
+    assert friedman_p(ranks) == pytest.approx(expected, rel=8 * EPS)
+    path = write_rank_plot(three, tmp_path / "ranks.png")
+    assert path == tmp_path / "ranks.png" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    two = three[three["dataset"] != "toy3"]
+    assert main_table_ranks(two) is None
+    assert write_rank_plot(two, tmp_path / "ranks2.png") is None
+    assert not (tmp_path / "ranks2.png").exists()

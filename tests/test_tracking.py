@@ -132,6 +132,8 @@ def test_log_sweep_creates_children_and_one_parent(store: dict) -> None:
             "fitset": "train",
             "detector": "knn",
         }
+    # every job's run id, by result key: what the summary page links
+    assert summary["run_ids"] == {key: run.info.run_id for key, run in by_key.items()}
 
 
 def test_log_sweep_is_idempotent_and_updates_changed_records(store: dict) -> None:
@@ -142,6 +144,7 @@ def test_log_sweep_is_idempotent_and_updates_changed_records(store: dict) -> Non
 
     again = _log(store, records, "idempotent")
     assert (again["created"], again["updated"], again["unchanged"]) == (0, 0, 3)
+    assert again["run_ids"] == first["run_ids"]  # unchanged runs are still listed
     assert again["parent_run_id"] == first["parent_run_id"]
     assert len(_runs(store, experiment_id)) == 4
 

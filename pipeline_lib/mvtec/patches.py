@@ -24,6 +24,7 @@ import torch
 from tqdm.auto import tqdm
 
 from pipeline_lib.data.mvtec import MVTecCategory
+from pipeline_lib.detection.auroc_intervals import auroc_interval_record
 from pipeline_lib.detection.detectors import DETECTORS
 from pipeline_lib.detection.evaluate import score_with_detector, to_anomaly_scores
 from pipeline_lib.models.proxy import ProxyModel
@@ -527,9 +528,12 @@ def score_category(
         "score_seconds": float(score_seconds),
         "seconds": float(time.perf_counter() - started),
     }
+    # The image AUC's interval over the test set (auroc_low / auroc_high), as image jobs have.
+    image = image_scores(maps)
+    record |= auroc_interval_record(image, category.test_labels)
     arrays = {
         "score_maps": maps,
-        "image_score": image_scores(maps),
+        "image_score": image,
         "is_defective": category.test_labels.astype(np.int8),
     }
     return record, arrays

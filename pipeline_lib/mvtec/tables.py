@@ -19,6 +19,11 @@ import numpy as np
 import pandas as pd
 
 from pipeline_lib.data.mvtec import MVTEC_CATEGORIES, MVTEC_OBJECTS, MVTEC_TEXTURES
+from pipeline_lib.report.intervals import (
+    INTERVAL_COLUMNS,
+    INTERVAL_LABELS,
+    cell_interval,
+)
 from pipeline_lib.report.published import METHOD_DISPLAY, display_name, load_published
 from pipeline_lib.report.tables import format_mean_std
 
@@ -114,25 +119,50 @@ def _label(method: str, detector: str) -> str:
     return f"{display_name('method', method)} + {display_name('detector', detector)}"
 
 
+def _job_interval(rows: pd.DataFrame, metric: str) -> tuple[float, float] | None:
+    """The image AUC's interval over the test set of a one-seed cell (None: not recorded)."""
+    if metric != "image_auroc" or len(rows) != 1 or "auroc_low" not in rows.columns:
+        return None
+    low, high = rows["auroc_low"].iloc[0], rows["auroc_high"].iloc[0]
+    return float(low), float(high)
+
+
 def per_category_table(results: pd.DataFrame, *, metric: str) -> pd.DataFrame:
-    """Mean and std over seeds of one metric per (category, method, detector).
+    """Mean and std over seeds of one metric per (category, method, detector), with its
+    95 % interval (:func:`pipeline_lib.report.intervals.cell_interval`).
+
+    The interval is over seeds from two seeds on; with one seed of an image AUC, the job's
+    own interval over the test set (where its record has ``auroc_low`` / ``auroc_high``).
 
     Returns
     -------
     DataFrame
-        Columns ``category, group, method, detector, mean, std, n_seeds`` (std NaN with
-        one seed; rows whose metric is NaN in every seed, e.g. no masks, are kept as NaN).
+        Columns ``category, group, method, detector, mean, std, n_seeds`` and
+        :data:`~pipeline_lib.report.intervals.INTERVAL_COLUMNS` (std NaN with one seed;
+        rows whose metric is NaN in every seed, e.g. no masks, are kept as NaN).
     """
     if metric not in METRICS:
         raise ValueError(f"metric={metric!r} is not one of {list(METRICS)}")
     keys = ["category", "group", "method", "detector"]
-    stats = (
-        results.groupby(keys, sort=False)[metric]
-        .agg(mean="mean", std=lambda v: v.std(ddof=1) if v.notna().sum() > 1 else np.nan)
-        .reset_index()
-    )
-    counts = results.groupby(keys, sort=False)["seed"].nunique().reset_index(name="n_seeds")
-    return stats.merge(counts, on=keys)
+    rows = []
+    for key, one in results.groupby(keys, sort=False):
+        values = pd.to_numeric(one[metric], errors="coerce")
+        finite = values.dropna()
+        low, high, over = cell_interval(
+            finite.to_numpy(), job_interval=_job_interval(one[values.notna()], metric)
+        )
+        rows.append(
+            dict(zip(keys, key, strict=True))
+            | {
+                "mean": float(finite.mean()) if len(finite) else np.nan,
+                "std": float(finite.std(ddof=1)) if len(finite) > 1 else np.nan,
+                "n_seeds": int(one["seed"].nunique()),
+                "ci_low": low,
+                "ci_high": high,
+                "ci_over": over,
+            }
+        )
+    return pd.DataFrame(rows, columns=[*keys, "mean", "std", "n_seeds", *INTERVAL_COLUMNS])
 
 
 def _group_members(results: pd.DataFrame, group: str) -> pd.DataFrame:
@@ -224,7 +254,10 @@ def group_summary(
     -------
     DataFrame
         Columns ``metric, group, method, detector, mean, std, n_categories, n_seeds,
-        paper_mean, paper_std``. Groups without a category are left out; ``all`` covers
+        paper_mean, paper_std`` and the 95 % interval of ``mean``
+        (:data:`~pipeline_lib.report.intervals.INTERVAL_COLUMNS`: over seeds; with one
+        seed over the group's categories, or for one category its job's interval over the
+        test set). Groups without a category are left out; ``all`` covers
         every category. Metrics that are NaN everywhere (no masks) are left out.
         ``paper_mean`` / ``paper_std`` are NaN where the group's categories differ from
         the paper's.
@@ -251,6 +284,14 @@ def group_summary(
                 per_seed = one.groupby("seed")[metric].mean().dropna()
                 if per_seed.empty:
                     continue
+                # with one seed, the interval over that seed's categories (one category:
+                # its job's interval over the test set)
+                first = one[(one["seed"] == per_seed.index[0]) & one[metric].notna()]
+                low, high, over = cell_interval(
+                    per_seed.to_numpy(),
+                    first[metric].to_numpy(),
+                    job_interval=_job_interval(first, metric),
+                )
                 ref = (
                     paper.get((published_metric, group, method, detector), (np.nan, np.nan))
                     if comparable
@@ -268,6 +309,9 @@ def group_summary(
                         "n_seeds": int(len(per_seed)),
                         "paper_mean": ref[0],
                         "paper_std": ref[1],
+                        "ci_low": low,
+                        "ci_high": high,
+                        "ci_over": over,
                     }
                 )
     return pd.DataFrame(
@@ -283,12 +327,28 @@ def group_summary(
             "n_seeds",
             "paper_mean",
             "paper_std",
+            *INTERVAL_COLUMNS,
         ],
     )
 
 
-def _fmt(mean: float, std: float, decimals: int, n_seeds: int | None = None) -> str:
-    return format_mean_std(mean, std, n_seeds=n_seeds, decimals=decimals, missing="n/a")
+def _fmt(
+    mean: float, std: float, decimals: int, n_seeds: int | None = None, row: Any = None
+) -> str:
+    """A cell as the main tables write it: ``mean ± std [low, high] <over what>``."""
+    interval, label = None, ""
+    if row is not None and getattr(row, "ci_over", ""):
+        interval = (row.ci_low, row.ci_high)
+        label = INTERVAL_LABELS.get(row.ci_over, "")
+    return format_mean_std(
+        mean,
+        std,
+        n_seeds=n_seeds,
+        decimals=decimals,
+        missing="n/a",
+        interval=interval,
+        interval_label=label,
+    )
 
 
 def format_per_category(long: pd.DataFrame, *, decimals: int = 1) -> pd.DataFrame:
@@ -298,7 +358,7 @@ def format_per_category(long: pd.DataFrame, *, decimals: int = 1) -> pd.DataFram
     for row in long.itertuples():
         label = f"{row.category} ({row.group})"
         wide.setdefault(label, {})[_label(row.method, row.detector)] = _fmt(
-            row.mean, row.std, decimals, row.n_seeds
+            row.mean, row.std, decimals, row.n_seeds, row
         )
     columns = [_label(m, d) for m, d in _pairs(long)]
     frame = pd.DataFrame.from_dict(wide, orient="index").reindex(columns=columns).fillna("")
@@ -318,7 +378,7 @@ def format_summary(long: pd.DataFrame, *, decimals: int = 1) -> pd.DataFrame:
         label = f"{METRICS[row.metric][0]} on {row.group}"
         cells = rows.setdefault(label, {})
         name = _label(row.method, row.detector)
-        cells[name] = _fmt(row.mean, row.std, decimals, row.n_seeds)
+        cells[name] = _fmt(row.mean, row.std, decimals, row.n_seeds, row)
         if np.isfinite(row.paper_mean):
             cells[f"{name} (paper)"] = _fmt(row.paper_mean, row.paper_std, decimals)
     # Paper columns only where some group stands beside a published number.

@@ -3,9 +3,9 @@
 Within one data set every row (a representation with its detector) is scored on the same
 inlier classes, so rows are compared class by class: per class the AUC is averaged over
 seeds (one block per class), and :func:`scipy.stats.wilcoxon` tests the paired differences
-(two-sided). The p-values of all pairs of rows within a data set are adjusted together by
-Holm's step-down method (``statsmodels.stats.multitest.multipletests``), which controls
-the family-wise error rate.
+(two-sided). The p-values of all pairs of rows within a data set (the main table) or within
+a study (:func:`study_comparisons`) are adjusted together by Holm's step-down method
+(``statsmodels.stats.multitest.multipletests``), which controls the family-wise error rate.
 
 With ``n`` blocks the smallest two-sided p-value an exact signed-rank test can give is
 ``2 / 2**n`` (every difference of one sign): below 6 blocks (``2 / 32 = 0.0625``) no pair can
@@ -26,16 +26,29 @@ from pipeline_lib.report.aggregate import select_results
 from pipeline_lib.report.published import DATASET_DISPLAY, display_name
 
 __all__ = [
+    "MIN_RANK_DATASETS",
     "PAIRED_COLUMNS",
+    "STUDY_ROW_COLUMNS",
     "class_blocks",
+    "compared_columns",
     "comparisons_markdown",
+    "dataset_tests",
+    "friedman_p",
     "holm",
     "main_table_comparisons",
+    "main_table_ranks",
+    "mean_ranks",
     "min_attainable_p",
     "p_value_matrix",
     "paired_tests",
     "power_sentence",
+    "study_comparisons",
+    "study_comparisons_markdown",
 ]
+
+#: Columns of a study frame that can tell its compared rows apart (the variant parameters
+#: follow from ``method``; ``inlier`` and ``seed`` are the blocks and the replicates).
+STUDY_ROW_COLUMNS: tuple[str, ...] = ("method", "contamination", "fitset", "detector", "space")
 
 #: Columns of :func:`paired_tests`.
 PAIRED_COLUMNS: tuple[str, ...] = ("a", "b", "n_blocks", "median_diff", "statistic", "p", "p_holm")
@@ -143,6 +156,66 @@ def p_value_matrix(tests: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
     return frame
 
 
+def dataset_tests(
+    selected: pd.DataFrame,
+    columns: Sequence[str],
+    datasets: Sequence[str],
+    *,
+    family: str = "dataset",
+) -> pd.DataFrame:
+    """:func:`paired_tests` per data set, in one frame with a leading ``dataset`` column.
+
+    Parameters
+    ----------
+    selected : DataFrame
+        Job results with ``dataset``, ``inlier``, ``seed``, ``auroc`` and ``columns``.
+    columns : sequence of str
+        The columns naming a compared row (see :func:`class_blocks`).
+    datasets : sequence of str
+        The data sets, in display order; one without two rows adds no test.
+    family : {"dataset", "all"}, default="dataset"
+        Which p-values Holm adjusts together: each data set's pairs (the main table), or
+        every pair of the frame (a study: one family per study).
+
+    Raises
+    ------
+    ValueError
+        If ``family`` is neither.
+    """
+    if family not in ("dataset", "all"):
+        raise ValueError(f"family={family!r} must be 'dataset' or 'all'")
+    parts = []
+    for dataset in datasets:
+        blocks = class_blocks(selected[selected["dataset"] == dataset], columns)
+        if blocks.shape[1] >= 2:
+            parts.append(paired_tests(blocks).assign(dataset=dataset))
+    if not parts:
+        return pd.DataFrame(columns=["dataset", *PAIRED_COLUMNS])
+    tests = pd.concat(parts, ignore_index=True)[["dataset", *PAIRED_COLUMNS]]
+    if family == "all":
+        tests["p_holm"] = holm(tests["p"])
+    return tests
+
+
+def _matrices_markdown(
+    tests: pd.DataFrame, selected: pd.DataFrame, columns: Sequence[str], datasets: Sequence[str]
+) -> list[str]:
+    """Per data set: its p-value matrix and, below 6 classes, the power sentence."""
+    lines: list[str] = []
+    for dataset in datasets:
+        part = tests[tests["dataset"] == dataset]
+        lines += [f"## {display_name('dataset', dataset)}", ""]
+        if not len(part):
+            lines += ["Fewer than two rows: nothing to compare.", ""]
+            continue
+        names = list(class_blocks(selected[selected["dataset"] == dataset], columns).columns)
+        lines += [p_value_matrix(part, names).to_markdown(index=False), ""]
+        sentence = power_sentence(int(part["n_blocks"].max()))
+        if sentence:
+            lines += [sentence, ""]
+    return lines
+
+
 def comparisons_markdown(
     selected: pd.DataFrame, columns: Sequence[str], *, title: str, datasets: Sequence[str]
 ) -> str:
@@ -156,21 +229,8 @@ def comparisons_markdown(
         "points).",
         "",
     ]
-    for dataset in datasets:
-        part = selected[selected["dataset"] == dataset]
-        blocks = class_blocks(part, columns)
-        lines += [f"## {display_name('dataset', dataset)}", ""]
-        if blocks.shape[1] < 2:
-            lines += ["Fewer than two rows: nothing to compare.", ""]
-            continue
-        tests = paired_tests(blocks)
-        matrix = p_value_matrix(tests, list(blocks.columns))
-        lines += [matrix.to_markdown(index=False), ""]
-        n_blocks = int(tests["n_blocks"].max())
-        sentence = power_sentence(n_blocks)
-        if sentence:
-            lines += [sentence, ""]
-    return "\n".join(lines)
+    tests = dataset_tests(selected, columns, datasets)
+    return "\n".join(lines + _matrices_markdown(tests, selected, columns, datasets))
 
 
 def main_table_comparisons(
@@ -186,10 +246,7 @@ def main_table_comparisons(
         method=selected["method"].map(lambda m: display_name("method", m)),
         detector=selected["detector"].map(lambda d: display_name("detector", d)),
     )
-    present = list(dict.fromkeys(selected["dataset"]))
-    datasets = [d for d in DATASET_DISPLAY if d in present] + sorted(
-        set(present) - set(DATASET_DISPLAY)
-    )
+    datasets = _datasets(selected)
     text = comparisons_markdown(
         named,
         ["method", "detector"],
@@ -199,6 +256,60 @@ def main_table_comparisons(
     return text + "\n" + "\n".join(rank_lines(named, ["method", "detector"], datasets))
 
 
+#: Data sets needed before ranks across them are shown (table and plot).
+MIN_RANK_DATASETS = 3
+
+
+def mean_ranks(
+    selected: pd.DataFrame, columns: Sequence[str], datasets: Sequence[str]
+) -> pd.DataFrame:
+    """Rank of each row on each data set (1 = highest AUC) and the mean rank, best first.
+
+    Per data set a row's AUC is its mean over seeds of the class mean of each seed, as in
+    the main table; rows without a result on some data set are left out.
+
+    Returns
+    -------
+    DataFrame
+        Index: the rows (``columns`` joined by ``" / "``); one column per data set (its
+        id), then ``mean_rank``; sorted by ``mean_rank``.
+    """
+    key = selected[list(columns)].astype(str).agg(" / ".join, axis=1)
+    per_seed = selected.assign(_row=key).groupby(["dataset", "_row", "seed"])["auroc"].mean()
+    means = per_seed.groupby(level=["dataset", "_row"]).mean().unstack("dataset")
+    means = means[list(datasets)].dropna()
+    ranks = means.rank(axis=0, ascending=False)
+    return ranks.assign(mean_rank=ranks.mean(axis=1)).sort_values("mean_rank")
+
+
+def friedman_p(ranks: pd.DataFrame) -> float:
+    """Friedman's test that all rows rank alike across data sets (NaN below 3 rows).
+
+    ``ranks`` is :func:`mean_ranks`'s frame; data sets are the blocks, rows the treatments
+    (:func:`scipy.stats.friedmanchisquare` on the per-data-set ranks, which it re-ranks
+    identically).
+    """
+    per_dataset = ranks.drop(columns="mean_rank")
+    if len(per_dataset) < 3 or per_dataset.shape[1] < 2:
+        return float("nan")
+    return float(stats.friedmanchisquare(*per_dataset.to_numpy()).pvalue)
+
+
+def main_table_ranks(
+    results: pd.DataFrame, *, contamination: float = 0.0, fitset: str = "train"
+) -> pd.DataFrame | None:
+    """:func:`mean_ranks` of the main table's rows (display names), or None below 3 data sets."""
+    selected = select_results(results, contamination=contamination, fitset=fitset)
+    datasets = _datasets(selected)
+    if len(datasets) < MIN_RANK_DATASETS:
+        return None
+    named = selected.assign(
+        method=selected["method"].map(lambda m: display_name("method", m)),
+        detector=selected["detector"].map(lambda d: display_name("detector", d)),
+    )
+    return mean_ranks(named, ["method", "detector"], datasets)
+
+
 def rank_lines(selected: pd.DataFrame, columns: Sequence[str], datasets: Sequence[str]) -> list:
     """Mean rank of each row across data sets (rank 1 = highest class-mean AUC), or why not.
 
@@ -206,18 +317,92 @@ def rank_lines(selected: pd.DataFrame, columns: Sequence[str], datasets: Sequenc
     a result on some data set are left out.
     """
     lines = ["## Ranks across data sets", ""]
-    if len(datasets) < 3:
+    if len(datasets) < MIN_RANK_DATASETS:
         return lines + [
-            f"Not shown: ranks across data sets need 3 data sets or more; this table has "
-            f"{len(datasets)}.",
+            f"Not shown: ranks across data sets need {MIN_RANK_DATASETS} data sets or more; "
+            f"this table has {len(datasets)}.",
             "",
         ]
-    key = selected[list(columns)].astype(str).agg(" / ".join, axis=1)
-    # per data set, per row: mean over seeds of the class mean of each seed
-    per_seed = selected.assign(_row=key).groupby(["dataset", "_row", "seed"])["auroc"].mean()
-    means = per_seed.groupby(level=["dataset", "_row"]).mean().unstack("dataset")
-    means = means[list(datasets)].dropna()
-    ranks = means.rank(axis=0, ascending=False)
-    table = ranks.assign(mean_rank=ranks.mean(axis=1)).sort_values("mean_rank")
+    table = mean_ranks(selected, columns, datasets)
     table.columns = [*(display_name("dataset", d) for d in datasets), "Mean rank"]
     return lines + [table.rename_axis("Row").to_markdown(floatfmt=".1f"), ""]
+
+
+def compared_columns(frame: pd.DataFrame) -> list[str]:
+    """The columns of :data:`STUDY_ROW_COLUMNS` that vary in ``frame``: what a study compares.
+
+    A study varying none of them (one row per data set) compares nothing; then the list is
+    empty.
+    """
+    return [c for c in STUDY_ROW_COLUMNS if c in frame.columns and frame[c].nunique() > 1]
+
+
+def _study_rows(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """``frame`` with the compared columns as display text (names, outlier rates)."""
+    out = frame.copy()
+    for kind in ("method", "detector"):
+        if kind in columns:
+            out[kind] = out[kind].map(lambda v, k=kind: display_name(k, str(v)))
+    if "contamination" in columns:
+        out["contamination"] = out["contamination"].map(lambda v: f"{100 * float(v):g} % outliers")
+    return out
+
+
+def _datasets(frame: pd.DataFrame) -> list[str]:
+    """The data sets of ``frame`` in the paper's order, then the others sorted."""
+    present = list(dict.fromkeys(frame["dataset"]))
+    return [d for d in DATASET_DISPLAY if d in present] + sorted(
+        set(present) - set(DATASET_DISPLAY)
+    )
+
+
+def study_comparisons(frame: pd.DataFrame) -> pd.DataFrame:
+    """Paired tests between every two compared rows of a study, per data set.
+
+    The rows are the values of :func:`compared_columns` (display names joined by
+    ``" / "``); each pair is tested on the inlier classes both have (per class the AUC
+    averaged over seeds), and the p-values of every pair of the study, all data sets
+    together, are Holm-adjusted as one family.
+
+    Parameters
+    ----------
+    frame : DataFrame
+        A study's found results (its ``results.csv``): ``dataset``, ``inlier``, ``seed``,
+        ``auroc`` and the columns of :data:`STUDY_ROW_COLUMNS` it has.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``dataset`` then :data:`PAIRED_COLUMNS`; empty when nothing is compared.
+    """
+    columns = compared_columns(frame)
+    frame = frame[frame["auroc"].notna()]
+    if not columns or frame.empty:
+        return pd.DataFrame(columns=["dataset", *PAIRED_COLUMNS])
+    return dataset_tests(_study_rows(frame, columns), columns, _datasets(frame), family="all")
+
+
+def study_comparisons_markdown(frame: pd.DataFrame, tests: pd.DataFrame, *, name: str) -> str:
+    """A study's paired comparisons (``<name>_wilcoxon.md``) from :func:`study_comparisons`."""
+    columns = compared_columns(frame)
+    lines = [f"# Paired comparisons of the rows of study {name}", ""]
+    if not len(tests):
+        what = " / ".join(columns) if columns else "no method, detector or setting"
+        return "\n".join(
+            lines
+            + [
+                f"Nothing to compare: the study varies {what} with fewer than two rows "
+                "on every data set.",
+                "",
+            ]
+        )
+    lines += [
+        f"Rows: {' / '.join(columns)}. Two-sided Wilcoxon signed-rank tests between every two "
+        "rows of a data set, paired on inlier classes (per class the AUC averaged over "
+        f"seeds); the p-values of all {len(tests)} pairs of the study are Holm-adjusted "
+        "together. Cell: adjusted p (median over classes of row minus column, AUC points).",
+        "",
+    ]
+    frame = frame[frame["auroc"].notna()]
+    rows = _study_rows(frame, columns)
+    return "\n".join(lines + _matrices_markdown(tests, rows, columns, _datasets(frame)))

@@ -22,10 +22,18 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from pipeline_lib.report.aggregate import per_class_table
+from pipeline_lib.report.paired import friedman_p, main_table_ranks
 from pipeline_lib.report.published import display_name
 from pipeline_lib.runtime.io import atomic_path
 
-__all__ = ["plot_eval_curves", "plot_per_class_auc", "plot_roc_curves", "save_figure"]
+__all__ = [
+    "plot_eval_curves",
+    "plot_mean_ranks",
+    "plot_per_class_auc",
+    "plot_roc_curves",
+    "save_figure",
+    "write_rank_plot",
+]
 
 DPI = 120
 
@@ -228,6 +236,79 @@ def plot_eval_curves(history: Sequence[Mapping[str, Any]], *, title: str | None 
     ax.legend(fontsize="small", loc="lower right")
     fig.tight_layout()
     return fig
+
+
+def plot_mean_ranks(ranks: pd.DataFrame, *, friedman: float = float("nan")) -> Figure:
+    """Mean-rank dot plot: each row's rank on every data set and its mean, best on top.
+
+    Parameters
+    ----------
+    ranks : DataFrame
+        :func:`pipeline_lib.report.paired.mean_ranks`: index the rows, one column per data
+        set (id), then ``mean_rank``.
+    friedman : float, default=NaN
+        Friedman's p-value (:func:`pipeline_lib.report.paired.friedman_p`), put in the title
+        where finite.
+
+    Returns
+    -------
+    Figure
+        Small markers: the rank on one data set (one colour per data set); a black bar: the
+        mean rank. Rank 1 (highest AUC) on the left.
+
+    Raises
+    ------
+    ValueError
+        If ``ranks`` has no row or no ``mean_rank`` column.
+    """
+    if "mean_rank" not in ranks.columns or ranks.empty:
+        raise ValueError(f"ranks needs rows and a mean_rank column; has {list(ranks.columns)}")
+    datasets = [c for c in ranks.columns if c != "mean_rank"]
+    n_rows = len(ranks)
+    fig = Figure(figsize=(6.5, 1.2 + 0.35 * n_rows), layout="constrained")
+    ax = fig.add_subplot()
+    y = np.arange(n_rows)[::-1]  # best row on top
+    palette = sns.color_palette("colorblind", len(datasets))
+    for k, (dataset, colour) in enumerate(zip(datasets, palette, strict=True)):
+        # a small vertical offset per data set keeps tied ranks visible
+        offset = (k - (len(datasets) - 1) / 2) * 0.08
+        ax.scatter(
+            ranks[dataset], y + offset, s=18, color=colour, label=display_name("dataset", dataset)
+        )
+    ax.scatter(ranks["mean_rank"], y, marker="|", s=300, color="black", label="mean rank")
+    ax.set_yticks(y, [str(name) for name in ranks.index])
+    ax.set_xlim(0.5, n_rows + 0.5)
+    ax.set_xlabel("rank on a data set (1 = highest mean AUC)")
+    title = f"Ranks across {len(datasets)} data sets"
+    if np.isfinite(friedman):
+        title += f" (Friedman p = {friedman:.3g})"
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    ax.grid(axis="x", alpha=0.3)
+    return fig
+
+
+def write_rank_plot(results: pd.DataFrame, path: str | os.PathLike) -> Path | None:
+    """Write the main table's mean-rank plot to ``path``; None (nothing written) below 3
+    data sets, where ranks across data sets mean nothing.
+
+    Parameters
+    ----------
+    results : DataFrame
+        Job results (the tidy ``results.csv``).
+    path : path
+        The PNG to write.
+
+    Returns
+    -------
+    Path or None
+        ``path``, or None when the results hold fewer than
+        :data:`pipeline_lib.report.paired.MIN_RANK_DATASETS` data sets.
+    """
+    ranks = main_table_ranks(results)
+    if ranks is None:
+        return None
+    return save_figure(plot_mean_ranks(ranks, friedman=friedman_p(ranks)), path)
 
 
 def save_figure(fig: Figure, path: str | os.PathLike) -> Path:

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline_lib.report.studies.contract import STAT_COLUMNS, StudyResult
+from pipeline_lib.report.studies.files import COMPARISONS_SUFFIX
 
 __all__ = [
     "RANKED_COLUMNS",
@@ -185,6 +186,24 @@ def _status(result: StudyResult | None) -> str:
     return "complete" if bad == 0 else f"incomplete: {bad} of {len(table)} cells miss results"
 
 
+def _linked_cells(table: pd.DataFrame, links: Mapping[tuple[str, str, str], str]) -> pd.DataFrame:
+    """The main table with each cell of ours that has runs made a link to them.
+
+    ``links`` maps ``(Representation, Detector, data set column)`` to the URL of the cell's
+    MLflow runs (:func:`pipeline_lib.report.run_links.main_table_run_links`); other cells
+    (the paper's, the mean, cells without runs) stay text.
+    """
+    if not links or not {"Representation", "Detector"} <= set(table.columns):
+        return table
+    out = table.astype(object).copy()
+    for index, row in table.iterrows():
+        for column in table.columns:
+            href = links.get((row["Representation"], row["Detector"], column))
+            if href is not None:
+                out.at[index, column] = _Link(str(row[column]), href)
+    return out
+
+
 def _blocks(
     studies: Mapping[str, StudyResult | None],
     links: Mapping[str, Sequence[Path]],
@@ -216,21 +235,36 @@ def _blocks(
         # how comparable it is with the paper's.
         blocks.append(("h", 2, "Main table"))
         blocks += [("p", line) for line in main.get("protocol", [])]
-        blocks.append(("table", main["table"]))
+        blocks.append(("table", _linked_cells(main["table"], main.get("run_links") or {})))
         files = [
             _Link(Path(path).suffix.lstrip("."), _href(path, relative_to))
             for path in main.get("links", [])
         ]
         if files:
             blocks.append(("list", [["Files: ", *files]]))
+        blocks.append(("h", 3, "Ranks across data sets"))
+        if main.get("ranks"):
+            blocks.append(("img", "Mean ranks across data sets", _href(main["ranks"], relative_to)))
+        else:
+            n = main.get("n_datasets")
+            has = f"; this run has {n}" if n is not None else ""
+            blocks.append(
+                ("p", f"No rank plot: ranks across data sets need 3 data sets or more{has}.")
+            )
 
     def table_links(name: str) -> list[_Link]:
         paths = [Path(p) for p in links.get(name, [])]
-        return [
+        tables = [
             _Link(p.suffix.lstrip("."), _href(p, relative_to))
             for suffix in _TABLE_SUFFIXES
             for p in paths
-            if p.suffix == suffix and not p.stem.endswith("_deviations")
+            if p.suffix == suffix and not p.stem.endswith(("_deviations", COMPARISONS_SUFFIX))
+        ]
+        # the paired Wilcoxon tests between the study's rows, where written
+        return tables + [
+            _Link("paired tests", _href(p, relative_to))
+            for p in paths
+            if p.stem.endswith(COMPARISONS_SUFFIX) and p.suffix == ".md"
         ]
 
     def figure_links(name: str) -> list[_Link]:
@@ -466,9 +500,13 @@ def build_summary(
     main : mapping or None, default=None
         The main table shown inline near the top: ``table`` (its display DataFrame, e.g.
         :func:`pipeline_lib.report.aggregate.format_main_table`), ``protocol`` (lines above it:
-        how the run's protocol differs from the paper's), ``links`` (its files) and
+        how the run's protocol differs from the paper's), ``links`` (its files),
         ``count`` (:func:`pipeline_lib.report.verdict.count_line`: the page's first line,
-        followed by the protocol lines).
+        followed by the protocol lines), ``ranks`` (the mean-rank plot's path, shown under
+        the table; None or absent: one sentence says why there is none), ``n_datasets``
+        (the main table's data sets, for that sentence) and ``run_links``
+        (``(Representation, Detector, data set)`` -> the URL of that cell's MLflow runs:
+        each such cell becomes a link; absent or empty without tracking).
 
     Returns
     -------

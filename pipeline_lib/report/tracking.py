@@ -350,7 +350,9 @@ def log_sweep(
     -------
     dict
         ``status`` and counts of created, updated and unchanged runs and of
-        ``duplicates_removed``, or the warning when the tracking store could not be reached.
+        ``duplicates_removed``, ``experiment_id``, ``parent_run_id`` and ``run_ids``
+        (``result_key`` -> its job run's id, for links to the runs); or the warning when
+        the tracking store could not be reached.
     """
     from mlflow.entities import Metric, Param, RunTag
 
@@ -382,6 +384,7 @@ def log_sweep(
                 ).info.run_id
             )
             counts = {"created": 0, "updated": 0, "unchanged": 0}
+            run_ids: dict[str, str] = {}  # result_key -> its job run (the summary page links it)
             now = int(time.time() * 1000)
             for record in records:
                 key = str(record["result_key"])
@@ -389,6 +392,7 @@ def log_sweep(
                 run = existing.get(key)
                 if run is not None and run.data.tags.get(HASH_TAG) == digest:
                     counts["unchanged"] += 1
+                    run_ids[key] = run.info.run_id
                     continue
                 params = [
                     Param(name, str(record[name])) for name in PARAM_COLUMNS if name in record
@@ -423,6 +427,7 @@ def log_sweep(
                     client.log_batch(run_id, metrics=metrics, params=missing, tags=run_tags)
                     counts["updated"] += 1
                 client.set_terminated(run_id)
+                run_ids[key] = run_id
             for key, history in (histories or {}).items():
                 training_key = f"train:{key}"
                 digest = _content_hash({"history": list(history)})
@@ -465,11 +470,19 @@ def log_sweep(
             )
             client.set_terminated(parent_id)
             counts["duplicates_removed"] = _remove_duplicates(client, experiment_id, sweep)
+            if counts["duplicates_removed"]:
+                # a racing writer's run may be the one kept: link the kept run of each key
+                kept = _existing_runs(client, experiment_id, sweep)
+                run_ids = {
+                    key: kept[key].info.run_id if key in kept else run_id
+                    for key, run_id in run_ids.items()
+                }
             return summary | {
                 "status": "logged",
                 "experiment_id": experiment_id,
                 "parent_run_id": parent_id,
                 **counts,
+                "run_ids": run_ids,
             }
     except Exception as error:  # noqa: BLE001 - tracking must never fail the pipeline
         refused = _refusal(uri, error)

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from pipeline_lib.data.mvtec import read_mvtec_category
+from pipeline_lib.detection.auroc_intervals import auroc_interval_record
 from pipeline_lib.detection.detectors.kde import KernelDensityScore
 from pipeline_lib.models.proxy import build_proxy_model
 from pipeline_lib.mvtec.localize import (
@@ -198,6 +199,10 @@ def test_random_features_find_easy_synthetic_defects(mvtec_category, model):
     )
     assert arrays["score_maps"].shape == (10, 9, 9)
     np.testing.assert_array_equal(arrays["image_score"], image_scores(arrays["score_maps"]))
+    # the image AUC's interval over the test set, as the image jobs record it
+    expected = auroc_interval_record(arrays["image_score"], category.test_labels)
+    assert {k: record[k] for k in expected} == expected
+    assert record["auroc_low"] <= record["image_auroc"] <= record["auroc_high"]
     no_masks = dataclasses.replace(category, test_masks=None)
     record, _ = score_category(no_masks, features, detector="kde", patch_size=16, stride=4)
     assert record["image_auroc"] > 90 and record["pixel_auroc"] is None and record["aupro"] is None

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
+from scipy import stats
 
 from pipeline_lib.data.mvtec import MVTEC_CATEGORIES, MVTEC_GROUPS, MVTEC_OBJECTS
 from pipeline_lib.mvtec.tables import (
@@ -43,6 +43,15 @@ def _records() -> list[dict]:
     ]
 
 
+def _cell(values, label: str = "") -> str:
+    """The main tables' cell for ``values``: mean ± std (ddof=1) [95 % t-interval, clipped]."""
+    x = np.asarray(values, dtype=float)
+    half = stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
+    low, high = np.clip([x.mean() - half, x.mean() + half], 0.0, 100.0)
+    spread = f" ± {x.std(ddof=1):.1f}" if not label else " (n=1)"
+    return f"{x.mean():.1f}{spread} [{low:.1f}, {high:.1f}]" + (f" {label}" if label else "")
+
+
 def test_frame_sorts_categories_in_mvtec_order():
     frame = mvtec_results_frame(list(reversed(_records())))
     assert frame["category"].tolist()[::2] == ["bottle", "cable", "grid"]
@@ -71,12 +80,16 @@ def test_display_tables_have_the_paper_shape():
     summary = format_summary(group_summary(frame))
     assert summary.index[0] == "Detection on object"
     assert list(summary.columns) == ["RotNet + KDE"]  # a subset: no paper column at all
-    assert summary.loc["Detection on object", "RotNet + KDE"] == "75.0 ± 7.1"
+    # seeds 0 and 1 of the object group: (90 + 70) / 2 and (80 + 60) / 2
+    assert summary.loc["Detection on object", "RotNet + KDE"] == _cell([80.0, 70.0])
+    assert summary.loc["Detection on object", "RotNet + KDE"].startswith("75.0 ± 7.1 [")
     full = format_summary(group_summary(mvtec_results_frame(_all_categories())))
     assert list(full.columns) == ["RotNet + KDE", "RotNet + KDE (paper)"]
     assert full.loc["Detection on object", "RotNet + KDE (paper)"] == "85.9 ± 2.1"
     per_category = format_per_category(per_category_table(frame, metric="image_auroc"))
-    assert per_category.loc["grid (texture)", "RotNet + KDE"] == "45.0 ± 7.1"
+    # two seeds at 50 and 40: the t-interval passes 0 and 100, so it is clipped to both
+    assert per_category.loc["grid (texture)", "RotNet + KDE"] == "45.0 ± 7.1 [0.0, 100.0]"
+    assert _cell([50.0, 40.0]) == "45.0 ± 7.1 [0.0, 100.0]"
     pixel = format_per_category(per_category_table(frame, metric="pixel_auroc"))
     assert pixel.loc["grid (texture)", "RotNet + KDE"] == "n/a"
 
@@ -85,8 +98,21 @@ def test_one_seed_has_no_std():
     frame = mvtec_results_frame([r for r in _records() if r["seed"] == 0])
     table = per_category_table(frame, metric="image_auroc")
     assert table["std"].isna().all() and (table["n_seeds"] == 1).all()
+    # no interval recorded for the job: none shown
     assert format_per_category(table).iloc[0, 0] == "90.0 (n=1)"
-    assert isinstance(group_summary(frame), pd.DataFrame)
+    # one seed of the object group: the interval over its categories (bottle 90, cable 70)
+    summary = group_summary(frame).set_index(["metric", "group"])
+    assert summary.loc[("image_auroc", "object"), "ci_over"] == "classes"
+    shown = format_summary(group_summary(frame)).loc["Detection on object", "RotNet + KDE"]
+    assert shown == _cell([90.0, 70.0], "over classes")
+    # with the job's image-AUC interval over the test set, one seed shows it
+    records = [r | {"auroc_low": 85.25, "auroc_high": 94.5} for r in _records() if not r["seed"]]
+    table = per_category_table(mvtec_results_frame(records), metric="image_auroc")
+    assert format_per_category(table).iloc[0, 0] == "90.0 (n=1) [85.2, 94.5] over the test set"
+    assert (table["ci_over"] == "test set").all()
+    # the interval over the test set is the image AUC's: none for the pixel AUC
+    pixel = per_category_table(mvtec_results_frame(records), metric="pixel_auroc")
+    assert (pixel["ci_over"] == "").all()
 
 
 def _all_categories(extra: dict[str, str] | None = None) -> list[dict]:
@@ -147,4 +173,4 @@ def test_own_category_alone_gets_per_category_numbers_and_a_reason():
     subset = mvtec_results_frame(_records())
     assert "2 of the paper's 10 categories (missing: capsule," in paper_comparison_notes(subset)[0]
     per_category = format_per_category(per_category_table(frame, metric="image_auroc"))
-    assert per_category.loc["bottle (object)", "RotNet + KDE"] == "70.5 ± 0.7"
+    assert per_category.loc["bottle (object)", "RotNet + KDE"] == _cell([70.0, 71.0])

@@ -113,6 +113,14 @@ def test_tables_and_heat_map_are_written(mvtec_run):
     assert "widget" in note and "per category" in note
     per_category = pd.read_csv(mvtec_run / SUMMARY / "per_category_aupro.csv", index_col=0)
     assert list(per_category.index) == ["widget (object)"]
+    # one seed of one category: each detection cell carries its job's interval over the
+    # test set, in the main tables' format
+    detection = pd.read_csv(mvtec_run / SUMMARY / "per_category_image_auroc.csv", index_col=0)
+    results = pd.read_csv(mvtec_run / SUMMARY / "results.csv")
+    for cell in detection.loc["widget (object)"]:
+        assert re.fullmatch(r"\d+\.\d \(n=1\) \[\d+\.\d, \d+\.\d\] over the test set", cell), cell
+    assert (results["auroc_low"] <= results["image_auroc"]).all()
+    assert summary.loc["Detection on object"].str.endswith("over the test set").all()
     with Image.open(mvtec_run / SUMMARY / "heatmaps" / "widget.png") as image:
         pixels = np.asarray(image.convert("RGB"))
     assert pixels.shape[0] > 200 and pixels.std() > 10  # drawn, not blank

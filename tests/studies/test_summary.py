@@ -181,3 +181,20 @@ def test_count_line_says_not_comparable_for_another_protocol() -> None:
     assert line.startswith("Reproduction: not comparable")
     assert "20 training epochs (paper 2048)" in line and "none of its 3 cells" in line
     assert "reproduced or not" in line and "of 3 published cells reproduced" not in line
+
+
+def test_rank_plot_under_the_main_table_or_one_sentence_why_not(results_folder) -> None:
+    out, studies, links, _, _ = results_folder
+    display = pd.DataFrame({"Representation": ["Rotation"], "Detector": ["KDE"]})
+    with_plot = {"table": display, "ranks": out / "plots/main_table_ranks.png", "n_datasets": 3}
+    page = build_summary(studies, links, relative_to=out, main=with_plot)
+    section = page.split("## Main table")[1].split("## Studies")[0]
+    assert "![Mean ranks across data sets](plots/main_table_ranks.png)" in section
+    assert "No rank plot" not in page
+    html_page = summary_html(studies, links, relative_to=out, main=with_plot)
+    assert '<img src="plots/main_table_ranks.png"' in html_page
+    without = {"table": display, "ranks": None, "n_datasets": 2}
+    page = build_summary(studies, links, relative_to=out, main=without)
+    section = page.split("## Main table")[1].split("## Studies")[0]
+    assert "ranks across data sets need 3 data sets or more; this run has 2." in section
+    assert "main_table_ranks" not in page

@@ -8,11 +8,15 @@ it can be neither found nor installed.
 
 from __future__ import annotations
 
+import contextlib
 import html
+import json
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
+import urllib.parse
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -94,6 +98,23 @@ class _Text(HTMLParser):
                 self._cell.append(data)
 
 
+def _store_runs(database: Path) -> dict[str, str]:
+    """Active runs of a SQLite MLflow store: run id -> its result key tag."""
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        rows = connection.execute(
+            "SELECT runs.run_uuid, tags.value FROM runs JOIN tags ON tags.run_uuid = "
+            "runs.run_uuid WHERE runs.lifecycle_stage = 'active' AND tags.key = ?",
+            ("droc.result_key",),
+        ).fetchall()
+    return dict(rows)
+
+
+def _cell_anchors(page: str) -> list[tuple[str, str]]:
+    """(text, href) of every table cell that is a link to MLflow runs."""
+    found = re.findall(r'<td><a href="([^"]+)">([^<]+)</a></td>', page)
+    return [(html.unescape(t), html.unescape(h)) for h, t in found if "#/compare-runs" in h]
+
+
 def test_summary_page_in_a_headless_browser(tiny_run: Path, tmp_path: Path) -> None:
     chromium = _chromium()
     page = tiny_run / "results/summary/index.html"
@@ -144,6 +165,25 @@ def test_summary_page_in_a_headless_browser(tiny_run: Path, tmp_path: Path) -> N
     assert "Table: md · html · csv · tex" in text
     assert "Files: md · html · csv · tex" in text
     assert "mdhtml" not in text
+    # each cell of ours links the MLflow runs behind it (2 classes x 2 seeds), and every
+    # linked run exists in the run's store and is a job of that cell
+    runs = _store_runs(tiny_run / "results/mlflow/mlflow.db")
+    anchors = _cell_anchors(page.read_text())
+    assert len(anchors) == len(main)  # one data set: one linked cell per row
+    results = pd.read_csv(tiny_run / "results/summary/results.csv", dtype=str)
+    for cell, href in anchors:
+        assert cell in ours
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(href).fragment.split("?", 1)[1])
+        linked = json.loads(query["runs"][0])
+        assert len(linked) == 4 and set(linked) <= set(runs)
+        keys = results[results["result_key"].isin([runs[r] for r in linked])]
+        assert keys[["method", "detector"]].drop_duplicates().shape[0] == 1
+        assert set(keys["contamination"].astype(float)) == {0.0}
+    # one data set: no rank plot, one sentence instead
+    assert "ranks across data sets need 3 data sets or more; this run has 1." in section
+    assert not any("ranks" in src for src in parser.images)
+    # each study links its paired tests
+    assert "tex · paired tests" in text
     # digits has no published counterpart: no empty "ours vs. the paper" chart
     assert not any("ours_vs_paper" in src for src in parser.images)
     assert "no 'ours vs. the paper' chart" in text

@@ -313,7 +313,14 @@ def summary_outputs():
     plots = [
         f"results/summary/plots/per_class_{dataset}.png" for dataset in MAIN_DATASETS
     ] + [f"results/summary/plots/roc_{dataset}.png" for dataset in MAIN_DATASETS]
-    return tables + plots
+    return tables + plots + RANK_PLOT
+
+
+# Ranks across data sets need 3 data sets or more (pipeline_lib.report.paired's
+# MIN_RANK_DATASETS; not imported here, which would load scipy at parse time).
+RANK_PLOT = (
+    ["results/summary/plots/main_table_ranks.png"] if len(MAIN_DATASETS) >= 3 else []
+)
 
 
 def roc_score_files(dataset):

@@ -10,6 +10,7 @@ localrules:
     plot_per_class,
     plot_roc_curves,
     log_to_mlflow,
+    plot_ranks,
     write_provenance,
 
 
@@ -99,6 +100,32 @@ rule plot_per_class:
         runtime=30,
     script:
         "../scripts/plot_per_class.py"
+
+
+if RANK_PLOT:
+
+    rule plot_ranks:
+        input:
+            "results/summary/results.csv",
+        output:
+            report(
+                RANK_PLOT[0],
+                caption="../report/ranks.rst",
+                category="Plots",
+                subcategory="Ranks",
+            ),
+        log:
+            "results/logs/plot_ranks/plot_ranks.log",
+        benchmark:
+            "results/benchmarks/plot_ranks/plot_ranks.tsv"
+        conda:
+            "../../environment.yml"
+        threads: 1
+        resources:
+            mem_mb=4000,
+            runtime=30,
+        script:
+            "../scripts/plot_ranks.py"
 
 
 rule plot_roc_curves:

@@ -92,6 +92,7 @@ if STUDIES:
             expected=os.path.join(STUDY, "expected.csv"),
             manifest=os.path.join(STUDY, "{study}.json"),
             deviations=os.path.join(STUDY, "{study}_deviations.csv"),
+            comparisons=multiext(os.path.join(STUDY, "{study}_wilcoxon"), ".md", ".csv"),
             tables=report(
                 multiext(
                     os.path.join(STUDY, "{study}"), ".csv", ".md", ".tex", ".html"
@@ -153,6 +154,7 @@ if MAIN:
             expected=os.path.join(STUDY, "expected.csv"),
             manifest=os.path.join(STUDY, "{study}.json"),
             deviations=os.path.join(STUDY, "{study}_deviations.csv"),
+            comparisons=multiext(os.path.join(STUDY, "{study}_wilcoxon"), ".md", ".csv"),
             table=os.path.join(STUDY, "{study}.csv"),
             figures=report(
                 directory(os.path.join(STUDY, "figures")),
@@ -177,6 +179,9 @@ if MAIN:
             main_table="results/summary/main_table.csv",
             verdicts="results/summary/main_table_verdicts.csv",
             provenance=data_provenance_files(MAIN_DATASETS),
+            ranks=RANK_PLOT,
+            results="results/summary/results.csv",
+            logged=image_tracking_log(),
         output:
             html=report(
                 "results/summary/index.html",
@@ -194,6 +199,7 @@ if MAIN:
             runtime=30,
         params:
             studies=[grid.name for grid in STUDIES],
+            n_datasets=len(MAIN_DATASETS),
             protocol=protocol_notes(config, MAIN),
             breaks=protocol_breaks(config),
         script:

@@ -12,6 +12,7 @@ from pipeline_lib.mvtec.tables import (
     paper_comparison_notes,
     per_category_table,
 )
+from pipeline_lib.report.intervals import interval_note
 from pipeline_lib.report.tables import write_table
 from pipeline_lib.runtime.io import atomic_path, load_json
 from pipeline_lib.runtime.logs import job_logging
@@ -32,6 +33,7 @@ with job_logging(snakemake.log[0]):
         format_summary(group_summary(results, own_categories=own)),
         folder / "summary",
         notes=[*snakemake.params.protocol, *paper_comparison_notes(results, own_categories=own)],
+        footnotes=[interval_note(1)],
         caption=(
             "MVTec AD: mean over categories, mean +- std over seeds (x100), beside the "
             "paper's Table 6 (no published AUPRO)."
@@ -43,4 +45,5 @@ with job_logging(snakemake.log[0]):
             folder / f"per_category_{metric}",
             caption=f"MVTec AD per category: {METRICS[metric][0]} (x100), mean +- std over seeds.",
             notes=snakemake.params.protocol,
+            footnotes=[interval_note(1)],
         )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pipeline_lib.report.protocol import data_notes
 from pipeline_lib.report.studies import build_study
-from pipeline_lib.report.studies.files import write_study
+from pipeline_lib.report.studies.files import write_comparisons, write_study
 from pipeline_lib.report.study_frames import collect_study, load_scores, save_frames
 from pipeline_lib.runtime.io import load_json
 from pipeline_lib.runtime.logs import job_logging
@@ -35,3 +35,5 @@ with job_logging(snakemake.log[0]):
     for path in write_study(result, study, snakemake.wildcards.study, tables=tables):
         if path.suffix == ".png":  # the report shows the figures folder as one gallery
             path.replace(figures / path.name)
+    # Paired Wilcoxon tests between the study's rows, blocked on inlier classes.
+    write_comparisons(frame, study, snakemake.wildcards.study)

@@ -6,6 +6,8 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline_lib.report.protocol import data_notes
+from pipeline_lib.report.results import load_results_csv
+from pipeline_lib.report.run_links import main_table_run_links
 from pipeline_lib.report.studies.files import load_study, study_files
 from pipeline_lib.report.summary import build_summary, summary_html
 from pipeline_lib.report.verdict import count_line, verdict_counts
@@ -34,6 +36,17 @@ with job_logging(snakemake.log[0]):
             Path(os.path.relpath(main_csv.with_suffix(suffix), out))
             for suffix in (".md", ".html", ".csv", ".tex")
         ],
+        # the mean-rank plot, written only with 3 data sets or more
+        "ranks": Path(os.path.relpath(snakemake.input.ranks[0], out))
+        if snakemake.input.ranks
+        else None,
+        "n_datasets": snakemake.params.n_datasets,
+        # each cell of ours links its MLflow runs, where tracking logged them
+        "run_links": main_table_run_links(
+            load_results_csv(snakemake.input.results),
+            load_json(snakemake.input.logged[0]) if snakemake.input.logged else None,
+            relative_to=out,
+        ),
     }
     markdown = build_summary(studies, links, main=main)
     with atomic_path(snakemake.output.markdown) as tmp:

@@ -12,12 +12,16 @@ from pathlib import Path
 
 import pandas as pd
 
+from pipeline_lib.report.paired import study_comparisons, study_comparisons_markdown
 from pipeline_lib.report.studies.contract import StudyResult, empty_deviations
 from pipeline_lib.report.studies.figures import DPI
 from pipeline_lib.report.tables import write_table
 from pipeline_lib.runtime.io import atomic_path
 
-__all__ = ["load_study", "study_files", "write_study"]
+__all__ = ["COMPARISONS_SUFFIX", "load_study", "study_files", "write_comparisons", "write_study"]
+
+#: Stem suffix of a study's paired comparisons: ``<name>_wilcoxon.md`` and ``.csv``.
+COMPARISONS_SUFFIX = "_wilcoxon"
 
 _NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
@@ -109,6 +113,43 @@ def write_study(
     return paths
 
 
+def write_comparisons(frame: pd.DataFrame, out_dir: Path, name: str) -> list[Path]:
+    """Write a study's paired Wilcoxon tests beside its table, each file atomically.
+
+    ``<name>_wilcoxon.csv`` holds one row per pair of compared rows
+    (:func:`~pipeline_lib.report.paired.study_comparisons`: data set, the two rows, classes
+    used, median difference, statistic, raw and Holm-adjusted p) and ``<name>_wilcoxon.md``
+    the p-value matrices with, below 6 classes, the smallest attainable p.
+
+    Parameters
+    ----------
+    frame : DataFrame
+        The study's found results (its ``results.csv``).
+    out_dir : Path
+        The study's folder.
+    name : str
+        File stem, ``[A-Za-z0-9_]+``.
+
+    Returns
+    -------
+    list of Path
+        The Markdown file, then the CSV.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not ``[A-Za-z0-9_]+``.
+    """
+    if not _NAME.match(name):
+        raise ValueError(f"name={name!r} must match [A-Za-z0-9_]+")
+    tests = study_comparisons(frame)
+    stem = Path(out_dir) / f"{name}{COMPARISONS_SUFFIX}"
+    markdown = stem.with_suffix(".md")
+    with atomic_path(markdown) as tmp:
+        tmp.write_text(study_comparisons_markdown(frame, tests, name=name), encoding="utf-8")
+    return [markdown, _frame_to_csv(tests, stem.with_suffix(".csv"))]
+
+
 def load_study(out_dir: Path, name: str) -> StudyResult | None:
     """Read back what :func:`write_study` wrote (without figures), or None if it is absent.
 
@@ -150,7 +191,8 @@ def load_study(out_dir: Path, name: str) -> StudyResult | None:
 def study_files(out_dir: Path, name: str) -> list[Path]:
     """The files of a written study the summary page links: tables first, then figures.
 
-    Its own ``<name>.*`` files, the human tables written elsewhere that its manifest lists
+    Its own ``<name>.*`` files, its paired comparisons ``<name>_wilcoxon.md`` (where
+    written), the human tables written elsewhere that its manifest lists
     under ``"tables"`` (the main grid's ``results/summary/main_table.*``; they replace its
     own file of the same suffix, so the page shows one ``csv`` link), and the PNGs of
     ``<out_dir>/figures`` (where ``make_study`` moves them for the report's gallery).
@@ -174,5 +216,6 @@ def study_files(out_dir: Path, name: str) -> list[Path]:
     elsewhere = [Path(os.path.normpath(out_dir / table)) for table in meta.get("tables", [])]
     replaced = {path.suffix for path in elsewhere}
     files = [path for path in own if path.suffix not in replaced] + elsewhere
+    files += [p for p in [out_dir / f"{name}{COMPARISONS_SUFFIX}.md"] if p.exists()]
     files += (out_dir / "figures").glob("*.png")
     return sorted(files, key=lambda path: (path.suffix == ".png", path.name))

@@ -1,0 +1,9 @@
+"""Ranks of the main table's rows across data sets (3 or more), as a mean-rank dot plot."""
+
+from pipeline_lib.report.plots import write_rank_plot
+from pipeline_lib.report.results import load_results_csv
+from pipeline_lib.runtime.logs import job_logging
+
+with job_logging(snakemake.log[0]):
+    if write_rank_plot(load_results_csv(snakemake.input[0]), snakemake.output[0]) is None:
+        raise ValueError(f"{snakemake.input[0]}: ranks across data sets need 3 data sets or more")
