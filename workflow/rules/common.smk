@@ -318,9 +318,8 @@ def summary_outputs():
 
 # Ranks across data sets need 3 data sets or more (pipeline_lib.report.paired's
 # MIN_RANK_DATASETS; not imported here, which would load scipy at parse time).
-RANK_PLOT = (
-    ["results/summary/plots/main_table_ranks.png"] if len(MAIN_DATASETS) >= 3 else []
-)
+RANK_PLOT_FILE = "results/summary/plots/main_table_ranks.png"
+RANK_PLOT = [RANK_PLOT_FILE] if len(MAIN_DATASETS) >= 3 else []
 
 
 def roc_score_files(dataset):

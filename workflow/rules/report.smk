@@ -102,30 +102,29 @@ rule plot_per_class:
         "../scripts/plot_per_class.py"
 
 
-if RANK_PLOT:
-
-    rule plot_ranks:
-        input:
-            "results/summary/results.csv",
-        output:
-            report(
-                RANK_PLOT[0],
-                caption="../report/ranks.rst",
-                category="Plots",
-                subcategory="Ranks",
-            ),
-        log:
-            "results/logs/plot_ranks/plot_ranks.log",
-        benchmark:
-            "results/benchmarks/plot_ranks/plot_ranks.tsv"
-        conda:
-            "../../environment.yml"
-        threads: 1
-        resources:
-            mem_mb=4000,
-            runtime=30,
-        script:
-            "../scripts/plot_ranks.py"
+# Defined always (localrules names it); requested only where RANK_PLOT holds.
+rule plot_ranks:
+    input:
+        "results/summary/results.csv",
+    output:
+        report(
+            RANK_PLOT_FILE,
+            caption="../report/ranks.rst",
+            category="Plots",
+            subcategory="Ranks",
+        ),
+    log:
+        "results/logs/plot_ranks/plot_ranks.log",
+    benchmark:
+        "results/benchmarks/plot_ranks/plot_ranks.tsv"
+    conda:
+        "../../environment.yml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../scripts/plot_ranks.py"
 
 
 rule plot_roc_curves:
