@@ -213,14 +213,15 @@ def instances_per_image(method: str, training: Mapping[str, Any]) -> int:
     return 1 + len(distributions)
 
 
+#: Trained methods without an MLP head: RotNet classifies rotations from the features
+#: directly and the denoising autoencoder decodes them (PROTOCOL.md). A head depth has no
+#: meaning for them. The one statement of that fact: every head check reads it.
+HEADLESS_METHODS: tuple[str, ...] = ("rotnet", "denoising")
+
 #: Head depth per trained method when a run leaves ``head_depth`` None (PROTOCOL.md): the
-#: MLP heads have 8 hidden layers; RotNet and the denoising autoencoder have no head.
+#: MLP heads have 8 hidden layers; the methods of :data:`HEADLESS_METHODS` have depth 0.
 DEFAULT_HEAD_DEPTH: dict[str, int] = {
-    "rotnet": 0,
-    "rotation": 8,
-    "contrastive": 8,
-    "contrastive_da": 8,
-    "denoising": 0,
+    method: 0 if method in HEADLESS_METHODS else 8 for method in TRAINED_METHODS
 }
 
 #: Accepted values of the contrastive loss ``form`` (:mod:`pipeline_lib.ssl.contrastive`);
@@ -230,12 +231,6 @@ LOSS_FORMS: tuple[str, ...] = ("released", "same_view", "ntxent")
 #: Names a distribution-augmentation transform may combine with ``+``
 #: (:func:`pipeline_lib.ssl.augment.parse_distribution` implements them).
 DISTRIBUTION_PRIMITIVES: tuple[str, ...] = ("hflip", "vflip", "rot90", "rot180", "rot270")
-
-
-#: Trained methods without an MLP head: RotNet classifies rotations from the features
-#: directly and the denoising autoencoder decodes them (PROTOCOL.md). A head depth has no
-#: meaning for them.
-HEADLESS_METHODS: tuple[str, ...] = ("rotnet", "denoising")
 
 
 def method_training(

@@ -144,7 +144,7 @@ def test_no_module_imports_private_names() -> None:
             ["imports private module pipeline_lib.detection.detectors._common"],
         ),
         (
-            "pipeline_lib/detection/explain.py",
+            "pipeline_lib/detection/runner.py",
             "from pipeline_lib.detection.detectors._common import l2_normalize\n"
             "from pipeline_lib.detection.detectors import _common\n",
             ["imports private module pipeline_lib.detection.detectors._common"] * 2,

@@ -18,7 +18,12 @@ from pipeline_lib.models.heads import Decoder, contrastive_head, head_output_dim
 from pipeline_lib.models.init import check_init, released_init_
 from pipeline_lib.models.representation import TRAINED_METHODS, Representation
 from pipeline_lib.models.resnet import resnet18_small
-from pipeline_lib.registry import DEFAULT_HEAD_DEPTH, DENOISING_DECODERS, DENOISING_TARGETS
+from pipeline_lib.registry import (
+    DEFAULT_HEAD_DEPTH,
+    DENOISING_DECODERS,
+    DENOISING_TARGETS,
+    HEADLESS_METHODS,
+)
 
 
 class ProxyModel(Representation):
@@ -71,9 +76,9 @@ def build_proxy_model(
     width : int, default=64
         First-stage width of the ResNet-18 (``f`` has ``8 * width`` dimensions).
     head_depth : int or None, default=None
-        Hidden layers of the MLP head; ``None`` uses :data:`DEFAULT_HEAD_DEPTH` (8, or 0
-        for RotNet). RotNet is defined by depth 0 and denoising has no head, so any other
-        value raises for those two.
+        Hidden layers of the MLP head; ``None`` uses :data:`DEFAULT_HEAD_DEPTH` (8, or 0).
+        The methods of :data:`~pipeline_lib.registry.HEADLESS_METHODS` (RotNet, denoising)
+        have no head, so any other value raises for them.
     head_hidden : int, default=512
     proj_dim : int, default=128
         Output of the contrastive head.
@@ -107,7 +112,7 @@ def build_proxy_model(
         )
     check_init(init)
     depth = DEFAULT_HEAD_DEPTH[method] if head_depth is None else int(head_depth)
-    if method in ("rotnet", "denoising") and depth != 0:
+    if method in HEADLESS_METHODS and depth != 0:
         raise ValueError(
             f"{method} has no MLP head (head_depth must be 0 or None), got head_depth={depth}"
         )

@@ -76,7 +76,7 @@ def scores_from_rotation_logits(logits: torch.Tensor) -> dict[str, torch.Tensor]
 
     Every image-level detector (:func:`rotation_scores`), the per-patch maps of MVTec AD
     (:func:`pipeline_lib.mvtec.patches.rotation_anomaly_patches`) and the explanations
-    (:func:`pipeline_lib.detection.explain.rotation_anomaly_function`) call this, so they
+    (:func:`pipeline_lib.explain.rotation_anomaly_function`) call this, so they
     cannot drift apart. None is negated here (the sign flip lives in
     :mod:`pipeline_lib.detection.evaluate`).
 

@@ -77,8 +77,8 @@ class TrainSettings:
         ``True`` exempts BatchNorm weights and biases from weight decay (a variant); the
         paper and the released code decay every parameter.
     head_depth : int or None, default=None
-        Hidden layers of the MLP head; ``None`` = method default (8; RotNet 0; denoising
-        has no head). Must be 0/None for ``rotnet`` and ``denoising``.
+        Hidden layers of the MLP head; ``None`` = method default (8, or 0). Must be 0/None
+        for the methods of :data:`~pipeline_lib.registry.HEADLESS_METHODS` (no MLP head).
     head_hidden, proj_dim : int, default=512, 128
         Hidden width of the head and output of the contrastive head.
     temperature : float, default=0.2
@@ -192,7 +192,7 @@ class TrainSettings:
 
     @property
     def has_head(self) -> bool:
-        """Whether the method has an MLP head (RotNet and denoising have none)."""
+        """Whether the method has an MLP head (:data:`~pipeline_lib.registry.HEADLESS_METHODS`)."""
         return self.method not in HEADLESS_METHODS
 
     @property

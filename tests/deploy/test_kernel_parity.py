@@ -19,6 +19,7 @@ import pytest
 import torch
 from torch import nn
 
+from pipeline_lib import explain
 from pipeline_lib.deploy import export
 from pipeline_lib.deploy.export import (
     ScoringGraph,
@@ -28,7 +29,6 @@ from pipeline_lib.deploy.export import (
     onnx_scorer,
     torchscript_scorer,
 )
-from pipeline_lib.detection import explain
 from pipeline_lib.detection.detectors import gde, kde, kernels, knn, make_detector, ocsvm
 
 SIDE = 2  # images (n, 2, 2, 3): 12 features per image

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from pipeline_lib.detection.detectors.kde import KernelDensityScore
-from pipeline_lib.detection.explain import (
+from pipeline_lib.explain import (
     explain_images,
     explanation_layer,
     gradcam,

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from pipeline_lib.data.split import load_split
-from pipeline_lib.detection.explain import explain_split
+from pipeline_lib.explain import explain_split
 from pipeline_lib.mvtec.heatmaps import plot_explanations
 from pipeline_lib.report.plots import save_figure
 from pipeline_lib.report.published import display_name

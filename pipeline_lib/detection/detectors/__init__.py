@@ -35,7 +35,7 @@ from typing import Any
 import torch
 from sklearn.base import BaseEstimator
 
-# The paper's feature normalisation and RBF width, public for the explanations (explain.py).
+# The paper's feature normalisation and RBF width, public for pipeline_lib.explain.
 from pipeline_lib.detection.detectors._common import l2_normalize, rbf_gamma
 from pipeline_lib.detection.detectors.gde import GaussianDensity
 from pipeline_lib.detection.detectors.kde import KernelDensityScore

@@ -1,7 +1,7 @@
 """The score of every torch-scored detector, written once, as functions of its fitted state.
 
 One kernel per detector, called by the detector's ``score_samples`` (block by block, to bound
-memory), by the explanations (:mod:`pipeline_lib.detection.explain`, differentiated) and by
+memory), by the explanations (:mod:`pipeline_lib.explain`, differentiated) and by
 the exported graphs (:mod:`pipeline_lib.deploy.export`, traced into TorchScript and ONNX):
 the three paths agree by construction, not by three copies kept in step.
 
