@@ -6,6 +6,9 @@ seeds (one block per class), and :func:`scipy.stats.wilcoxon` tests the paired d
 (two-sided). The p-values of all pairs of rows within a data set (the main table) or within
 a study (:func:`study_comparisons`) are adjusted together by Holm's step-down method
 (``statsmodels.stats.multitest.multipletests``), which controls the family-wise error rate.
+A study varying several things (say outlier rate and detector) compares rows that differ in
+one of them only: those pairs answer its question, and a smaller family keeps the power that
+testing every pair would spend on comparisons nobody asked for.
 
 With ``n`` blocks the smallest two-sided p-value an exact signed-rank test can give is
 ``2 / 2**n`` (every difference of one sign): below 6 blocks (``2 / 32 = 0.0625``) no pair can
@@ -33,6 +36,7 @@ __all__ = [
     "compared_columns",
     "comparisons_markdown",
     "dataset_tests",
+    "differing_columns",
     "friedman_p",
     "holm",
     "main_table_comparisons",
@@ -356,13 +360,23 @@ def _datasets(frame: pd.DataFrame) -> list[str]:
     )
 
 
+def differing_columns(a: str, b: str, columns: Sequence[str]) -> list[str]:
+    """Which of ``columns`` tell the rows ``a`` and ``b`` (values joined by ``" / "``) apart;
+    all of them when a name does not split into one value per column."""
+    parts_a, parts_b = a.split(" / "), b.split(" / ")
+    if len(parts_a) != len(columns) or len(parts_b) != len(columns):
+        return list(columns)
+    return [c for c, x, y in zip(columns, parts_a, parts_b, strict=True) if x != y]
+
+
 def study_comparisons(frame: pd.DataFrame) -> pd.DataFrame:
-    """Paired tests between every two compared rows of a study, per data set.
+    """Paired tests between the compared rows of a study that differ in one thing, per data set.
 
     The rows are the values of :func:`compared_columns` (display names joined by
-    ``" / "``); each pair is tested on the inlier classes both have (per class the AUC
-    averaged over seeds), and the p-values of every pair of the study, all data sets
-    together, are Holm-adjusted as one family.
+    ``" / "``); a pair is tested when its rows differ in exactly one of those columns (all
+    pairs when the study varies one), on the inlier classes both have (per class the AUC
+    averaged over seeds), and the p-values of those pairs, all data sets together, are
+    Holm-adjusted as one family.
 
     Parameters
     ----------
@@ -379,7 +393,14 @@ def study_comparisons(frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame[frame["auroc"].notna()]
     if not columns or frame.empty:
         return pd.DataFrame(columns=["dataset", *PAIRED_COLUMNS])
-    return dataset_tests(_study_rows(frame, columns), columns, _datasets(frame), family="all")
+    tests = dataset_tests(_study_rows(frame, columns), columns, _datasets(frame))
+    one = [
+        len(differing_columns(a, b, columns)) == 1
+        for a, b in zip(tests["a"], tests["b"], strict=True)
+    ]
+    tests = tests[np.asarray(one, dtype=bool)].reset_index(drop=True)
+    tests["p_holm"] = holm(tests["p"]) if len(tests) else pd.Series(dtype=float)
+    return tests
 
 
 def study_comparisons_markdown(frame: pd.DataFrame, tests: pd.DataFrame, *, name: str) -> str:
@@ -397,12 +418,35 @@ def study_comparisons_markdown(frame: pd.DataFrame, tests: pd.DataFrame, *, name
             ]
         )
     lines += [
-        f"Rows: {' / '.join(columns)}. Two-sided Wilcoxon signed-rank tests between every two "
-        "rows of a data set, paired on inlier classes (per class the AUC averaged over "
-        f"seeds); the p-values of all {len(tests)} pairs of the study are Holm-adjusted "
-        "together. Cell: adjusted p (median over classes of row minus column, AUC points).",
+        f"Rows: {' / '.join(columns)}. Two-sided Wilcoxon signed-rank tests between the rows "
+        "of a data set that differ in one of these only, paired on inlier classes (per class "
+        f"the AUC averaged over seeds); the p-values of all {len(tests)} pairs of the study are "
+        "Holm-adjusted together. Median: over classes of row A minus row B, AUC points.",
         "",
     ]
-    frame = frame[frame["auroc"].notna()]
-    rows = _study_rows(frame, columns)
-    return "\n".join(lines + _matrices_markdown(tests, rows, columns, _datasets(frame)))
+    for dataset in _datasets(tests):
+        part = tests[tests["dataset"] == dataset]
+        table = pd.DataFrame(
+            {
+                "row A": part["a"],
+                "row B": part["b"],
+                "differ in": [
+                    differing_columns(a, b, columns)[0]
+                    for a, b in zip(part["a"], part["b"], strict=True)
+                ],
+                "classes": part["n_blocks"],
+                "median A - B": part["median_diff"].map(lambda v: f"{v:+.1f}"),
+                "p": part["p"].map(lambda v: f"{v:.3g}"),
+                "Holm p": part["p_holm"].map(lambda v: f"{v:.3g}"),
+            }
+        )
+        lines += [
+            f"## {display_name('dataset', dataset)}",
+            "",
+            table.to_markdown(index=False, disable_numparse=True),
+            "",
+        ]
+        sentence = power_sentence(int(part["n_blocks"].max()))
+        if sentence:
+            lines += [sentence, ""]
+    return "\n".join(lines)
