@@ -43,8 +43,8 @@ from typing import Any
 import torch
 import torch._dynamo
 
-from pipeline_lib.dag.rates import RateLog, time_repeats
 from pipeline_lib.models.flops import training_tflops
+from pipeline_lib.planning.rates import RateLog, time_repeats
 from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
 from pipeline_lib.runtime.devices import device_name
 from pipeline_lib.ssl.fused import ConcurrentGroup
@@ -216,7 +216,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--rates-out",
         type=Path,
         default=None,
-        help="append each K's rate to this rate table (pipeline_lib.dag.rates) as a graph "
+        help="append each K's rate to this rate table (pipeline_lib.planning.rates) as a graph "
         "fuse-K row: what a captured fused job (train.fuse: K) trains at",
     )
     args = parser.parse_args(argv)

@@ -60,7 +60,7 @@ so with ``graph`` or ``both`` the call trains one more epoch, untimed, before th
 
 The numbers depend on the machine and its load: the script prints what it measured in this
 run only. With ``--rates-out PATH`` it also appends every rate it measured (eager, graph,
-fused K) to the rate table at PATH, the format of :mod:`pipeline_lib.dag.rates` (one row
+fused K) to the rate table at PATH, the format of :mod:`pipeline_lib.planning.rates` (one row
 per method and setting, per-model instances/s, the median and range of the timed epochs,
 ``image_size`` and ``repeats``; fused K: the group's total / K), which
 ``droc-plan --rates PATH`` costs a sweep from (benchmarks/rates/README.md).
@@ -87,12 +87,12 @@ from pathlib import Path
 import torch
 import yaml
 
-from pipeline_lib.dag.rates import Rate, RateLog, Spread
 from pipeline_lib.models.flops import (
     VIEWS_PER_INSTANCE,
     forward_flops_per_view,
     training_tflops,
 )
+from pipeline_lib.planning.rates import Rate, RateLog, Spread
 from pipeline_lib.registry import TRAINED_METHODS, default_batch_size, instances_per_image
 from pipeline_lib.runtime.devices import device_name
 from pipeline_lib.ssl.fused import train_representations_fused
@@ -293,7 +293,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=Path,
         default=None,
         metavar="PATH",
-        help="append every measured rate to this rate table (pipeline_lib.dag.rates)",
+        help="append every measured rate to this rate table (pipeline_lib.planning.rates)",
     )
     args = parser.parse_args(argv)
     if args.step_mode != "eager" and args.device != "cuda":

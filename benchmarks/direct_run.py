@@ -42,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from pipeline_lib.dag.grids import base_method, variant_training
+from pipeline_lib.config.grids import base_method, variant_training
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -66,7 +66,7 @@ class Job:
 
 def load_config(path: Path) -> dict[str, Any]:
     """The config validated and filled with defaults exactly as the workflow does."""
-    from pipeline_lib.dag.config import validate_config
+    from pipeline_lib.config.validate import validate_config
 
     raw = yaml.safe_load(path.read_text())
     return validate_config(raw, REPO / "workflow" / "schemas" / "config.schema.yaml")
@@ -85,7 +85,7 @@ def restrict_methods(config: dict[str, Any], methods: list[str], *, source: Path
 
 def prepare_datasets(config: dict[str, Any], out: Path) -> dict[str, tuple[str, list[str]]]:
     """Read and subsample each data set once into ``out`` (the workflow's dataset cache)."""
-    from pipeline_lib.dag.config import resolve_classes
+    from pipeline_lib.config.validate import resolve_classes
     from pipeline_lib.data.subsample import prepare_dataset
     from pipeline_lib.runtime.io import save_image_dataset
 
@@ -112,7 +112,7 @@ def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
     import torch
 
-    from pipeline_lib.dag.grids import base_method, variant_train_size, variant_training
+    from pipeline_lib.config.grids import base_method, variant_train_size, variant_training
     from pipeline_lib.data.split import one_class_split
     from pipeline_lib.detection.epoch_eval import epoch_evaluator
     from pipeline_lib.detection.runner import run_detection, run_rotation_detection
@@ -414,9 +414,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from pipeline_lib.dag.config import export_data_settings
-    from pipeline_lib.report.tracking import code_version
+    from pipeline_lib.config.validate import export_data_settings
     from pipeline_lib.runtime.io import save_json
+    from pipeline_lib.tracking.mlflow_store import code_version
 
     args = parse_args(argv)
     start = time.perf_counter()

@@ -15,8 +15,8 @@ without the model or a GPU, this scores:
   ``sum_k p(k | rot_k x)``, the paper's Table 1 rotation-classifier score.
 
 Each AUC stands beside the paper's per-class value where the paper reports one (looked up
-in :mod:`pipeline_lib.report.published`) with the verdict of
-:func:`pipeline_lib.report.verdict.reproduction_verdict` (one seed), and beside the device
+in :mod:`pipeline_lib.paper.published`) with the verdict of
+:func:`pipeline_lib.paper.verdict.reproduction_verdict` (one seed), and beside the device
 run's own AUC where ``--results`` gives it (the stored features are float16, so the
 feature detectors may differ from the device's float32 run in the second decimal).
 Writes ``OUT/<job>.detectors.md`` and ``OUT/<job>.detectors.json``; keep them out of
@@ -125,8 +125,8 @@ def score_cell(
 ) -> list[dict[str, Any]]:
     """One row per detector or score: AUC x 100, the paper's value, verdict, notes."""
     from pipeline_lib.detection.evaluate import evaluate_detector, evaluate_normality_scores
-    from pipeline_lib.report.reproduction import paper_value
-    from pipeline_lib.report.verdict import reproduction_verdict
+    from pipeline_lib.paper.reproduction import paper_value
+    from pipeline_lib.paper.verdict import reproduction_verdict
 
     is_outlier = np.asarray(features["is_outlier"]).astype(np.int8)
     fit = np.asarray(features["f_train"], dtype=np.float32)
@@ -183,7 +183,7 @@ def render_markdown(rows: Sequence[Mapping[str, Any]], *, title: str, inputs: st
         "",
         f"Recomputed on the CPU by `benchmarks/fullcell_detectors.py` from {inputs}. AUC x 100 "
         "on the test split; one seed, so the verdict's band is 2 std of the paper "
-        "(`pipeline_lib/report/verdict.py`).",
+        "(`pipeline_lib/paper/verdict.py`).",
         "",
         "| score | AUC | device run | paper | verdict | notes |",
         "|---|---|---|---|---|---|",

@@ -8,7 +8,7 @@
 #   DEVICE=cpu WIDTH=4 STEPS=2 RATES=1 OUT=/tmp/gpu bash benchmarks/gpu_session.sh  # CPU smoke
 #
 # Measured rates, one method per 10-minute command, 64 px and contrastive DA first (each row
-# the median of REPEATS epochs of STEPS steps, as pipeline_lib.dag.rates records):
+# the median of REPEATS epochs of STEPS steps, as pipeline_lib.planning.rates records):
 #   SIZE=64 COMPILED=1 METHODS=contrastive_da STREAMS=1 STREAMS_COMPILED="1 5 10" LIMIT=280 \
 #     OUT=/tmp/gpu bash benchmarks/gpu_session.sh
 #
@@ -24,7 +24,7 @@
 # The streams step appends graph fuse-K rates (deterministic cuDNN, the trainer's); measured
 # on an H200 on 2026-11-27, so opt-in: RATES=1 runs bench_train.py (eager and graph
 # rates per method, fused K = 4 and 10 in both modes, share of bf16 peak; 290 s), appending
-# every rate to $OUT/rates.csv (pipeline_lib.dag.rates; committed as benchmarks/rates/h200.csv,
+# every rate to $OUT/rates.csv (pipeline_lib.planning.rates; committed as benchmarks/rates/h200.csv,
 # read by `droc-plan --rates`); COMPILED=1 runs bench_streams.py under `train.step_mode:
 # compiled` (K = 1, 4, 10; about 150 s, compile included), appending compiled fuse-K rows;
 # COMPILE=1 runs bench_compile.py (torch.compile reduce-overhead

@@ -328,7 +328,7 @@ class Settings:
 def library_defaults(dataset: str, inlier: str, epochs: int) -> dict[str, Any]:
     """A minimal config validated by the workflow's schema: its defaults are the recipe
     (training, embedding batch, detector parameters at the paper's gamma, ``max_fit``)."""
-    from pipeline_lib.dag.config import validate_config
+    from pipeline_lib.config.validate import validate_config
 
     raw = {
         "datasets": {dataset: {"classes": [inlier]}},
@@ -356,7 +356,7 @@ def measure(
     ValueError
         If ``representation`` is not one of REPRESENTATIONS.
     """
-    from pipeline_lib.dag.grids import variant_training
+    from pipeline_lib.config.grids import variant_training
     from pipeline_lib.data.split import one_class_split
     from pipeline_lib.detection.runner import run_detection, run_rotation_detection
     from pipeline_lib.models.embed import embed_split
@@ -556,7 +556,7 @@ def mean_aurocs(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]
 
 def full_cell_reference(inlier: str) -> dict[str, Any]:
     """The measured full-protocol cell's KDE (benchmarks/fullcell) and the paper's value."""
-    from pipeline_lib.report.published import load_published
+    from pipeline_lib.paper.published import load_published
 
     published = load_published("per_class_aucs_cifar10")
     paper = published[

@@ -36,8 +36,8 @@ from pipeline_lib.data.subsample import subsample_dataset
 from pipeline_lib.detection.runner import run_detection
 from pipeline_lib.models.embed import embed_dataset
 from pipeline_lib.models.representation import build_representation
+from pipeline_lib.paper.published import display_name, load_published
 from pipeline_lib.registry import INITS
-from pipeline_lib.report.published import display_name, load_published
 
 DETECTORS: tuple[str, ...] = ("ocsvm", "kde", "gde", "ocsvm_linear")
 DOC = Path(__file__).resolve().parents[1] / "docs" / "protocol.md"

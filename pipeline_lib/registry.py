@@ -330,7 +330,7 @@ GAMMA_SCALE: float = 10.0
 #: Detector id -> every keyword parameter its class accepts, with the default the class
 #: uses (the paper's where the paper fixes one). The detector classes
 #: (:mod:`pipeline_lib.detection.detectors`) take their ``__init__`` defaults from here and
-#: the config check (:func:`pipeline_lib.dag.config.validate_config`) rejects any other
+#: the config check (:func:`pipeline_lib.config.validate.validate_config`) rejects any other
 #: name before a job runs. ``gamma=None`` derives the kernel width from ``gamma_scale``.
 DETECTOR_DEFAULTS: dict[str, dict[str, Any]] = {
     "ocsvm": {

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from pipeline_lib.report.aggregate import (
+from pipeline_lib.paper.aggregate import (
     MAIN_COLUMNS,
     PER_CLASS_COLUMNS,
     format_main_table,
@@ -26,8 +26,8 @@ from pipeline_lib.report.aggregate import (
     main_table,
     per_class_table,
 )
-from pipeline_lib.report.published import CLASS_NAMES, PAPER_DATASET_CLASSES, load_published
-from pipeline_lib.report.tables import TABLE_SUFFIXES, write_table
+from pipeline_lib.paper.published import CLASS_NAMES, PAPER_DATASET_CLASSES, load_published
+from pipeline_lib.results.table_files import TABLE_SUFFIXES, write_table
 
 STD3 = math.sqrt(2.0 / 3.0)  # population std of three consecutive integers
 # 95 % t-interval half-width over three consecutive integers (sample std 1, ddof=1)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline_lib.dag.rates import read_rates
+from pipeline_lib.planning.rates import read_rates
 from pipeline_lib.registry import TRAINED_METHODS
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Config validation of ``pipeline_lib.dag.config`` against the shipped JSON schema."""
+"""Config validation of ``pipeline_lib.config.validate`` against the shipped JSON schema."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline_lib.dag.config import ConfigError, resolve_classes, sweep_id, validate_config
+from pipeline_lib.config.validate import ConfigError, resolve_classes, sweep_id, validate_config
 from pipeline_lib.registry import ROTATION_DETECTORS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -267,8 +267,8 @@ def test_schema_ids_match_the_library_registries() -> None:
     schema = yaml.safe_load(SCHEMA.read_text())["properties"]
     assert set(schema["datasets"]["propertyNames"]["enum"]) == set(DATA_REGISTRY)
     assert set(schema["detectors"]["propertyNames"]["enum"]) == set(DETECTOR_REGISTRY)
-    # Methods are checked in pipeline_lib.dag.grids (variants are named by the config).
-    from pipeline_lib.dag.grids import BASE_METHODS
+    # Methods are checked in pipeline_lib.config.grids (variants are named by the config).
+    from pipeline_lib.config.grids import BASE_METHODS
 
     assert set(BASE_METHODS) == set(METHODS)
     trained = schema["variants"]["additionalProperties"]["properties"]["method"]["enum"]
@@ -305,9 +305,9 @@ def test_paper_rows_must_run_the_paper_recipe(config, key, value, method, sugges
 
 
 def test_denoising_readings_reach_training_under_their_variant_names(config) -> None:
-    from pipeline_lib.dag.grids import variant_training
+    from pipeline_lib.config.grids import variant_training
+    from pipeline_lib.paper.protocol import protocol_differences
     from pipeline_lib.registry import training_arguments
-    from pipeline_lib.report.protocol import protocol_differences
 
     config["variants"] = {
         "denoising_no_views": {"method": "denoising", "train": {"denoising_views": False}},
@@ -471,7 +471,7 @@ def test_validating_a_config_leaves_torch_unimported() -> None:
 
     code = (
         "import sys, yaml\n"
-        "from pipeline_lib.dag.config import validate_config\n"
+        "from pipeline_lib.config.validate import validate_config\n"
         f"validate_config(yaml.safe_load(open({str(ROOT / 'config' / 'paper.yaml')!r})), "
         f"{str(SCHEMA)!r})\n"
         "print(sorted(m for m in ('torch', 'torchvision') if m in sys.modules))\n"
@@ -526,7 +526,7 @@ def test_head_depth_of_a_headless_variant_names_key_and_the_methods_with_a_head(
 
 
 def test_top_level_head_depth_is_for_the_mlp_head_methods_only(config) -> None:
-    from pipeline_lib.dag.grids import variant_training
+    from pipeline_lib.config.grids import variant_training
 
     config["methods"] = ["rotnet", "contrastive", "x"]
     config["train"] = {"head_depth": 2}
@@ -560,7 +560,7 @@ def test_conflicting_study_detector_parameters_name_both_sources(config) -> None
 
 
 def test_study_detector_parameters_equal_after_defaults_merge(config) -> None:
-    from pipeline_lib.dag.config import merge_detectors
+    from pipeline_lib.config.validate import merge_detectors
 
     config["detectors"] = {"knn": {}}
     config["studies"] = [_study({"knn": {"n_neighbors": 1}, "gde": {}})]
@@ -578,7 +578,7 @@ TINY = yaml.safe_load((ROOT / "tests" / "configs" / "tiny.yaml").read_text())
 
 def _workflow_config_error(changes: dict) -> str:
     """The message the Snakefile stops with for the tiny config with ``changes`` applied."""
-    from pipeline_lib.dag.grids import GridError, study_grids
+    from pipeline_lib.config.grids import GridError, study_grids
     from pipeline_lib.data import DataError, dataset_class_names
 
     config = copy.deepcopy({**TINY, **changes})
@@ -675,7 +675,7 @@ def test_train_fuse_refuses_float16(config) -> None:
 def test_train_step_mode_is_an_execution_setting(config) -> None:
     """auto, eager, graph or compiled: no default written, no effect on sweep ids or the
     training settings."""
-    from pipeline_lib.dag.grids import variant_training
+    from pipeline_lib.config.grids import variant_training
 
     base = validate_config(config, SCHEMA)
     assert "step_mode" not in base["train"]
@@ -694,7 +694,7 @@ def test_train_step_mode_is_an_execution_setting(config) -> None:
 def test_train_eval_every_is_an_execution_setting(config) -> None:
     """No default written, no effect on sweep ids or the training settings; fused jobs
     refuse it (the fused trainer has no evaluation hook)."""
-    from pipeline_lib.dag.grids import variant_training
+    from pipeline_lib.config.grids import variant_training
 
     base = validate_config(config, SCHEMA)
     assert "eval_every" not in base["train"]
@@ -728,7 +728,7 @@ def test_train_step_mode_graph_refuses_float16(config) -> None:
 
 def test_train_fuse_leaves_the_sweep_id_and_the_training_settings(config) -> None:
     """How many models a job trains is not science: results of any fuse are the same files."""
-    from pipeline_lib.dag.grids import variant_training
+    from pipeline_lib.config.grids import variant_training
 
     base = validate_config(config, SCHEMA)
     for fuse in (1, 4):

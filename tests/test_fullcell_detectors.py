@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline_lib.report.verdict import reproduction_verdict
+from pipeline_lib.paper.verdict import reproduction_verdict
 
 REPO = Path(__file__).resolve().parents[1]
 N_IN, N_HARD, N_EASY, D = 40, 20, 20, 8

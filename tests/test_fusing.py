@@ -1,10 +1,10 @@
-"""pipeline_lib.dag.fusing: which models a fused training job trains, and their names."""
+"""pipeline_lib.config.fusing: which models a fused training job trains, and their names."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipeline_lib.dag.fusing import fused_groups, group_members, group_name, member_name
+from pipeline_lib.config.fusing import fused_groups, group_members, group_name, member_name
 
 
 def test_groups_run_seed_by_seed_in_class_order_and_cross_seeds() -> None:

@@ -1,4 +1,4 @@
-"""Study grids and representation variants (pipeline_lib.dag.grids, config validation)."""
+"""Study grids and representation variants (pipeline_lib.config.grids, config validation)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import yaml
 
-from pipeline_lib.dag.config import ConfigError, validate_config
-from pipeline_lib.dag.grids import BASE_METHODS, base_method, study_grids, variant_training
+from pipeline_lib.config.grids import BASE_METHODS, base_method, study_grids, variant_training
+from pipeline_lib.config.validate import ConfigError, validate_config
 from pipeline_lib.data.split import training_subset
 from pipeline_lib.models.representation import METHODS
 from pipeline_lib.registry import training_arguments

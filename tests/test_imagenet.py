@@ -15,8 +15,8 @@ import torchvision
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms import functional as TF
 
-from pipeline_lib.dag import config as config_module
-from pipeline_lib.dag.config import export_data_settings
+from pipeline_lib.config import validate as config_module
+from pipeline_lib.config.validate import export_data_settings
 from pipeline_lib.models.embed import extract_embeddings
 from pipeline_lib.models.imagenet import ImageNetInput
 from pipeline_lib.models.representation import (
@@ -160,7 +160,7 @@ def test_weights_path_travels_through_the_environment(
 
 
 def test_config_copies_of_the_torch_side_constants_agree() -> None:
-    # pipeline_lib.dag.config keeps them as text so validating a config never imports torch.
+    # pipeline_lib.config.validate keeps them as text so validating a config never imports torch.
     assert config_module._IMAGENET_WEIGHTS_ENV == IMAGENET_WEIGHTS_ENV
     assert config_module._IMAGENET_WEIGHTS_URL == IMAGENET_WEIGHTS_URL
     assert torchvision.models.ResNet50_Weights.IMAGENET1K_V1.url == IMAGENET_WEIGHTS_URL

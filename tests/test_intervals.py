@@ -1,4 +1,4 @@
-"""The interval rule of every table cell (pipeline_lib.report.intervals)."""
+"""The interval rule of every table cell (pipeline_lib.paper.intervals)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pipeline_lib.report.intervals import cell_interval, interval_note, t_interval
+from pipeline_lib.paper.intervals import cell_interval, interval_note, t_interval
 
 EPS = np.finfo(np.float64).eps
 

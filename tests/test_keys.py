@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline_lib.dag.keys import KEY_COLUMNS, ResultKey, contamination_text
+from pipeline_lib.config.keys import KEY_COLUMNS, ResultKey, contamination_text
 
 
 def test_path_is_the_layout_the_rules_write() -> None:

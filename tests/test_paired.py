@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from pipeline_lib.report.paired import (
+from pipeline_lib.paper.paired import (
     class_blocks,
     compared_columns,
     differing_columns,
@@ -21,9 +21,9 @@ from pipeline_lib.report.paired import (
     study_comparisons,
     study_comparisons_markdown,
 )
-from pipeline_lib.report.plots import write_rank_plot
-from pipeline_lib.report.published import display_name
-from pipeline_lib.report.studies.files import write_comparisons
+from pipeline_lib.paper.plots import write_rank_plot
+from pipeline_lib.paper.published import display_name
+from pipeline_lib.studies.files import write_comparisons
 
 EPS = np.finfo(np.float64).eps
 

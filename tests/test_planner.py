@@ -1,4 +1,4 @@
-"""The cost planner (``pipeline_lib.dag.planner``): dry-run parsing, costs, and a real plan."""
+"""The cost planner (``pipeline_lib.planning.planner``): dry-run parsing, costs, and a real plan."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline_lib.dag.planner import (
+from pipeline_lib.planning.planner import (
     DATASET_SIZES,
     DEFAULT_IMAGES_PER_S,
     DEFAULT_JOB_SECONDS,
@@ -27,7 +27,7 @@ from pipeline_lib.dag.planner import (
     training_spec,
     without_studies,
 )
-from pipeline_lib.dag.rates import (
+from pipeline_lib.planning.rates import (
     Rate,
     RateLog,
     RateTableError,
@@ -323,7 +323,7 @@ def test_a_fused_job_costs_its_models_separate_trainings(tmp_path: Path) -> None
     assert "rate measured" not in measured["train_representation"].sources
 
 
-# --- Rate tables (pipeline_lib.dag.rates, droc-plan --rates) --------------------------------
+# --- Rate tables (pipeline_lib.planning.rates, droc-plan --rates) --------------------------------
 
 HEADER = "device,kind,width,method,step_mode,fuse,images_per_s_per_model,amp,steps,date,command\n"
 

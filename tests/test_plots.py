@@ -12,7 +12,7 @@ from matplotlib.collections import PathCollection
 from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 
-from pipeline_lib.report.plots import (
+from pipeline_lib.paper.plots import (
     DPI,
     plot_eval_curves,
     plot_per_class_auc,

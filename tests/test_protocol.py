@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline_lib.dag.config import validate_config
-from pipeline_lib.dag.grids import study_grids
-from pipeline_lib.report.protocol import (
+from pipeline_lib.config.grids import study_grids
+from pipeline_lib.config.validate import validate_config
+from pipeline_lib.paper.protocol import (
     PAPER_PROTOCOL,
     mvtec_protocol_notes,
     protocol_breaks,

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline_lib.report.published import (
+from pipeline_lib.paper.published import (
     CLASS_NAMES,
     COLUMNS,
     PAPER_DATASET_CLASSES,
@@ -18,7 +18,7 @@ from pipeline_lib.report.published import (
     display_name,
     load_published,
 )
-from pipeline_lib.report.published.parse_paper import (
+from pipeline_lib.paper.published.parse_paper import (
     clean_label,
     main,
     parse_cell,
@@ -88,7 +88,7 @@ def _value(frame: pd.DataFrame, **where: str) -> tuple[float, float]:
 def test_reparsing_the_paper_reproduces_the_csv_files(paper_text: str, tmp_path: Path) -> None:
     written = write_tables(parse_paper(paper_text), tmp_path)
     assert [p.stem for p in written] == list(PUBLISHED_TABLES)
-    package = resources.files("pipeline_lib.report.published")
+    package = resources.files("pipeline_lib.paper.published")
     for path in written:
         kept = package.joinpath(path.name).read_bytes()
         assert path.read_bytes() == kept, f"{path.name} differs from the re-parsed paper"

@@ -1,4 +1,4 @@
-"""Rate tables (``pipeline_lib.dag.rates``): medians of repeats, their CSV, legacy tables."""
+"""Rate tables (``pipeline_lib.planning.rates``): medians of repeats, their CSV, legacy tables."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline_lib.dag.rates import (
+from pipeline_lib.planning.rates import (
     COLUMNS,
     LEGACY_COLUMNS,
     RateLog,

@@ -34,7 +34,7 @@ def test_schema_detector_ids_equal_the_registry(schema) -> None:
 
 def test_rotation_detector_ids_agree_everywhere(schema) -> None:
     """Schema, registry, display names, the paper config and docs/protocol.md list all four."""
-    from pipeline_lib.report.published import DETECTOR_DISPLAY
+    from pipeline_lib.paper.published import DETECTOR_DISPLAY
 
     ids = list(registry.ROTATION_DETECTORS)
     assert ids == ["rotation_classifier", "rotation_log_p", "rotation_p0", "rotation_released"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline_lib.report.reproduction import (
+from pipeline_lib.paper.reproduction import (
     FULLCELL,
     JPEG_SUMMARY,
     PAGE,
@@ -21,7 +21,7 @@ from pipeline_lib.report.reproduction import (
     read_inputs,
     score_meaning,
 )
-from pipeline_lib.report.verdict import VERDICTS, reproduction_verdict
+from pipeline_lib.paper.verdict import VERDICTS, reproduction_verdict
 
 REPO = Path(__file__).resolve().parents[1]
 RUN = json.loads((REPO / FULLCELL / "h200-2026-11-27.json").read_text())
@@ -108,7 +108,7 @@ def test_page_is_up_to_date_with_the_files(tmp_path: Path) -> None:
     out = tmp_path / "reproduction.md"
     assert main(["--root", str(REPO), "--out", str(out)]) == 0
     assert out.read_text() == (REPO / PAGE).read_text(), (
-        "docs/reproduction.md is out of date: run python -m pipeline_lib.report.reproduction"
+        "docs/reproduction.md is out of date: run python -m pipeline_lib.paper.reproduction"
     )
     assert main(["--root", str(REPO), "--check"]) == 0
 

@@ -1,4 +1,4 @@
-"""Rule resources that grow with the attempt (``pipeline_lib.dag.resources``)."""
+"""Rule resources that grow with the attempt (``pipeline_lib.config.resources``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import inspect
 
 import pytest
 
-from pipeline_lib.dag.resources import mem_mb_by_attempt
+from pipeline_lib.config.resources import mem_mb_by_attempt
 
 
 def test_memory_grows_with_the_attempt() -> None:

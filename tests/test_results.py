@@ -1,4 +1,4 @@
-"""The tidy results table of ``pipeline_lib.report.results``."""
+"""The tidy results table of ``pipeline_lib.results.tidy_table``."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipeline_lib.dag.keys import ResultKey
-from pipeline_lib.report.results import (
+from pipeline_lib.config.keys import ResultKey
+from pipeline_lib.results.tidy_table import (
     AUROC_COLUMNS,
     KEY_COLUMNS,
     load_result_records,

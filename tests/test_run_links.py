@@ -11,14 +11,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipeline_lib.report.run_links import (
+from pipeline_lib.site.run_links import (
     LOCAL_UI,
     cell_run_ids,
     main_table_run_links,
     runs_url,
     ui_base,
 )
-from pipeline_lib.report.summary import build_summary, summary_html
+from pipeline_lib.site.summary import build_summary, summary_html
 
 
 def _results() -> pd.DataFrame:

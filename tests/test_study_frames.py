@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline_lib.report.results import load_result_records
-from pipeline_lib.report.study_frames import collect_study, read_frames, save_frames, study_records
+from pipeline_lib.results.study_frames import collect_study, read_frames, save_frames, study_records
+from pipeline_lib.results.tidy_table import load_result_records
 
 VARIANTS = {"contrastive_bs8": {"method": "contrastive", "train": {"batch_size": 8}}}
 

@@ -1,4 +1,4 @@
-"""MLflow logging of ``pipeline_lib.report.tracking`` against a real SQLite store."""
+"""MLflow logging of ``pipeline_lib.tracking.mlflow_store`` against a real SQLite store."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from pipeline_lib.report.tracking import (
+from pipeline_lib.tracking.mlflow_store import (
     HASH_TAG,
     KEY_TAG,
     KIND_TAG,
@@ -238,7 +238,7 @@ def test_training_runs_carry_test_auroc_curves_and_the_eval_figure(
 def test_a_bad_record_fails_softly(store: dict, caplog: pytest.LogCaptureFixture) -> None:
     record = _records(1)[0]
     del record["result_key"]
-    with caplog.at_level(logging.WARNING, logger="pipeline_lib.report.tracking"):
+    with caplog.at_level(logging.WARNING, logger="pipeline_lib.tracking.mlflow_store"):
         summary = _log(store, [record], "bad-record")
     assert summary["status"] == "failed"
     assert summary["warning"].startswith("KeyError")
@@ -247,7 +247,7 @@ def test_a_bad_record_fails_softly(store: dict, caplog: pytest.LogCaptureFixture
 
 def test_unreachable_server_warns_quickly(tmp_path: Path, caplog) -> None:
     start = time.perf_counter()
-    with caplog.at_level(logging.WARNING, logger="pipeline_lib.report.tracking"):
+    with caplog.at_level(logging.WARNING, logger="pipeline_lib.tracking.mlflow_store"):
         summary = log_sweep(
             _records(2),
             uri="http://127.0.0.1:9",
@@ -347,7 +347,7 @@ def test_credentials_in_the_tracking_uri_are_never_logged_or_returned(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     uri = "http://alice:s3cret@127.0.0.1:9/?token=t0ken"
-    with caplog.at_level(logging.WARNING, logger="pipeline_lib.report.tracking"):
+    with caplog.at_level(logging.WARNING, logger="pipeline_lib.tracking.mlflow_store"):
         store = ensure_experiment(uri, "droc", artifact_dir=None, timeout_s=1)
         summary = log_sweep(
             _records(1),

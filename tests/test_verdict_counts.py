@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline_lib.report.aggregate import table_verdicts
-from pipeline_lib.report.verdict import VERDICTS, count_line, verdict_counts
+from pipeline_lib.paper.aggregate import table_verdicts
+from pipeline_lib.paper.verdict import VERDICTS, count_line, verdict_counts
 
 
 def _cell(dataset, mean, std, n_seeds, paper, paper_std, complete=True):

@@ -52,7 +52,7 @@ def _yaml(value: object) -> str:
 
 def collect(paths: list[Path]) -> pd.DataFrame:
     """One row per (job, detector) of the given ``results.json`` files."""
-    from pipeline_lib.report.protocol import protocol_notes
+    from pipeline_lib.paper.protocol import protocol_notes
 
     rows = []
     for path in paths:
@@ -131,7 +131,7 @@ def render(frame: pd.DataFrame) -> str:
 
 def _paper_row(dataset: str, classes: list[str]) -> str:
     """The paper's per-class Denoising AUCs (Table 7: 2,048 epochs, width 64, 5 seeds)."""
-    from pipeline_lib.report.published import load_published
+    from pipeline_lib.paper.published import load_published
 
     table = load_published(f"per_class_aucs_{dataset}")
     table = table[table["method"] == "denoising"].set_index(["detector", "inlier"])["mean"]

@@ -74,7 +74,7 @@ class DatasetSpec:
     inliers : tuple of str or None, default=None
         The classes that can be the inlier class of a one-class split; None: every class.
         ``classes: all`` in a config means these. The config validation
-        (:func:`pipeline_lib.dag.config.validate_config`) reads them, so a class that cannot be
+        (:func:`pipeline_lib.config.validate.validate_config`) reads them, so a class that cannot be
         an inlier fails before any job instead of in ``prepare_split`` after the embedding.
     inlier_reason : str, default=""
         Why the other classes cannot be inliers (quoted in the error).

@@ -24,7 +24,7 @@ import pandas as pd
 from pipeline_lib.data.mvtec import category_from_arrays
 from pipeline_lib.deploy.package import package_cell
 from pipeline_lib.deploy.patch_package import package_patch_cell
-from pipeline_lib.report.results import load_results_csv
+from pipeline_lib.results.tidy_table import load_results_csv
 from pipeline_lib.runtime.io import load_image_dataset, load_npz
 
 #: MVTec detectors the deploy step cannot package: RotNet's own classifier fits nothing on

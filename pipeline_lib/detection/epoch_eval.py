@@ -28,7 +28,7 @@ from pipeline_lib.models.proxy import ProxyModel
 from pipeline_lib.registry import DETECTORS, ROTATION_DETECTORS, ROTATION_METHODS
 from pipeline_lib.ssl.jobs import embed_trained
 
-#: The figure of ``train.eval_every`` (:func:`pipeline_lib.report.plots.plot_eval_curves`)
+#: The figure of ``train.eval_every`` (:func:`pipeline_lib.paper.plots.plot_eval_curves`)
 #: that a training job saves beside its train_history.json; logged on its training run.
 EVAL_CURVE_FILE = "eval_curve.png"
 

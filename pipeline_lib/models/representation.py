@@ -20,7 +20,8 @@ from pipeline_lib.registry import METHODS as METHODS  # re-exported
 from pipeline_lib.registry import TRAINED_METHODS as TRAINED_METHODS  # re-exported
 
 #: Environment variable through which the workflow hands the ImageNet weights file to jobs
-#: (set by :func:`pipeline_lib.dag.config.export_data_settings` from ``embed.imagenet_weights``).
+#: (set by :func:`pipeline_lib.config.validate.export_data_settings` from
+#: ``embed.imagenet_weights``).
 IMAGENET_WEIGHTS_ENV = "DROC_IMAGENET_WEIGHTS"
 
 #: Where torchvision publishes the weights ``resnet50_imagenet`` expects

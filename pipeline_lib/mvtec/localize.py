@@ -31,7 +31,7 @@ import numpy as np
 from pipeline_lib.data.mvtec import MVTecCategory
 from pipeline_lib.detection.metrics import auroc
 from pipeline_lib.mvtec.pro import DEFAULT_MAX_FPR, aupro
-from pipeline_lib.report.published import display_name
+from pipeline_lib.paper.published import display_name
 
 __all__ = [
     "DEFAULT_SIGMA",

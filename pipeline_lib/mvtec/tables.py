@@ -19,13 +19,13 @@ import numpy as np
 import pandas as pd
 
 from pipeline_lib.data.mvtec import MVTEC_CATEGORIES, MVTEC_OBJECTS, MVTEC_TEXTURES
-from pipeline_lib.report.intervals import (
+from pipeline_lib.paper.intervals import (
     INTERVAL_COLUMNS,
     INTERVAL_LABELS,
     cell_interval,
 )
-from pipeline_lib.report.published import METHOD_DISPLAY, display_name, load_published
-from pipeline_lib.report.tables import format_mean_std
+from pipeline_lib.paper.published import METHOD_DISPLAY, display_name, load_published
+from pipeline_lib.results.table_files import format_mean_std
 
 __all__ = [
     "GROUPS",
@@ -129,7 +129,7 @@ def _job_interval(rows: pd.DataFrame, metric: str) -> tuple[float, float] | None
 
 def per_category_table(results: pd.DataFrame, *, metric: str) -> pd.DataFrame:
     """Mean and std over seeds of one metric per (category, method, detector), with its
-    95 % interval (:func:`pipeline_lib.report.intervals.cell_interval`).
+    95 % interval (:func:`pipeline_lib.paper.intervals.cell_interval`).
 
     The interval is over seeds from two seeds on; with one seed of an image AUC, the job's
     own interval over the test set (where its record has ``auroc_low`` / ``auroc_high``).
@@ -138,7 +138,7 @@ def per_category_table(results: pd.DataFrame, *, metric: str) -> pd.DataFrame:
     -------
     DataFrame
         Columns ``category, group, method, detector, mean, std, n_seeds`` and
-        :data:`~pipeline_lib.report.intervals.INTERVAL_COLUMNS` (std NaN with one seed;
+        :data:`~pipeline_lib.paper.intervals.INTERVAL_COLUMNS` (std NaN with one seed;
         rows whose metric is NaN in every seed, e.g. no masks, are kept as NaN).
     """
     if metric not in METRICS:
@@ -255,7 +255,7 @@ def group_summary(
     DataFrame
         Columns ``metric, group, method, detector, mean, std, n_categories, n_seeds,
         paper_mean, paper_std`` and the 95 % interval of ``mean``
-        (:data:`~pipeline_lib.report.intervals.INTERVAL_COLUMNS`: over seeds; with one
+        (:data:`~pipeline_lib.paper.intervals.INTERVAL_COLUMNS`: over seeds; with one
         seed over the group's categories, or for one category its job's interval over the
         test set). Groups without a category are left out; ``all`` covers
         every category. Metrics that are NaN everywhere (no masks) are left out.

@@ -56,7 +56,7 @@ def train_on_split(
     split : OneClassSplit
     training : mapping
         The ``train`` settings after the variant's overrides
-        (:func:`pipeline_lib.dag.grids.variant_training`).
+        (:func:`pipeline_lib.config.grids.variant_training`).
     train_size : int or None
         A data-efficiency variant learns from a seeded subset of this many images (the
         detectors still use every image); None = all of them.
@@ -116,7 +116,7 @@ def train_on_splits_fused(
     """Train one model per split as :func:`train_on_split` would, fused into one computation.
 
     The workflow's ``train_fused`` job: the K splits are K models (inlier classes and seeds,
-    :mod:`pipeline_lib.dag.fusing`) of one data set, contamination and method
+    :mod:`pipeline_lib.config.fusing`) of one data set, contamination and method
     (``train.fuse``). Each model gets the images, seed and
     checkpoint its separate job would (:func:`pipeline_lib.ssl.fused.train_representations_fused`,
     equal to a separate run up to float32 rounding); models whose steps per epoch differ

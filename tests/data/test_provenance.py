@@ -20,7 +20,7 @@ from pipeline_lib.data.provenance import (
     record_data_provenance,
     recording_reads,
 )
-from pipeline_lib.report.protocol import data_notes
+from pipeline_lib.paper.protocol import data_notes
 
 CIFAR10_FILES = [
     "batches.meta",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from pipeline_lib.dag.config import ConfigError, validate_config
+from pipeline_lib.config.validate import ConfigError, validate_config
 from pipeline_lib.deploy.step import UNPACKABLE_DETECTORS, choose_cell, recorded_auroc
 from tests.workflow.conftest import REPO
 

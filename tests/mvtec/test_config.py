@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline_lib.dag.config import ConfigError, validate_config
+from pipeline_lib.config.validate import ConfigError, validate_config
 
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow/schemas/config.schema.yaml"
 

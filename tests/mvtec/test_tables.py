@@ -15,7 +15,7 @@ from pipeline_lib.mvtec.tables import (
     paper_comparison_notes,
     per_category_table,
 )
-from pipeline_lib.report.published import load_published
+from pipeline_lib.paper.published import load_published
 
 
 def _records() -> list[dict]:

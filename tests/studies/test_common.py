@@ -9,17 +9,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline_lib.report.studies import STUDY_KINDS, STUDY_OPTIONS, build_study
-from pipeline_lib.report.studies.contract import (
+from pipeline_lib.studies import STUDY_KINDS, STUDY_OPTIONS, build_study
+from pipeline_lib.studies.contract import (
     DEVIATION_COLUMNS,
     STAT_COLUMNS,
     StudyResult,
     join_expected,
 )
-from pipeline_lib.report.studies.display import format_cell, format_value
-from pipeline_lib.report.studies.files import load_study, study_files, write_study
-from pipeline_lib.report.studies.paper import is_default_variant
-from pipeline_lib.report.studies.stats import cell_stats
+from pipeline_lib.studies.display import format_cell, format_value
+from pipeline_lib.studies.files import load_study, study_files, write_study
+from pipeline_lib.studies.paper import is_default_variant
+from pipeline_lib.studies.stats import cell_stats
 from tests.studies.synth import class_seed_stats, expected_grid, fake_results, variant
 
 CLASSES = {"cifar10": ["airplane", "automobile", "bird", "cat"]}

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from pipeline_lib.detection.metrics import auroc
-from pipeline_lib.report.published import load_published
-from pipeline_lib.report.studies import build_study
-from pipeline_lib.report.studies.distribution_sets import SUPP_ENSEMBLE_IDS
-from pipeline_lib.report.studies.ensembles import ENSEMBLE_SETS, ensemble_auroc, standardise
+from pipeline_lib.paper.published import load_published
+from pipeline_lib.studies import build_study
+from pipeline_lib.studies.distribution_sets import SUPP_ENSEMBLE_IDS
+from pipeline_lib.studies.ensembles import ENSEMBLE_SETS, ensemble_auroc, standardise
 from tests.studies.synth import expected_grid, fake_results, variant
 
 CLASSES = {"cifar10": ["airplane", "automobile"]}

@@ -7,12 +7,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline_lib.report.aggregate import main_table
-from pipeline_lib.report.published import load_published
-from pipeline_lib.report.published.text_values import load_text_values
-from pipeline_lib.report.studies import build_study
-from pipeline_lib.report.studies.distribution_sets import ACCUMULATED_SETS, SUPP_ENSEMBLE_IDS
-from pipeline_lib.report.studies.paper import published_main
+from pipeline_lib.paper.aggregate import main_table
+from pipeline_lib.paper.published import load_published
+from pipeline_lib.paper.published.text_values import load_text_values
+from pipeline_lib.studies import build_study
+from pipeline_lib.studies.distribution_sets import ACCUMULATED_SETS, SUPP_ENSEMBLE_IDS
+from pipeline_lib.studies.paper import published_main
 from tests.studies.synth import class_seed_stats, expected_grid, fake_results, variant
 
 CLASSES = {"cifar10": ["airplane", "automobile", "bird"]}

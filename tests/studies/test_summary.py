@@ -10,16 +10,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline_lib.report.studies import build_study
-from pipeline_lib.report.studies.files import load_study, write_study
-from pipeline_lib.report.summary import (
+from pipeline_lib.paper.verdict import count_line, verdict_counts
+from pipeline_lib.site.summary import (
     RANKED_COLUMNS,
     build_summary,
     missing_cells,
     ranked_deviations,
     summary_html,
 )
-from pipeline_lib.report.verdict import count_line, verdict_counts
+from pipeline_lib.studies import build_study
+from pipeline_lib.studies.files import load_study, write_study
 from tests.studies.synth import expected_grid, fake_results, variant
 
 CLASSES = {"cifar10": ["airplane", "automobile", "bird"], "fmnist": ["trouser", "bag"]}

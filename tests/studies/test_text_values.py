@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline_lib.registry import DEFAULT_DISTRIBUTIONS
-from pipeline_lib.report.published import COLUMNS
-from pipeline_lib.report.published.text_values import (
+from pipeline_lib.paper.published import COLUMNS
+from pipeline_lib.paper.published.text_values import (
     TEXT_VALUES,
     load_text_values,
     main,
@@ -18,6 +17,7 @@ from pipeline_lib.report.published.text_values import (
     text_value,
     write_text_values,
 )
+from pipeline_lib.registry import DEFAULT_DISTRIBUTIONS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +36,7 @@ def paper_text() -> str:
 
 def test_reparsing_the_paper_reproduces_text_values_csv(paper_text, tmp_path) -> None:
     path = write_text_values(parse_text_values(paper_text), tmp_path)
-    kept = resources.files("pipeline_lib.report.published").joinpath(TEXT_VALUES).read_bytes()
+    kept = resources.files("pipeline_lib.paper.published").joinpath(TEXT_VALUES).read_bytes()
     assert path.read_bytes() == kept
 
 
@@ -73,8 +73,8 @@ def test_quoted_values() -> None:
 def test_default_distributions_are_the_training_codes() -> None:
     # One statement in the registry: the studies, the trainer and the paper's recipe read it.
     from pipeline_lib.registry import PAPER_RECIPE
-    from pipeline_lib.report.studies import distribution_sets, paper
     from pipeline_lib.ssl import augment, train
+    from pipeline_lib.studies import distribution_sets, paper
 
     assert DEFAULT_DISTRIBUTIONS == augment.DEFAULT_DISTRIBUTIONS == ("rot90", "rot180", "rot270")
     assert list(DEFAULT_DISTRIBUTIONS) == PAPER_RECIPE["distributions"]

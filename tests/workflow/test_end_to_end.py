@@ -13,7 +13,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 from scipy import stats
 
-from pipeline_lib.report.results import load_results_csv
+from pipeline_lib.results.tidy_table import load_results_csv
 from tests.workflow.conftest import REPO, run_snakemake
 
 pytestmark = pytest.mark.workflow

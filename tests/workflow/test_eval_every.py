@@ -16,7 +16,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from pipeline_lib.registry import ROTATION_DETECTORS
-from pipeline_lib.report.results import load_results_csv
+from pipeline_lib.results.tidy_table import load_results_csv
 from tests.workflow.conftest import ONE_THREAD_PER_JOB, run_snakemake
 
 pytestmark = pytest.mark.workflow

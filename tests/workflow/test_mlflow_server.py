@@ -29,7 +29,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from pipeline_lib.report.tracking import KEY_TAG, KIND_TAG, SWEEP_TAG, log_sweep
+from pipeline_lib.tracking.mlflow_store import KEY_TAG, KIND_TAG, SWEEP_TAG, log_sweep
 from tests.serving import MLFLOW, free_port, stop_group
 from tests.workflow.conftest import REPO, run_snakemake
 
@@ -265,7 +265,7 @@ def test_pipeline_logs_to_the_server(
 WRITER = """
 import json, sys, time
 from pathlib import Path
-from pipeline_lib.report.tracking import log_sweep
+from pipeline_lib.tracking.mlflow_store import log_sweep
 uri, records, lock, go = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
 print("ready", flush=True)
 while not go.exists():

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline_lib.dag.planner import parse_dry_run
+from pipeline_lib.planning.planner import parse_dry_run
 from tests.workflow.conftest import REPO, run_snakemake
 
 pytestmark = pytest.mark.workflow
@@ -129,7 +129,7 @@ def _writes_mlflow(rule: str) -> bool:
     """The rule's script opens the tracking store (one script per rule, STYLE.md)."""
     script = REPO / "workflow/scripts" / f"{rule}.py"
     text = script.read_text() if script.exists() else ""
-    return any(name in text for name in ("report.tracking import", "register_package"))
+    return any(name in text for name in ("tracking.mlflow_store import", "register_package"))
 
 
 #: Parse the workflow with Snakemake's API; print every rule and whether a cluster executor

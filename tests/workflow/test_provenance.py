@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline_lib.report.provenance import code_provenance, provenance_html
+from pipeline_lib.results.provenance import code_provenance, provenance_html
 from tests.workflow.conftest import REPO, run_snakemake
 
 pytestmark = pytest.mark.workflow

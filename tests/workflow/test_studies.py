@@ -18,9 +18,9 @@ import pandas as pd
 import pytest
 import yaml
 
+from pipeline_lib.paper.published import display_name
 from pipeline_lib.registry import ROTATION_DETECTORS
-from pipeline_lib.report.published import display_name
-from pipeline_lib.report.results import load_results_csv
+from pipeline_lib.results.tidy_table import load_results_csv
 from tests.workflow.conftest import ONE_THREAD_PER_JOB, REPO, run_snakemake
 
 pytestmark = pytest.mark.workflow

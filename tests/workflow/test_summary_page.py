@@ -26,8 +26,8 @@ import pytest
 import yaml
 from PIL import Image
 
-from pipeline_lib.dag.config import validate_config
-from pipeline_lib.report.protocol import protocol_notes
+from pipeline_lib.config.validate import validate_config
+from pipeline_lib.paper.protocol import protocol_notes
 from tests.workflow.conftest import REPO
 
 pytestmark = pytest.mark.workflow

@@ -5,7 +5,7 @@ import re
 import sys
 from pathlib import Path
 
-from pipeline_lib.dag.config import (
+from pipeline_lib.config.validate import (
     ConfigError,
     export_data_settings,
     merge_detectors,
@@ -13,7 +13,7 @@ from pipeline_lib.dag.config import (
     sweep_id,
     validate_config,
 )
-from pipeline_lib.dag.keys import (
+from pipeline_lib.config.keys import (
     RESULT,
     RESULT_G,
     SPLIT,
@@ -22,10 +22,10 @@ from pipeline_lib.dag.keys import (
 )
 from pipeline_lib.data import DataError, dataset_class_names, resolve_data_root
 from pipeline_lib.data.presence import missing_data
-from pipeline_lib.dag.fusing import FUSED_GROUP
-from pipeline_lib.dag.fusing import fused_groups as group_fused_models
-from pipeline_lib.dag.fusing import group_name as fused_group_name
-from pipeline_lib.dag.grids import (
+from pipeline_lib.config.fusing import FUSED_GROUP
+from pipeline_lib.config.fusing import fused_groups as group_fused_models
+from pipeline_lib.config.fusing import group_name as fused_group_name
+from pipeline_lib.config.grids import (
     GridError,
     base_method,
     merge_datasets,
@@ -33,12 +33,12 @@ from pipeline_lib.dag.grids import (
     variant_train_size,
     variant_training,
 )
-from pipeline_lib.report.protocol import (
+from pipeline_lib.paper.protocol import (
     mvtec_protocol_notes,
     protocol_breaks,
     protocol_notes,
 )
-from pipeline_lib.report.tracking import default_tracking_uri, redact_uri
+from pipeline_lib.tracking.mlflow_store import default_tracking_uri, redact_uri
 from pipeline_lib.registry import (
     FROZEN_METHODS,
     ROTATION_METHODS,
@@ -198,7 +198,7 @@ def _one_of(values):
     )
 
 
-# SPLIT, RESULT and RESULT_G (the result layout) come from pipeline_lib.dag.keys.
+# SPLIT, RESULT and RESULT_G (the result layout) come from pipeline_lib.config.keys.
 
 
 _GRID_RESULTS = {}
@@ -316,7 +316,7 @@ def summary_outputs():
     return tables + plots + RANK_PLOT
 
 
-# Ranks across data sets need 3 data sets or more (pipeline_lib.report.paired's
+# Ranks across data sets need 3 data sets or more (pipeline_lib.paper.paired's
 # MIN_RANK_DATASETS; not imported here, which would load scipy at parse time).
 RANK_PLOT_FILE = "results/summary/plots/main_table_ranks.png"
 RANK_PLOT = [RANK_PLOT_FILE] if len(MAIN_DATASETS) >= 3 else []
@@ -364,7 +364,7 @@ def training_histories():
 
 # --- Fused training (train.fuse, train.smk): the trained models of one data set,
 # contamination and method, over its classes and seeds, are trained K at a time by one
-# train_fused job each (pipeline_lib.dag.fusing says how they are grouped and named); fuse 1
+# train_fused job each (pipeline_lib.config.fusing says how they are grouped and named); fuse 1
 # (the default) keeps one train_representation job per model.
 FUSE = config["train"].get("fuse", 1)
 FUSED = TRAINED if FUSE > 1 else []
@@ -375,7 +375,7 @@ def fused_groups():
     """(data set, contamination, method) -> its groups, each a list of (class, seed).
 
     Every trained model a grid or the explanation figure reads, grouped FUSE at a time
-    (pipeline_lib.dag.fusing.fused_groups). Memoised; called only from input and param
+    (pipeline_lib.config.fusing.fused_groups). Memoised; called only from input and param
     functions (after every include), so explain_common.smk is read.
     """
     if _FUSED_GROUPS or not FUSED:

@@ -67,7 +67,7 @@ if DEPLOY and not DEPLOY_MVTEC:
     DEPLOY_PATCHES = None
 
 if DEPLOY_MVTEC:
-    # The config check (pipeline_lib.dag.config) has checked method, detector and seed; the
+    # The config check (pipeline_lib.config.validate) has checked method, detector and seed; the
     # categories are known here only (mvtec.categories "all" reads the folders).
     _DEPLOY_INLIER = str(DEPLOY["inlier"] or MVTEC_CATEGORIES[0])
     if _DEPLOY_INLIER not in MVTEC_CATEGORIES:

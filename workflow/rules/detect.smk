@@ -5,7 +5,7 @@ scikit-learn costs more than fitting a detector on a few thousand features. A de
 to the config re-runs only these light jobs; the cached features are reused.
 """
 
-from pipeline_lib.dag.resources import mem_mb_by_attempt
+from pipeline_lib.config.resources import mem_mb_by_attempt
 
 
 rule score_detectors:

@@ -1,6 +1,6 @@
 """Embedding: cache f (and g(f)) so adding a detector never recomputes features."""
 
-from pipeline_lib.dag.resources import mem_mb_by_attempt
+from pipeline_lib.config.resources import mem_mb_by_attempt
 
 
 rule embed_frozen_dataset:

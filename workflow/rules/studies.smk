@@ -5,7 +5,7 @@ Each grid of the config (GRIDS in common.smk: the main table and each study) nee
 from the shared results tree; a study only adds the rules below on top of it.
 """
 
-from pipeline_lib.dag.resources import mem_mb_by_attempt
+from pipeline_lib.config.resources import mem_mb_by_attempt
 
 if STUDIES:
 

@@ -5,7 +5,7 @@ K models (classes and seeds) of a data set, contamination and method, whose mode
 unpack_fused_model puts where a separate job would (docs/cluster.md, "Fused training").
 """
 
-from pipeline_lib.dag.resources import mem_mb_by_attempt
+from pipeline_lib.config.resources import mem_mb_by_attempt
 
 
 rule train_representation:

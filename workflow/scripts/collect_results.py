@@ -1,6 +1,6 @@
 """Gather every job's result.json into one tidy CSV."""
 
-from pipeline_lib.report.results import load_result_records, save_results_csv
+from pipeline_lib.results.tidy_table import load_result_records, save_results_csv
 from pipeline_lib.runtime.logs import job_logging
 
 with job_logging(snakemake.log[0]):

@@ -7,8 +7,8 @@ from pathlib import Path
 from pipeline_lib.data.split import load_split
 from pipeline_lib.explain import explain_split
 from pipeline_lib.mvtec.heatmaps import plot_explanations
-from pipeline_lib.report.plots import save_figure
-from pipeline_lib.report.published import display_name
+from pipeline_lib.paper.plots import save_figure
+from pipeline_lib.paper.published import display_name
 from pipeline_lib.runtime.devices import select_device, set_threads
 from pipeline_lib.runtime.io import load_image_dataset, load_npz, save_npz
 from pipeline_lib.runtime.logs import job_logging

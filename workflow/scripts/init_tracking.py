@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from pipeline_lib.report.tracking import default_tracking_uri, ensure_experiment
 from pipeline_lib.runtime.io import save_json
 from pipeline_lib.runtime.logs import job_logging
+from pipeline_lib.tracking.mlflow_store import default_tracking_uri, ensure_experiment
 
 with job_logging(snakemake.log[0]):
     store_dir = Path(snakemake.output[0]).parent

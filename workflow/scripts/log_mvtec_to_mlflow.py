@@ -4,14 +4,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline_lib.report.tracking import (
+from pipeline_lib.runtime.io import save_json
+from pipeline_lib.runtime.logs import job_logging
+from pipeline_lib.tracking.mlflow_store import (
     code_version,
     default_tracking_uri,
     log_sweep,
     read_histories,
 )
-from pipeline_lib.runtime.io import save_json
-from pipeline_lib.runtime.logs import job_logging
 
 with job_logging(snakemake.log[0]):
     store_dir = Path(snakemake.output[0]).parent

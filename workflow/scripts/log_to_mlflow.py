@@ -3,16 +3,16 @@
 from pathlib import Path
 
 from pipeline_lib.detection.epoch_eval import EVAL_CURVE_FILE
-from pipeline_lib.report.results import load_results_csv
-from pipeline_lib.report.study_frames import study_records
-from pipeline_lib.report.tracking import (
+from pipeline_lib.results.study_frames import study_records
+from pipeline_lib.results.tidy_table import load_results_csv
+from pipeline_lib.runtime.io import save_json
+from pipeline_lib.runtime.logs import job_logging
+from pipeline_lib.tracking.mlflow_store import (
     code_version,
     default_tracking_uri,
     log_sweep,
     read_histories,
 )
-from pipeline_lib.runtime.io import save_json
-from pipeline_lib.runtime.logs import job_logging
 
 with job_logging(snakemake.log[0]):
     store_dir = Path(snakemake.output[0]).parent

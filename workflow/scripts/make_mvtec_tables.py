@@ -12,8 +12,8 @@ from pipeline_lib.mvtec.tables import (
     paper_comparison_notes,
     per_category_table,
 )
-from pipeline_lib.report.intervals import interval_note
-from pipeline_lib.report.tables import write_table
+from pipeline_lib.paper.intervals import interval_note
+from pipeline_lib.results.table_files import write_table
 from pipeline_lib.runtime.io import atomic_path, load_json
 from pipeline_lib.runtime.logs import job_logging
 

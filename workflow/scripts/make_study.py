@@ -4,12 +4,12 @@ beside the paper's numbers."""
 import dataclasses
 from pathlib import Path
 
-from pipeline_lib.report.protocol import data_notes
-from pipeline_lib.report.studies import build_study
-from pipeline_lib.report.studies.files import write_comparisons, write_study
-from pipeline_lib.report.study_frames import collect_study, load_scores, save_frames
+from pipeline_lib.paper.protocol import data_notes
+from pipeline_lib.results.study_frames import collect_study, load_scores, save_frames
 from pipeline_lib.runtime.io import load_json
 from pipeline_lib.runtime.logs import job_logging
+from pipeline_lib.studies import build_study
+from pipeline_lib.studies.files import write_comparisons, write_study
 
 with job_logging(snakemake.log[0]):
     kind = snakemake.params.kind

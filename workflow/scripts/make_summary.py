@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline_lib.report.protocol import data_notes
-from pipeline_lib.report.results import load_results_csv
-from pipeline_lib.report.run_links import main_table_run_links
-from pipeline_lib.report.studies.files import load_study, study_files
-from pipeline_lib.report.summary import build_summary, summary_html
-from pipeline_lib.report.verdict import count_line, verdict_counts
+from pipeline_lib.paper.protocol import data_notes
+from pipeline_lib.paper.verdict import count_line, verdict_counts
+from pipeline_lib.results.tidy_table import load_results_csv
 from pipeline_lib.runtime.io import atomic_path, load_json
 from pipeline_lib.runtime.logs import job_logging
+from pipeline_lib.site.run_links import main_table_run_links
+from pipeline_lib.site.summary import build_summary, summary_html
+from pipeline_lib.studies.files import load_study, study_files
 
 with job_logging(snakemake.log[0]):
     studies, links = {}, {}

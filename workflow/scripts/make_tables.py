@@ -2,20 +2,20 @@
 
 from pathlib import Path
 
-from pipeline_lib.report.aggregate import (
+from pipeline_lib.paper.aggregate import (
     format_main_table,
     format_per_class_table,
     main_table,
     per_class_table,
     table_verdicts,
 )
-from pipeline_lib.report.intervals import interval_note
-from pipeline_lib.report.paired import main_table_comparisons
-from pipeline_lib.report.protocol import data_notes
-from pipeline_lib.report.published import load_published
-from pipeline_lib.report.results import load_results_csv, save_results_csv
-from pipeline_lib.report.tables import write_table
-from pipeline_lib.report.verdict import count_line, verdict_counts
+from pipeline_lib.paper.intervals import interval_note
+from pipeline_lib.paper.paired import main_table_comparisons
+from pipeline_lib.paper.protocol import data_notes
+from pipeline_lib.paper.published import load_published
+from pipeline_lib.paper.verdict import count_line, verdict_counts
+from pipeline_lib.results.table_files import write_table
+from pipeline_lib.results.tidy_table import load_results_csv, save_results_csv
 from pipeline_lib.runtime.io import atomic_path, load_json
 from pipeline_lib.runtime.logs import job_logging
 

@@ -4,12 +4,12 @@ import dataclasses
 import os
 from pathlib import Path
 
-from pipeline_lib.report.studies import build_study
-from pipeline_lib.report.studies.files import write_study
-from pipeline_lib.report.study_frames import collect_study, load_scores
-from pipeline_lib.report.summary import build_summary, summary_html
+from pipeline_lib.results.study_frames import collect_study, load_scores
 from pipeline_lib.runtime.io import atomic_path
 from pipeline_lib.runtime.logs import job_logging
+from pipeline_lib.site.summary import build_summary, summary_html
+from pipeline_lib.studies import build_study
+from pipeline_lib.studies.files import write_study
 
 with job_logging(snakemake.log[0]):
     out = Path(snakemake.output[0]).parent

@@ -3,7 +3,7 @@
 from pipeline_lib.data.mvtec import category_from_arrays
 from pipeline_lib.mvtec.heatmaps import plot_localization
 from pipeline_lib.mvtec.localize import localization_panels
-from pipeline_lib.report.plots import save_figure
+from pipeline_lib.paper.plots import save_figure
 from pipeline_lib.runtime.io import load_npz
 from pipeline_lib.runtime.logs import job_logging
 

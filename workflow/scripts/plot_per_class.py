@@ -1,8 +1,8 @@
 """Per-class AUC bars for one data set, with the paper's numbers overlaid."""
 
-from pipeline_lib.report.plots import plot_per_class_auc, save_figure
-from pipeline_lib.report.published import load_published
-from pipeline_lib.report.results import load_results_csv
+from pipeline_lib.paper.plots import plot_per_class_auc, save_figure
+from pipeline_lib.paper.published import load_published
+from pipeline_lib.results.tidy_table import load_results_csv
 from pipeline_lib.runtime.logs import job_logging
 
 with job_logging(snakemake.log[0]):

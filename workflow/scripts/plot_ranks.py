@@ -1,7 +1,7 @@
 """Ranks of the main table's rows across data sets (3 or more), as a mean-rank dot plot."""
 
-from pipeline_lib.report.plots import write_rank_plot
-from pipeline_lib.report.results import load_results_csv
+from pipeline_lib.paper.plots import write_rank_plot
+from pipeline_lib.results.tidy_table import load_results_csv
 from pipeline_lib.runtime.logs import job_logging
 
 with job_logging(snakemake.log[0]):

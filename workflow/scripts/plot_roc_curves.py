@@ -1,7 +1,7 @@
 """ROC curves of one class and seed, one curve per representation and detector."""
 
-from pipeline_lib.report.plots import plot_roc_curves, save_figure
-from pipeline_lib.report.roc import roc_curve_from_scores
+from pipeline_lib.paper.plots import plot_roc_curves, save_figure
+from pipeline_lib.results.roc import roc_curve_from_scores
 from pipeline_lib.runtime.io import load_npz
 from pipeline_lib.runtime.logs import job_logging
 

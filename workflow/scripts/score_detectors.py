@@ -1,6 +1,6 @@
 """Fit each configured detector on one split's features; save AUC and scores per detector."""
 
-from pipeline_lib.dag.keys import ResultKey
+from pipeline_lib.config.keys import ResultKey
 from pipeline_lib.data.split import load_split
 from pipeline_lib.detection.runner import run_detection
 from pipeline_lib.runtime.devices import select_device, set_threads

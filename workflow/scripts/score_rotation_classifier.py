@@ -1,6 +1,6 @@
 """RotNet's own detector: AUC of the rotation classifier's scores (nothing is fitted)."""
 
-from pipeline_lib.dag.keys import ResultKey
+from pipeline_lib.config.keys import ResultKey
 from pipeline_lib.data.split import load_split
 from pipeline_lib.detection.runner import run_rotation_detection
 from pipeline_lib.runtime.io import load_npz, save_json, save_npz

@@ -10,7 +10,7 @@ work. unpack_fused_model then fails for that model alone, quoting the error.
 
 from pathlib import Path
 
-from pipeline_lib.dag.fusing import member_name
+from pipeline_lib.config.fusing import member_name
 from pipeline_lib.data.split import load_split
 from pipeline_lib.runtime.devices import gpus_requested, job_device, set_threads
 from pipeline_lib.runtime.io import load_image_dataset, save_json

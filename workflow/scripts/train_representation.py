@@ -64,7 +64,7 @@ with job_logging(snakemake.log[0]):
     )
     if any("eval" in record for record in history):
         from pipeline_lib.detection.epoch_eval import EVAL_CURVE_FILE
-        from pipeline_lib.report.plots import plot_eval_curves, save_figure
+        from pipeline_lib.paper.plots import plot_eval_curves, save_figure
 
         wildcards = snakemake.wildcards
         title = f"{wildcards.inlier} {wildcards.method} seed {wildcards.seed}"

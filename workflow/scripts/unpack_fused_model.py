@@ -4,7 +4,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from pipeline_lib.dag.fusing import member_name
+from pipeline_lib.config.fusing import member_name
 from pipeline_lib.runtime.io import load_json
 from pipeline_lib.runtime.logs import job_logging
 

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from pipeline_lib.report.provenance import collect_provenance, provenance_html
+from pipeline_lib.results.provenance import collect_provenance, provenance_html
 from pipeline_lib.runtime.io import atomic_path, save_json
 from pipeline_lib.runtime.logs import job_logging
 

@@ -1,0 +1,654 @@
+"""Config validation: fail before any job starts, naming the key and the allowed values."""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from pipeline_lib.config.grids import (
+    GridError,
+    check_methods,
+    load_study,
+    merge_datasets,
+    merge_variants,
+    study_grids,
+)
+from pipeline_lib.data import DATASETS
+from pipeline_lib.registry import (
+    CAPTURED_STEP_MODES,
+    DETECTOR_DEFAULTS,
+    HEADLESS_METHODS,
+    METHODS,
+    PAPER_RECIPE,
+    RENAMED_TRAIN_VALUES,
+    TRAIN_EXECUTION_SETTINGS,
+    TRAINED_METHODS,
+    detector_settings,
+    headless_error,
+    recipe_deviations,
+    unknown_detector_parameters,
+)
+
+# Kept here as text so validating a config never imports torch
+# (pipeline_lib.models.representation.IMAGENET_WEIGHTS_URL / IMAGENET_WEIGHTS_ENV; a test checks).
+_IMAGENET_WEIGHTS_URL = "https://download.pytorch.org/models/resnet50-0676ba61.pth"
+_IMAGENET_WEIGHTS_ENV = "DROC_IMAGENET_WEIGHTS"
+
+
+class ConfigError(ValueError):
+    """A config value the pipeline cannot run with."""
+
+
+def _key_path(path: Any) -> str:
+    parts = ""
+    for item in path:
+        parts += f"[{item}]" if isinstance(item, int) else (f".{item}" if parts else str(item))
+    return parts or "<top level>"
+
+
+def _explain(error: jsonschema.ValidationError) -> str:
+    key = _key_path(error.absolute_path)
+    validator, expected = error.validator, error.validator_value
+    if validator == "enum":
+        allowed = ", ".join(map(str, expected))
+        return f"config key '{key}': {error.instance!r} is not allowed; allowed values: {allowed}"
+    if validator == "propertyNames":
+        allowed = ", ".join(map(str, expected.get("enum", [])))
+        bad = error.instance if not isinstance(error.instance, dict) else error.message
+        return f"config key '{key}': unknown name {bad!r}; allowed: {allowed}"
+    if validator == "additionalProperties":
+        allowed = ", ".join(sorted(error.schema.get("properties", {})))
+        return f"config key '{key}': {error.message}; allowed keys: {allowed}"
+    if validator == "oneOf":
+        hint = error.schema.get("description", "").rstrip(".")
+        return f"config key '{key}': {error.instance!r} is not allowed; expected {hint}"
+    if validator in {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"}:
+        low = error.schema.get("minimum", error.schema.get("exclusiveMinimum"))
+        high = error.schema.get("maximum", error.schema.get("exclusiveMaximum"))
+        bounds = (
+            ("[" if "minimum" in error.schema else "(")
+            + f"{'-inf' if low is None else low}, {'inf' if high is None else high}"
+            + ("]" if "maximum" in error.schema else ")")
+        )
+        return f"config key '{key}': {error.instance!r} is outside the allowed range {bounds}"
+    return f"config key '{key}': {error.message}"
+
+
+def _fill_defaults(instance: Any, schema: Mapping[str, Any]) -> None:
+    if not isinstance(instance, dict):
+        return
+    for name, sub in schema.get("properties", {}).items():
+        if name not in instance and "default" in sub:
+            instance[name] = copy.deepcopy(sub["default"])
+        if name in instance:
+            _fill_defaults(instance[name], sub)
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict):
+        for name, value in instance.items():
+            if name not in schema.get("properties", {}):
+                _fill_defaults(value, extra)
+
+
+def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -> dict[str, Any]:
+    """Validate ``config`` against the JSON schema and return a copy with defaults filled.
+
+    Raises
+    ------
+    ConfigError
+        For the first schema violation, naming the key and the allowed values.
+    """
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    config = _typed_command_line_values(config, schema)
+    _check_renamed_values(config)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    if errors:
+        if errors[0].validator == "anyOf" and not list(errors[0].absolute_path):
+            raise ConfigError(
+                "config needs 'datasets' (the image benchmarks), 'mvtec' (MVTec AD defect "
+                "detection) or both"
+            )
+        # The innermost error of a propertyNames failure carries the bad name.
+        error = errors[0]
+        if error.context:
+            error = min(error.context, key=lambda e: len(list(e.absolute_path)))
+        raise ConfigError(_explain(errors[0] if error.validator == "const" else error))
+    filled = copy.deepcopy(dict(config))
+    _fill_defaults(filled, schema)
+    for options in filled["detectors"].values() if "detectors" in filled else []:
+        if options is not None and not isinstance(options, dict):
+            raise ConfigError("detector parameters must be a mapping")
+    filled["detectors"] = {name: dict(opts or {}) for name, opts in filled["detectors"].items()}
+    _check_detector_parameters(filled["detectors"], "detectors")
+    # 0 and 0.0 are the same ratio: one spelling keeps sweep ids and paths stable.
+    splits = filled["splits"]
+    splits["contamination"] = [float(ratio) for ratio in splits["contamination"]]
+    _check_imagenet_weights(filled)
+    _check_fuse(filled)
+    _check_step_mode(filled)
+    _check_eval_every(filled)
+    _check_grids(filled, schema_path)
+    _check_head_depth(filled)
+    merge_detectors(filled)
+    _check_recipe(filled)
+    for name, settings in filled.get("datasets", {}).items():
+        check_dataset_settings(name, settings, filled["splits"])
+    if "mvtec" in filled:
+        _check_mvtec(filled)
+    if "explain" in filled:
+        _check_explain(filled)
+    if "deploy" in filled:
+        _check_deploy(filled)
+    return filled
+
+
+_INTEGER = re.compile(r"[+-]?\d+")
+_NULL_SPELLINGS = ("null", "~", "none")
+
+
+def _typed_command_line_values(value: Any, schema: Mapping[str, Any]) -> Any:
+    """``value`` with strings turned into the integer, number or boolean the schema wants.
+
+    Why: Snakemake reads a nested ``--config`` value as YAML with every scalar a string
+    (``--config "train={fuse: 10}"`` gives ``{'train': {'fuse': '10'}}``; a profile's
+    ``config:`` entries too), so a nested override would otherwise always fail the schema.
+    Only where the schema does not also allow a string, and only a string that spells such
+    a value; anything else is left for the schema to reject with its usual message.
+    """
+    if isinstance(value, Mapping):
+        properties = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        typed = {}
+        for key, item in value.items():
+            sub = properties.get(key, extra if isinstance(extra, Mapping) else {})
+            typed[key] = _typed_command_line_values(item, sub)
+        return typed
+    if isinstance(value, list):
+        items = schema.get("items")
+        return [
+            _typed_command_line_values(item, items if isinstance(items, Mapping) else {})
+            for item in value
+        ]
+    if not isinstance(value, str):
+        return value
+    spelled = value.strip().lower()
+    choices = schema.get("enum")
+    if choices is not None and value not in choices:
+        for choice in choices:  # e.g. train.amp's null, given as the string 'null'
+            spellings = _NULL_SPELLINGS if choice is None else (str(choice).lower(),)
+            if not isinstance(choice, str) and spelled in spellings:
+                return choice
+        return value
+    types = schema.get("type") or []
+    types = [types] if isinstance(types, str) else list(types)
+    if "string" in types or not types:
+        return value
+    if "integer" in types and _INTEGER.fullmatch(spelled):
+        return int(spelled)
+    if "number" in types:
+        try:
+            return float(spelled)
+        except ValueError:
+            pass
+    if "boolean" in types and spelled in ("true", "false"):
+        return spelled == "true"
+    if "null" in types and spelled in _NULL_SPELLINGS:
+        return None
+    return value
+
+
+def _check_renamed_values(config: Mapping[str, Any]) -> None:
+    """A former value of a ``train`` switch fails with its new name, not a bare enum error.
+
+    E.g. ``loss_form: paper`` (same-view negatives) is now ``same_view``, a variant; the
+    recipe's loss is ``released``, the default.
+    """
+    sections = [("train", config.get("train"))]
+    variants = config.get("variants")
+    if isinstance(variants, Mapping):
+        sections += [
+            (f"variants.{name}.train", spec.get("train"))
+            for name, spec in variants.items()
+            if isinstance(spec, Mapping)
+        ]
+    for where, train in sections:
+        if not isinstance(train, Mapping):
+            continue
+        for key, renamed in RENAMED_TRAIN_VALUES.items():
+            value = train.get(key)
+            if isinstance(value, str) and value in renamed:
+                new = renamed[value]
+                raise ConfigError(
+                    f"config key '{where}.{key}': {value!r} was renamed {new!r} (the same "
+                    f"setting). For the paper's recipe drop the key (default "
+                    f"{PAPER_RECIPE[key]!r}); to keep the former behaviour write {key}: {new} "
+                    f"in a named variant, e.g. variants: {{contrastive_{new}: {{method: "
+                    f"contrastive, train: {{{key}: {new}}}}}}} (docs/protocol.md)"
+                )
+
+
+def _check_fuse(config: Mapping[str, Any]) -> None:
+    """``train.fuse`` > 1 trains with one optimiser step for K models: no float16 scaling."""
+    train = config.get("train") or {}
+    if train.get("fuse", 1) > 1 and train.get("amp") == "float16":
+        raise ConfigError(
+            f"config key 'train.fuse': {train['fuse']} needs train.amp bfloat16 or null, not "
+            "float16 (one loss scaler would skip every fused model's step when one overflows)"
+        )
+
+
+def _check_step_mode(config: Mapping[str, Any]) -> None:
+    """``train.step_mode`` graph or compiled cannot run with float16 amp (its GradScaler
+    syncs the host)."""
+    train = config.get("train") or {}
+    mode = train.get("step_mode")
+    if mode in CAPTURED_STEP_MODES and train.get("amp") == "float16":
+        raise ConfigError(
+            f"config key 'train.step_mode': {mode} needs train.amp bfloat16 or null, not "
+            "float16 (the GradScaler reads its overflow flag on the host every step); use auto "
+            "or eager"
+        )
+
+
+def _check_eval_every(config: Mapping[str, Any]) -> None:
+    """``train.eval_every`` needs one model per job: the fused trainer has no evaluation hook."""
+    train = config.get("train") or {}
+    if (train.get("eval_every") or 0) > 0 and (train.get("fuse") or 1) > 1:
+        raise ConfigError(
+            f"config key 'train.eval_every': {train['eval_every']} cannot run with train.fuse "
+            f"{train['fuse']} (a fused job trains K models in one loop with no per-epoch "
+            "evaluation); drop train.fuse (or set it to 1) for the runs whose AUC curves you "
+            "want, or drop eval_every"
+        )
+
+
+def _check_grids(config: dict[str, Any], schema_path: str | os.PathLike) -> None:
+    """Methods name methods or variants; included studies are loaded and validated too."""
+    search = (Path.cwd(), Path(schema_path).resolve().parents[2])
+    try:
+        check_methods(config)
+        config["studies"] = [
+            load_study(entry, search=search, validate=lambda raw: validate_config(raw, schema_path))
+            for entry in config.get("studies", [])
+        ]
+        config["variants"] = merge_variants(config, config["studies"])
+        merge_datasets(study_grids(config, config["studies"]))
+    except GridError as error:
+        raise ConfigError(str(error)) from error
+
+
+def _check_detector_parameters(detectors: Mapping[str, Mapping[str, Any]], where: str) -> None:
+    """Every detector parameter is one its class accepts (:data:`DETECTOR_DEFAULTS`).
+
+    The schema types the parameters only as a mapping; checked here, a misspelt name fails
+    before any job instead of in the detection job, after the representation was trained.
+    """
+    for name, params in detectors.items():
+        unknown = unknown_detector_parameters(name, params)
+        if unknown:
+            allowed = list(DETECTOR_DEFAULTS[name])
+            close = difflib.get_close_matches(unknown[0], allowed, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(
+                f"config key '{where}.{name}': unknown parameter {unknown[0]!r}{hint}; "
+                f"allowed: {', '.join(allowed)}"
+            )
+
+
+def _check_head_depth(config: Mapping[str, Any]) -> None:
+    """A variant may not give a head depth to a method without an MLP head.
+
+    The top-level ``train.head_depth`` applies to the methods with an MLP head only (RotNet
+    and the denoising autoencoder ignore it by definition, see
+    :func:`pipeline_lib.registry.method_training`); a variant names one method, so a head
+    depth there that the method would ignore is a mistake in the config.
+    """
+    for name, variant in (config.get("variants") or {}).items():
+        depth = (variant.get("train") or {}).get("head_depth")
+        if variant["method"] in HEADLESS_METHODS and depth is not None:
+            raise ConfigError(
+                f"config key 'variants.{name}.train.head_depth': "
+                f"{headless_error(variant['method'], depth)}"
+            )
+
+
+def merge_detectors(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Detector id -> parameters over the config's ``detectors`` and its studies' ones.
+
+    The result path of a detector names its id, not its parameters, so one sweep runs each
+    detector with one parameter set: the first source that lists a detector gives its
+    parameters (the top level, then the studies in order), and a later source may only
+    repeat them (compared with the registry defaults filled, so ``{}`` equals
+    ``{nu: 0.5}``).
+
+    Raises
+    ------
+    ConfigError
+        Naming the detector and both sources when two of them give it different parameters.
+    """
+    sources = [("the top-level detectors", config.get("detectors") or {})]
+    sources += [
+        (f"study {study.get('_source', '?')!r}", study.get("detectors") or {})
+        for study in config.get("studies", [])
+    ]
+    merged: dict[str, dict[str, Any]] = {}
+    first: dict[str, str] = {}
+    for where, detectors in sources:
+        for name, params in detectors.items():
+            params = dict(params or {})
+            if name not in merged:
+                merged[name], first[name] = params, where
+            elif detector_settings(name, params) != detector_settings(name, merged[name]):
+                raise ConfigError(
+                    f"config key 'detectors.{name}': {where} sets {params} but "
+                    f"{first[name]} sets {merged[name]}; a sweep runs a detector with one "
+                    "parameter set (its results share one path), so make them equal or "
+                    f"drop {name} from one of them"
+                )
+    return merged
+
+
+#: Suggested variant-name suffixes for the recipe switches (e.g. ``denoising_patchnorm``).
+_VARIANT_SUFFIX = {
+    "exclude_bn_from_decay": "bn_no_decay",
+    "denoising_target": "patchnorm",
+    "da_batching": "per_image",
+    "view_jitter": "tv_jitter",
+    "view_blur": "blur",
+    "view_flip": "flip",
+    "loss_form": "loss",
+    "epoch_order": "permutation",
+    "init": "torch_init",
+    "distributions": "set",
+    "denoising_views": "no_views",
+    "denoising_decoder": "spatial",
+    "noise_std": "noise",
+}
+
+
+def _check_recipe(config: dict[str, Any]) -> None:
+    """Rows named after a paper method run the paper's recipe (docs/protocol.md).
+
+    The top-level ``train`` settings apply to every row, so a switch that leaves the
+    paper's recipe there would run a different method under the paper's name; it belongs
+    in a named variant.
+    """
+    named = list(config["methods"])
+    for study in config.get("studies", []):
+        named += list(study.get("methods", []))
+    named += list((config.get("mvtec") or {}).get("methods") or [])
+    for method in dict.fromkeys(named):
+        if method not in TRAINED_METHODS:
+            continue
+        deviations = recipe_deviations(method, config["train"])
+        if deviations:
+            key, value = next(iter(deviations.items()))
+            spelled = yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...")
+            name = f"{method}_{_VARIANT_SUFFIX.get(key, key)}"
+            raise ConfigError(
+                f"train.{key}: {spelled.strip()} is not the paper's recipe "
+                f"(paper: {PAPER_RECIPE[key]!r}), so the row {method!r} would not run the "
+                f"paper's method. Move it into a named variant and list that name in "
+                f"methods, e.g. variants: {{{name}: {{method: {method}, train: {{{key}: "
+                f"{spelled.strip()}}}}}}} (docs/protocol.md)"
+            )
+
+
+def _check_mvtec(config: dict[str, Any]) -> None:
+    """Fill ``mvtec.methods`` and check that the patch grid tiles the images exactly."""
+    mvtec = config["mvtec"]
+    if mvtec["methods"] is None:
+        # Study variants (pipeline_lib.config.grids) are not run on MVTec: only plain method ids.
+        mvtec["methods"] = [m for m in config["methods"] if m in METHODS]
+        if not mvtec["methods"]:
+            raise ConfigError(
+                "config key 'mvtec.methods' must be set: the top-level methods hold no plain "
+                f"method id ({', '.join(METHODS)})"
+            )
+    mvtec["detectors"] = {name: dict(opts or {}) for name, opts in mvtec["detectors"].items()}
+    _check_detector_parameters(mvtec["detectors"], "mvtec.detectors")
+    size, patch, stride = mvtec["image_size"], mvtec["patches"]["size"], mvtec["patches"]["stride"]
+    if patch > size:
+        raise ConfigError(
+            f"config key 'mvtec.patches.size': {patch} is larger than mvtec.image_size {size}"
+        )
+    if (size - patch) % stride:
+        raise ConfigError(
+            f"config key 'mvtec.patches.stride': {stride} does not tile mvtec.image_size - "
+            f"mvtec.patches.size = {size - patch} exactly (the score map must up-sample back "
+            "to the image size)"
+        )
+
+
+def _check_explain(config: dict[str, Any]) -> None:
+    """The explained data set and methods must be part of the sweep."""
+    explain = config["explain"]
+    if explain["dataset"] not in config["datasets"]:
+        raise ConfigError(
+            f"config key 'explain.dataset': {explain['dataset']!r} is not one of the sweep's "
+            f"datasets ({', '.join(config['datasets']) or 'none'})"
+        )
+    if explain["methods"] is None:
+        explain["methods"] = [m for m in config["methods"] if m in METHODS and m != "raw"]
+    missing = [m for m in explain["methods"] if m not in config["methods"]]
+    if missing or not explain["methods"]:
+        raise ConfigError(
+            f"config key 'explain.methods': {missing or 'none left'} must be methods of the "
+            f"sweep other than raw (methods: {', '.join(config['methods'])})"
+        )
+
+
+#: ``deploy.dataset`` of an MVTec category cell (``deploy.inlier`` is then the category).
+MVTEC_DEPLOY_DATASET = "mvtec"
+
+
+def _check_deploy(config: dict[str, Any]) -> None:
+    """The deployed cell must be one the sweep computes (or ``best`` must choose it)."""
+    deploy = config["deploy"]
+    where = "config key 'deploy"
+    mvtec = deploy["dataset"] == MVTEC_DEPLOY_DATASET
+    if mvtec and "mvtec" not in config:
+        raise ConfigError(
+            f"{where}.dataset': 'mvtec' packages an MVTec category cell, but the config has no "
+            "'mvtec' section to compute it"
+        )
+    if not mvtec and deploy["dataset"] not in config.get("datasets", {}):
+        known = [
+            *config.get("datasets", {}),
+            *([MVTEC_DEPLOY_DATASET] if "mvtec" in config else []),
+        ]
+        raise ConfigError(
+            f"{where}.dataset': {deploy['dataset']!r} is not one of the sweep's datasets "
+            f"({', '.join(known) or 'none'})"
+        )
+    if deploy["seed"] is not None and deploy["seed"] not in config["seeds"]:
+        raise ConfigError(f"{where}.seed': {deploy['seed']} is not a seed of the sweep")
+    if mvtec and isinstance(config["mvtec"]["categories"], list) and deploy["inlier"] is not None:
+        # With categories "all" the folders are only known to the workflow (deploy_common.smk).
+        named = list(config["mvtec"]["categories"])
+        if str(deploy["inlier"]) not in named:
+            raise ConfigError(
+                f"{where}.inlier': {deploy['inlier']!r} is not one of mvtec.categories "
+                f"({', '.join(named)})"
+            )
+    if deploy["best"]:
+        given = [key for key in ("method", "detector") if deploy[key] is not None]
+        if given:
+            raise ConfigError(f"{where}': best chooses {' and '.join(given)}; leave it null")
+        return
+    sweep = config["mvtec"] if mvtec else config
+    label = "the MVTec sweep's (mvtec.{key}s)" if mvtec else "the sweep's {key}s"
+    for key, allowed in (("method", sweep["methods"]), ("detector", sweep["detectors"])):
+        if deploy[key] not in allowed:
+            raise ConfigError(
+                f"{where}.{key}': {deploy[key]!r} must be one of "
+                f"{label.format(key=key)} ({', '.join(allowed)}), or set deploy.best: true"
+            )
+
+
+def _check_imagenet_weights(config: Mapping[str, Any]) -> None:
+    """The ResNet-50 (ImageNet) row needs its local weights file: fail before any job."""
+    mvtec_methods = (config.get("mvtec") or {}).get("methods") or []
+    if "resnet50_imagenet" not in [*config.get("methods", []), *mvtec_methods]:
+        return
+    weights = config.get("embed", {}).get("imagenet_weights")
+    if weights is None:
+        raise ConfigError(
+            "config key 'embed.imagenet_weights' must be set when methods include "
+            "resnet50_imagenet: the path of a local copy of torchvision's ResNet-50 ImageNet "
+            f"weights (ResNet50_Weights.IMAGENET1K_V1, {_IMAGENET_WEIGHTS_URL})"
+        )
+    if not Path(weights).is_file():
+        raise ConfigError(
+            f"config key 'embed.imagenet_weights': no such file {str(Path(weights).resolve())!r}"
+            f"; download torchvision's ResNet-50 ImageNet weights from {_IMAGENET_WEIGHTS_URL}"
+        )
+
+
+def resolve_classes(
+    dataset: str, requested: str | list[str], available: tuple[str, ...]
+) -> list[str]:
+    """Expand ``"all"`` and check requested class names against the data set's names.
+
+    ``"all"`` means the classes that can be inliers (the data set registry's
+    :attr:`~pipeline_lib.data.DatasetSpec.inliers`): for CelebA only ``no_eyeglasses``,
+    since its training split holds no image with eyeglasses.
+
+    Raises
+    ------
+    ConfigError
+        Naming the key ``datasets.<dataset>.classes``, the bad name and the allowed names,
+        or the class that cannot be an inlier and why.
+    """
+    spec = DATASETS.get(dataset)
+    inliers = spec.inliers if spec is not None and spec.inliers is not None else available
+    if requested == "all":
+        return [name for name in available if name in inliers]
+    unknown = [name for name in requested if name not in available]
+    if unknown:
+        raise ConfigError(
+            f"config key 'datasets.{dataset}.classes': unknown class {unknown[0]!r}; "
+            f"allowed: {', '.join(available)}"
+        )
+    outliers_only = [name for name in requested if name not in inliers]
+    if outliers_only:
+        reason = spec.inlier_reason if spec is not None else ""
+        raise ConfigError(
+            f"config key 'datasets.{dataset}.classes': class {outliers_only[0]!r} cannot be "
+            f"an inlier class{': ' + reason if reason else ''}; allowed inlier classes: "
+            f"{', '.join(inliers)} (what `classes: all` runs)"
+        )
+    return list(requested)
+
+
+def check_dataset_settings(
+    dataset: str, settings: Mapping[str, Any], splits: Mapping[str, Any]
+) -> list[str] | None:
+    """Check a data set's classes and the split settings against the registry's facts.
+
+    Runs at config validation, before any job: a class that cannot be an inlier, a
+    contamination the training split cannot provide, or more clean inliers than a class has
+    training images would otherwise fail in ``prepare_split``, after the data set was read
+    and embedded.
+
+    Parameters
+    ----------
+    dataset : str
+        Data set id (a key of :data:`pipeline_lib.data.DATASETS`).
+    settings : mapping
+        Its ``datasets.<dataset>`` entry (``classes``, ``max_train_per_class``, ...).
+    splits : mapping
+        The grid's ``splits`` (``contamination``, ``clean_inliers``).
+
+    Returns
+    -------
+    list of str or None
+        The inlier classes to run; None when the class names are only known from the files
+        (``image_folder``: checked by :func:`resolve_classes` when the workflow reads them).
+
+    Raises
+    ------
+    ConfigError
+        Naming the key, the data set, the class by name and the reason.
+    """
+    spec = DATASETS[dataset]
+    classes = None
+    if isinstance(spec.class_names, tuple):
+        classes = resolve_classes(dataset, settings.get("classes", "all"), spec.class_names)
+    contamination = [float(c) for c in splits.get("contamination", [0.0])]
+    impossible = [c for c in contamination if c > 0]
+    if spec.contamination_reason and impossible:
+        raise ConfigError(
+            f"config key 'splits.contamination': {impossible[0]:g} is not possible with data "
+            f"set '{dataset}': {spec.contamination_reason}; run '{dataset}' with contamination "
+            "0 only (the contaminated setting in a config or study without it)"
+        )
+    if classes is None:
+        return None
+    limit = settings.get("max_train_per_class")
+    for n_clean in splits.get("clean_inliers", []):
+        for name in classes:
+            known = (spec.train_per_class or {}).get(name)
+            sizes = [size for size in (known, limit) if size is not None]
+            if sizes and n_clean > min(sizes):
+                source = (
+                    f"datasets.{dataset}.max_train_per_class keeps {limit}"
+                    if limit is not None and (known is None or limit < known)
+                    else f"the standard split has {known}"
+                )
+                raise ConfigError(
+                    f"config key 'splits.clean_inliers': {n_clean} clean inliers are more than "
+                    f"class {name!r} of '{dataset}' has training images ({source}); use at "
+                    f"most {min(sizes)}"
+                )
+    return classes
+
+
+def sweep_id(config: Mapping[str, Any]) -> str:
+    """A short stable hash of the science in ``config`` (not of paths or tracking settings).
+
+    The ImageNet weights path (``embed.imagenet_weights``) is a file location like the data
+    root, so it is left out too.
+    """
+    # deploy only packages finished results: choosing another cell changes no result.
+    science = {
+        key: value for key, value in config.items() if key not in {"data", "tracking", "deploy"}
+    }
+    # train.fuse / step_mode decide how training executes, not what the models learn.
+    if isinstance(science.get("train"), Mapping):
+        science["train"] = {
+            k: v for k, v in science["train"].items() if k not in TRAIN_EXECUTION_SETTINGS
+        }
+    if isinstance(science.get("embed"), Mapping):
+        science["embed"] = {k: v for k, v in science["embed"].items() if k != "imagenet_weights"}
+    digest = hashlib.sha256(json.dumps(science, sort_keys=True, default=str).encode())
+    return digest.hexdigest()[:12]
+
+
+def export_data_settings(
+    *, root: str | None, download: bool, imagenet_weights: str | None = None
+) -> None:
+    """Hand the data root, download flag and ImageNet weights path to jobs via the environment.
+
+    They are environment-like: as rule params, moving the data (or the weights file) would
+    re-run every job. Environment variables also reach jobs on cluster nodes. Paths are
+    made absolute, since jobs may run in another working directory. The weights path
+    becomes ``$DROC_IMAGENET_WEIGHTS``, read back with
+    :func:`pipeline_lib.models.representation.imagenet_weights_from_env`.
+    """
+    if root:
+        os.environ["DROC_DATA_ROOT"] = str(Path(root).resolve())
+    if download:
+        os.environ["DROC_DOWNLOAD"] = "1"
+    if imagenet_weights:
+        os.environ[_IMAGENET_WEIGHTS_ENV] = str(Path(imagenet_weights).resolve())

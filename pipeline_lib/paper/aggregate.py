@@ -1,0 +1,740 @@
+"""Aggregate per-job AUCs into the paper's tables, next to the published numbers.
+
+The input of every function is a tidy frame of job results, one row per job, with columns
+``dataset, inlier, method, seed, contamination, fitset, detector, auroc`` (``auroc`` is the
+ROC AUC x 100, outlier = positive class). Aggregation follows the paper (Section 4.2,
+Table 2): for each seed, the AUC is averaged over the inlier classes of a data set; the table
+shows the mean and standard deviation of those class means over seeds. The ``mean`` column is
+the mean over data sets weighted by their number of classes, computed per seed first.
+
+Standard deviations are population standard deviations over seeds (``ddof=0``, numpy's
+default) unless ``ddof`` says otherwise; a single seed therefore has a std of 0 in the long
+frames, and the display tables show ``"(n=1)"`` instead of ``"± 0.0"``.
+
+Every cell also carries a 95 % interval (``ci_low``, ``ci_high``) and what it is over
+(``ci_over``): the t-interval over seeds (``ddof=1``, whatever ``ddof`` the std uses) from two
+seeds on; with one seed the t-interval over classes of a class-averaged cell, or the job's
+own bootstrap interval over the test set (:mod:`pipeline_lib.paper.intervals`).
+
+Missing jobs are never hidden: every cell carries ``n_seeds``, ``n_results`` and their
+expected counts, and ``complete`` is False when any (class, seed) result is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from pipeline_lib.config.keys import KEY_COLUMNS
+from pipeline_lib.paper.intervals import INTERVAL_LABELS, cell_interval
+from pipeline_lib.paper.published import (
+    CLASS_NAMES,
+    DATASET_DISPLAY,
+    DETECTOR_DISPLAY,
+    METHOD_DISPLAY,
+    PAPER_DATASET_CLASSES,
+    display_name,
+)
+from pipeline_lib.paper.verdict import reproduction_verdict
+from pipeline_lib.results.table_files import format_mean_std
+
+__all__ = [
+    "MAIN_COLUMNS",
+    "PER_CLASS_COLUMNS",
+    "RESULT_COLUMNS",
+    "format_main_table",
+    "format_per_class_table",
+    "main_table",
+    "per_class_table",
+    "select_results",
+    "table_verdicts",
+]
+
+#: Columns a results frame must have.
+RESULT_COLUMNS: tuple[str, ...] = (
+    "dataset",
+    "inlier",
+    "method",
+    "seed",
+    "contamination",
+    "fitset",
+    "detector",
+    "auroc",
+)
+
+#: Columns of :func:`main_table`'s frame.
+MAIN_COLUMNS: tuple[str, ...] = (
+    "method",
+    "detector",
+    "dataset",
+    "mean",
+    "std",
+    "ci_low",
+    "ci_high",
+    "ci_over",
+    "n_seeds",
+    "expected_seeds",
+    "n_classes",
+    "expected_classes",
+    "n_results",
+    "expected_results",
+    "complete",
+    "published_mean",
+    "published_std",
+    "published_derived",
+    "delta",
+)
+
+#: Columns of :func:`per_class_table`'s frame.
+PER_CLASS_COLUMNS: tuple[str, ...] = (
+    "dataset",
+    "inlier",
+    "method",
+    "detector",
+    "mean",
+    "std",
+    "ci_low",
+    "ci_high",
+    "ci_over",
+    "n_seeds",
+    "expected_seeds",
+    "complete",
+    "published_mean",
+    "published_std",
+    "delta",
+)
+
+# Tables holding class-mean numbers, in the order they are preferred for a lookup.
+_MAIN_TABLES = ("visual_results_full", "visual_results", "performance_gaussian")
+# A result's key once the contamination and fit set are chosen.
+_KEY = [column for column in KEY_COLUMNS if column not in ("contamination", "fitset")]
+# A job's interval over the test set, in the tidy results table.
+_JOB_INTERVAL = ("auroc_low", "auroc_high")
+
+
+def _interval(group: pd.DataFrame, seed_means: pd.Series) -> tuple[float, float, str]:
+    """The interval of a cell from its jobs (one seed: its classes or its single job)."""
+    job = None
+    if len(group) == 1:
+        job = (float(group["auroc_low"].iloc[0]), float(group["auroc_high"].iloc[0]))
+    return cell_interval(seed_means.to_numpy(), group["auroc"].to_numpy(), job)
+
+
+def select_results(
+    results: pd.DataFrame,
+    *,
+    contamination: float = 0.0,
+    fitset: str = "train",
+    seeds: Sequence[int] | None = None,
+) -> pd.DataFrame:
+    """Check a results frame and keep the rows of one setting.
+
+    Parameters
+    ----------
+    results : DataFrame
+        Job results with columns :data:`RESULT_COLUMNS` (extra columns are dropped).
+    contamination : float, default=0.0
+        Training-set contamination to keep (compared with ``np.isclose``).
+    fitset : str, default="train"
+        Detector fit set to keep: ``"train"`` or ``"clean<n>"``.
+    seeds : sequence of int or None, default=None
+        Seeds to keep; None keeps all.
+
+    Returns
+    -------
+    DataFrame
+        The selected rows, columns ``dataset, inlier, method, detector, seed, auroc,
+        auroc_low, auroc_high`` (the job's interval over the test set; NaN when the
+        results do not have it), with string ids, int seeds and float AUCs.
+
+    Raises
+    ------
+    ValueError
+        If a column is missing, an AUC is not finite or outside [0, 100], or a job
+        (dataset, inlier, method, detector, seed) appears twice.
+    """
+    missing = [col for col in RESULT_COLUMNS if col not in results.columns]
+    if missing:
+        raise ValueError(f"results frame lacks columns {missing}; has {list(results.columns)}")
+    mask = np.isclose(results["contamination"].astype(float), contamination)
+    mask &= results["fitset"].astype(str).to_numpy() == fitset
+    intervals = [col for col in _JOB_INTERVAL if col in results.columns]
+    selected = results.loc[mask, [*_KEY, "auroc", *intervals]].copy()
+    for col in _JOB_INTERVAL:
+        selected[col] = selected[col].astype(float) if col in intervals else np.nan
+    for col in ("dataset", "inlier", "method", "detector"):
+        selected[col] = selected[col].astype(str)
+    selected["seed"] = selected["seed"].astype(int)
+    selected["auroc"] = selected["auroc"].astype(float)
+    if seeds is not None:
+        selected = selected[selected["seed"].isin([int(s) for s in seeds])]
+    bad = selected[~np.isfinite(selected["auroc"]) | ~selected["auroc"].between(0.0, 100.0)]
+    if len(bad):
+        raise ValueError(
+            f"AUCs must be finite and in [0, 100] (x100); bad rows: {bad.to_dict('records')[:5]}"
+        )
+    duplicated = selected.duplicated(_KEY, keep=False)
+    if duplicated.any():
+        rows = selected.loc[duplicated, _KEY].drop_duplicates().to_dict("records")
+        raise ValueError(f"duplicate results for jobs {rows[:5]}")
+    return selected.reset_index(drop=True)
+
+
+def _order(values: Sequence[str], known: Sequence[str]) -> list[str]:
+    """Known ids first in their order, then the rest sorted."""
+    present = set(values)
+    return [v for v in known if v in present] + sorted(present - set(known))
+
+
+def _expected_class_counts(
+    selected: pd.DataFrame, class_counts: Mapping[str, int] | None
+) -> dict[str, int]:
+    counts = {**PAPER_DATASET_CLASSES, **(class_counts or {})}
+    present = selected.groupby("dataset")["inlier"].nunique().to_dict()
+    return {dataset: int(counts.get(dataset, n)) for dataset, n in present.items()}
+
+
+def _seed_stats(values: pd.Series, ddof: int) -> tuple[float, float]:
+    """Mean and std over seeds; std is NaN when there are too few seeds for ``ddof``."""
+    if len(values) == 0:
+        return np.nan, np.nan
+    std = float(np.std(values.to_numpy(), ddof=ddof)) if len(values) > ddof else np.nan
+    return float(values.mean()), std
+
+
+def _published_main(published: pd.DataFrame | None) -> dict[tuple[str, str, str], tuple]:
+    """Map (method, detector, dataset) -> (mean, std) from class-mean published rows."""
+    if published is None:
+        return {}
+    required = {"dataset", "method", "detector", "mean"}
+    if not required <= set(published.columns):
+        raise ValueError(
+            f"published frame lacks columns {sorted(required - set(published.columns))}"
+        )
+    frame = published.copy()
+    if "std" not in frame.columns:
+        frame["std"] = np.nan
+    if "metric" in frame.columns:
+        frame = frame[frame["metric"] == "auroc"]
+    if "inlier" in frame.columns:
+        frame = frame[frame["inlier"].fillna("").astype(str) == ""]
+    if "table" in frame.columns:
+        frame = frame[frame["table"].isin(_MAIN_TABLES)]
+        frame = frame.assign(_rank=frame["table"].map(_MAIN_TABLES.index)).sort_values("_rank")
+    frame = frame.drop_duplicates(["method", "detector", "dataset"], keep="first")
+    return {
+        (str(r.method), str(r.detector), str(r.dataset)): (float(r.mean), float(r.std))
+        for r in frame.itertuples(index=False)
+    }
+
+
+def main_table(
+    results: pd.DataFrame,
+    published: pd.DataFrame | None = None,
+    *,
+    contamination: float = 0.0,
+    fitset: str = "train",
+    seeds: Sequence[int] | None = None,
+    class_counts: Mapping[str, int] | None = None,
+    ddof: int = 0,
+) -> pd.DataFrame:
+    """Build the paper's main table (Table 2) as a tidy long frame.
+
+    For every (method, detector, dataset) and seed the AUC is averaged over the classes
+    present; the cell is the mean and std (``ddof``, default 0 = population std) of these
+    class means over seeds. The ``mean`` dataset (added when there are two or more data
+    sets) is, per seed, the mean of the per-dataset class means weighted by each data set's
+    expected class count, then mean and std over seeds.
+
+    Parameters
+    ----------
+    results : DataFrame
+        Job results with columns :data:`RESULT_COLUMNS`.
+    published : DataFrame or None, default=None
+        Published numbers in the format of :func:`pipeline_lib.paper.published.load_published`
+        (at least ``dataset, method, detector, mean``; ``std``, ``inlier``, ``metric``,
+        ``table`` are used when present). None leaves the published columns NaN.
+    contamination : float, default=0.0
+        Setting to tabulate: training-set contamination.
+    fitset : str, default="train"
+        Setting to tabulate: detector fit set.
+    seeds : sequence of int or None, default=None
+        Expected seeds; None expects every seed found in the selected results.
+    class_counts : mapping of str to int or None, default=None
+        Expected classes per dataset (the weights of the ``mean``); defaults to
+        :data:`~pipeline_lib.paper.published.PAPER_DATASET_CLASSES` for the paper's data sets and
+        to the number of classes present otherwise.
+    ddof : int, default=0
+        Delta degrees of freedom of the std over seeds.
+
+    Returns
+    -------
+    DataFrame
+        One row per (method, detector, dataset), columns :data:`MAIN_COLUMNS`:
+        ``n_seeds`` seeds with at least one result, ``n_classes`` distinct classes,
+        ``n_results`` (class, seed) results and their ``expected_*`` counts; ``complete`` is
+        True only if every expected (class, seed) result is there (for ``mean``: every
+        data set complete). ``published_derived`` is True where the published ``mean`` is
+        not the paper's own Mean column but the class-weighted mean of the published
+        per-dataset values over the same data sets. ``delta = mean - published_mean``.
+
+    Raises
+    ------
+    ValueError
+        If the results are malformed (see :func:`select_results`) or no rows match the
+        setting.
+    """
+    selected = select_results(results, contamination=contamination, fitset=fitset, seeds=seeds)
+    if selected.empty:
+        raise ValueError(f"no results with contamination={contamination!r} and fitset={fitset!r}")
+    expected_seeds = sorted({int(s) for s in seeds} if seeds is not None else set(selected["seed"]))
+    weights = _expected_class_counts(selected, class_counts)
+    lookup = _published_main(published)
+    datasets = _order(selected["dataset"].unique(), list(DATASET_DISPLAY))
+    records = []
+    pairs = selected[["method", "detector"]].drop_duplicates()
+    for method, detector in _ordered_pairs(pairs):
+        rows = []
+        for dataset in datasets:
+            group = selected[
+                (selected["method"] == method)
+                & (selected["detector"] == detector)
+                & (selected["dataset"] == dataset)
+            ]
+            # class mean and number of classes per seed, index seed
+            seed_means = group.groupby("seed")["auroc"].agg(["mean", "count"])
+            mean, std = _seed_stats(seed_means["mean"], ddof)
+            low, high, over = _interval(group, seed_means["mean"])
+            counts = seed_means["count"].reindex(expected_seeds, fill_value=0)
+            rows.append(
+                {
+                    "method": method,
+                    "detector": detector,
+                    "dataset": dataset,
+                    "mean": mean,
+                    "std": std,
+                    "ci_low": low,
+                    "ci_high": high,
+                    "ci_over": over,
+                    "n_seeds": int(len(seed_means)),
+                    "expected_seeds": len(expected_seeds),
+                    "n_classes": int(group["inlier"].nunique()),
+                    "expected_classes": weights[dataset],
+                    "n_results": int(len(group)),
+                    "expected_results": weights[dataset] * len(expected_seeds),
+                    "complete": bool((counts == weights[dataset]).all()),
+                    "_seed_means": seed_means["mean"],
+                    "_class_values": group["auroc"].to_numpy(),
+                }
+            )
+        if len(datasets) > 1:
+            rows.append(_weighted_mean_row(method, detector, rows, weights, expected_seeds, ddof))
+        records.extend(rows)
+    table = pd.DataFrame.from_records(records).drop(columns=["_seed_means", "_class_values"])
+    return _add_published(table, lookup, weights, datasets)
+
+
+def _ordered_pairs(pairs: pd.DataFrame) -> list[tuple[str, str]]:
+    methods = _order(pairs["method"].unique(), list(METHOD_DISPLAY))
+    detectors = _order(pairs["detector"].unique(), list(DETECTOR_DISPLAY))
+    present = set(map(tuple, pairs.to_numpy()))
+    return [(m, d) for m in methods for d in detectors if (m, d) in present]
+
+
+def _weighted_mean_row(
+    method: str,
+    detector: str,
+    rows: Sequence[dict],
+    weights: Mapping[str, int],
+    expected_seeds: Sequence[int],
+    ddof: int,
+) -> dict:
+    """Per seed, the class-count-weighted mean over the data sets present; then over seeds.
+
+    With one seed the interval is over every class of every data set
+    (:mod:`pipeline_lib.paper.intervals`)."""
+    by_dataset = pd.DataFrame({row["dataset"]: row["_seed_means"] for row in rows})
+    w = pd.Series({row["dataset"]: weights[row["dataset"]] for row in rows})
+    present = by_dataset.notna()
+    per_seed = (by_dataset.fillna(0.0) * w).sum(axis=1) / (present * w).sum(axis=1)
+    per_seed = per_seed[present.any(axis=1)]
+    mean, std = _seed_stats(per_seed, ddof)
+    classes = np.concatenate([row["_class_values"] for row in rows])
+    low, high, over = cell_interval(per_seed.to_numpy(), classes)
+    return {
+        "method": method,
+        "detector": detector,
+        "dataset": "mean",
+        "mean": mean,
+        "std": std,
+        "ci_low": low,
+        "ci_high": high,
+        "ci_over": over,
+        "n_seeds": int(len(per_seed)),
+        "expected_seeds": len(expected_seeds),
+        "n_classes": int(sum(row["n_classes"] for row in rows)),
+        "expected_classes": int(w.sum()),
+        "n_results": int(sum(row["n_results"] for row in rows)),
+        "expected_results": int(w.sum()) * len(expected_seeds),
+        "complete": all(row["complete"] for row in rows),
+        "_seed_means": per_seed,
+        "_class_values": classes,
+    }
+
+
+def _add_published(
+    table: pd.DataFrame,
+    lookup: Mapping[tuple[str, str, str], tuple],
+    weights: Mapping[str, int],
+    datasets: Sequence[str],
+) -> pd.DataFrame:
+    paper_set = set(datasets) == set(PAPER_DATASET_CLASSES)
+    pub_mean, pub_std, derived = [], [], []
+    for row in table.itertuples(index=False):
+        key = (row.method, row.detector, row.dataset)
+        value, is_derived = lookup.get(key, (np.nan, np.nan)), False
+        if row.dataset == "mean" and not (paper_set and key in lookup):
+            parts = [lookup.get((row.method, row.detector, d)) for d in datasets]
+            if all(p is not None for p in parts):
+                total = sum(weights[d] * p[0] for d, p in zip(datasets, parts, strict=True))
+                value, is_derived = (total / sum(weights[d] for d in datasets), np.nan), True
+            else:
+                value = (np.nan, np.nan)
+        pub_mean.append(value[0])
+        pub_std.append(value[1])
+        derived.append(is_derived)
+    table["published_mean"] = pd.Series(pub_mean, index=table.index, dtype=float)
+    table["published_std"] = pd.Series(pub_std, index=table.index, dtype=float)
+    table["published_derived"] = derived
+    table["delta"] = table["mean"] - table["published_mean"]
+    return table[list(MAIN_COLUMNS)]
+
+
+def per_class_table(
+    results: pd.DataFrame,
+    dataset: str,
+    published: pd.DataFrame | None = None,
+    *,
+    contamination: float = 0.0,
+    fitset: str = "train",
+    seeds: Sequence[int] | None = None,
+    class_names: Sequence[str] | None = None,
+    ddof: int = 0,
+) -> pd.DataFrame:
+    """Per-class AUCs of one data set (Tables 8-11 of the paper) as a tidy long frame.
+
+    Parameters
+    ----------
+    results : DataFrame
+        Job results with columns :data:`RESULT_COLUMNS`.
+    dataset : str
+        Dataset id, e.g. ``"cifar10"``.
+    published : DataFrame or None, default=None
+        Published numbers (see :func:`main_table`); per-class rows are those with a
+        non-empty ``inlier``. The ``mean`` row falls back to the class-mean tables.
+    contamination, fitset, seeds, ddof
+        As in :func:`main_table`.
+    class_names : sequence of str or None, default=None
+        Class order and the classes expected in the ``mean`` row; defaults to
+        :data:`~pipeline_lib.paper.published.CLASS_NAMES` of the paper's data sets, else the
+        classes present, sorted. Classes present but not listed are appended.
+
+    Returns
+    -------
+    DataFrame
+        Columns :data:`PER_CLASS_COLUMNS`, one row per (class, method, detector) over the
+        union of classes found (a class without results for a pair has NaN and
+        ``n_seeds = 0``), plus an ``inlier = "mean"`` row per pair: per seed the mean over
+        classes, then mean and std over seeds, ``complete`` only if every expected class
+        has every expected seed.
+
+    Raises
+    ------
+    ValueError
+        If the results are malformed or hold no rows of ``dataset`` in this setting.
+    """
+    selected = select_results(results, contamination=contamination, fitset=fitset, seeds=seeds)
+    selected = selected[selected["dataset"] == dataset]
+    if selected.empty:
+        raise ValueError(
+            f"no results for dataset={dataset!r} with contamination={contamination!r} "
+            f"and fitset={fitset!r}"
+        )
+    expected_seeds = sorted({int(s) for s in seeds} if seeds is not None else set(selected["seed"]))
+    known = list(class_names) if class_names is not None else list(CLASS_NAMES.get(dataset, ()))
+    expected_classes = known or sorted(selected["inlier"].unique())
+    classes = _order(selected["inlier"].unique(), known) if known else expected_classes
+    lookup = _published_per_class(published, dataset)
+    main_lookup = _published_main(published)
+    records = []
+    for method, detector in _ordered_pairs(selected[["method", "detector"]].drop_duplicates()):
+        pair = selected[(selected["method"] == method) & (selected["detector"] == detector)]
+        for inlier in classes:
+            jobs = pair[pair["inlier"] == inlier]
+            values, seeds_present = jobs["auroc"], jobs["seed"]
+            mean, std = _seed_stats(values, ddof)
+            pub = lookup.get((method, detector, inlier), (np.nan, np.nan))
+            records.append(
+                _class_record(dataset, inlier, method, detector, mean, std, pub)
+                | _interval_record(*_interval(jobs, values))
+                | {
+                    "n_seeds": int(len(values)),
+                    "expected_seeds": len(expected_seeds),
+                    "complete": set(expected_seeds) <= set(seeds_present),
+                }
+            )
+        class_means = pair.groupby("seed")["auroc"].mean()
+        counts = pair.groupby("seed")["inlier"].nunique().reindex(expected_seeds, fill_value=0)
+        mean, std = _seed_stats(class_means, ddof)
+        interval = _interval(pair, class_means)
+        pub = lookup.get(
+            (method, detector, "mean"),
+            main_lookup.get((method, detector, dataset), (np.nan, np.nan)),
+        )
+        complete = bool((counts == len(expected_classes)).all()) and set(pair["inlier"]) >= set(
+            expected_classes
+        )
+        records.append(
+            _class_record(dataset, "mean", method, detector, mean, std, pub)
+            | _interval_record(*interval)
+            | {
+                "n_seeds": int(len(class_means)),
+                "expected_seeds": len(expected_seeds),
+                "complete": complete,
+            }
+        )
+    table = pd.DataFrame.from_records(records)
+    table["delta"] = table["mean"] - table["published_mean"]
+    return table[list(PER_CLASS_COLUMNS)]
+
+
+def _interval_record(low: float, high: float, over: str) -> dict:
+    return {"ci_low": low, "ci_high": high, "ci_over": over}
+
+
+def _class_record(
+    dataset: str, inlier: str, method: str, detector: str, mean: float, std: float, pub: tuple
+) -> dict:
+    return {
+        "dataset": dataset,
+        "inlier": inlier,
+        "method": method,
+        "detector": detector,
+        "mean": mean,
+        "std": std,
+        "published_mean": float(pub[0]),
+        "published_std": float(pub[1]),
+    }
+
+
+def _published_per_class(
+    published: pd.DataFrame | None, dataset: str
+) -> dict[tuple[str, str, str], tuple]:
+    """Map (method, detector, inlier) -> (mean, std) from per-class published rows."""
+    if published is None or "inlier" not in published.columns:
+        return {}
+    frame = published[
+        (published["dataset"] == dataset) & (published["inlier"].fillna("").astype(str) != "")
+    ]
+    if "metric" in frame.columns:
+        frame = frame[frame["metric"] == "auroc"]
+    std = frame["std"] if "std" in frame.columns else pd.Series(np.nan, index=frame.index)
+    return {
+        (str(m), str(d), str(i)): (float(v), float(s))
+        for m, d, i, v, s in zip(
+            frame["method"], frame["detector"], frame["inlier"], frame["mean"], std, strict=True
+        )
+    }
+
+
+def _fmt(mean: float, std: float, decimals: int, n_seeds: int | None = None) -> str:
+    return format_mean_std(mean, std, n_seeds=n_seeds, decimals=decimals)
+
+
+def _fmt_cell(cell: pd.Series, decimals: int) -> str:
+    """Ours with its interval: ``"92.4 ± 0.6 [91.8, 93.0]"``, ``"92.4 (n=1) [...] over ..."``."""
+    return format_mean_std(
+        cell["mean"],
+        cell["std"],
+        n_seeds=cell["n_seeds"],
+        decimals=decimals,
+        interval=(float(cell["ci_low"]), float(cell["ci_high"])),
+        interval_label=INTERVAL_LABELS.get(str(cell["ci_over"]), ""),
+    )
+
+
+def _fmt_published(
+    pub_mean: float, pub_std: float, delta: float, decimals: int, derived: bool = False
+) -> str:
+    if not np.isfinite(pub_mean):
+        return ""
+    value = _fmt(pub_mean, pub_std, decimals) + (" (derived)" if derived else "")
+    if np.isfinite(delta):
+        # adding 0.0 turns a rounded -0.0 into 0.0, so it prints as "+0.0"
+        value += f", Δ {round(delta, decimals) + 0.0:+.{decimals}f}"
+    return value
+
+
+def format_main_table(long: pd.DataFrame, *, decimals: int = 1) -> pd.DataFrame:
+    """Format :func:`main_table`'s long frame for display (one row per method x detector).
+
+    Parameters
+    ----------
+    long : DataFrame
+        Output of :func:`main_table`.
+    decimals : int, default=1
+        Decimals shown.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``Representation``, ``Detector``, then per data set ``<Dataset>``
+        (``"92.4 ± 0.6 [91.8, 93.0]"``: mean ± std [95 % interval over seeds];
+        ``"92.4 (n=1) [90.1, 94.7] over classes"`` for one seed (or ``over the test set``),
+        with ``" [45/50 runs, 4/5 seeds]"``
+        appended when incomplete,
+        ``"—"`` when there is no result) and, when any published number is present,
+        ``<Dataset> paper`` (``"92.5 ± 0.6, Δ -0.1"``; ``(derived)`` marks a published
+        mean recomputed over the data sets shown).
+
+    Raises
+    ------
+    ValueError
+        If ``long`` lacks a column of :data:`MAIN_COLUMNS`.
+    """
+    _require(long, MAIN_COLUMNS, "main_table")
+    has_published = bool(long["published_mean"].notna().any())
+    datasets = _order(long["dataset"].unique(), [*DATASET_DISPLAY, "mean"])
+    datasets = [d for d in datasets if d != "mean"] + (["mean"] if "mean" in datasets else [])
+    rows = []
+    for (method, detector), group in long.groupby(["method", "detector"], sort=False):
+        row = {
+            "Representation": display_name("method", method),
+            "Detector": display_name("detector", detector),
+        }
+        cells = group.set_index("dataset")
+        for dataset in datasets:
+            name = display_name("dataset", dataset)
+            if dataset not in cells.index:
+                row[name] = "—"
+                if has_published:
+                    row[f"{name} paper"] = ""
+                continue
+            cell = cells.loc[dataset]
+            text = _fmt_cell(cell, decimals)
+            if not cell["complete"]:
+                text += (
+                    f" [{cell['n_results']}/{cell['expected_results']} runs, "
+                    f"{cell['n_seeds']}/{cell['expected_seeds']} seeds]"
+                )
+            row[name] = text
+            if has_published:
+                row[f"{name} paper"] = _fmt_published(
+                    cell["published_mean"],
+                    cell["published_std"],
+                    cell["delta"],
+                    decimals,
+                    bool(cell["published_derived"]),
+                )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def format_per_class_table(long: pd.DataFrame, *, decimals: int = 1) -> pd.DataFrame:
+    """Format :func:`per_class_table`'s long frame: rows classes, columns method / detector.
+
+    Parameters
+    ----------
+    long : DataFrame
+        Output of :func:`per_class_table`.
+    decimals : int, default=1
+        Decimals shown.
+
+    Returns
+    -------
+    DataFrame
+        A ``Class`` column, then one column ``"<Representation> / <Detector>"`` per pair with
+        cells ``"90.9 ± 0.5 [90.3, 91.5] (paper 90.9 ± 0.5, Δ +0.0)"`` (``"90.9 (n=1)
+        [90.2, 91.6] over the test set (paper ...)"`` for one seed); incomplete cells end with
+        ``" [3/5 seeds]"`` and the ``mean`` row with ``" [incomplete]"``.
+
+    Raises
+    ------
+    ValueError
+        If ``long`` lacks a column of :data:`PER_CLASS_COLUMNS`.
+    """
+    _require(long, PER_CLASS_COLUMNS, "per_class_table")
+    classes = list(dict.fromkeys(long["inlier"]))
+    frame = pd.DataFrame({"Class": classes})
+    for (method, detector), group in long.groupby(["method", "detector"], sort=False):
+        column = f"{display_name('method', method)} / {display_name('detector', detector)}"
+        cells = group.set_index("inlier")
+        texts = []
+        for inlier in classes:
+            cell = cells.loc[inlier]
+            text = _fmt_cell(cell, decimals)
+            published = _fmt_published(
+                cell["published_mean"], cell["published_std"], cell["delta"], decimals
+            )
+            if published:
+                text += f" (paper {published})"
+            if not cell["complete"]:
+                text += (
+                    " [incomplete]"
+                    if inlier == "mean"
+                    else f" [{cell['n_seeds']}/{cell['expected_seeds']} seeds]"
+                )
+            texts.append(text)
+        frame[column] = texts
+    return frame
+
+
+def _require(frame: pd.DataFrame, columns: Sequence[str], producer: str) -> None:
+    missing = [col for col in columns if col not in frame.columns]
+    if missing:
+        raise ValueError(f"frame lacks columns {missing}; expected the output of {producer}()")
+
+
+def table_verdicts(
+    long: pd.DataFrame, *, breaks: Sequence[str] = (), ddof: int = 0
+) -> pd.DataFrame:
+    """Each data-set cell of a :func:`main_table` or :func:`per_class_table` frame, placed
+    against the paper's number by :func:`~pipeline_lib.paper.verdict.reproduction_verdict`.
+
+    Our std enters the verdict as the sample std over seeds (``ddof=1``, recomputed from the
+    table's ``ddof``), the spread of values that the paper's std also is. A cell is not
+    comparable when it misses results or when the run's protocol ``breaks`` the paper's
+    (fewer epochs, a class subset: :func:`pipeline_lib.paper.protocol.protocol_breaks`).
+    The class-weighted ``mean`` column is not a cell of its own and is left out.
+
+    Returns
+    -------
+    DataFrame
+        The frame's rows without ``dataset == "mean"`` (nor ``inlier == "mean"``), with a
+        ``verdict`` column.
+    """
+    frame = long[long["dataset"] != "mean"]
+    if "inlier" in frame.columns:
+        frame = frame[frame["inlier"] != "mean"]
+    verdicts = []
+    for row in frame.itertuples(index=False):
+        n = int(row.n_seeds)
+        if not np.isfinite(row.mean):
+            has_paper = np.isfinite(row.published_mean)
+            verdicts.append("not comparable" if has_paper else "no paper value")
+            continue
+        ours_std = None
+        if n > 1 and np.isfinite(row.std):
+            ours_std = float(row.std) * float(np.sqrt((n - ddof) / (n - 1)))
+        verdicts.append(
+            reproduction_verdict(
+                float(row.mean),
+                row.published_mean,
+                row.published_std,
+                ours_std,
+                comparable=bool(row.complete) and not list(breaks),
+            )
+        )
+    return frame.assign(verdict=verdicts).reset_index(drop=True)

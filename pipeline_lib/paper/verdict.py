@@ -1,0 +1,117 @@
+"""Whether a reproduced number agrees with the paper's: one rule for every page and script.
+
+Torch-free, so the page generator (:mod:`pipeline_lib.paper.reproduction`) and the offline
+detector table (``benchmarks/fullcell_detectors.py``) share it without importing the models.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+__all__ = ["VERDICTS", "count_line", "reproduction_verdict", "verdict_counts"]
+
+#: Every value :func:`reproduction_verdict` returns.
+VERDICTS: tuple[str, ...] = ("within", "above", "below", "no paper value", "not comparable")
+
+
+def _missing(value: float | None) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def reproduction_verdict(
+    ours_mean: float,
+    paper_mean: float | None,
+    paper_std: float | None,
+    ours_std: float | None = None,
+    comparable: bool = True,
+) -> str:
+    """Place our AUC against the paper's mean +- std.
+
+    The rule: ours is ``within`` when ``|ours_mean - paper_mean| <= 2 * sqrt(ours_std**2 +
+    paper_std**2)``, i.e. the difference of the two means lies within two standard
+    deviations of that difference if the two runs are independent; otherwise ``above`` or
+    ``below`` by the sign of ``ours_mean - paper_mean``. With one seed of ours there is no
+    std of ours (``ours_std`` None counts as 0) and the rule becomes ``|ours - paper| <= 2
+    paper_std``. A paper value printed without a std counts as std 0. Both stds are of the
+    values (the paper's over its 5 runs), not of the means, so the rule is loose for many
+    seeds and strict for one, on purpose: it asks whether our number could be one more
+    run of the paper's.
+
+    Parameters
+    ----------
+    ours_mean : float
+        Our AUC x 100 (the mean over our seeds).
+    paper_mean, paper_std : float or None
+        The paper's AUC x 100 and its std; ``paper_mean`` None or NaN: the paper reports
+        no such number.
+    ours_std : float or None, default=None
+        The std over our seeds; None or NaN with one seed.
+    comparable : bool, default=True
+        False when our row does not run the paper's experiment (another score, fewer
+        epochs, a variant): then no verdict is given.
+
+    Returns
+    -------
+    {"within", "above", "below", "no paper value", "not comparable"}
+        ``no paper value`` takes precedence over ``not comparable``.
+
+    Raises
+    ------
+    ValueError
+        If ``ours_mean`` is not finite or a std is negative.
+    """
+    if not math.isfinite(ours_mean):
+        raise ValueError(f"ours_mean must be a finite AUC, got {ours_mean}")
+    if _missing(paper_mean):
+        return "no paper value"
+    if not comparable:
+        return "not comparable"
+    ours_std = 0.0 if _missing(ours_std) else float(ours_std)
+    paper_std = 0.0 if _missing(paper_std) else float(paper_std)
+    if ours_std < 0 or paper_std < 0:
+        raise ValueError(f"stds must be >= 0, got ours {ours_std}, paper {paper_std}")
+    difference = ours_mean - float(paper_mean)
+    if abs(difference) <= 2.0 * math.hypot(ours_std, paper_std):
+        return "within"
+    return "above" if difference > 0 else "below"
+
+
+def verdict_counts(verdicts: Iterable[str]) -> dict[str, int]:
+    """How many cells got each verdict, every key of :data:`VERDICTS` present.
+
+    Raises
+    ------
+    ValueError
+        Naming a value that is not a verdict.
+    """
+    counts = dict.fromkeys(VERDICTS, 0)
+    for verdict in verdicts:
+        if verdict not in counts:
+            raise ValueError(f"{verdict!r} is not a verdict; known: {VERDICTS}")
+        counts[verdict] += 1
+    return counts
+
+
+def count_line(counts: Mapping[str, int], breaks: Iterable[str] = ()) -> str:
+    """The sentence a summary opens with: ``"N of M published cells reproduced ..."``.
+
+    ``M`` counts the cells with a published number; ``N`` those ``within``. ``breaks`` are
+    the ways the run's protocol differs from the paper's that make its cells another
+    experiment (fewer epochs, a class subset): then no count is given, the line says
+    "not comparable" and why.
+    """
+    breaks = list(breaks)
+    published = sum(counts[v] for v in VERDICTS if v != "no paper value")
+    if breaks:
+        return (
+            f"Reproduction: not comparable. This run's protocol differs from the paper's "
+            f"({'; '.join(breaks)}), so none of its {published} cells with a published "
+            "number is counted as reproduced or not."
+        )
+    compared = counts["within"] + counts["above"] + counts["below"]
+    text = f"{counts['within']} of {compared} published cells reproduced"
+    text += f" (within 2 std of the paper's mean; {counts['above']} above, {counts['below']} below"
+    if counts["not comparable"]:
+        text += f"; {counts['not comparable']} more not comparable (incomplete or another score)"
+    return text + ")."

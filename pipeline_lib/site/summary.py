@@ -1,0 +1,533 @@
+"""The summary page of all studies: where every table and figure is, the largest deviations
+from the paper first, and what is missing.
+
+One ranked list answers "where do we disagree with the paper most": the deviations of every
+study in AUC points (x100), largest |ours - paper| first. A cell whose inputs are incomplete
+is never ranked (its number is biased by what is missing); it is listed separately with its
+missing count. Numbers in other units (Pearson r, training-set sizes) are listed apart, since
+their deviations are not comparable with AUC points. A study whose outputs are absent
+altogether (``None``) is reported as "not run".
+
+:func:`build_summary` returns Markdown and :func:`summary_html` a standalone HTML page with
+the same content; both only read
+:class:`~pipeline_lib.studies.contract.StudyResult` objects (e.g. from
+:func:`pipeline_lib.studies.files.load_study`) and the file paths given.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipeline_lib.studies.contract import STAT_COLUMNS, StudyResult
+from pipeline_lib.studies.files import COMPARISONS_SUFFIX
+
+__all__ = [
+    "RANKED_COLUMNS",
+    "build_summary",
+    "missing_cells",
+    "ranked_deviations",
+    "summary_html",
+]
+
+#: Columns of :func:`ranked_deviations`.
+RANKED_COLUMNS: tuple[str, ...] = (
+    "rank",
+    "study",
+    "item",
+    "ours",
+    "paper",
+    "deviation",
+    "n_missing",
+    "unit",
+    "status",
+)
+
+_TABLE_SUFFIXES = (".md", ".html", ".csv", ".tex")
+_DECIMALS = {"AUC": 1, "r": 3, "train images": 0}
+_STYLE = (
+    "body{font-family:system-ui,sans-serif;margin:2em;max-width:80em}"
+    "table{border-collapse:collapse;font-size:0.9em;margin-bottom:1em}"
+    "th,td{border:1px solid #ccc;padding:0.3em 0.6em;text-align:left}"
+    "th{background:#f3f3f3}img{max-width:100%;margin:0.5em 0}.missing{color:#b00}"
+)
+
+
+@dataclass(frozen=True)
+class _Link:
+    text: str
+    href: str
+
+
+# A cell is a str, a link, or a sequence of them (joined by " · ").
+_Cell = str | _Link | Sequence[str | _Link]
+
+
+def ranked_deviations(studies: Mapping[str, StudyResult | None]) -> pd.DataFrame:
+    """Every published comparison of every study, the rankable ones first by |deviation|.
+
+    Parameters
+    ----------
+    studies : mapping of str to StudyResult or None
+        Study name -> result; None (not run) contributes nothing.
+
+    Returns
+    -------
+    DataFrame
+        Columns :data:`RANKED_COLUMNS`. ``status`` is ``"ranked"`` (AUC unit, no missing
+        input, finite deviation; ``rank`` 1, 2, ... by decreasing |deviation|),
+        ``"incomplete"`` (some inputs missing), ``"no value"`` (ours or the deviation is
+        NaN) or ``"other unit"``; ``rank`` is NaN for all but ``"ranked"``. Rows are
+        ordered ranked, incomplete, other unit, no value.
+    """
+    parts = []
+    for name, result in studies.items():
+        if result is None or result.deviations is None or not len(result.deviations):
+            continue
+        frame = result.deviations.copy()
+        if "unit" not in frame.columns:
+            frame["unit"] = "AUC"
+        frame.insert(0, "study", name)
+        parts.append(frame)
+    if not parts:
+        return pd.DataFrame({col: pd.Series(dtype=object) for col in RANKED_COLUMNS})
+    frame = pd.concat(parts, ignore_index=True)
+    frame["unit"] = frame["unit"].fillna("AUC").astype(str)
+    frame["n_missing"] = frame["n_missing"].fillna(0).astype(int)
+    for col in ("ours", "paper", "deviation"):
+        frame[col] = frame[col].astype(float)
+    finite = np.isfinite(frame["deviation"].to_numpy())
+    status = np.where(
+        ~finite,
+        "no value",
+        np.where(
+            frame["n_missing"] > 0,
+            "incomplete",
+            np.where(frame["unit"] == "AUC", "ranked", "other unit"),
+        ),
+    )
+    frame["status"] = status
+    order = {"ranked": 0, "incomplete": 1, "other unit": 2, "no value": 3}
+    frame["_abs"] = frame["deviation"].abs()
+    frame["_order"] = frame["status"].map(order)
+    frame = frame.sort_values(["_order", "_abs"], ascending=[True, False], kind="stable")
+    frame = frame.drop(columns=["_abs", "_order"]).reset_index(drop=True)
+    ranked = frame["status"] == "ranked"
+    frame["rank"] = np.where(ranked, np.cumsum(ranked), np.nan)
+    return frame[list(RANKED_COLUMNS)]
+
+
+def missing_cells(studies: Mapping[str, StudyResult | None]) -> pd.DataFrame:
+    """The cells of every study that miss results.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``study, cell`` (the cell's id columns as ``key=value`` pairs),
+        ``n_missing, n_expected``, one row per incomplete cell, in study order.
+    """
+    rows = []
+    for name, result in studies.items():
+        if result is None or "n_missing" not in result.table.columns:
+            continue
+        table = result.table
+        ids = [c for c in table.columns if c not in STAT_COLUMNS and c != "beats_literature"]
+        for _, row in table[table["n_missing"].fillna(0) > 0].iterrows():
+            cell = ", ".join(f"{c}={_plain(row[c])}" for c in ids if _plain(row[c]) != "")
+            rows.append(
+                {
+                    "study": name,
+                    "cell": cell,
+                    "n_missing": int(row["n_missing"]),
+                    "n_expected": int(row["n_expected"]),
+                }
+            )
+    return pd.DataFrame(rows, columns=["study", "cell", "n_missing", "n_expected"])
+
+
+def _plain(value: object) -> str:
+    if value is None or (isinstance(value, float) and not np.isfinite(value)):
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _number(value: float, unit: str, *, signed: bool = False) -> str:
+    if value is None or not np.isfinite(value):
+        return "—"
+    decimals = _DECIMALS.get(unit, 2)
+    if signed:
+        return f"{round(value, decimals) + 0.0:+.{decimals}f}"
+    return f"{value:.{decimals}f}"
+
+
+def _href(path: Path | str, relative_to: Path | None) -> str:
+    path = Path(path)
+    if relative_to is not None:
+        return Path(os.path.relpath(path, relative_to)).as_posix()
+    return path.as_posix()
+
+
+def _status(result: StudyResult | None) -> str:
+    if result is None:
+        return "not run"
+    table = result.table
+    if "n_missing" not in table.columns or not len(table):
+        return "no cells"
+    bad = int((table["n_missing"].fillna(0) > 0).sum())
+    return "complete" if bad == 0 else f"incomplete: {bad} of {len(table)} cells miss results"
+
+
+def _linked_cells(table: pd.DataFrame, links: Mapping[tuple[str, str, str], str]) -> pd.DataFrame:
+    """The main table with each cell of ours that has runs made a link to them.
+
+    ``links`` maps ``(Representation, Detector, data set column)`` to the URL of the cell's
+    MLflow runs (:func:`pipeline_lib.site.run_links.main_table_run_links`); other cells
+    (the paper's, the mean, cells without runs) stay text.
+    """
+    if not links or not {"Representation", "Detector"} <= set(table.columns):
+        return table
+    out = table.astype(object).copy()
+    for index, row in table.iterrows():
+        for column in table.columns:
+            href = links.get((row["Representation"], row["Detector"], column))
+            if href is not None:
+                out.at[index, column] = _Link(str(row[column]), href)
+    return out
+
+
+def _blocks(
+    studies: Mapping[str, StudyResult | None],
+    links: Mapping[str, Sequence[Path]],
+    *,
+    title: str,
+    relative_to: Path | None,
+    top: int | None,
+    main: Mapping[str, Any] | None = None,
+) -> list[tuple]:
+    """The page as blocks: ("h", level, text), ("p", text), ("table", DataFrame of cells),
+    ("list", [cell, ...]), ("img", alt, href)."""
+    blocks: list[tuple] = [("h", 1, title)]
+    if main is not None and main.get("count"):
+        # The page opens with how much of the paper the run reproduced, then why the run
+        # may not be the paper's experiment.
+        blocks.append(("p", main["count"]))
+        blocks += [("p", line) for line in main.get("protocol", [])]
+    n_run = sum(r is not None for r in studies.values())
+    blocks.append(
+        (
+            "p",
+            f"{len(studies)} studies, {n_run} with results, {len(studies) - n_run} not run. "
+            "Deviations are ours minus the paper, in AUC points (ROC AUC x 100) unless a unit "
+            "is given; cells with missing results are never ranked.",
+        )
+    )
+    if main is not None:
+        # The table a reader opens the page for, inline, under the protocol line that says
+        # how comparable it is with the paper's.
+        blocks.append(("h", 2, "Main table"))
+        blocks += [("p", line) for line in main.get("protocol", [])]
+        blocks.append(("table", _linked_cells(main["table"], main.get("run_links") or {})))
+        files = [
+            _Link(Path(path).suffix.lstrip("."), _href(path, relative_to))
+            for path in main.get("links", [])
+        ]
+        if files:
+            blocks.append(("list", [["Files: ", *files]]))
+        blocks.append(("h", 3, "Ranks across data sets"))
+        if main.get("ranks"):
+            blocks.append(("img", "Mean ranks across data sets", _href(main["ranks"], relative_to)))
+        else:
+            n = main.get("n_datasets")
+            has = f"; this run has {n}" if n is not None else ""
+            blocks.append(
+                ("p", f"No rank plot: ranks across data sets need 3 data sets or more{has}.")
+            )
+
+    def table_links(name: str) -> list[_Link]:
+        paths = [Path(p) for p in links.get(name, [])]
+        tables = [
+            _Link(p.suffix.lstrip("."), _href(p, relative_to))
+            for suffix in _TABLE_SUFFIXES
+            for p in paths
+            if p.suffix == suffix and not p.stem.endswith(("_deviations", COMPARISONS_SUFFIX))
+        ]
+        # the paired Wilcoxon tests between the study's rows, where written
+        return tables + [
+            _Link("paired tests", _href(p, relative_to))
+            for p in paths
+            if p.stem.endswith(COMPARISONS_SUFFIX) and p.suffix == ".md"
+        ]
+
+    def figure_links(name: str) -> list[_Link]:
+        paths = [Path(p) for p in links.get(name, []) if Path(p).suffix == ".png"]
+        return [_Link(p.stem.removeprefix(f"{name}_"), _href(p, relative_to)) for p in paths]
+
+    overview = pd.DataFrame(
+        [
+            {
+                "Study": name,
+                "Kind": result.kind if result is not None else "",
+                "Status": _status(result),
+                "Cells": str(len(result.table)) if result is not None else "",
+                "Tables": table_links(name) or "",
+                "Figures": figure_links(name) or "",
+            }
+            for name, result in studies.items()
+        ]
+    )
+    blocks += [("h", 2, "Studies"), ("table", overview)]
+
+    ranked = ranked_deviations(studies)
+    blocks.append(("h", 2, "Largest deviations from the paper"))
+    top_rows = ranked[ranked["status"] == "ranked"]
+    if top is not None:
+        top_rows = top_rows.head(top)
+    if len(top_rows):
+        blocks.append(
+            (
+                "table",
+                pd.DataFrame(
+                    {
+                        "Rank": [str(int(r)) for r in top_rows["rank"]],
+                        "Study": top_rows["study"],
+                        "Item": top_rows["item"],
+                        "Ours": [_number(v, "AUC") for v in top_rows["ours"]],
+                        "Paper": [_number(v, "AUC") for v in top_rows["paper"]],
+                        "Δ (AUC)": [_number(v, "AUC", signed=True) for v in top_rows["deviation"]],
+                    }
+                ),
+            )
+        )
+    else:
+        blocks.append(("p", "No complete cell has a published counterpart yet."))
+    for status, heading in (
+        ("incomplete", "Not ranked: cells with missing results"),
+        ("other unit", "Other published quantities (not AUC)"),
+        ("no value", "Published numbers without a value of ours"),
+    ):
+        rows = ranked[ranked["status"] == status]
+        if not len(rows):
+            continue
+        blocks.append(("h", 3, heading))
+        blocks.append(
+            (
+                "table",
+                pd.DataFrame(
+                    {
+                        "Study": rows["study"],
+                        "Item": rows["item"],
+                        "Unit": rows["unit"],
+                        "Ours": [
+                            _number(v, u) for v, u in zip(rows["ours"], rows["unit"], strict=True)
+                        ],
+                        "Paper": [
+                            _number(v, u) for v, u in zip(rows["paper"], rows["unit"], strict=True)
+                        ],
+                        "Δ": [
+                            _number(v, u, signed=True)
+                            for v, u in zip(rows["deviation"], rows["unit"], strict=True)
+                        ],
+                        "Missing": [f"missing {n}" if n else "" for n in rows["n_missing"]],
+                    }
+                ),
+            )
+        )
+
+    blocks.append(("h", 2, "Missing results"))
+    not_run = [name for name, result in studies.items() if result is None]
+    blocks.append(("h", 3, "Studies not run"))
+    blocks.append(("list", [f"{name}: not run (no outputs)" for name in not_run] or ["none"]))
+    missing = missing_cells(studies)
+    blocks.append(("h", 3, "Cells with missing results"))
+    if len(missing):
+        blocks.append(
+            (
+                "table",
+                pd.DataFrame(
+                    {
+                        "Study": missing["study"],
+                        "Cell": missing["cell"],
+                        "Missing": [
+                            f"missing {m}/{n}"
+                            for m, n in zip(
+                                missing["n_missing"], missing["n_expected"], strict=True
+                            )
+                        ],
+                    }
+                ),
+            )
+        )
+    else:
+        blocks.append(("p", "none: every study that ran has all its expected results"))
+
+    blocks.append(("h", 2, "Studies in detail"))
+    for name, result in studies.items():
+        heading = f"{name} ({result.kind})" if result is not None else f"{name} (not run)"
+        blocks.append(("h", 3, heading))
+        if result is None:
+            blocks.append(("p", "not run: no outputs found"))
+            continue
+        if result.caption:
+            blocks.append(("p", result.caption))
+        blocks += [("p", line) for line in result.protocol]
+        tables = table_links(name)
+        if tables:
+            blocks.append(("list", [["Table: ", *tables]]))
+        if result.notes:
+            blocks.append(("list", list(result.notes)))
+        for link in figure_links(name):
+            blocks.append(("img", f"{name}: {link.text}", link.href))
+    return blocks
+
+
+def _md_cell(cell: _Cell) -> str:
+    if isinstance(cell, _Link):
+        return f"[{cell.text}]({cell.href})"
+    if isinstance(cell, str):
+        return cell.replace("|", "\\|").replace("\n", " ")
+    parts = [_md_cell(part) for part in cell]
+    if parts and isinstance(cell[0], str) and cell[0].endswith(": "):
+        return parts[0] + " · ".join(parts[1:])  # "Table: md · html · csv · tex"
+    return " · ".join(parts)
+
+
+def _html_cell(cell: _Cell) -> str:
+    if isinstance(cell, _Link):
+        return f'<a href="{html.escape(cell.href, quote=True)}">{html.escape(cell.text)}</a>'
+    if isinstance(cell, str):
+        text = html.escape(cell)
+        return f'<span class="missing">{text}</span>' if "missing" in cell else text
+    parts = [_html_cell(part) for part in cell]
+    if cell and isinstance(cell[0], str) and cell[0].endswith(": "):
+        # a label, then its links: separated, or a browser shows "mdhtmlcsvtex"
+        return parts[0] + " · ".join(parts[1:])
+    return " · ".join(parts)
+
+
+def _render_markdown(blocks: list[tuple]) -> str:
+    out: list[str] = []
+    for block in blocks:
+        kind = block[0]
+        if kind == "h":
+            out.append(f"{'#' * block[1]} {block[2]}\n")
+        elif kind == "p":
+            out.append(f"{block[1]}\n")
+        elif kind == "list":
+            out.append("\n".join(f"- {_md_cell(item)}" for item in block[1]) + "\n")
+        elif kind == "img":
+            out.append(f"![{block[1]}]({block[2]})\n")
+        elif kind == "table":
+            frame: pd.DataFrame = block[1]
+            lines = [
+                "| " + " | ".join(str(c) for c in frame.columns) + " |",
+                "|" + "|".join("---" for _ in frame.columns) + "|",
+            ]
+            for row in frame.itertuples(index=False):
+                lines.append("| " + " | ".join(_md_cell(c) for c in row) + " |")
+            out.append("\n".join(lines) + "\n")
+    return "\n".join(out)
+
+
+def _render_html(blocks: list[tuple], title: str) -> str:
+    body: list[str] = []
+    for block in blocks:
+        kind = block[0]
+        if kind == "h":
+            body.append(f"<h{block[1]}>{html.escape(block[2])}</h{block[1]}>")
+        elif kind == "p":
+            body.append(f"<p>{html.escape(block[1])}</p>")
+        elif kind == "list":
+            items = "".join(f"<li>{_html_cell(item)}</li>" for item in block[1])
+            body.append(f"<ul>{items}</ul>")
+        elif kind == "img":
+            body.append(
+                f'<figure><img src="{html.escape(block[2], quote=True)}" '
+                f'alt="{html.escape(block[1], quote=True)}"><figcaption>'
+                f"{html.escape(block[1])}</figcaption></figure>"
+            )
+        elif kind == "table":
+            frame = block[1]
+            head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+            rows = "".join(
+                "<tr>" + "".join(f"<td>{_html_cell(c)}</td>" for c in row) + "</tr>"
+                for row in frame.itertuples(index=False)
+            )
+            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{html.escape(title)}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n"
+        + "\n".join(body)
+        + "\n</body>\n</html>\n"
+    )
+
+
+def build_summary(
+    studies: Mapping[str, StudyResult | None],
+    links: Mapping[str, list[Path]],
+    *,
+    title: str = "droc-bench: the paper's studies beside its published numbers",
+    relative_to: Path | None = None,
+    top: int | None = None,
+    main: Mapping[str, Any] | None = None,
+) -> str:
+    """The summary page as Markdown.
+
+    Parameters
+    ----------
+    studies : mapping of str to StudyResult or None
+        Study name -> its result (e.g.
+        :func:`pipeline_lib.studies.files.load_study`); None marks a study whose
+        outputs are absent ("not run").
+    links : mapping of str to list of Path
+        Study name -> its files (what
+        :func:`pipeline_lib.studies.files.write_study` returned): tables
+        (``.md/.html/.csv/.tex``) and figures (``.png``) are linked.
+    title : str
+        Page title.
+    relative_to : Path or None, default=None
+        Write links relative to this folder (the page's own folder); None keeps the paths.
+    top : int or None, default=None
+        Show only the ``top`` largest ranked deviations; None shows all.
+    main : mapping or None, default=None
+        The main table shown inline near the top: ``table`` (its display DataFrame, e.g.
+        :func:`pipeline_lib.paper.aggregate.format_main_table`), ``protocol`` (lines above it:
+        how the run's protocol differs from the paper's), ``links`` (its files),
+        ``count`` (:func:`pipeline_lib.paper.verdict.count_line`: the page's first line,
+        followed by the protocol lines), ``ranks`` (the mean-rank plot's path, shown under
+        the table; None or absent: one sentence says why there is none), ``n_datasets``
+        (the main table's data sets, for that sentence) and ``run_links``
+        (``(Representation, Detector, data set)`` -> the URL of that cell's MLflow runs:
+        each such cell becomes a link; absent or empty without tracking).
+
+    Returns
+    -------
+    str
+        Markdown: the reproduction count and protocol line (with ``main["count"]``),
+        overview, the main table, ranked deviations, missing results, then each study's
+        protocol line, links, notes and figures.
+    """
+    blocks = _blocks(studies, links, title=title, relative_to=relative_to, top=top, main=main)
+    return _render_markdown(blocks)
+
+
+def summary_html(
+    studies: Mapping[str, StudyResult | None],
+    links: Mapping[str, list[Path]],
+    *,
+    title: str = "droc-bench: the paper's studies beside its published numbers",
+    relative_to: Path | None = None,
+    top: int | None = None,
+    main: Mapping[str, Any] | None = None,
+) -> str:
+    """The summary page as a standalone HTML document (same content as :func:`build_summary`)."""
+    blocks = _blocks(studies, links, title=title, relative_to=relative_to, top=top, main=main)
+    return _render_html(blocks, title)
