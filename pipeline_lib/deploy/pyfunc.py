@@ -1,8 +1,7 @@
 """The packaged detector as an MLflow ``pyfunc`` model: log, register, load, predict.
 
 This module imports mlflow (besides :mod:`pipeline_lib.tracking.mlflow_store`, the only one
-that does):
-the pyfunc class must subclass ``mlflow.pyfunc.PythonModel``. It is imported only by the
+that does): the pyfunc class must subclass ``mlflow.pyfunc.PythonModel``. It is imported only by the
 deploy step, the CLI (for ``models:/`` and ``runs:/`` URIs) and the serving process.
 
 Request format (``mlflow models serve``; one row per image, JSON such as
