@@ -6,15 +6,25 @@ PYTHON ?= python3
 CORES ?= 2
 BIN := $(abspath $(VENV))/bin
 export PATH := $(BIN):$(PATH)
-# Unit tests only: no Snakemake runs, no real data sets, no SLURM cluster.
-FAST := not workflow and not realdata and not cluster
+# The edit loop: unit tests only, and of those not the slow ones (tests/conftest.py): no
+# Snakemake runs, no real data sets, no SLURM cluster, no network trained or exported.
+FAST := not workflow and not realdata and not cluster and not slow
 
 .PHONY: demo test test-fast lint rulegraph report clean
 
+# uv installs the same pins as pip several times faster (it downloads and unpacks in
+# parallel); it is given the package indexes and wheel folders pip is configured with, and
+# pip itself installs when uv cannot.
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet --upgrade pip uv
+	sources=$$(for url in $$($(BIN)/pip config get global.extra-index-url 2>/dev/null); \
+	    do echo --extra-index-url $$url; done; \
+	    for folder in $$($(BIN)/pip config get global.find-links 2>/dev/null); \
+	    do echo --find-links $$folder; done); \
+	$(BIN)/uv pip install --quiet --native-tls --python $(BIN)/python \
+	    --index-strategy unsafe-best-match $$sources -e ".[dev]" \
+	|| $(BIN)/pip install --quiet -e ".[dev]"
 	touch $@
 
 demo: $(VENV)/.installed
