@@ -58,11 +58,45 @@ def _weight(items: list[pytest.Item]) -> int:
     return 1 if "realdata" in markers else 0
 
 
+#: Unit-test files that train networks, compile them, export them or run the command-line
+#: tool in subprocesses: three quarters of the unit tests' time. Their tests are marked
+#: ``slow``: `make test` runs them, the edit loop (`make test-fast`) leaves them out.
+SLOW_FILES = frozenset(
+    {
+        "tests/ssl/test_stepper.py",
+        "tests/ssl/test_fused.py",
+        "tests/ssl/test_compiling.py",
+        "tests/ssl/test_train.py",
+        "tests/ssl/test_flops.py",
+        "tests/test_full_cell.py",
+        "tests/test_epoch_eval.py",
+        "tests/test_bench_streams.py",
+        "tests/test_bench_compile.py",
+        "tests/test_imagenet.py",
+        "tests/deploy/test_fuzz_images.py",
+        "tests/deploy/test_cli.py",
+        "tests/deploy/test_pyfunc_code.py",
+        "tests/deploy/test_export.py",
+    }
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A renamed or deleted test file must leave ``SLOW_FILES`` too, or its mark is lost."""
+    missing = sorted(name for name in SLOW_FILES if not (TESTS.parent / name).is_file())
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py SLOW_FILES names missing files: {missing}")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Each unit's tests together, longest units first (xdist hands them out in this order).
 
-    Without xdist only the order changes, which no test depends on.
+    Without xdist only the order changes, which no test depends on. Tests of
+    ``SLOW_FILES`` get the ``slow`` mark here.
     """
+    for item in items:
+        if item.nodeid.split("::", 1)[0] in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
     units: dict[str, list[pytest.Item]] = {}
     for item in items:
         units.setdefault(_unit(item), []).append(item)
