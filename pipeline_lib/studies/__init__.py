@@ -11,6 +11,10 @@ is counted in its cell's ``n_missing`` and marked, never averaged away. ``option
 study's keyword settings (each kind rejects keys it does not read; every kind reads
 ``decimals`` and ``ddof``). ``scores`` is only read by ``"ensembles"``.
 
+Each kind's module holds its :class:`~.spec.StudySpec` (which rows it reads, how its cells
+are grouped, sorted and compared with the paper, its human table, figures and notes) and
+the functions only it needs; :func:`.spec.build` runs the steps every study shares.
+
 The shared machinery lives in modules named for their job: :mod:`.contract` (the columns,
 :class:`~.contract.StudyResult`, the join to the expected grid), :mod:`.stats` (statistics
 over seeds), :mod:`.paper` (the published numbers beside ours), :mod:`.display` (table
@@ -22,6 +26,7 @@ writes a result's files, :func:`~.files.load_study` reads them back for the summ
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import pandas as pd
@@ -40,8 +45,9 @@ from pipeline_lib.studies import (
     uniformity,
 )
 from pipeline_lib.studies.contract import StudyResult
+from pipeline_lib.studies.spec import StudySpec, build
 
-__all__ = ["STUDY_KINDS", "STUDY_OPTIONS", "StudyBuilder", "build_study"]
+__all__ = ["STUDY_KINDS", "STUDY_OPTIONS", "STUDY_SPECS", "StudyBuilder", "build_study"]
 
 #: ``build(frame, expected, *, options, scores=None) -> StudyResult``.
 StudyBuilder = Callable[..., StudyResult]
@@ -60,11 +66,18 @@ _MODULES = (
     main,
 )
 
+#: Study kind -> its spec (what :func:`~.spec.build` needs to build it).
+STUDY_SPECS: dict[str, StudySpec] = {module.SPEC.kind: module.SPEC for module in _MODULES}
+
 #: Study kind -> builder.
-STUDY_KINDS: dict[str, StudyBuilder] = {module.KIND: module.build for module in _MODULES}
+STUDY_KINDS: dict[str, StudyBuilder] = {
+    kind: partial(build, spec) for kind, spec in STUDY_SPECS.items()
+}
 
 #: Study kind -> the option keys it reads (besides ``decimals`` and ``ddof``).
-STUDY_OPTIONS: dict[str, tuple[str, ...]] = {module.KIND: module.OPTIONS for module in _MODULES}
+STUDY_OPTIONS: dict[str, tuple[str, ...]] = {
+    kind: spec.options for kind, spec in STUDY_SPECS.items()
+}
 
 
 def build_study(

@@ -2,98 +2,34 @@
 
 Linear OC-SVM, OC-SVM (RBF), KDE and GDE on the same representation across the data sets,
 beside Table 5 (``performance_gaussian.csv``; its OC-SVM and KDE rows equal Table 7's).
-Built on the main-table machinery (:func:`pipeline_lib.studies.main.main_like`).
+Built on the main-table machinery (:func:`pipeline_lib.studies.main.main_cells`).
+
+Options: ``methods`` (``["contrastive_da"]``), ``detectors`` (linear OC-SVM, OC-SVM, KDE,
+GDE), ``space`` (``"f"``), ``decimals``, ``ddof``. One-class jobs only; the table has one row
+per (method, detector, dataset) as the main study.
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from pipeline_lib.paper.published import DATASET_DISPLAY
-from pipeline_lib.studies.contract import StudyResult, check_options
-from pipeline_lib.studies.display import label, pivot_display, sort_table
-from pipeline_lib.studies.figures import hatch_incomplete, new_figure, palette, plot_paper
-from pipeline_lib.studies.main import main_like
-from pipeline_lib.studies.paper import deviation_rows
-from pipeline_lib.studies.stats import common_notes, missing_note
+from pipeline_lib.studies.display import label, named
+from pipeline_lib.studies.figures import bar_panel, legend_below, new_figure, ours_bars, palette
+from pipeline_lib.studies.main import MAIN_SELECT, main_cells
+from pipeline_lib.studies.spec import Deviations, Opt, Pivot, Run, StudySpec
 
-__all__ = ["DEFAULT_DETECTORS", "KIND", "OPTIONS", "build"]
+__all__ = ["DEFAULT_DETECTORS", "SPEC"]
 
-KIND = "classifiers"
-#: Option keys this kind reads (besides ``decimals`` and ``ddof``).
-OPTIONS: tuple[str, ...] = ("methods", "detectors", "space")
 #: Table 5's classifiers, in its row order.
 DEFAULT_DETECTORS: tuple[str, ...] = ("ocsvm_linear", "ocsvm", "kde", "gde")
 
 
-def build(
-    frame: pd.DataFrame,
-    expected: pd.DataFrame,
-    *,
-    options: Mapping[str, Any],
-    scores: Mapping | None = None,
-) -> StudyResult:
-    """AUC of each classifier on contrastive DA per data set (and the weighted mean).
-
-    Options: ``methods`` (``["contrastive_da"]``), ``detectors`` (linear OC-SVM, OC-SVM,
-    KDE, GDE), ``space`` (``"f"``), ``decimals``, ``ddof``. One-class jobs only. ``scores``
-    unused.
-
-    Returns
-    -------
-    StudyResult
-        ``table``: one row per (method, detector, dataset) as the main study.
-
-    Raises
-    ------
-    ValueError
-        On unknown options or when the expected grid selects nothing.
-    """
-    check_options(options, OPTIONS, KIND)
-    decimals, ddof = int(options.get("decimals", 1)), int(options.get("ddof", 0))
-    methods = list(options.get("methods", ("contrastive_da",)))
-    detectors = list(options.get("detectors", DEFAULT_DETECTORS))
-    table, _ = main_like(
-        frame,
-        expected,
-        {"ddof": ddof, "spaces": [options.get("space", "f")]},
-        methods=methods,
-        detectors=detectors,
-    )
+def _datasets(run: Run, table: pd.DataFrame) -> list[str]:
+    """The paper's data sets present, then the others sorted."""
     datasets = [d for d in DATASET_DISPLAY if d in set(table["dataset"])]
-    datasets += sorted(set(table["dataset"]) - set(datasets))
-    table = sort_table(table, {"method": methods, "detector": detectors, "dataset": datasets})
-    display = pivot_display(
-        table,
-        [
-            ("method", "Representation", lambda v: label("method", v)),
-            ("detector", "Classifier", lambda v: label("detector", v)),
-        ],
-        "dataset",
-        lambda d: label("dataset", d),
-        decimals=decimals,
-    )
-    notes = common_notes(ddof) + missing_note(table)
-    notes.append("published: Table 5 (and Table 7, identical for OC-SVM and KDE)")
-    return StudyResult(
-        kind=KIND,
-        table=table,
-        figures={"auroc": _figure(table, detectors)},
-        deviations=deviation_rows(
-            table,
-            lambda r: (
-                f"classifiers: {label('dataset', r['dataset'])}: {label('method', r['method'])} / "
-                f"{label('detector', r['detector'])}"
-            ),
-        ),
-        notes=notes,
-        display=display,
-        caption="One-class classifiers on contrastive (DA) representations (App. A.2.1, Table 5)",
-    )
+    return datasets + sorted(set(table["dataset"]) - set(datasets))
 
 
 def _figure(table: pd.DataFrame, detectors: list[str]):
@@ -112,32 +48,49 @@ def _figure(table: pd.DataFrame, detectors: list[str]):
         for k, detector in enumerate(present):
             cells = rows[rows["detector"] == detector].set_index("dataset").reindex(datasets)
             xs = x + (k - (len(present) - 1) / 2) * width
-            has = cells["mean"].notna().to_numpy()
-            bars = ax.bar(
-                xs[has],
-                cells["mean"].to_numpy()[has],
-                width=width,
-                yerr=cells["std"].fillna(0.0).to_numpy()[has],
+            ours_bars(
+                ax,
+                xs,
+                cells,
+                colour=colours[detector],
+                label_text=label("detector", detector),
+                paper_label="paper (Table 5)",
                 capsize=2,
-                color=colours[detector],
-                label=label("detector", detector),
-                gid="ours",
+                width=width,
             )
-            hatch_incomplete(bars, cells["n_missing"].to_numpy()[has] > 0)
-            plot_paper(
-                ax, xs, cells["paper_mean"].to_numpy(dtype=float), label_text="paper (Table 5)"
-            )
-        ax.set_xticks(x, [label("dataset", d) for d in datasets], rotation=20, ha="right")
-        low = np.nanmin(
-            np.concatenate([rows["mean"] - rows["std"].fillna(0), rows["paper_mean"], [100.0]])
-        )
-        ax.set_ylim(max(0.0, 5.0 * np.floor((low - 3.0) / 5.0)), 100.0)
-        ax.set_ylabel("ROC AUC (x100)")
-        ax.set_xlabel("data set")
-        ax.set_title(f"{label('method', method)}: one-class classifiers")
-    handles, labels = axes[0].get_legend_handles_labels()
-    unique = dict(zip(labels, handles, strict=True))
-    fig.legend(
-        list(unique.values()), list(unique), fontsize="small", ncols=5, loc="outside lower center"
-    )
+        ticks = [label("dataset", d) for d in datasets]
+        title = f"{label('method', method)}: one-class classifiers"
+        bar_panel(ax, x, ticks, rows, xlabel="data set", title=title, rotation=20)
+    legend_below(fig, axes[0], ncols=5)
     return fig
+
+
+SPEC = StudySpec(
+    kind="classifiers",
+    caption="One-class classifiers on contrastive (DA) representations (App. A.2.1, Table 5)",
+    defaults={
+        "methods": ("contrastive_da",),
+        "detectors": DEFAULT_DETECTORS,
+        "space": "f",
+    },
+    select={**MAIN_SELECT, "contamination": 0.0, "fitset": "train", "space": Opt("space")},
+    empty="main table: the expected grid has no jobs with contamination=0.0, "
+    "fitset='train', spaces [{space!r}], methods {methods}, detectors {detectors}",
+    cells=main_cells,
+    orders={"method": Opt("methods"), "detector": Opt("detectors"), "dataset": _datasets},
+    deviations=[
+        Deviations(
+            lambda run, r: (
+                f"classifiers: {label('dataset', r['dataset'])}: {label('method', r['method'])}"
+                f" / {label('detector', r['detector'])}"
+            )
+        )
+    ],
+    display=Pivot(
+        [named("method", "Representation"), named("detector", "Classifier")],
+        "dataset",
+        lambda d: label("dataset", d),
+    ),
+    figures=lambda run, table: {"auroc": _figure(table, run["detectors"])},
+    notes=lambda run, table: ["published: Table 5 (and Table 7, identical for OC-SVM and KDE)"],
+)

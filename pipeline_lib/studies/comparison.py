@@ -7,33 +7,30 @@ Mean in Table 2 (rotation prediction: KDE, 88.2 vs. OC-SVM 87.1; contrastive DA:
 89.9 vs. KDE 89.8), which is what the parser infers from the numbers. We fill the same two
 rows with our results of the same detectors, keep the literature rows as published, and
 mark per data set whether our row still beats every earlier method.
+
+Options: ``detectors`` (method -> detector, default :func:`paper_detectors`: rotation KDE,
+contrastive_da OC-SVM), ``space`` (``"f"``), ``decimals``, ``ddof``. One-class jobs of the
+default variants of those methods. The table has ``source`` ``literature`` rows (paper values
+only) and ``ours`` rows (ours, the paper's own row, ``deviation``, ``beats_literature``: our
+mean above every earlier method's number on that data set, NaN without one).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from pipeline_lib.paper.published import load_published
-from pipeline_lib.studies.contract import (
-    STAT_COLUMNS,
-    StudyResult,
-    check_options,
-    join_expected,
-)
+from pipeline_lib.studies.contract import STAT_COLUMNS
 from pipeline_lib.studies.display import format_cell, format_value, label, sort_table
-from pipeline_lib.studies.figures import hatch_incomplete, new_figure, plot_paper
-from pipeline_lib.studies.paper import PAPER_TABLE_NUMBERS, deviation_rows
-from pipeline_lib.studies.stats import cell_stats, common_notes, missing_note
+from pipeline_lib.studies.figures import legend_below, new_figure, ours_bars
+from pipeline_lib.studies.paper import PAPER_TABLE_NUMBERS
+from pipeline_lib.studies.spec import ONE_CLASS, Deviations, Run, StudySpec
+from pipeline_lib.studies.stats import cell_stats
 
-__all__ = ["KIND", "OPTIONS", "build", "paper_detectors"]
-
-KIND = "comparison"
-#: Option keys this kind reads (besides ``decimals`` and ``ddof``).
-OPTIONS: tuple[str, ...] = ("detectors", "space")
+__all__ = ["SPEC", "paper_detectors"]
 _TABLE = "visual_results_comparison"
 
 
@@ -44,137 +41,100 @@ def paper_detectors() -> dict[str, str]:
     return dict(zip(ours["method"], ours["detector"], strict=True))
 
 
-def build(
-    frame: pd.DataFrame,
-    expected: pd.DataFrame,
-    *,
-    options: Mapping[str, Any],
-    scores: Mapping | None = None,
-) -> StudyResult:
-    """Table 3 with our rotation-prediction and contrastive-DA rows beside the paper's.
-
-    Options: ``detectors`` (method -> detector, default :func:`paper_detectors`: rotation
-    KDE, contrastive_da OC-SVM), ``space`` (``"f"``), ``decimals``, ``ddof``. One-class jobs
-    of the default variants of those methods. ``scores`` unused.
-
-    Returns
-    -------
-    StudyResult
-        ``table``: ``source`` ``literature`` rows (paper values only) and ``ours`` rows
-        (ours, the paper's own row, ``deviation``, ``beats_literature``: our mean above every
-        earlier method's number on that data set, NaN without one).
-
-    Raises
-    ------
-    ValueError
-        On unknown options or when the expected grid selects nothing.
-    """
-    check_options(options, OPTIONS, KIND)
-    decimals, ddof = int(options.get("decimals", 1)), int(options.get("ddof", 0))
-    detectors = {**paper_detectors(), **dict(options.get("detectors", {}))}
-    space = str(options.get("space", "f"))
-    pub = load_published(_TABLE)
-    datasets = list(dict.fromkeys(pub["dataset"]))
-    cells = join_expected(frame, expected)
+def _prepare(run: Run, cells: pd.DataFrame) -> pd.DataFrame:
+    """The default variant of each method of Table 3, with that method's detector."""
+    run.options["detectors"] = detectors = {**paper_detectors(), **dict(run["detectors"])}
     keep = cells["base_method"].map(detectors).eq(cells["detector"])
-    cells = cells[
-        keep
-        & (cells["method"] == cells["base_method"])
-        & (cells["space"] == space)
-        & (cells["fitset"] == "train")
-        & (cells["contamination"] == 0.0)
-    ]
-    if cells.empty:
-        raise ValueError(f"{KIND}: the expected grid has no one-class jobs of {detectors}")
-    ours = cell_stats(cells, ["dataset", "base_method", "detector"], ddof=ddof)
+    return cells[keep & (cells["method"] == cells["base_method"])]
+
+
+def _literature_row(r: Any, source: str) -> dict:
+    """An earlier method's published number as a table row (no result of ours)."""
+    return {
+        "source": "literature",
+        "dataset": r.dataset,
+        "method": r.method,
+        "detector": "",
+        "entry": r.paper_representation,
+        "mean": np.nan,
+        "std": np.nan,
+        "n_seeds": 0,
+        "n_expected_seeds": 0,
+        "n_results": 0,
+        "n_expected": 0,
+        "n_missing": 0,
+        "paper_mean": r.mean,
+        "paper_std": np.nan,
+        "paper_source": source,
+        "deviation": np.nan,
+        "beats_literature": np.nan,
+    }
+
+
+def _ours_row(r: dict, paper: Any, best: float, source: str) -> dict:
+    """Our cell beside the paper's own row and whether it beats every earlier method."""
+    found = paper is not None
+    return r | {
+        "source": "ours",
+        "entry": f"{label('method', r['method'])} ({label('detector', r['detector'])})",
+        "paper_mean": float(paper["mean"]) if found else np.nan,
+        "paper_std": float(paper["std"]) if found else np.nan,
+        "paper_source": source if found else "",
+        "deviation": r["mean"] - (float(paper["mean"]) if found else np.nan),
+        "beats_literature": (
+            float(r["mean"] > best) if np.isfinite(best) and np.isfinite(r["mean"]) else np.nan
+        ),
+    }
+
+
+def _cells(run: Run) -> pd.DataFrame:
+    """Literature rows as published, then our rows, by data set in Table 3's order."""
+    pub = load_published(_TABLE)
+    datasets = run.state["datasets"] = list(dict.fromkeys(pub["dataset"]))
+    ours = cell_stats(run.cells, ["dataset", "base_method", "detector"], ddof=run.ddof)
     ours = ours.rename(columns={"base_method": "method"})
-    ours = sort_table(ours, {"method": list(detectors), "dataset": datasets})
+    ours = sort_table(ours, {"method": list(run["detectors"]), "dataset": datasets})
     literature = pub[pub["detector"] == ""]
     best_previous = literature.groupby("dataset")["mean"].max()
-    rows = []
     source = f"Table {PAPER_TABLE_NUMBERS[_TABLE]}"
-    for r in literature.itertuples(index=False):
-        rows.append(
-            {
-                "source": "literature",
-                "dataset": r.dataset,
-                "method": r.method,
-                "detector": "",
-                "entry": r.paper_representation,
-                "mean": np.nan,
-                "std": np.nan,
-                "n_seeds": 0,
-                "n_expected_seeds": 0,
-                "n_results": 0,
-                "n_expected": 0,
-                "n_missing": 0,
-                "paper_mean": r.mean,
-                "paper_std": np.nan,
-                "paper_source": source,
-                "deviation": np.nan,
-                "beats_literature": np.nan,
-            }
-        )
+    rows = [_literature_row(r, source) for r in literature.itertuples(index=False)]
     published_ours = pub[pub["detector"] != ""].set_index(["method", "dataset"])
     for r in ours.to_dict("records"):
         key = (r["method"], r["dataset"])
         paper = published_ours.loc[key] if key in published_ours.index else None
-        best = best_previous.get(r["dataset"], np.nan)
-        rows.append(
-            r
-            | {
-                "source": "ours",
-                "entry": f"{label('method', r['method'])} ({label('detector', r['detector'])})",
-                "paper_mean": float(paper["mean"]) if paper is not None else np.nan,
-                "paper_std": float(paper["std"]) if paper is not None else np.nan,
-                "paper_source": source if paper is not None else "",
-                "deviation": r["mean"] - (float(paper["mean"]) if paper is not None else np.nan),
-                "beats_literature": (
-                    float(r["mean"] > best)
-                    if np.isfinite(best) and np.isfinite(r["mean"])
-                    else np.nan
-                ),
-            }
-        )
+        rows.append(_ours_row(r, paper, best_previous.get(r["dataset"], np.nan), source))
     table = pd.DataFrame(rows)
     order = {d: i for i, d in enumerate(datasets)}
     table = table.assign(_d=table["dataset"].map(lambda d: order.get(d, len(order))))
     table = table.sort_values(["_d"], kind="stable").drop(columns="_d")
     table = table.assign(_s=table["source"].map({"literature": 0, "ours": 1}))
-    table = table.sort_values(["_s"], kind="stable").drop(columns="_s").reset_index(drop=True)
-    table = table[
-        ["source", "dataset", "method", "detector", "entry", *STAT_COLUMNS, "beats_literature"]
-    ]
-    ours_rows = table[table["source"] == "ours"]
-    deviations = deviation_rows(
-        ours_rows,
-        lambda r: f"comparison (Table 3): {label('dataset', r['dataset'])}: {r['entry']}",
-    )
-    present = [d for d in datasets if d in set(table["dataset"])]
-    display = _display(table, present, decimals)
-    notes = common_notes(ddof) + missing_note(ours_rows, "of our cells")
-    notes.append(
+    return table.sort_values(["_s"], kind="stable").drop(columns="_s").reset_index(drop=True)
+
+
+def _present(run: Run, table: pd.DataFrame) -> list[str]:
+    return [d for d in run.state["datasets"] if d in set(table["dataset"])]
+
+
+def _ours(table: pd.DataFrame) -> pd.Series:
+    return table["source"] == "ours"
+
+
+def _notes(run: Run, table: pd.DataFrame) -> list[str]:
+    detectors = run["detectors"]
+    notes = [
         "the paper's own rows use one detector per representation (rotation prediction: "
         f"{label('detector', detectors.get('rotation', ''))}, contrastive DA: "
         f"{label('detector', detectors.get('contrastive_da', ''))}), the one with the best mean "
         "in Table 2; † marks earlier methods with test-time augmentation"
-    )
-    beats = ours_rows.dropna(subset=["beats_literature"])
+    ]
+    beats = table[_ours(table)].dropna(subset=["beats_literature"])
     if len(beats):
         won = beats[beats["beats_literature"] == 1.0]
         notes.append(
             f"our rows beat every earlier method in {len(won)} of {len(beats)} "
             "(method, data set) cells"
         )
-    return StudyResult(
-        kind=KIND,
-        table=table,
-        figures={"auroc": _figure(table, present)},
-        deviations=deviations,
-        notes=notes,
-        display=display,
-        caption="Comparison with earlier one-class methods (Table 3)",
-    )
+    return notes
 
 
 def _display(table: pd.DataFrame, datasets: list[str], decimals: int) -> pd.DataFrame:
@@ -231,20 +191,16 @@ def _figure(table: pd.DataFrame, datasets: list[str]):
                 gid="literature",
             )
             continue
-        values = rows["mean"].to_numpy(dtype=float)
-        has = np.isfinite(values)
-        bars = ax.bar(
-            xs[has],
-            values[has],
-            width=width,
-            yerr=rows["std"].fillna(0.0).to_numpy()[has],
+        ours_bars(
+            ax,
+            xs,
+            rows,
+            colour=ours_colours.get(entry, "C0"),
+            label_text=f"ours: {entry}",
+            paper_label="paper's own row",
             capsize=2,
-            color=ours_colours.get(entry, "C0"),
-            label=f"ours: {entry}",
-            gid="ours",
+            width=width,
         )
-        hatch_incomplete(bars, rows["n_missing"].to_numpy()[has] > 0)
-        plot_paper(ax, xs, rows["paper_mean"].to_numpy(dtype=float), label_text="paper's own row")
     ax.set_xticks(x, [label("dataset", d) for d in datasets])
     values = np.concatenate(
         [table["paper_mean"].to_numpy(dtype=float), table["mean"].to_numpy(dtype=float), [100.0]]
@@ -253,9 +209,36 @@ def _figure(table: pd.DataFrame, datasets: list[str]):
     ax.set_ylabel("ROC AUC (x100)")
     ax.set_xlabel("data set")
     ax.set_title("Comparison with earlier work (Table 3)")
-    handles, labels = ax.get_legend_handles_labels()
-    unique = dict(zip(labels, handles, strict=True))
-    fig.legend(
-        list(unique.values()), list(unique), fontsize="small", ncols=3, loc="outside lower center"
-    )
+    legend_below(fig, ax, ncols=3)
     return fig
+
+
+SPEC = StudySpec(
+    kind="comparison",
+    caption="Comparison with earlier one-class methods (Table 3)",
+    defaults={"detectors": {}, "space": "f"},
+    select={**ONE_CLASS, "detector": None},
+    prepare=_prepare,
+    empty="{kind}: the expected grid has no one-class jobs of {detectors}",
+    cells=_cells,
+    columns=[
+        "source",
+        "dataset",
+        "method",
+        "detector",
+        "entry",
+        *STAT_COLUMNS,
+        "beats_literature",
+    ],
+    deviations=[
+        Deviations(
+            lambda run, r: f"comparison (Table 3): {label('dataset', r['dataset'])}: {r['entry']}",
+            where=_ours,
+        )
+    ],
+    display=lambda run, table: _display(table, _present(run, table), run.decimals),
+    figures=lambda run, table: {"auroc": _figure(table, _present(run, table))},
+    missing=lambda table: table[_ours(table)],
+    missing_what="of our cells",
+    notes=_notes,
+)

@@ -5,40 +5,36 @@ x = contamination of the training set (0.5 ... 10 % outliers, size unchanged); o
 detector (OC-SVM RBF, linear OC-SVM, GDE); one line per representation; the one-class (0 %)
 result of each representation is its dashed reference line. The paper's figures are blank in
 its LaTeX source, so the only published numbers are the 0 % ones (Tables 2, 5 and 7).
+
+Options: ``detectors`` (default ocsvm, ocsvm_linear, gde: those present), ``fitset``
+(default ``"train"``: the detector sees the contaminated set), ``space`` (``"f"``),
+``decimals`` (1), ``ddof`` (0). The table has one row per (dataset, method, detector,
+contamination); one figure per dataset, one panel per detector; the deviations are the 0 %
+cells the paper publishes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from pipeline_lib.paper.published import DATASET_DISPLAY, METHOD_DISPLAY
-from pipeline_lib.studies.contract import StudyResult, check_options, join_expected
-from pipeline_lib.studies.display import label, pivot_display, sort_table
+from pipeline_lib.studies.display import DATASET_ROW, label, named
 from pipeline_lib.studies.figures import (
-    auc_axis,
     draw_lines,
-    finish_legend,
+    finish_auc_figure,
     new_figure,
     palette,
     plot_paper,
 )
-from pipeline_lib.studies.paper import (
-    add_paper,
-    deviation_rows,
-    is_default_variant,
-    published_main,
-)
-from pipeline_lib.studies.stats import any_incomplete, cell_stats, common_notes, missing_note
+from pipeline_lib.studies.paper import is_default_variant, published_main
+from pipeline_lib.studies.spec import PAPER_ORDER, SORTED, Deviations, Opt, Pivot, Run, StudySpec
+from pipeline_lib.studies.stats import cell_stats
 
-__all__ = ["DEFAULT_DETECTORS", "KIND", "OPTIONS", "build", "percent"]
+__all__ = ["DEFAULT_DETECTORS", "SPEC", "percent"]
 
-KIND = "contamination"
-#: Option keys this kind reads (besides ``decimals`` and ``ddof``).
-OPTIONS: tuple[str, ...] = ("detectors", "fitset", "space")
 #: Detectors of the paper's Fig. 8, in panel order.
 DEFAULT_DETECTORS: tuple[str, ...] = ("ocsvm", "ocsvm_linear", "gde")
 
@@ -79,94 +75,46 @@ def main_lookup(meta: pd.DataFrame, *, zero_only: bool = True):
     return lookup
 
 
-def build(
-    frame: pd.DataFrame,
-    expected: pd.DataFrame,
-    *,
-    options: Mapping[str, Any],
-    scores: Mapping | None = None,
-) -> StudyResult:
-    """AUC against training-set contamination, per detector and representation.
-
-    Options: ``detectors`` (default ocsvm, ocsvm_linear, gde: those present), ``fitset``
-    (default ``"train"``: the detector sees the contaminated set), ``space`` (``"f"``),
-    ``decimals`` (1), ``ddof`` (0). ``scores`` is not used.
-
-    Returns
-    -------
-    StudyResult
-        ``table``: one row per (dataset, method, detector, contamination); figures: one per
-        dataset, one panel per detector; deviations: the 0 % cells the paper publishes.
-
-    Raises
-    ------
-    ValueError
-        On unknown options or when the expected grid selects nothing.
-    """
-    check_options(options, OPTIONS, KIND)
-    decimals, ddof = int(options.get("decimals", 1)), int(options.get("ddof", 0))
-    fitset, space = str(options.get("fitset", "train")), str(options.get("space", "f"))
-    cells = join_expected(frame, expected)
-    cells = cells[(cells["fitset"] == fitset) & (cells["space"] == space)]
-    detectors = pick(cells["detector"], options.get("detectors"), DEFAULT_DETECTORS)
-    cells = cells[cells["detector"].isin(detectors)]
-    if cells.empty:
-        raise ValueError(
-            f"{KIND}: the expected grid has no jobs with fitset={fitset!r}, space={space!r} "
-            f"and detectors {detectors}"
-        )
-    meta = method_meta(cells)
-    stats = cell_stats(cells, ["dataset", "method", "detector", "contamination"], ddof=ddof)
+def _cells(run: Run) -> pd.DataFrame:
+    """Cells per (dataset, method, detector, contamination), with base method and fit set."""
+    run.state["meta"] = meta = method_meta(run.cells)
+    by = ["dataset", "method", "detector", "contamination"]
+    stats = cell_stats(run.cells, by, ddof=run.ddof)
     stats.insert(2, "base_method", stats["method"].map(meta["base_method"]))
-    stats.insert(len(stats.columns) - 7, "fitset", fitset)
-    table = add_paper(stats, main_lookup(meta))
-    table = sort_table(
-        table,
-        {
-            "dataset": list(DATASET_DISPLAY),
-            "method": list(METHOD_DISPLAY),
-            "detector": detectors,
-            "contamination": sorted(table["contamination"].unique()),
-        },
-    )
-    deviations = deviation_rows(
-        table,
-        lambda r: (
-            f"{label('dataset', r['dataset'])}: {label('method', r['method'])} / "
-            f"{label('detector', r['detector'])}, contamination 0 % (one-class)"
-        ),
-    )
-    display = pivot_display(
-        table,
-        [
-            ("dataset", "Dataset", lambda v: label("dataset", v)),
-            ("method", "Representation", lambda v: label("method", v)),
-            ("detector", "Detector", lambda v: label("detector", v)),
-        ],
-        "contamination",
-        lambda c: f"contamination {percent(c)}",
-        decimals=decimals,
-    )
-    figures = {
-        str(dataset): _figure(group, detectors, dataset)
+    stats.insert(len(stats.columns) - 7, "fitset", run["fitset"])
+    return stats
+
+
+def detectors_option(default: tuple[str, ...]) -> Callable[[Run, pd.DataFrame], pd.DataFrame]:
+    """A ``prepare`` step keeping the options' ``detectors``, else those of ``default``
+    present, else all; the choice replaces the option in the run."""
+
+    def prepare(run: Run, cells: pd.DataFrame) -> pd.DataFrame:
+        run.options["detectors"] = pick(cells["detector"], run["detectors"], default)
+        return cells[cells["detector"].isin(run["detectors"])]
+
+    return prepare
+
+
+def meta_lookup(run: Run):
+    """:func:`main_lookup` of the variants the cells step kept in the run."""
+    return main_lookup(run.state["meta"])
+
+
+#: Sort rules of the table (see :attr:`~pipeline_lib.studies.spec.StudySpec.orders`).
+ORDERS = {
+    "dataset": PAPER_ORDER,
+    "method": PAPER_ORDER,
+    "detector": Opt("detectors"),
+    "contamination": SORTED,
+}
+
+
+def _figures(run: Run, table: pd.DataFrame) -> dict:
+    return {
+        str(dataset): _figure(group, run["detectors"], dataset)
         for dataset, group in table.groupby("dataset", sort=False)
     }
-    notes = common_notes(ddof) + missing_note(table)
-    notes.append(
-        f"detector fit on the '{fitset}' set of each job (the contaminated training set when "
-        "'train'); the paper's figures for this study are blank in its LaTeX source, so only "
-        "the 0 % (one-class) cells have published numbers"
-    )
-    return StudyResult(
-        kind=KIND,
-        table=table,
-        figures=figures,
-        deviations=deviations,
-        notes=notes,
-        display=display,
-        caption="Unsupervised anomaly detection: AUC against training-set contamination "
-        "(Sec. 4.4, App. A.3)",
-    )
 
 
 def _figure(table: pd.DataFrame, detectors: list[str], dataset: str):
@@ -186,7 +134,6 @@ def _figure(table: pd.DataFrame, detectors: list[str], dataset: str):
             x_col="contamination",
             hue_col="method",
             colours=colours,
-            name=lambda m: label("method", m),
             x_map=position.get,
             dodge=0.06,
             paper=False,
@@ -214,9 +161,42 @@ def _figure(table: pd.DataFrame, detectors: list[str], dataset: str):
         ax.set_xlim(-0.9, max(len(ratios) - 0.5, 0.5))
         ax.set_xlabel("outliers in the training set (%)")
         ax.set_title(label("detector", detector))
-    auc_axis(axes[0], table["mean"] - table["std"].fillna(0.0), table["paper_mean"])
     fig.suptitle(
         f"{label('dataset', dataset)}: AUC vs. training-set contamination (dashed: 0 %, one-class)"
     )
-    finish_legend(fig, axes, incomplete=any_incomplete(table))
+    finish_auc_figure(fig, axes, table)
     return fig
+
+
+SPEC = StudySpec(
+    kind="contamination",
+    caption="Unsupervised anomaly detection: AUC against training-set contamination "
+    "(Sec. 4.4, App. A.3)",
+    defaults={"detectors": None, "fitset": "train", "space": "f"},
+    select={"fitset": Opt("fitset"), "space": Opt("space")},
+    prepare=detectors_option(DEFAULT_DETECTORS),
+    empty="{kind}: the expected grid has no jobs with fitset={fitset!r}, space={space!r} "
+    "and detectors {detectors}",
+    cells=_cells,
+    paper=meta_lookup,
+    orders=ORDERS,
+    deviations=[
+        Deviations(
+            lambda run, r: (
+                f"{label('dataset', r['dataset'])}: {label('method', r['method'])} / "
+                f"{label('detector', r['detector'])}, contamination 0 % (one-class)"
+            )
+        )
+    ],
+    display=Pivot(
+        [DATASET_ROW, named("method", "Representation"), named("detector", "Detector")],
+        "contamination",
+        lambda c: f"contamination {percent(c)}",
+    ),
+    figures=_figures,
+    notes=lambda run, table: [
+        f"detector fit on the '{run['fitset']}' set of each job (the contaminated training set "
+        "when 'train'); the paper's figures for this study are blank in its LaTeX source, so "
+        "only the 0 % (one-class) cells have published numbers"
+    ],
+)

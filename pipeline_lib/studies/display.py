@@ -4,6 +4,7 @@ cells, the pivoted human table and a row order."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -14,10 +15,12 @@ from pipeline_lib.paper.published import display_name
 from pipeline_lib.results.table_files import format_mean_std
 
 __all__ = [
+    "DATASET_ROW",
     "format_cell",
     "format_paper",
     "format_value",
     "label",
+    "named",
     "pivot_display",
     "sort_table",
 ]
@@ -26,6 +29,16 @@ __all__ = [
 def label(kind: str, ident: str) -> str:
     """Display name of a method / detector / dataset id (the id itself when unknown)."""
     return display_name(kind, str(ident))
+
+
+def named(column: str, header: str, kind: str | None = None) -> tuple[str, str, Callable]:
+    """A row key of :func:`pivot_display`: ``column`` under ``header``, its values shown by
+    their display names of ``kind`` (default: the column's name)."""
+    return (column, header, partial(label, kind or column))
+
+
+#: The data set as the first row key of a human table.
+DATASET_ROW = named("dataset", "Dataset")
 
 
 def format_value(

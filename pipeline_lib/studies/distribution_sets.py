@@ -20,43 +20,37 @@ rotations           rot90, rot180, rot270 (main table's DA)       Table 7 Contra
 
 The paper does not name the detector of Fig. 6 / Table 6; we compare with the detector the
 options choose (default OC-SVM, as the main table's headline numbers).
+
+Options: ``detector`` (``"ocsvm"``), ``space`` (``"f"``), ``sets`` (name -> distributions,
+default :data:`ACCUMULATED_SETS`), ``decimals``, ``ddof``. One-class jobs of contrastive /
+contrastive DA only; the table has one row per (dataset, set) with the set's
+``distributions``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from pipeline_lib.paper.published import DATASET_DISPLAY, load_published
+from pipeline_lib.paper.published import load_published
 from pipeline_lib.paper.published.text_values import text_value
 from pipeline_lib.registry import DEFAULT_DISTRIBUTIONS
-from pipeline_lib.studies.contract import StudyResult, check_options, join_expected
-from pipeline_lib.studies.display import label, pivot_display, sort_table
-from pipeline_lib.studies.figures import hatch_incomplete, new_figure, palette, plot_paper
-from pipeline_lib.studies.paper import (
-    PAPER_TABLE_NUMBERS,
-    add_paper,
-    deviation_rows,
-    published_main,
-)
-from pipeline_lib.studies.stats import cell_stats, common_notes, missing_note
+from pipeline_lib.studies.display import DATASET_ROW, label
+from pipeline_lib.studies.figures import bar_panel, legend_below, new_figure, ours_bars, palette
+from pipeline_lib.studies.paper import PAPER_TABLE_NUMBERS, published_main
+from pipeline_lib.studies.spec import ONE_CLASS, PAPER_ORDER, Deviations, Pivot, Run, StudySpec
+from pipeline_lib.studies.stats import cell_stats
 
 __all__ = [
     "ACCUMULATED_SETS",
-    "KIND",
-    "OPTIONS",
+    "SPEC",
     "SUPP_ENSEMBLE_IDS",
     "assign_sets",
-    "build",
+    "sets_option",
     "paper_set_value",
 ]
-
-KIND = "distribution_sets"
-#: Option keys this kind reads (besides ``decimals`` and ``ddof``).
-OPTIONS: tuple[str, ...] = ("detector", "space", "sets")
 
 _ACC = ("hflip", "rot90", "rot90+hflip", "rot180", "rot180+hflip", "rot270")
 #: The paper's accumulated sets (Fig. 6) then the main table's rotations: name -> distributions.
@@ -108,6 +102,12 @@ def assign_sets(cells: pd.DataFrame, sets: Mapping[str, Sequence[str]]) -> pd.Da
     return out[out["set"].notna()].copy()
 
 
+def sets_option(run: Run, cells: pd.DataFrame) -> pd.DataFrame:
+    """Read the ``sets`` option (name -> distributions) and name each row's set."""
+    run.options["sets"] = sets = {str(k): tuple(v) for k, v in dict(run["sets"]).items()}
+    return assign_sets(cells, sets)
+
+
 def paper_set_value(name: str, dataset: str, detector: str) -> tuple[float, float, str] | None:
     """The paper's single-model AUC of a distribution set (see the module table)."""
     if name == "original":
@@ -134,87 +134,21 @@ def _main(method: str, detector: str, dataset: str) -> tuple[float, float, str] 
     return published_main().get((method, detector, dataset))
 
 
-def build(
-    frame: pd.DataFrame,
-    expected: pd.DataFrame,
-    *,
-    options: Mapping[str, Any],
-    scores: Mapping | None = None,
-) -> StudyResult:
-    """AUC per accumulated distribution set (bars), beside the paper's numbers.
-
-    Options: ``detector`` (``"ocsvm"``), ``space`` (``"f"``), ``sets`` (name ->
-    distributions, default :data:`ACCUMULATED_SETS`), ``decimals``, ``ddof``. One-class jobs
-    of contrastive / contrastive DA only. ``scores`` unused.
-
-    Returns
-    -------
-    StudyResult
-        ``table``: one row per (dataset, set) with the set's ``distributions``.
-
-    Raises
-    ------
-    ValueError
-        On unknown options, when the grid selects nothing, or when two variants of one set
-        share a cell.
-    """
-    check_options(options, OPTIONS, KIND)
-    decimals, ddof = int(options.get("decimals", 1)), int(options.get("ddof", 0))
-    detector, space = str(options.get("detector", "ocsvm")), str(options.get("space", "f"))
-    sets = {str(k): tuple(v) for k, v in dict(options.get("sets", ACCUMULATED_SETS)).items()}
-    cells = join_expected(frame, expected)
-    cells = cells[
-        (cells["detector"] == detector)
-        & (cells["space"] == space)
-        & (cells["fitset"] == "train")
-        & (cells["contamination"] == 0.0)
-    ]
-    cells = assign_sets(cells, sets)
-    if cells.empty:
-        raise ValueError(
-            f"{KIND}: the expected grid has no one-class contrastive jobs with detector "
-            f"{detector!r}"
-        )
-    stats = cell_stats(cells, ["dataset", "set"], ddof=ddof)
+def _cells(run: Run) -> pd.DataFrame:
+    """Cells per (dataset, set), with the set's distributions."""
+    sets, cells = run["sets"], run.cells
+    stats = cell_stats(cells, ["dataset", "set"], ddof=run.ddof)
     content = cells.drop_duplicates("set").set_index("set")
     stats.insert(
         2,
         "distributions",
         stats["set"].map(lambda s: ",".join(sets.get(s, ())) or content.loc[s, "distributions"]),
     )
-    table = add_paper(stats, lambda r: paper_set_value(r["set"], r["dataset"], detector))
-    order = list(sets) + sorted(set(table["set"]) - set(sets))
-    table = sort_table(table, {"dataset": list(DATASET_DISPLAY), "set": order})
-    deviations = deviation_rows(
-        table,
-        lambda r: (
-            f"{label('dataset', r['dataset'])}: Contrastive (DA) set {r['set']} / "
-            f"{label('detector', detector)}"
-        ),
-    )
-    display = pivot_display(
-        table,
-        [("dataset", "Dataset", lambda v: label("dataset", v))],
-        "set",
-        str,
-        decimals=decimals,
-    )
-    notes = common_notes(ddof) + missing_note(table)
-    notes.append(
-        "sets accumulate from left to right as the paper's Fig. 6 ('original' is vanilla "
-        "contrastive, 'rotations' the main table's DA); the paper does not name the detector "
-        f"of Fig. 6 / Table 6: compared with our {label('detector', detector)} on {space}"
-    )
-    return StudyResult(
-        kind=KIND,
-        table=table,
-        figures={"auroc": _figure(table, order, detector)},
-        deviations=deviations,
-        notes=notes,
-        display=display,
-        caption="Distribution-augmentation sets, accumulated "
-        "(Sec. 5.2, Fig. 6; App. A.2.2, Table 6)",
-    )
+    return stats
+
+
+def _order(run: Run, table: pd.DataFrame) -> list[str]:
+    return list(run["sets"]) + sorted(set(table["set"]) - set(run["sets"]))
 
 
 def _figure(table: pd.DataFrame, order: list[str], detector: str):
@@ -225,32 +159,40 @@ def _figure(table: pd.DataFrame, order: list[str], detector: str):
     for ax, dataset in zip(axes, datasets, strict=True):
         rows = table[table["dataset"] == dataset].set_index("set").reindex(sets)
         x = np.arange(len(sets))
-        has = rows["mean"].notna().to_numpy()
-        bars = ax.bar(
-            x[has],
-            rows["mean"].to_numpy()[has],
-            yerr=rows["std"].fillna(0.0).to_numpy()[has],
-            color=[colours[s] for s in np.array(sets)[has]],
-            capsize=3,
-            label="ours (mean ± std)",
-            gid="ours",
-        )
-        hatch_incomplete(bars, rows["n_missing"].to_numpy()[has] > 0)
-        plot_paper(ax, x, rows["paper_mean"].to_numpy(dtype=float))
-        ax.set_xticks(x, sets, rotation=30, ha="right")
-        ax.set_xlabel("distributions added (accumulated left to right)")
-        low = np.nanmin(
-            np.concatenate([rows["mean"] - rows["std"].fillna(0), rows["paper_mean"], [100.0]])
-        )
-        ax.set_ylim(max(0.0, 5.0 * np.floor((low - 3.0) / 5.0)), 100.0)
-        ax.set_ylabel("ROC AUC (x100)")
-        ax.set_title(f"{label('dataset', dataset)}, {label('detector', detector)}")
-    handles, labels = axes[0].get_legend_handles_labels()
-    if bool((table["n_missing"] > 0).any()):
-        from matplotlib.patches import Patch
-
-        handles.append(Patch(facecolor="white", edgecolor="grey", hatch="//"))
-        labels.append("hatched: results missing")
-    fig.legend(handles, labels, fontsize="small", ncols=3, loc="outside lower center")
+        colour = [colours[s] for s in sets]
+        ours_bars(ax, x, rows, colour=colour, label_text="ours (mean ± std)")
+        title = f"{label('dataset', dataset)}, {label('detector', detector)}"
+        xlabel = "distributions added (accumulated left to right)"
+        bar_panel(ax, x, sets, rows, xlabel=xlabel, title=title)
+    legend_below(fig, axes[0], ncols=3, hatched=bool((table["n_missing"] > 0).any()))
     fig.suptitle("Contrastive (DA): AUC per distribution set")
     return fig
+
+
+SPEC = StudySpec(
+    kind="distribution_sets",
+    caption="Distribution-augmentation sets, accumulated (Sec. 5.2, Fig. 6; App. A.2.2, Table 6)",
+    defaults={"detector": "ocsvm", "space": "f", "sets": ACCUMULATED_SETS},
+    select=ONE_CLASS,
+    prepare=sets_option,
+    empty="{kind}: the expected grid has no one-class contrastive jobs with detector {detector!r}",
+    cells=_cells,
+    paper=lambda run: lambda r: paper_set_value(r["set"], r["dataset"], run["detector"]),
+    orders={"dataset": PAPER_ORDER, "set": _order},
+    deviations=[
+        Deviations(
+            lambda run, r: (
+                f"{label('dataset', r['dataset'])}: Contrastive (DA) set {r['set']} / "
+                f"{label('detector', run['detector'])}"
+            )
+        )
+    ],
+    display=Pivot([DATASET_ROW], "set", str),
+    figures=lambda run, table: {"auroc": _figure(table, _order(run, table), run["detector"])},
+    notes=lambda run, table: [
+        "sets accumulate from left to right as the paper's Fig. 6 ('original' is vanilla "
+        "contrastive, 'rotations' the main table's DA); the paper does not name the detector "
+        f"of Fig. 6 / Table 6: compared with our {label('detector', run['detector'])} on "
+        f"{run['space']}"
+    ],
+)

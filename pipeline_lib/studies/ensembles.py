@@ -16,12 +16,20 @@ averaging scores is for). ``how="rank"`` (rank / n, the average rank for ties) i
 for members whose score scales are not comparable (different detectors): it is invariant to
 any increasing transform of a member's scores, at the price of discarding those margins.
 Either way the standardisation uses only the unlabelled test scores of that member.
+
+Options: ``detector`` (``"ocsvm"``), ``space`` (``"f"``: the scores mapping holds f
+detectors), ``sets`` (default :data:`ENSEMBLE_SETS`), ``how`` (``"zscore"`` or ``"rank"``),
+``contamination`` (0.0), ``fitset`` (``"train"``), ``decimals``, ``ddof``. ``scores`` maps
+``(dataset, inlier, contamination, method, fitset, detector)`` to a list of ``(seed,
+anomaly_scores, is_outlier)``; keys may carry ``space`` as a 7th entry (only the option's
+space is used then); without it the ensemble cells are all missing. The table has one row per
+(dataset, set, aggregation), aggregation ``single_model`` or ``seed_ensemble``; set
+``"ensemble of sets"`` is the cross-set column.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -30,28 +38,16 @@ from scipy.stats import rankdata
 from pipeline_lib.config.keys import contamination_value
 from pipeline_lib.detection.metrics import auroc
 from pipeline_lib.paper.intervals import cell_interval
-from pipeline_lib.paper.published import DATASET_DISPLAY, load_published
-from pipeline_lib.studies.contract import (
-    STAT_COLUMNS,
-    StudyResult,
-    check_options,
-    join_expected,
-)
-from pipeline_lib.studies.display import label, pivot_display, sort_table
-from pipeline_lib.studies.distribution_sets import (
-    ACCUMULATED_SETS,
-    SUPP_ENSEMBLE_IDS,
-    assign_sets,
-)
-from pipeline_lib.studies.figures import hatch_incomplete, new_figure, plot_paper
-from pipeline_lib.studies.paper import PAPER_TABLE_NUMBERS, add_paper, deviation_rows
-from pipeline_lib.studies.stats import cell_stats, common_notes, missing_note
+from pipeline_lib.paper.published import load_published
+from pipeline_lib.studies.contract import STAT_COLUMNS
+from pipeline_lib.studies.display import DATASET_ROW, label
+from pipeline_lib.studies.distribution_sets import ACCUMULATED_SETS, SUPP_ENSEMBLE_IDS, sets_option
+from pipeline_lib.studies.figures import bar_panel, legend_below, new_figure, ours_bars
+from pipeline_lib.studies.paper import PAPER_TABLE_NUMBERS
+from pipeline_lib.studies.spec import ONE_CLASS, PAPER_ORDER, Deviations, Opt, Pivot, Run, StudySpec
+from pipeline_lib.studies.stats import cell_stats
 
-__all__ = ["ENSEMBLE_SETS", "HOW", "KIND", "OPTIONS", "build", "ensemble_auroc", "standardise"]
-
-KIND = "ensembles"
-#: Option keys this kind reads (besides ``decimals`` and ``ddof``).
-OPTIONS: tuple[str, ...] = ("detector", "space", "sets", "how", "contamination", "fitset")
+__all__ = ["ENSEMBLE_SETS", "HOW", "SPEC", "ensemble_auroc", "standardise"]
 #: Score standardisations :func:`ensemble_auroc` accepts.
 HOW: tuple[str, ...] = ("zscore", "rank")
 #: Table 6's five distribution sets (names of :data:`ACCUMULATED_SETS`).
@@ -205,183 +201,71 @@ def _stats_row(
     }
 
 
-def build(
-    frame: pd.DataFrame,
-    expected: pd.DataFrame,
-    *,
-    options: Mapping[str, Any],
-    scores: Mapping | None = None,
-) -> StudyResult:
-    """Single models against ensembles per distribution set, and across the sets.
+def _class_ensembles(
+    group: pd.DataFrame, found_of: Callable, how: str, where: str
+) -> tuple[list[float], int, set[int]]:
+    """Per inlier class, the AUC of the ensemble of the group's members that have scores.
 
-    Options: ``detector`` (``"ocsvm"``), ``space`` (``"f"``: the scores mapping holds f
-    detectors), ``sets`` (default :data:`ENSEMBLE_SETS`), ``how`` (``"zscore"`` or
-    ``"rank"``), ``contamination`` (0.0), ``fitset`` (``"train"``), ``decimals``, ``ddof``.
-
-    Parameters
-    ----------
-    frame, expected : DataFrame
-        As every study (the single-model AUCs come from ``frame``).
-    options : mapping
-        See above.
-    scores : mapping or None
-        ``(dataset, inlier, contamination, method, fitset, detector) -> list of (seed,
-        anomaly_scores, is_outlier)``; keys may carry ``space`` as a 7th entry (only
-        ``options["space"]`` is used then). None: the ensemble cells are all missing.
-
-    Returns
-    -------
-    StudyResult
-        ``table``: one row per (dataset, set, aggregation), aggregation ``single_model`` or
-        ``seed_ensemble``; set ``"ensemble of sets"`` is the cross-set column.
-
-    Raises
-    ------
-    ValueError
-        On unknown options, when the grid selects nothing, or when members to be combined
-        have different test labels.
+    Returns the class AUCs, the members without scores and the seeds of those with.
     """
-    check_options(options, OPTIONS, KIND)
-    decimals, ddof = int(options.get("decimals", 1)), int(options.get("ddof", 0))
-    detector, space = str(options.get("detector", "ocsvm")), str(options.get("space", "f"))
-    how = str(options.get("how", "zscore"))
-    if how not in HOW:
-        raise ValueError(f"{KIND}: option how={how!r} is not one of {HOW}")
-    contamination = contamination_value(options.get("contamination", 0.0))
-    fitset = str(options.get("fitset", "train"))
-    sets = {str(k): tuple(v) for k, v in dict(options.get("sets", ENSEMBLE_SETS)).items()}
-    cells = join_expected(frame, expected)
-    cells = cells[
-        (cells["detector"] == detector)
-        & (cells["space"] == space)
-        & (cells["fitset"] == fitset)
-        & (cells["contamination"] == contamination)
-    ]
-    cells = assign_sets(cells, sets)
-    cells = cells[cells["set"].isin(list(sets))]
-    if cells.empty:
-        raise ValueError(
-            f"{KIND}: the expected grid has no contrastive-DA jobs of the sets {list(sets)}"
-        )
-    index = _score_index(scores, space)
-    single = cell_stats(cells, ["dataset", "set"], ddof=ddof)
+    aucs, missing, used = [], 0, set()
+    dataset = str(group["dataset"].iloc[0])
+    for inlier, members in group.groupby("inlier", sort=True):
+        rows = list(members.itertuples(index=False))
+        found = [found_of(r) for r in rows]
+        present = [f for f in found if f is not None]
+        used |= {int(r.seed) for r, f in zip(rows, found, strict=True) if f is not None}
+        missing += len(found) - len(present)
+        if present:
+            aucs.append(_combine(present, how, f"{dataset}/{inlier}/{where}"))
+    return aucs, missing, used
+
+
+def _cells(run: Run) -> pd.DataFrame:
+    """Single-model cells per (dataset, set), the seed ensembles, and the cross-set column."""
+    cells, how = run.cells, run["how"]
+    index = run.state["index"] = _score_index(run.scores, run["space"])
+    key = (run["contamination"], run["fitset"], run["detector"])
+
+    def found_of(row) -> tuple[np.ndarray, np.ndarray] | None:
+        contamination, fitset, detector = key
+        return index.get(
+            (row.dataset, row.inlier, contamination, row.method, fitset, detector), {}
+        ).get(int(row.seed))
+
+    single = cell_stats(cells, ["dataset", "set"], ddof=run.ddof)
     single.insert(2, "aggregation", "single_model")
     rows = []
     for (dataset, set_name), group in cells.groupby(["dataset", "set"], sort=False):
-        per_class, missing, used = [], 0, set()
-        for inlier, members in group.groupby("inlier", sort=True):
-            found = [
-                index.get((dataset, inlier, contamination, m, fitset, detector), {}).get(int(s))
-                for m, s in zip(members["method"], members["seed"], strict=True)
-            ]
-            present = [f for f in found if f is not None]
-            used |= {int(s) for s, f in zip(members["seed"], found, strict=True) if f is not None}
-            missing += len(found) - len(present)
-            if present:
-                per_class.append(_combine(present, how, f"{dataset}/{inlier}/{set_name}"))
-        row = _stats_row(
-            {"dataset": dataset, "set": set_name, "aggregation": "seed_ensemble"},
-            [float(np.mean(per_class))] if per_class else [],
-            len(group),
-            missing,
-            int(group["seed"].nunique()),
-            None,
-            n_seeds=len(used),
+        aucs, missing, used = _class_ensembles(group, found_of, how, set_name)
+        rows.append(
+            _stats_row(
+                {"dataset": dataset, "set": set_name, "aggregation": "seed_ensemble"},
+                [float(np.mean(aucs))] if aucs else [],
+                len(group),
+                missing,
+                int(group["seed"].nunique()),
+                None,
+                n_seeds=len(used),
+            )
         )
-        rows.append(row)
     for _, group in cells.groupby("dataset", sort=False):
-        rows.extend(_across_sets(group, index, contamination, fitset, detector, how, ddof))
-    table = pd.concat([single, pd.DataFrame(rows)], ignore_index=True)
-    table = add_paper(table, lambda r: _paper(r, sets))
-    order = [*sets, ALL_SETS]
-    table = sort_table(
-        table,
-        {"dataset": list(DATASET_DISPLAY), "aggregation": list(_AGGREGATIONS), "set": order},
-    )
-    table = table[["dataset", "set", "aggregation", *STAT_COLUMNS]]
-    deviations = deviation_rows(
-        table,
-        lambda r: (
-            f"{label('dataset', r['dataset'])}: Contrastive (DA) {r['set']}, "
-            f"{_AGGREGATIONS[r['aggregation']]} / {label('detector', detector)}"
-        ),
-    )
-    display = pivot_display(
-        table,
-        [
-            ("dataset", "Dataset", lambda v: label("dataset", v)),
-            ("aggregation", "Aggregation", lambda v: _AGGREGATIONS[v]),
-        ],
-        "set",
-        str,
-        decimals=decimals,
-    )
-    notes = common_notes(ddof) + missing_note(table)
-    notes.append(
-        f"ensembles average the members' test anomaly scores after standardising each member "
-        f"({how}: {'z-score over the test split' if how == 'zscore' else 'rank / n'}); an "
-        "ensemble's AUC is computed per class, then averaged over classes; 'ensemble of sets' "
-        "combines one model per set (single-model row, per seed) or all sets x seeds"
-    )
-    if not index:
-        notes.append("no test scores were given: every ensemble cell is missing")
-    notes.append(
-        f"the paper does not name the detector of Table 6; compared with our "
-        f"{label('detector', detector)} on {space}"
-    )
-    return StudyResult(
-        kind=KIND,
-        table=table,
-        figures={"auroc": _figure(table, order, detector)},
-        deviations=deviations,
-        notes=notes,
-        display=display,
-        caption="Ensembles of contrastive-DA models: single model vs. ensemble "
-        "(App. A.2.2, Table 6)",
-    )
+        rows.extend(_across_sets(group, found_of, how, run.ddof))
+    return pd.concat([single, pd.DataFrame(rows)], ignore_index=True)
 
 
-def _across_sets(
-    group: pd.DataFrame,
-    index: Mapping,
-    contamination: float,
-    fitset: str,
-    detector: str,
-    how: str,
-    ddof: int,
-) -> list[dict]:
+def _across_sets(group: pd.DataFrame, found_of: Callable, how: str, ddof: int) -> list[dict]:
     """The cross-set column: per seed one model per set (single_model), and all models."""
-    dataset = str(group["dataset"].iloc[0])
-
-    def lookup(row) -> tuple[np.ndarray, np.ndarray] | None:
-        return index.get(
-            (dataset, row.inlier, contamination, row.method, fitset, detector), {}
-        ).get(int(row.seed))
-
     per_seed, missing_single = [], 0
     seeds = sorted(group["seed"].unique())
     for seed in seeds:
-        class_aucs = []
-        for inlier, members in group[group["seed"] == seed].groupby("inlier", sort=True):
-            found = [lookup(r) for r in members.itertuples(index=False)]
-            present = [f for f in found if f is not None]
-            missing_single += len(found) - len(present)
-            if present:
-                class_aucs.append(_combine(present, how, f"{dataset}/{inlier}/seed {seed}"))
-        per_seed.append(float(np.mean(class_aucs)) if class_aucs else np.nan)
-    class_aucs, missing_all, used = [], 0, set()
-    for inlier, members in group.groupby("inlier", sort=True):
-        found = [lookup(r) for r in members.itertuples(index=False)]
-        present = [f for f in found if f is not None]
-        used |= {
-            int(r.seed)
-            for r, f in zip(members.itertuples(index=False), found, strict=True)
-            if f is not None
-        }
-        missing_all += len(found) - len(present)
-        if present:
-            class_aucs.append(_combine(present, how, f"{dataset}/{inlier}/all sets"))
-    key = {"dataset": dataset, "set": ALL_SETS}
+        aucs, missing, _ = _class_ensembles(
+            group[group["seed"] == seed], found_of, how, f"seed {seed}"
+        )
+        missing_single += missing
+        per_seed.append(float(np.mean(aucs)) if aucs else np.nan)
+    aucs, missing_all, used = _class_ensembles(group, found_of, how, "all sets")
+    key = {"dataset": str(group["dataset"].iloc[0]), "set": ALL_SETS}
     return [
         _stats_row(
             key | {"aggregation": "single_model"},
@@ -393,7 +277,7 @@ def _across_sets(
         ),
         _stats_row(
             key | {"aggregation": "seed_ensemble"},
-            [float(np.mean(class_aucs))] if class_aucs else [],
+            [float(np.mean(aucs))] if aucs else [],
             len(group),
             missing_all,
             len(seeds),
@@ -401,6 +285,32 @@ def _across_sets(
             n_seeds=len(used),
         ),
     ]
+
+
+def _prepare(run: Run, cells: pd.DataFrame) -> pd.DataFrame:
+    """Check ``how``, name each row's distribution set and keep the study's sets."""
+    if run["how"] not in HOW:
+        raise ValueError(f"{run.spec.kind}: option how={run['how']!r} is not one of {HOW}")
+    run.options["contamination"] = contamination_value(run["contamination"])
+    cells = sets_option(run, cells)
+    return cells[cells["set"].isin(list(run["sets"]))]
+
+
+def _notes(run: Run, table: pd.DataFrame) -> list[str]:
+    how = run["how"]
+    notes = [
+        f"ensembles average the members' test anomaly scores after standardising each member "
+        f"({how}: {'z-score over the test split' if how == 'zscore' else 'rank / n'}); an "
+        "ensemble's AUC is computed per class, then averaged over classes; 'ensemble of sets' "
+        "combines one model per set (single-model row, per seed) or all sets x seeds"
+    ]
+    if not run.state["index"]:
+        notes.append("no test scores were given: every ensemble cell is missing")
+    notes.append(
+        f"the paper does not name the detector of Table 6; compared with our "
+        f"{label('detector', run['detector'])} on {run['space']}"
+    )
+    return notes
 
 
 def _paper(row: pd.Series, sets: Mapping[str, Sequence[str]]) -> tuple[float, float, str] | None:
@@ -436,37 +346,58 @@ def _figure(table: pd.DataFrame, order: list[str], detector: str):
         for k, aggregation in enumerate(("single_model", "seed_ensemble")):
             cells = rows[rows["aggregation"] == aggregation].set_index("set").reindex(sets)
             xs = x + (k - 0.5) * width
-            has = cells["mean"].notna().to_numpy()
-            bars = ax.bar(
-                xs[has],
-                cells["mean"].to_numpy()[has],
+            ours_bars(
+                ax,
+                xs,
+                cells,
+                colour=colours[aggregation],
+                label_text=_AGGREGATIONS[aggregation],
+                paper_label="paper (Table 6)",
                 width=width,
-                yerr=cells["std"].fillna(0.0).to_numpy()[has],
-                capsize=3,
-                color=colours[aggregation],
-                label=_AGGREGATIONS[aggregation],
-                gid="ours",
             )
-            hatch_incomplete(bars, cells["n_missing"].to_numpy()[has] > 0)
-            plot_paper(
-                ax, xs, cells["paper_mean"].to_numpy(dtype=float), label_text="paper (Table 6)"
-            )
-        ax.set_xticks(x, sets, rotation=30, ha="right")
-        ax.set_xlabel("distribution set")
-        low = np.nanmin(
-            np.concatenate([rows["mean"] - rows["std"].fillna(0), rows["paper_mean"], [100.0]])
-        )
-        ax.set_ylim(max(0.0, 5.0 * np.floor((low - 3.0) / 5.0)), 100.0)
-        ax.set_ylabel("ROC AUC (x100)")
-        ax.set_title(f"{label('dataset', dataset)}, {label('detector', detector)}")
-    handles, labels = axes[0].get_legend_handles_labels()
-    unique = dict(zip(labels, handles, strict=True))
-    if bool((table["n_missing"] > 0).any()):
-        from matplotlib.patches import Patch
-
-        unique["hatched: results missing"] = Patch(facecolor="white", edgecolor="grey", hatch="//")
-    fig.legend(
-        list(unique.values()), list(unique), fontsize="small", ncols=4, loc="outside lower center"
-    )
+        title = f"{label('dataset', dataset)}, {label('detector', detector)}"
+        bar_panel(ax, x, sets, rows, xlabel="distribution set", title=title)
+    legend_below(fig, axes[0], ncols=4, hatched=bool((table["n_missing"] > 0).any()))
     fig.suptitle("Contrastive (DA): single models vs. ensembles")
     return fig
+
+
+SPEC = StudySpec(
+    kind="ensembles",
+    caption="Ensembles of contrastive-DA models: single model vs. ensemble (App. A.2.2, Table 6)",
+    defaults={
+        "detector": "ocsvm",
+        "space": "f",
+        "sets": ENSEMBLE_SETS,
+        "how": "zscore",
+        "contamination": 0.0,
+        "fitset": "train",
+    },
+    select={**ONE_CLASS, "fitset": Opt("fitset"), "contamination": Opt("contamination")},
+    prepare=_prepare,
+    empty=lambda run: (
+        f"{run.spec.kind}: the expected grid has no contrastive-DA jobs of the sets "
+        f"{list(run['sets'])}"
+    ),
+    cells=_cells,
+    paper=lambda run: lambda r: _paper(r, run["sets"]),
+    orders={
+        "dataset": PAPER_ORDER,
+        "aggregation": list(_AGGREGATIONS),
+        "set": lambda run, table: [*run["sets"], ALL_SETS],
+    },
+    columns=["dataset", "set", "aggregation", *STAT_COLUMNS],
+    deviations=[
+        Deviations(
+            lambda run, r: (
+                f"{label('dataset', r['dataset'])}: Contrastive (DA) {r['set']}, "
+                f"{_AGGREGATIONS[r['aggregation']]} / {label('detector', run['detector'])}"
+            )
+        )
+    ],
+    display=Pivot(
+        [DATASET_ROW, ("aggregation", "Aggregation", lambda v: _AGGREGATIONS[v])], "set", str
+    ),
+    figures=lambda run, table: {"auroc": _figure(table, [*run["sets"], ALL_SETS], run["detector"])},
+    notes=_notes,
+)

@@ -16,20 +16,34 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from pipeline_lib.studies.display import label
 
 __all__ = [
     "DPI",
+    "SPACE_NAMES",
     "auc_axis",
+    "bar_auc_axis",
+    "bar_panel",
     "draw_lines",
+    "finish_auc_figure",
     "finish_legend",
     "hatch_incomplete",
+    "legend_below",
     "new_figure",
+    "ours_bars",
     "palette",
     "plot_paper",
     "plot_series",
+    "space_lines",
 ]
 
 DPI = 120
+#: Display names of the feature spaces: the encoder's f and the projection head's g(f).
+SPACE_NAMES = {"f": "f", "g": "g(f)"}
+#: Line style and marker of the AUC of f (solid) and of g(f) (dashed).
+_SPACE_STYLES = (("f", "-", "o"), ("g", "--", "s"))
 
 
 def palette(values: Sequence[Any]) -> dict[Any, tuple[float, float, float]]:
@@ -167,7 +181,7 @@ def draw_lines(
     x_col: str,
     hue_col: str,
     colours: Mapping[Any, Any],
-    name: Callable[[Any], str],
+    name: Callable[[Any], str] | None = None,
     x_map: Callable[[Any], float] | None = None,
     dodge: float = 0.0,
     linestyle: str = "-",
@@ -176,9 +190,11 @@ def draw_lines(
 ) -> None:
     """One :func:`plot_series` per ``hue_col`` value, x sorted; the paper's values as diamonds.
 
-    ``x_map`` turns ``x_col`` values into positions (categorical axes); ``dodge`` shifts the
-    hue groups sideways so error bars do not overlap.
+    ``name`` labels a hue value (default: its method's display name); ``x_map`` turns
+    ``x_col`` values into positions (categorical axes); ``dodge`` shifts the hue groups
+    sideways so error bars do not overlap.
     """
+    name = name or (lambda hue: label("method", hue))
     hues = [h for h in colours if h in set(stats[hue_col])]
     for i, hue in enumerate(hues):
         rows = stats[stats[hue_col] == hue]
@@ -199,3 +215,113 @@ def auc_axis(ax: Axes, *values: Sequence[float] | pd.Series) -> None:
     low = float(data.min()) if data.size else 50.0
     ax.set_ylim(max(0.0, 5.0 * math.floor((low - 2.0) / 5.0)), 100.0)
     ax.set_ylabel("ROC AUC (x100)")
+
+
+def ours_bars(
+    ax: Axes,
+    x: np.ndarray,
+    rows: pd.DataFrame,
+    *,
+    colour: Any,
+    label_text: str,
+    paper_label: str = "paper",
+    capsize: float = 3,
+    width: float = 0.8,
+) -> None:
+    """Our means ± std as bars (``gid="ours"``) where a cell has a mean, hatched where it
+    misses results, and the paper's values as diamonds over the same ``x``.
+
+    ``colour`` is one colour, or a list with one per row of ``rows``.
+    """
+    has = rows["mean"].notna().to_numpy()
+    if isinstance(colour, list):
+        colour = [c for c, keep in zip(colour, has, strict=True) if keep]
+    bars = ax.bar(
+        x[has],
+        rows["mean"].to_numpy()[has],
+        width=width,
+        yerr=rows["std"].fillna(0.0).to_numpy()[has],
+        capsize=capsize,
+        color=colour,
+        label=label_text,
+        gid="ours",
+    )
+    hatch_incomplete(bars, rows["n_missing"].to_numpy()[has] > 0)
+    plot_paper(ax, x, rows["paper_mean"].to_numpy(dtype=float), label_text=paper_label)
+
+
+def bar_auc_axis(ax: Axes, rows: pd.DataFrame) -> None:
+    """Y limits and label of a bar chart's AUC axis: from a round number below the bars
+    (mean - std) and the paper's values to 100."""
+    low = np.nanmin(
+        np.concatenate([rows["mean"] - rows["std"].fillna(0), rows["paper_mean"], [100.0]])
+    )
+    ax.set_ylim(max(0.0, 5.0 * np.floor((low - 3.0) / 5.0)), 100.0)
+    ax.set_ylabel("ROC AUC (x100)")
+
+
+def legend_below(fig: Figure, ax: Axes, *, ncols: int, hatched: bool = False) -> None:
+    """One legend below the panels from ``ax``'s unique labels; ``hatched`` adds the key of
+    hatched (incomplete) bars."""
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles, strict=True))
+    if hatched:
+        unique["hatched: results missing"] = Patch(facecolor="white", edgecolor="grey", hatch="//")
+    fig.legend(
+        list(unique.values()),
+        list(unique),
+        fontsize="small",
+        ncols=ncols,
+        loc="outside lower center",
+    )
+
+
+def space_lines(
+    ax: Axes,
+    rows_of: Callable[[str], pd.DataFrame],
+    *,
+    x_col: str,
+    colours: Mapping[Any, Any],
+    dodge: float = 0.0,
+) -> None:
+    """The AUC of f (solid) and of g(f) (dashed) per base method; ``rows_of(space)`` gives
+    a space's rows."""
+    for space, style, marker in _SPACE_STYLES:
+        draw_lines(
+            ax,
+            rows_of(space),
+            x_col=x_col,
+            hue_col="base_method",
+            colours=colours,
+            name=lambda m, s=space: f"{label('method', m)}, {SPACE_NAMES[s]}",
+            linestyle=style,
+            marker=marker,
+            dodge=dodge,
+        )
+
+
+def finish_auc_figure(
+    fig: Figure, axes: Sequence[Axes], table: pd.DataFrame, *, ncols: int = 4
+) -> None:
+    """The first panel's AUC axis from the table's mean - std and the paper's values, and
+    one legend below the panels (:func:`finish_legend`)."""
+    auc_axis(axes[0], table["mean"] - table["std"].fillna(0.0), table["paper_mean"])
+    incomplete = bool(len(table)) and bool((table["n_missing"] > 0).any())
+    finish_legend(fig, axes, incomplete=incomplete, ncols=ncols)
+
+
+def bar_panel(
+    ax: Axes,
+    x: np.ndarray,
+    ticks: Sequence[str],
+    rows: pd.DataFrame,
+    *,
+    xlabel: str,
+    title: str,
+    rotation: float = 30,
+) -> None:
+    """A bar panel's slanted x ticks and label, its AUC axis (:func:`bar_auc_axis`) and title."""
+    ax.set_xticks(x, ticks, rotation=rotation, ha="right")
+    ax.set_xlabel(xlabel)
+    bar_auc_axis(ax, rows)
+    ax.set_title(title)

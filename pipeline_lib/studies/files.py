@@ -199,10 +199,8 @@ def study_files(out_dir: Path, name: str) -> list[Path]:
 
     Parameters
     ----------
-    out_dir : Path
-        Folder given to :func:`write_study`.
-    name : str
-        Its ``name``.
+    out_dir, name : Path, str
+        As given to :func:`write_study`.
 
     Returns
     -------

@@ -3,71 +3,67 @@
 Wraps :func:`pipeline_lib.paper.aggregate.main_table` and :func:`format_main_table` (class mean
 per seed, mean ± std over seeds, the 5-dataset mean weighted by classes) and adds the
 expected grid's missing cells, which ``main_table`` cannot know about.
+
+Options: ``methods`` / ``detectors`` (restrict; default all in the grid), ``contamination``
+(0.0), ``fitset`` (``"train"``), ``spaces`` (``["f", "rotation_classifier"]``: never g(f)),
+``decimals``, ``ddof``. The table has one row per (method, detector, dataset),
+``dataset="mean"`` the class-weighted mean; the human table is :func:`format_main_table`;
+the figure ``ours_vs_paper`` is drawn only when some cell has a published counterpart.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
-from pipeline_lib.config.keys import contamination_value
 from pipeline_lib.paper.aggregate import MAIN_COLUMNS, format_main_table, main_table
 from pipeline_lib.paper.published import load_published
-from pipeline_lib.studies.contract import (
-    STAT_COLUMNS,
-    StudyResult,
-    check_options,
-    join_expected,
-)
+from pipeline_lib.studies.contract import STAT_COLUMNS
 from pipeline_lib.studies.display import label
 from pipeline_lib.studies.figures import new_figure, palette
-from pipeline_lib.studies.paper import deviation_rows
-from pipeline_lib.studies.stats import common_notes, missing_note
+from pipeline_lib.studies.spec import Deviations, Opt, Run, StudySpec
 
-__all__ = ["DEFAULT_SPACES", "KIND", "OPTIONS", "build", "main_like"]
+__all__ = ["DEFAULT_SPACES", "MAIN_SELECT", "SPEC", "main_cells", "ours_vs_paper"]
 
-KIND = "main"
-#: Option keys this kind reads (besides ``decimals`` and ``ddof``).
-OPTIONS: tuple[str, ...] = ("methods", "detectors", "contamination", "fitset", "spaces")
 #: Feature spaces of the main table: detectors on f, and the rotation classifier's own rows.
 DEFAULT_SPACES: tuple[str, ...] = ("f", "rotation_classifier")
+#: ``main_table``'s columns -> the study table's, where only the name differs.
+_RENAMED = {
+    "expected_seeds": "n_expected_seeds",
+    "published_mean": "paper_mean",
+    "published_std": "paper_std",
+    "delta": "deviation",
+}
 
 
-def main_like(
-    frame: pd.DataFrame,
-    expected: pd.DataFrame,
-    options: Mapping[str, Any],
-    *,
-    methods: Sequence[str] | None = None,
-    detectors: Sequence[str] | None = None,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Main-table cells of the expected grid: (tidy table, ``main_table``-shaped long frame).
+def _unfilled(method: str, detector: str, dataset: str, n: int, seeds: int, classes: int):
+    """A ``main_table`` row of an expected cell without any result."""
+    return {
+        "method": method,
+        "detector": detector,
+        "dataset": dataset,
+        "mean": np.nan,
+        "std": np.nan,
+        "ci_low": np.nan,
+        "ci_high": np.nan,
+        "ci_over": "",
+        "n_seeds": 0,
+        "expected_seeds": seeds,
+        "n_classes": 0,
+        "expected_classes": classes,
+        "n_results": 0,
+        "expected_results": n,
+        "complete": False,
+        "published_mean": np.nan,
+        "published_std": np.nan,
+        "published_derived": False,
+        "delta": np.nan,
+    }
 
-    ``methods`` / ``detectors`` restrict the grid (None keeps all). The long frame has
-    :data:`pipeline_lib.paper.aggregate.MAIN_COLUMNS` and includes the expected cells without any
-    result (``mean`` NaN, ``complete`` False), ready for ``format_main_table``.
-    """
-    ddof = int(options.get("ddof", 0))
-    contamination = float(options.get("contamination", 0.0))
-    fitset = str(options.get("fitset", "train"))
-    spaces = [str(s) for s in options.get("spaces", DEFAULT_SPACES)]
-    cells = join_expected(frame, expected)
-    mask = cells["contamination"] == contamination_value(contamination)
-    mask &= cells["fitset"] == fitset
-    mask &= cells["space"].isin(spaces)
-    if methods is not None:
-        mask &= cells["method"].isin(list(methods))
-    if detectors is not None:
-        mask &= cells["detector"].isin(list(detectors))
-    cells = cells[mask]
-    if cells.empty:
-        raise ValueError(
-            f"main table: the expected grid has no jobs with contamination={contamination}, "
-            f"fitset={fitset!r}, spaces {spaces}, methods {methods}, detectors {detectors}"
-        )
+
+def _long(run: Run, counts: pd.DataFrame) -> pd.DataFrame:
+    """``main_table`` of the found results plus a row per expected cell without any."""
+    cells = run.cells
     seeds = sorted(cells["seed"].unique())
     class_counts = cells.groupby("dataset")["inlier"].nunique().to_dict()
     results = cells[cells["auroc"].notna()]
@@ -77,157 +73,99 @@ def main_like(
         long = main_table(
             results,
             load_published(),
-            contamination=contamination,
-            fitset=fitset,
+            contamination=float(run.options.get("contamination", 0.0)),
+            fitset=str(run.options.get("fitset", "train")),
             seeds=seeds,
             class_counts=class_counts,
-            ddof=ddof,
+            ddof=run.ddof,
         )
-    counts = cells.groupby(["method", "detector", "dataset"]).agg(
-        n_expected=("auroc", "size"), n_results=("auroc", "count")
-    )
-    totals = counts.groupby(level=["method", "detector"]).sum()
     present = set(zip(long["method"], long["detector"], long["dataset"], strict=True))
-    extra = []
-    for method, detector, dataset in counts.index:
-        if (method, detector, dataset) not in present:
-            n = int(counts.loc[(method, detector, dataset), "n_expected"])
-            extra.append(
-                {
-                    "method": method,
-                    "detector": detector,
-                    "dataset": dataset,
-                    "mean": np.nan,
-                    "std": np.nan,
-                    "ci_low": np.nan,
-                    "ci_high": np.nan,
-                    "ci_over": "",
-                    "n_seeds": 0,
-                    "expected_seeds": len(seeds),
-                    "n_classes": 0,
-                    "expected_classes": class_counts[dataset],
-                    "n_results": 0,
-                    "expected_results": n,
-                    "complete": False,
-                    "published_mean": np.nan,
-                    "published_std": np.nan,
-                    "published_derived": False,
-                    "delta": np.nan,
-                }
-            )
+    extra = [
+        _unfilled(*key, int(n), len(seeds), class_counts[key[2]])
+        for key, n in counts["n_expected"].items()
+        if key not in present
+    ]
     if extra:
         long = (
             pd.concat([long, pd.DataFrame(extra)], ignore_index=True)
             if len(long)
             else pd.DataFrame(extra)
         )
-    long = long[list(MAIN_COLUMNS)]
+    return long[list(MAIN_COLUMNS)]
 
-    def expected_count(row) -> int:
-        if row.dataset == "mean":
-            return int(totals.loc[(row.method, row.detector), "n_expected"])
-        return int(counts.loc[(row.method, row.detector, row.dataset), "n_expected"])
 
-    n_expected = [expected_count(r) for r in long.itertuples(index=False)]
-    table = pd.DataFrame(
-        {
-            "method": long["method"],
-            "detector": long["detector"],
-            "dataset": long["dataset"],
-            "mean": long["mean"].astype(float),
-            "std": long["std"].astype(float),
-            "ci_low": long["ci_low"].astype(float),
-            "ci_high": long["ci_high"].astype(float),
-            "ci_over": long["ci_over"].astype(str),
-            "n_seeds": long["n_seeds"].astype(int),
-            "n_expected_seeds": long["expected_seeds"].astype(int),
-            "n_results": long["n_results"].astype(int),
-            "n_expected": n_expected,
-            "n_missing": np.asarray(n_expected) - long["n_results"].astype(int).to_numpy(),
-            "paper_mean": long["published_mean"].astype(float),
-            "paper_std": long["published_std"].astype(float),
-            "paper_source": [
-                (
-                    "derived: class-weighted mean of the paper's per-dataset values"
-                    if d
-                    else "Tables 2, 5, 7"
-                )
-                if np.isfinite(p)
-                else ""
-                for d, p in zip(
-                    long["published_derived"], long["published_mean"].astype(float), strict=True
-                )
-            ],
-            "deviation": long["delta"].astype(float),
-        }
+def main_cells(run: Run) -> pd.DataFrame:
+    """Main-table cells of the selected grid: one row per (method, detector, dataset), with
+    ``dataset="mean"`` the class-weighted mean; ``run.state["long"]`` is the
+    ``main_table``-shaped frame (:data:`pipeline_lib.paper.aggregate.MAIN_COLUMNS`, expected
+    cells without any result included) for ``format_main_table``."""
+    counts = run.cells.groupby(["method", "detector", "dataset"]).agg(
+        n_expected=("auroc", "size"), n_results=("auroc", "count")
     )
-    return table[["method", "detector", "dataset", *STAT_COLUMNS]], long
+    totals = counts.groupby(level=["method", "detector"]).sum()
+    run.state["long"] = long = _long(run, counts)
+    n_expected = [
+        int(totals.loc[(r.method, r.detector), "n_expected"])
+        if r.dataset == "mean"
+        else int(counts.loc[(r.method, r.detector, r.dataset), "n_expected"])
+        for r in long.itertuples(index=False)
+    ]
+    table = long.rename(columns=_RENAMED).astype(
+        {col: float for col in ("mean", "std", "ci_low", "ci_high", "paper_mean", "paper_std")}
+        | {"ci_over": str, "n_seeds": int, "n_expected_seeds": int, "n_results": int}
+        | {"deviation": float}
+    )
+    table["n_expected"] = n_expected
+    table["n_missing"] = np.asarray(n_expected) - table["n_results"].to_numpy()
+    table["paper_source"] = [
+        (
+            "derived: class-weighted mean of the paper's per-dataset values"
+            if d
+            else "Tables 2, 5, 7"
+        )
+        if np.isfinite(p)
+        else ""
+        for d, p in zip(long["published_derived"], table["paper_mean"], strict=True)
+    ]
+    return table[["method", "detector", "dataset", *STAT_COLUMNS]].reset_index(drop=True)
 
 
-def _describe(row: pd.Series) -> str:
+def _describe(run: Run, row: pd.Series) -> str:
     return (
-        f"{label('dataset', row['dataset'])}: {label('method', row['method'])} / "
+        f"main: {label('dataset', row['dataset'])}: {label('method', row['method'])} / "
         f"{label('detector', row['detector'])}"
     )
 
 
-def build(
-    frame: pd.DataFrame,
-    expected: pd.DataFrame,
-    *,
-    options: Mapping[str, Any],
-    scores: Mapping | None = None,
-) -> StudyResult:
-    """The main table beside the paper (Tables 2 and 7).
+def _comparable(table: pd.DataFrame) -> pd.Series:
+    """Cells with both our mean and a published one (what the scatter can show)."""
+    return (table["dataset"] != "mean") & table["paper_mean"].notna() & table["mean"].notna()
 
-    Options: ``methods`` / ``detectors`` (restrict; default all in the grid),
-    ``contamination`` (0.0), ``fitset`` (``"train"``), ``spaces`` (``["f",
-    "rotation_classifier"]``: never g(f)), ``decimals``,
-    ``ddof``. ``scores`` unused.
 
-    Returns
-    -------
-    StudyResult
-        ``table``: one row per (method, detector, dataset), ``dataset="mean"`` the
-        class-weighted mean; ``display``: :func:`format_main_table`; figure ``ours_vs_paper``
-        (only when some cell has a published counterpart).
-
-    Raises
-    ------
-    ValueError
-        On unknown options or when the expected grid selects nothing.
-    """
-    check_options(options, OPTIONS, KIND)
-    table, long = main_like(
-        frame, expected, options, methods=options.get("methods"), detectors=options.get("detectors")
-    )
-    decimals, ddof = int(options.get("decimals", 1)), int(options.get("ddof", 0))
-    notes = common_notes(ddof) + missing_note(table)
-    notes.append(
+def _notes(run: Run, table: pd.DataFrame) -> list[str]:
+    notes = [
         "the 'Mean' column weights data sets by their number of classes (Sec. 4.2); where "
         "the grid does not hold the paper's five data sets, the published Mean is recomputed "
         "over the data sets shown ('derived')"
-    )
+    ]
     # The scatter needs a published counterpart; without one (e.g. sklearn digits) it would
     # be an empty chart, so it is left out and the notes say why.
-    comparable = (table["dataset"] != "mean") & table["paper_mean"].notna() & table["mean"].notna()
-    figures = {}
-    if comparable.any():
-        figures["ours_vs_paper"] = ours_vs_paper(table, "Main table: ours vs. the paper")
-    else:
+    if not _comparable(table).any():
         notes.append(
             "no 'ours vs. the paper' chart: no cell of this grid has a published counterpart "
             f"(data sets: {', '.join(dict.fromkeys(table['dataset'].astype(str)))})"
         )
-    return StudyResult(
-        kind=KIND,
-        table=table,
-        figures=figures,
-        deviations=deviation_rows(table, lambda r: "main: " + _describe(r)),
-        notes=notes,
-        display=format_main_table(long, decimals=decimals),
-        caption="Main table: one-class AUC beside the paper (Tables 2 and 7)",
-    )
+    return notes
+
+
+#: The main grid's rows: the options' contamination, fit set, spaces, methods, detectors.
+MAIN_SELECT = {
+    "contamination": Opt("contamination"),
+    "fitset": Opt("fitset"),
+    "space": Opt("spaces"),
+    "method": Opt("methods"),
+    "detector": Opt("detectors"),
+}
 
 
 def ours_vs_paper(table: pd.DataFrame, title: str):
@@ -283,3 +221,28 @@ def ours_vs_paper(table: pd.DataFrame, title: str):
     ax.set_title(title)
     ax.legend(fontsize="small", loc="best")
     return fig
+
+
+SPEC = StudySpec(
+    kind="main",
+    caption="Main table: one-class AUC beside the paper (Tables 2 and 7)",
+    defaults={
+        "methods": None,
+        "detectors": None,
+        "contamination": 0.0,
+        "fitset": "train",
+        "spaces": DEFAULT_SPACES,
+    },
+    select=MAIN_SELECT,
+    empty="main table: the expected grid has no jobs with contamination={contamination}, "
+    "fitset={fitset!r}, spaces {spaces}, methods {methods}, detectors {detectors}",
+    cells=main_cells,
+    deviations=[Deviations(_describe)],
+    display=lambda run, table: format_main_table(run.state["long"], decimals=run.decimals),
+    figures=lambda run, table: (
+        {"ours_vs_paper": ours_vs_paper(table, "Main table: ours vs. the paper")}
+        if _comparable(table).any()
+        else {}
+    ),
+    notes=_notes,
+)

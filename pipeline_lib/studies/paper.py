@@ -18,6 +18,7 @@ __all__ = [
     "PAPER_TABLE_NUMBERS",
     "add_paper",
     "concat_deviations",
+    "default_cells",
     "deviation_rows",
     "is_default_variant",
     "published_main",
@@ -84,6 +85,13 @@ def is_default_variant(
         ):
             return False
     return True
+
+
+def default_cells(cells: pd.DataFrame, by: Sequence[str], axis: str) -> pd.Series:
+    """Per cell of ``by``: True when every row is a default variant but for the study's own
+    ``axis`` (:func:`is_default_variant`), i.e. where the main table's number applies."""
+    flags = [is_default_variant(r, ignore=(axis,)) for _, r in cells.iterrows()]
+    return cells.assign(_default=flags).groupby(list(by))["_default"].all()
 
 
 def add_paper(

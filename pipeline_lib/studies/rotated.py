@@ -6,109 +6,65 @@ contrastive keeps 92.4; it does not name the detector. This study tabulates our 
 contrastive-DA rows on the rotated data for every detector in the grid, compares the chosen
 ``detector`` with those two numbers, and shows the paper's unrotated main-table value of the
 same detector for context.
+
+Options: ``detector`` (``"ocsvm"``: the one compared with the paper), ``space`` (``"f"``),
+``base_methods`` (``["rotation", "contrastive_da"]``), ``paper_dataset`` (``"cifar10"``:
+whose unrotated main-table numbers are shown beside ours; the grid's own dataset id may
+differ, e.g. a rotated copy), ``decimals``, ``ddof``. One-class jobs only; the table has one
+row per (dataset, base_method, detector), with ``paper_unrotated``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
-from pipeline_lib.paper.published import DATASET_DISPLAY, DETECTOR_DISPLAY, METHOD_DISPLAY
+from pipeline_lib.paper.published import DETECTOR_DISPLAY, METHOD_DISPLAY
 from pipeline_lib.paper.published.text_values import text_value
-from pipeline_lib.studies.contract import StudyResult, check_options, join_expected
-from pipeline_lib.studies.display import label, pivot_display, sort_table
-from pipeline_lib.studies.figures import hatch_incomplete, new_figure, palette, plot_paper
-from pipeline_lib.studies.paper import add_paper, deviation_rows, published_main
-from pipeline_lib.studies.stats import cell_stats, common_notes, missing_note
+from pipeline_lib.studies.display import label, named, pivot_display
+from pipeline_lib.studies.figures import legend_below, new_figure, ours_bars, palette
+from pipeline_lib.studies.paper import published_main
+from pipeline_lib.studies.spec import ONE_CLASS, PAPER_ORDER, Deviations, Opt, Run, StudySpec
+from pipeline_lib.studies.stats import cell_stats
 
-__all__ = ["KIND", "OPTIONS", "build"]
-
-KIND = "rotated"
-#: Option keys this kind reads (besides ``decimals`` and ``ddof``).
-OPTIONS: tuple[str, ...] = ("detector", "space", "base_methods", "paper_dataset")
+__all__ = ["SPEC"]
 
 
-def build(
-    frame: pd.DataFrame,
-    expected: pd.DataFrame,
-    *,
-    options: Mapping[str, Any],
-    scores: Mapping | None = None,
-) -> StudyResult:
-    """Rotation prediction against contrastive DA on randomly rotated images.
-
-    Options: ``detector`` (``"ocsvm"``: the one compared with the paper), ``space``
-    (``"f"``), ``base_methods`` (``["rotation", "contrastive_da"]``), ``paper_dataset``
-    (``"cifar10"``: whose unrotated main-table numbers are shown beside ours; the grid's own
-    dataset id may differ, e.g. a rotated copy), ``decimals``, ``ddof``. One-class jobs only.
-    ``scores`` unused.
-
-    Returns
-    -------
-    StudyResult
-        ``table``: one row per (dataset, base_method, detector), with ``paper_unrotated``
-        (the paper's main-table value on the unrotated data set).
-
-    Raises
-    ------
-    ValueError
-        On unknown options or when the expected grid selects nothing.
-    """
-    check_options(options, OPTIONS, KIND)
-    decimals, ddof = int(options.get("decimals", 1)), int(options.get("ddof", 0))
-    detector, space = str(options.get("detector", "ocsvm")), str(options.get("space", "f"))
-    methods = list(options.get("base_methods", ("rotation", "contrastive_da")))
-    paper_dataset = str(options.get("paper_dataset", "cifar10"))
-    cells = join_expected(frame, expected)
-    cells = cells[
-        cells["base_method"].isin(methods)
-        & (cells["space"] == space)
-        & (cells["fitset"] == "train")
-        & (cells["contamination"] == 0.0)
-    ]
-    if cells.empty:
-        raise ValueError(f"{KIND}: the expected grid has no one-class jobs of {methods}")
-    stats = cell_stats(cells, ["dataset", "base_method", "detector"], ddof=ddof)
+def _cells(run: Run) -> pd.DataFrame:
+    """Cells per (dataset, base method, detector) with the paper's unrotated value."""
+    stats = cell_stats(run.cells, ["dataset", "base_method", "detector"], ddof=run.ddof)
     published = published_main()
     stats["paper_unrotated"] = [
-        published.get((m, d, paper_dataset), (np.nan,))[0]
+        published.get((m, d, run["paper_dataset"]), (np.nan,))[0]
         for m, d in zip(stats["base_method"], stats["detector"], strict=True)
     ]
+    return stats
+
+
+def _lookup(run: Run):
+    """The paper's text value on rotated data, for the chosen detector's rows."""
 
     def lookup(row: pd.Series):
-        if row["detector"] != detector:
+        if row["detector"] != run["detector"]:
             return None
-        value = text_value("auroc", row["base_method"], dataset=paper_dataset)
+        value = text_value("auroc", row["base_method"], dataset=run["paper_dataset"])
         return (value, np.nan, "App. A.2.2 text") if np.isfinite(value) else None
 
-    table = add_paper(stats, lookup)
-    table = sort_table(
-        table,
-        {
-            "dataset": list(DATASET_DISPLAY),
-            "base_method": [m for m in METHOD_DISPLAY if m in methods] + methods,
-            "detector": [detector, *DETECTOR_DISPLAY],
-        },
-    )
-    deviations = deviation_rows(
-        table,
-        lambda r: (
-            f"{label('dataset', r['dataset'])} randomly rotated: "
-            f"{label('method', r['base_method'])} / {label('detector', r['detector'])}"
-        ),
-    )
+    return lookup
+
+
+def _display(run: Run, table: pd.DataFrame) -> pd.DataFrame:
+    """One row per (dataset, representation), a column per detector and the unrotated paper."""
+    detector, paper_dataset = run["detector"], run["paper_dataset"]
     display = pivot_display(
         table,
         [
-            ("dataset", "Dataset (rotated)", lambda v: label("dataset", v)),
-            ("base_method", "Representation", lambda v: label("method", v)),
+            named("dataset", "Dataset (rotated)"),
+            named("base_method", "Representation", "method"),
         ],
         "detector",
         lambda d: label("detector", d),
-        decimals=decimals,
+        decimals=run.decimals,
     )
     # pivot_display keeps the first-appearance order of (dataset, base_method)
     keys = table[["dataset", "base_method"]].drop_duplicates()
@@ -118,23 +74,10 @@ def build(
     display[
         f"paper, unrotated {label('dataset', paper_dataset)} ({label('detector', detector)})"
     ] = [
-        _fmt(chosen.get((ds, m), np.nan), decimals)
+        _fmt(chosen.get((ds, m), np.nan), run.decimals)
         for ds, m in zip(keys["dataset"], keys["base_method"], strict=True)
     ]
-    notes = common_notes(ddof) + missing_note(table)
-    notes.append(
-        "the paper quotes rotation prediction 60.7 and contrastive DA 92.4 on randomly rotated "
-        f"CIFAR-10 without naming the detector; compared with our {label('detector', detector)}"
-    )
-    return StudyResult(
-        kind=KIND,
-        table=table,
-        figures={"auroc": _figure(table, detector, paper_dataset)},
-        deviations=deviations,
-        notes=notes,
-        display=display,
-        caption="Randomly rotated CIFAR-10: rotation prediction vs. contrastive DA (App. A.2.2)",
-    )
+    return display
 
 
 def _fmt(value: float, decimals: int) -> str:
@@ -150,18 +93,15 @@ def _figure(table: pd.DataFrame, detector: str, paper_dataset: str):
     for ax, dataset in zip(axes, datasets, strict=True):
         rows = rows_all[rows_all["dataset"] == dataset].set_index("base_method").reindex(methods)
         x = np.arange(len(methods))
-        has = rows["mean"].notna().to_numpy()
-        bars = ax.bar(
-            x[has],
-            rows["mean"].to_numpy()[has],
-            yerr=rows["std"].fillna(0.0).to_numpy()[has],
-            color=[colours[m] for m in np.array(methods)[has]],
-            capsize=3,
-            gid="ours",
-            label="ours, rotated (mean ± std)",
+        colour = [colours[m] for m in methods]
+        ours_bars(
+            ax,
+            x,
+            rows,
+            colour=colour,
+            label_text="ours, rotated (mean ± std)",
+            paper_label="paper, rotated",
         )
-        hatch_incomplete(bars, rows["n_missing"].to_numpy()[has] > 0)
-        plot_paper(ax, x, rows["paper_mean"].to_numpy(dtype=float), label_text="paper, rotated")
         unrot = rows["paper_unrotated"].to_numpy(dtype=float)
         keep = np.isfinite(unrot)
         ax.scatter(
@@ -183,6 +123,44 @@ def _figure(table: pd.DataFrame, detector: str, paper_dataset: str):
         ax.set_title(
             f"{label('dataset', dataset)}, randomly rotated, {label('detector', detector)}"
         )
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, fontsize="small", ncols=2, loc="outside lower center")
+    legend_below(fig, axes[0], ncols=2)
     return fig
+
+
+SPEC = StudySpec(
+    kind="rotated",
+    caption="Randomly rotated CIFAR-10: rotation prediction vs. contrastive DA (App. A.2.2)",
+    defaults={
+        "detector": "ocsvm",
+        "space": "f",
+        "base_methods": ("rotation", "contrastive_da"),
+        "paper_dataset": "cifar10",
+    },
+    select={**ONE_CLASS, "detector": None, "base_method": Opt("base_methods")},
+    empty="{kind}: the expected grid has no one-class jobs of {base_methods}",
+    cells=_cells,
+    paper=_lookup,
+    orders={
+        "dataset": PAPER_ORDER,
+        "base_method": lambda run, table: [
+            *(m for m in METHOD_DISPLAY if m in run["base_methods"]),
+            *run["base_methods"],
+        ],
+        "detector": lambda run, table: [run["detector"], *DETECTOR_DISPLAY],
+    },
+    deviations=[
+        Deviations(
+            lambda run, r: (
+                f"{label('dataset', r['dataset'])} randomly rotated: "
+                f"{label('method', r['base_method'])} / {label('detector', r['detector'])}"
+            )
+        )
+    ],
+    display=_display,
+    figures=lambda run, table: {"auroc": _figure(table, run["detector"], run["paper_dataset"])},
+    notes=lambda run, table: [
+        "the paper quotes rotation prediction 60.7 and contrastive DA 92.4 on randomly rotated "
+        f"CIFAR-10 without naming the detector; compared with our "
+        f"{label('detector', run['detector'])}"
+    ],
+)

@@ -5,35 +5,33 @@ x = the detector's fit set: ``clean<n>`` (n = 50, 100, 500 clean inliers) and ``
 contaminated training set itself); one panel per contamination; one line per representation.
 The paper's figures are blank in its LaTeX source: the only published numbers are the
 one-class cells (contamination 0, fit set ``train``), from Tables 2, 5 and 7.
+
+Options: ``detectors`` (default ``["ocsvm"]``, the paper's OC-SVM RBF; one figure per
+dataset and detector), ``space`` (``"f"``), ``decimals``, ``ddof``. The table has one row per
+(dataset, method, detector, contamination, fitset), with ``n_clean`` (NaN for ``train``);
+the deviations are the one-class cells the paper publishes.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
 
 import pandas as pd
 
-from pipeline_lib.paper.published import DATASET_DISPLAY, METHOD_DISPLAY
-from pipeline_lib.studies.contamination import main_lookup, method_meta, percent, pick
-from pipeline_lib.studies.contract import StudyResult, check_options, join_expected
-from pipeline_lib.studies.display import label, pivot_display, sort_table
-from pipeline_lib.studies.figures import (
-    auc_axis,
-    draw_lines,
-    finish_legend,
-    new_figure,
-    palette,
+from pipeline_lib.studies.contamination import (
+    ORDERS,
+    detectors_option,
+    meta_lookup,
+    method_meta,
+    percent,
 )
-from pipeline_lib.studies.paper import add_paper, deviation_rows
-from pipeline_lib.studies.stats import any_incomplete, cell_stats, common_notes, missing_note
+from pipeline_lib.studies.display import DATASET_ROW, label, named
+from pipeline_lib.studies.figures import draw_lines, finish_auc_figure, new_figure, palette
+from pipeline_lib.studies.spec import Deviations, Opt, Pivot, Run, StudySpec
+from pipeline_lib.studies.stats import cell_stats
 
-__all__ = ["KIND", "OPTIONS", "build", "clean_size", "fitset_label"]
+__all__ = ["SPEC", "clean_size", "fitset_label"]
 
-KIND = "semi_supervised"
-#: Option keys this kind reads (besides ``decimals`` and ``ddof``).
-OPTIONS: tuple[str, ...] = ("detectors", "space")
 _CLEAN = re.compile(r"^clean(\d+)$")
 
 
@@ -56,96 +54,22 @@ def _fitset_order(fitsets: pd.Series) -> list[str]:
     return clean + sorted(present - set(clean))
 
 
-def build(
-    frame: pd.DataFrame,
-    expected: pd.DataFrame,
-    *,
-    options: Mapping[str, Any],
-    scores: Mapping | None = None,
-) -> StudyResult:
-    """AUC against the detector's fit set (clean inliers or the training set), per ratio.
-
-    Options: ``detectors`` (default ``["ocsvm"]``, the paper's OC-SVM RBF; one figure per
-    dataset and detector), ``space`` (``"f"``), ``decimals``, ``ddof``. ``scores`` unused.
-
-    Returns
-    -------
-    StudyResult
-        ``table``: one row per (dataset, method, detector, contamination, fitset), with
-        ``n_clean`` (NaN for ``train``); deviations: the one-class cells the paper publishes.
-
-    Raises
-    ------
-    ValueError
-        On unknown options or when the expected grid selects nothing.
-    """
-    check_options(options, OPTIONS, KIND)
-    decimals, ddof = int(options.get("decimals", 1)), int(options.get("ddof", 0))
-    space = str(options.get("space", "f"))
-    cells = join_expected(frame, expected)
-    cells = cells[cells["space"] == space]
-    detectors = pick(cells["detector"], options.get("detectors"), ("ocsvm",))
-    cells = cells[cells["detector"].isin(detectors)]
-    if cells.empty:
-        raise ValueError(
-            f"{KIND}: the expected grid has no jobs with space={space!r} and detectors {detectors}"
-        )
-    meta = method_meta(cells)
-    fitsets = _fitset_order(cells["fitset"])
-    stats = cell_stats(
-        cells, ["dataset", "method", "detector", "contamination", "fitset"], ddof=ddof
-    )
+def _cells(run: Run) -> pd.DataFrame:
+    """Cells per (dataset, method, detector, contamination, fit set), with ``n_clean``."""
+    run.state["meta"] = meta = method_meta(run.cells)
+    run.state["fitsets"] = _fitset_order(run.cells["fitset"])
+    by = ["dataset", "method", "detector", "contamination", "fitset"]
+    stats = cell_stats(run.cells, by, ddof=run.ddof)
     stats.insert(2, "base_method", stats["method"].map(meta["base_method"]))
     stats.insert(6, "n_clean", stats["fitset"].map(clean_size))
-    table = add_paper(stats, main_lookup(meta))
-    table = sort_table(
-        table,
-        {
-            "dataset": list(DATASET_DISPLAY),
-            "method": list(METHOD_DISPLAY),
-            "detector": detectors,
-            "contamination": sorted(table["contamination"].unique()),
-            "fitset": fitsets,
-        },
-    )
-    deviations = deviation_rows(
-        table,
-        lambda r: (
-            f"{label('dataset', r['dataset'])}: {label('method', r['method'])} / "
-            f"{label('detector', r['detector'])}, one-class (0 %, fit on train)"
-        ),
-    )
-    display = pivot_display(
-        table,
-        [
-            ("dataset", "Dataset", lambda v: label("dataset", v)),
-            ("detector", "Detector", lambda v: label("detector", v)),
-            ("contamination", "Contamination", percent),
-            ("method", "Representation", lambda v: label("method", v)),
-        ],
-        "fitset",
-        lambda f: f"detector fit on {fitset_label(f)}",
-        decimals=decimals,
-    )
-    figures = {}
-    for (dataset, detector), group in table.groupby(["dataset", "detector"], sort=False):
-        figures[f"{dataset}_{detector}"] = _figure(group, fitsets, dataset, detector)
-    notes = common_notes(ddof) + missing_note(table)
-    notes.append(
-        "representations are trained on the contaminated training set; 'N clean' fits the "
-        "detector on N clean inliers, 'train' on the contaminated training set; only the "
-        "one-class cells have published numbers (the paper's figures are blank in its source)"
-    )
-    return StudyResult(
-        kind=KIND,
-        table=table,
-        figures=figures,
-        deviations=deviations,
-        notes=notes,
-        display=display,
-        caption="Semi-supervised anomaly detection: detectors fit on a few clean inliers "
-        "(Sec. 4.4, App. A.3)",
-    )
+    return stats
+
+
+def _figures(run: Run, table: pd.DataFrame) -> dict:
+    return {
+        f"{dataset}_{detector}": _figure(group, run.state["fitsets"], dataset, detector)
+        for (dataset, detector), group in table.groupby(["dataset", "detector"], sort=False)
+    }
 
 
 def _figure(table: pd.DataFrame, fitsets: list[str], dataset: str, detector: str):
@@ -163,7 +87,6 @@ def _figure(table: pd.DataFrame, fitsets: list[str], dataset: str, detector: str
             x_col="fitset",
             hue_col="method",
             colours=colours,
-            name=lambda m: label("method", m),
             x_map=position.get,
             dodge=0.06,
         )
@@ -171,7 +94,47 @@ def _figure(table: pd.DataFrame, fitsets: list[str], dataset: str, detector: str
         ax.set_xlim(-0.5, len(present) - 0.5)
         ax.set_xlabel("detector's fit set (inlier images)")
         ax.set_title(f"{percent(ratio)} outliers in training")
-    auc_axis(axes[0], table["mean"] - table["std"].fillna(0.0), table["paper_mean"])
     fig.suptitle(f"{label('dataset', dataset)}: semi-supervised, {label('detector', detector)}")
-    finish_legend(fig, axes, incomplete=any_incomplete(table))
+    finish_auc_figure(fig, axes, table)
     return fig
+
+
+SPEC = StudySpec(
+    kind="semi_supervised",
+    caption="Semi-supervised anomaly detection: detectors fit on a few clean inliers "
+    "(Sec. 4.4, App. A.3)",
+    defaults={"detectors": None, "space": "f"},
+    select={"space": Opt("space")},
+    prepare=detectors_option(("ocsvm",)),
+    empty="{kind}: the expected grid has no jobs with space={space!r} and detectors {detectors}",
+    cells=_cells,
+    paper=meta_lookup,
+    orders={
+        **ORDERS,
+        "fitset": lambda run, table: run.state["fitsets"],
+    },
+    deviations=[
+        Deviations(
+            lambda run, r: (
+                f"{label('dataset', r['dataset'])}: {label('method', r['method'])} / "
+                f"{label('detector', r['detector'])}, one-class (0 %, fit on train)"
+            )
+        )
+    ],
+    display=Pivot(
+        [
+            DATASET_ROW,
+            named("detector", "Detector"),
+            ("contamination", "Contamination", percent),
+            named("method", "Representation"),
+        ],
+        "fitset",
+        lambda f: f"detector fit on {fitset_label(f)}",
+    ),
+    figures=_figures,
+    notes=lambda run, table: [
+        "representations are trained on the contaminated training set; 'N clean' fits the "
+        "detector on N clean inliers, 'train' on the contaminated training set; only the "
+        "one-class cells have published numbers (the paper's figures are blank in its source)"
+    ],
+)

@@ -11,54 +11,48 @@ its MMD averaged over the classes' models, as the paper's "5 models with differe
 seeds" per configuration. Points with a missing result are left out of r and drawn hollow.
 The figures of Fig. 3 are blank in the LaTeX source; the only published AUCs are the
 main-table ones at the default batch size (32).
+
+Options: ``base_methods`` (default contrastive, contrastive_da), ``detector`` (``"ocsvm"``:
+the paper's Fig. 3b uses kernel OC-SVMs), ``default_batch_size`` (32: what a NaN
+``batch_size`` means), ``correlation_batch_sizes`` (32..512 as the paper's Fig. 7),
+``paper_r`` (``{"g": 0.914, "f": 0.774}`` from the paper's text), ``decimals``, ``ddof``.
+Only one-class jobs (contamination 0, fit set ``train``) are used. The table has one row per
+(dataset, base_method, batch_size, quantity) with quantity ``auroc_f``, ``auroc_g``, ``mmd``,
+plus per dataset the rows ``pearson_r_g`` / ``pearson_r_f`` (``mean`` = r, ``n_seeds`` =
+points used, ``batch_size`` NaN).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from pipeline_lib.paper.published import DATASET_DISPLAY, METHOD_DISPLAY
 from pipeline_lib.paper.published.text_values import text_value
-from pipeline_lib.studies.contract import StudyResult, check_options, join_expected
-from pipeline_lib.studies.display import label, pivot_display, sort_table
+from pipeline_lib.studies.display import DATASET_ROW, label, named, pivot_display
 from pipeline_lib.studies.figures import (
+    SPACE_NAMES,
     auc_axis,
     draw_lines,
     finish_legend,
     new_figure,
     palette,
+    space_lines,
 )
-from pipeline_lib.studies.paper import (
-    add_paper,
-    concat_deviations,
-    deviation_rows,
-    is_default_variant,
-    published_main,
-)
-from pipeline_lib.studies.stats import any_incomplete, cell_stats, common_notes, missing_note
+from pipeline_lib.studies.paper import default_cells, published_main
+from pipeline_lib.studies.spec import PAPER_ORDER, SORTED, Deviations, Opt, Run, StudySpec
+from pipeline_lib.studies.stats import any_incomplete, cell_stats
 
-__all__ = ["KIND", "OPTIONS", "PAPER_R", "build", "correlation_points", "pearson_r"]
+__all__ = ["PAPER_R", "SPEC", "correlation_points", "pearson_r"]
 
-KIND = "uniformity"
-#: Option keys this kind reads (besides ``decimals`` and ``ddof``).
-OPTIONS: tuple[str, ...] = (
-    "base_methods",
-    "detector",
-    "default_batch_size",
-    "correlation_batch_sizes",
-    "paper_r",
-)
 #: Pearson's r the paper quotes (App. A.2.2), parsed from its text: space -> r.
 PAPER_R: dict[str, float] = {
     "g": text_value("pearson_r_g", "contrastive+contrastive_da"),
     "f": text_value("pearson_r_f", "contrastive+contrastive_da"),
 }
-_SPACE_NAME = {"f": "f", "g": "g(f)"}
+_SPACE_NAME = SPACE_NAMES
 
 
 def pearson_r(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
@@ -70,38 +64,14 @@ def pearson_r(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
     return float(result.statistic), float(result.pvalue)
 
 
-def _select(
-    frame: pd.DataFrame, expected: pd.DataFrame, options: Mapping[str, Any]
-) -> pd.DataFrame:
-    base_methods = list(options.get("base_methods", ("contrastive", "contrastive_da")))
-    detector = str(options.get("detector", "ocsvm"))
-    cells = join_expected(frame, expected)
-    cells = cells[
-        cells["base_method"].isin(base_methods)
-        & (cells["detector"] == detector)
-        & (cells["fitset"] == "train")
-        & (cells["contamination"] == 0.0)
-        & cells["space"].isin(["f", "g"])
-    ].copy()
-    if cells.empty:
-        raise ValueError(
-            f"{KIND}: the expected grid has no one-class jobs of {base_methods} with detector "
-            f"{detector!r} in spaces f / g"
-        )
-    cells["batch_size"] = cells["batch_size"].fillna(float(options.get("default_batch_size", 32)))
-    return cells
-
-
 def _models(cells: pd.DataFrame) -> pd.DataFrame:
     """One row per trained model with its MMD (first non-NaN over the model's rows)."""
     keys = ["dataset", "inlier", "seed", "method", "base_method", "batch_size"]
     return cells.groupby(keys, sort=True, dropna=False)["mmd"].first().reset_index()
 
 
-def correlation_points(
-    frame: pd.DataFrame, expected: pd.DataFrame, *, options: Mapping[str, Any]
-) -> pd.DataFrame:
-    """The scatter's points: one per (dataset, variant, seed) at the correlation batch sizes.
+def correlation_points(cells: pd.DataFrame, sizes: Sequence[float]) -> pd.DataFrame:
+    """The scatter's points: one per (dataset, variant, seed) at the batch sizes ``sizes``.
 
     Returns
     -------
@@ -111,9 +81,7 @@ def correlation_points(
         one), and ``mmd`` (mean over the classes' models), ``missing_mmd``, ``log_mmd``
         (natural log; NaN when the MMD is missing or not positive).
     """
-    cells = _select(frame, expected, options)
-    sizes = [float(b) for b in options.get("correlation_batch_sizes", (32, 64, 128, 256, 512))]
-    cells = cells[cells["batch_size"].isin(sizes)]
+    cells = cells[cells["batch_size"].isin([float(b) for b in sizes])]
     keys = ["dataset", "base_method", "method", "batch_size", "seed"]
     points = cells[keys].drop_duplicates().sort_values(keys).reset_index(drop=True)
     for space in ("f", "g"):
@@ -131,163 +99,101 @@ def correlation_points(
     return points
 
 
-def build(
-    frame: pd.DataFrame,
-    expected: pd.DataFrame,
-    *,
-    options: Mapping[str, Any],
-    scores: Mapping | None = None,
-) -> StudyResult:
-    """AUC of f and g(f) and MMD per batch size, and Pearson's r of log(MMD) with AUC.
+_BY = ["dataset", "base_method", "batch_size"]
 
-    Options: ``base_methods`` (default contrastive, contrastive_da), ``detector``
-    (``"ocsvm"``: the paper's Fig. 3b uses kernel OC-SVMs), ``default_batch_size`` (32: what
-    a NaN ``batch_size`` means), ``correlation_batch_sizes`` (32..512 as the paper's Fig. 7),
-    ``paper_r`` (``{"g": 0.914, "f": 0.774}`` from the paper's text), ``decimals``, ``ddof``.
-    Only one-class jobs (contamination 0, fit set ``train``) are used. ``scores`` unused.
 
-    Returns
-    -------
-    StudyResult
-        ``table``: one row per (dataset, base_method, batch_size, quantity) with quantity
-        ``auroc_f``, ``auroc_g``, ``mmd``, plus per dataset the rows ``pearson_r_g`` /
-        ``pearson_r_f`` (``mean`` = r, ``n_seeds`` = points used, ``batch_size`` NaN).
-
-    Raises
-    ------
-    ValueError
-        On unknown options or when the expected grid selects nothing.
-    """
-    check_options(options, OPTIONS, KIND)
-    decimals, ddof = int(options.get("decimals", 1)), int(options.get("ddof", 0))
-    default_bs = float(options.get("default_batch_size", 32))
-    paper_r = {**PAPER_R, **dict(options.get("paper_r", {}))}
-    cells = _select(frame, expected, options)
-    by = ["dataset", "base_method", "batch_size"]
-    auc = cell_stats(cells, [*by, "space"], ddof=ddof)
+def _cells(run: Run) -> pd.DataFrame:
+    """AUC cells per (dataset, base method, batch size, space) and MMD cells per model."""
+    auc = cell_stats(run.cells, [*_BY, "space"], ddof=run.ddof)
     auc.insert(3, "quantity", "auroc_" + auc.pop("space"))
-    mmd = cell_stats(_models(cells), by, value="mmd", ddof=ddof)
+    mmd = cell_stats(_models(run.cells), _BY, value="mmd", ddof=run.ddof)
     mmd.insert(3, "quantity", "mmd")
-    default_cells = (
-        cells.assign(
-            _default=[is_default_variant(r, ignore=("batch_size",)) for _, r in cells.iterrows()]
-        )
-        .groupby(by)["_default"]
-        .all()
-    )
-    detector = str(options.get("detector", "ocsvm"))
+    return pd.concat([auc, mmd], ignore_index=True)
+
+
+def _lookup(run: Run):
+    """The main table's AUC of f at the default batch size, for default variants."""
+    default_bs = run["default_batch_size"]
+    defaults = default_cells(run.cells, _BY, "batch_size")
     published = published_main()
 
     def lookup(row: pd.Series):
         if row["quantity"] != "auroc_f" or row["batch_size"] != default_bs:
             return None
-        if not default_cells.get((row["dataset"], row["base_method"], row["batch_size"]), False):
+        if not defaults.get((row["dataset"], row["base_method"], row["batch_size"]), False):
             return None
-        return published.get((row["base_method"], detector, row["dataset"]))
+        return published.get((row["base_method"], run["detector"], row["dataset"]))
 
-    table = add_paper(pd.concat([auc, mmd], ignore_index=True), lookup)
-    points = correlation_points(frame, expected, options=options)
-    r_rows, notes = [], []
-    for dataset, group in points.groupby("dataset", sort=False):
+    return lookup
+
+
+def _r_row(group: pd.DataFrame, space: str, paper: float) -> tuple[dict, str]:
+    """Pearson's r of one data set's points as a table row, and its note."""
+    use = group[(group[f"missing_{space}"] == 0) & (group["missing_mmd"] == 0)]
+    use = use[np.isfinite(use["log_mmd"]) & np.isfinite(use[f"auroc_{space}"])]
+    r, p = pearson_r(use["log_mmd"], use[f"auroc_{space}"])
+    dropped = len(group) - len(use)
+    dataset = group["dataset"].iloc[0]
+    row = {
+        "dataset": dataset,
+        "base_method": "+".join(sorted(group["base_method"].unique())),
+        "batch_size": np.nan,
+        "quantity": f"pearson_r_{space}",
+        "mean": r,
+        "std": np.nan,
+        "n_seeds": len(use),
+        "n_expected_seeds": len(group),
+        "n_results": len(use),
+        "n_expected": len(group),
+        "n_missing": int(group[f"missing_{space}"].sum() + group["missing_mmd"].sum()),
+        "paper_mean": paper,
+        "paper_std": np.nan,
+        "paper_source": "App. A.2.2 text",
+        "deviation": r - paper,
+    }
+    note = (
+        f"{label('dataset', dataset)}: Pearson r of log MMD(g(f)) with the AUC of "
+        f"{_SPACE_NAME[space]} = {r:.3f} (p = {p:.2g}) over {len(use)} (variant, seed) "
+        f"points at batch sizes {sorted(int(b) for b in group['batch_size'].unique())}; "
+        f"paper {paper:.3f}"
+        + (f"; {dropped} points with missing results left out" if dropped else "")
+    )
+    return row, note
+
+
+def _with_r(run: Run, table: pd.DataFrame) -> pd.DataFrame:
+    """Add per data set the rows ``pearson_r_g`` / ``pearson_r_f`` (notes in the run)."""
+    paper_r = {**PAPER_R, **dict(run["paper_r"])}
+    run.state["points"] = points = correlation_points(run.cells, run["correlation_batch_sizes"])
+    rows, run.state["notes"] = [], []
+    for _, group in points.groupby("dataset", sort=False):
         for space in ("g", "f"):
-            use = group[(group[f"missing_{space}"] == 0) & (group["missing_mmd"] == 0)]
-            use = use[np.isfinite(use["log_mmd"]) & np.isfinite(use[f"auroc_{space}"])]
-            r, p = pearson_r(use["log_mmd"], use[f"auroc_{space}"])
-            dropped = len(group) - len(use)
-            n_missing = int(group[f"missing_{space}"].sum() + group["missing_mmd"].sum())
-            r_rows.append(
-                {
-                    "dataset": dataset,
-                    "base_method": "+".join(sorted(group["base_method"].unique())),
-                    "batch_size": np.nan,
-                    "quantity": f"pearson_r_{space}",
-                    "mean": r,
-                    "std": np.nan,
-                    "n_seeds": len(use),
-                    "n_expected_seeds": len(group),
-                    "n_results": len(use),
-                    "n_expected": len(group),
-                    "n_missing": n_missing,
-                    "paper_mean": paper_r.get(space, np.nan),
-                    "paper_std": np.nan,
-                    "paper_source": "App. A.2.2 text",
-                    "deviation": r - paper_r.get(space, np.nan),
-                }
-            )
-            notes.append(
-                f"{label('dataset', dataset)}: Pearson r of log MMD(g(f)) with the AUC of "
-                f"{_SPACE_NAME[space]} = {r:.3f} (p = {p:.2g}) over {len(use)} (variant, seed) "
-                f"points at batch sizes {sorted(int(b) for b in group['batch_size'].unique())}; "
-                f"paper {paper_r.get(space, np.nan):.3f}"
-                + (f"; {dropped} points with missing results left out" if dropped else "")
-            )
-    if r_rows:
-        table = pd.concat([table, pd.DataFrame(r_rows)], ignore_index=True)
-    table = sort_table(
-        table,
-        {
-            "dataset": list(DATASET_DISPLAY),
-            "base_method": list(METHOD_DISPLAY),
-            "quantity": ["auroc_f", "auroc_g", "mmd", "pearson_r_g", "pearson_r_f"],
-            "batch_size": sorted(table["batch_size"].dropna().unique()),
-        },
-    )
-    auc_rows = table[table["quantity"].isin(["auroc_f", "auroc_g"])]
-    r_table = table[table["quantity"].str.startswith("pearson")]
-    deviations = concat_deviations(
-        [
-            deviation_rows(
-                auc_rows,
-                lambda r: (
-                    f"{label('dataset', r['dataset'])}: {label('method', r['base_method'])} / "
-                    f"{label('detector', detector)}, AUC of f at batch size {int(r['batch_size'])}"
-                ),
-            ),
-            deviation_rows(
-                r_table,
-                lambda r: (
-                    f"{label('dataset', r['dataset'])}: Pearson r, log MMD(g(f)) vs AUC of "
-                    f"{_SPACE_NAME[r['quantity'][-1]]}"
-                ),
-                unit="r",
-            ),
-        ]
-    )
-    display = _display(table, decimals)
-    figures = {}
+            row, note = _r_row(group, space, paper_r.get(space, np.nan))
+            rows.append(row)
+            run.state["notes"].append(note)
+    return pd.concat([table, pd.DataFrame(rows)], ignore_index=True) if rows else table
+
+
+def _is_r(table: pd.DataFrame) -> pd.Series:
+    return table["quantity"].str.startswith("pearson")
+
+
+def _figures(run: Run, table: pd.DataFrame) -> dict:
+    figures, points = {}, run.state["points"]
     for dataset, group in table.groupby("dataset", sort=False):
-        figures[f"{dataset}_batch_size"] = _batch_figure(group, dataset, detector)
+        figures[f"{dataset}_batch_size"] = _batch_figure(group, dataset, run["detector"])
         figures[f"{dataset}_correlation"] = _scatter_figure(
             points[points["dataset"] == dataset], group, dataset
         )
-    notes = (
-        common_notes(ddof)
-        + missing_note(table[~table["quantity"].str.startswith("pearson")])
-        + notes
-    )
-    notes.append(
-        f"AUCs with {label('detector', detector)} on f and on g(f); MMD of normalize(g(f)) of the "
-        "training features to the uniform distribution on the sphere "
-        "(pipeline_lib.detection.metrics."
-        f"uniformity_mmd); a NaN batch size is the default {int(default_bs)}"
-    )
-    return StudyResult(
-        kind=KIND,
-        table=table,
-        figures=figures,
-        deviations=deviations,
-        notes=notes,
-        display=display,
-        caption="Uniformity and batch size: AUC of f and g(f) and MMD of g(f) to the uniform "
-        "distribution (Sec. 5.1, App. A.2.2)",
-    )
+    return figures
 
 
-def _display(table: pd.DataFrame, decimals: int) -> pd.DataFrame:
+def _display(run: Run, table: pd.DataFrame) -> pd.DataFrame:
+    decimals = run.decimals
     quantity = {"auroc_f": "AUC of f", "auroc_g": "AUC of g(f)", "mmd": "MMD of g(f)"}
     rows = [
-        ("dataset", "Dataset", lambda v: label("dataset", v)),
-        ("base_method", "Representation", lambda v: label("method", v)),
+        DATASET_ROW,
+        named("base_method", "Representation", "method"),
         ("quantity", "Quantity", lambda v: quantity.get(v, v)),
     ]
 
@@ -325,17 +231,12 @@ def _batch_figure(table: pd.DataFrame, dataset: str, detector: str):
     ax_mmd.set_yscale("log")
     ax_mmd.set_ylabel("MMD of g(f) to uniform (log scale)")
     ax_mmd.set_title("(a) uniformity")
-    for space, style, marker in (("f", "-", "o"), ("g", "--", "s")):
-        draw_lines(
-            ax_auc,
-            table[table["quantity"] == f"auroc_{space}"],
-            x_col="batch_size",
-            hue_col="base_method",
-            colours=colours,
-            name=lambda m, s=space: f"{label('method', m)}, {_SPACE_NAME[s]}",
-            linestyle=style,
-            marker=marker,
-        )
+    space_lines(
+        ax_auc,
+        lambda s: table[table["quantity"] == f"auroc_{s}"],
+        x_col="batch_size",
+        colours=colours,
+    )
     aucs = table[table["quantity"].str.startswith("auroc")]
     auc_axis(ax_auc, aucs["mean"] - aucs["std"].fillna(0.0), aucs["paper_mean"])
     ax_auc.set_title(f"(b) AUC, {label('detector', detector)}")
@@ -400,3 +301,64 @@ def _scatter_figure(points: pd.DataFrame, table: pd.DataFrame, dataset: str):
         incomplete=bool((points[["missing_f", "missing_g", "missing_mmd"]] > 0).any().any()),
     )
     return fig
+
+
+SPEC = StudySpec(
+    kind="uniformity",
+    caption="Uniformity and batch size: AUC of f and g(f) and MMD of g(f) to the uniform "
+    "distribution (Sec. 5.1, App. A.2.2)",
+    defaults={
+        "base_methods": ("contrastive", "contrastive_da"),
+        "detector": "ocsvm",
+        "default_batch_size": 32.0,
+        "correlation_batch_sizes": (32, 64, 128, 256, 512),
+        "paper_r": {},
+    },
+    select={
+        "base_method": Opt("base_methods"),
+        "detector": Opt("detector"),
+        "fitset": "train",
+        "contamination": 0.0,
+        "space": ["f", "g"],
+    },
+    empty="{kind}: the expected grid has no one-class jobs of {base_methods} with detector "
+    "{detector!r} in spaces f / g",
+    fill={"batch_size": "default_batch_size"},
+    cells=_cells,
+    paper=_lookup,
+    extend=_with_r,
+    orders={
+        "dataset": PAPER_ORDER,
+        "base_method": PAPER_ORDER,
+        "quantity": ["auroc_f", "auroc_g", "mmd", "pearson_r_g", "pearson_r_f"],
+        "batch_size": SORTED,
+    },
+    deviations=[
+        Deviations(
+            lambda run, r: (
+                f"{label('dataset', r['dataset'])}: {label('method', r['base_method'])} / "
+                f"{label('detector', run['detector'])}, AUC of f at batch size "
+                f"{int(r['batch_size'])}"
+            ),
+            where=lambda table: table["quantity"].isin(["auroc_f", "auroc_g"]),
+        ),
+        Deviations(
+            lambda run, r: (
+                f"{label('dataset', r['dataset'])}: Pearson r, log MMD(g(f)) vs AUC of "
+                f"{_SPACE_NAME[r['quantity'][-1]]}"
+            ),
+            where=_is_r,
+            unit="r",
+        ),
+    ],
+    display=_display,
+    figures=_figures,
+    missing=lambda table: table[~_is_r(table)],
+    notes=lambda run, table: [
+        *run.state["notes"],
+        f"AUCs with {label('detector', run['detector'])} on f and on g(f); MMD of "
+        "normalize(g(f)) of the training features to the uniform distribution on the sphere "
+        "(pipeline_lib.detection.metrics."
+        f"uniformity_mmd); a NaN batch size is the default {int(run['default_batch_size'])}",
+    ],
+)
