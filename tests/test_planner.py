@@ -27,16 +27,9 @@ from pipeline_lib.planning.planner import (
     training_spec,
     without_studies,
 )
-from pipeline_lib.planning.rates import (
-    Rate,
-    RateLog,
-    RateTableError,
-    Setting,
-    Spread,
-    append_rates,
-    choose_rate,
-    read_rates,
-)
+from pipeline_lib.planning.rate_choice import Setting, choose_rate
+from pipeline_lib.planning.rates import Rate, RateTableError, append_rates, read_rates
+from pipeline_lib.planning.timing import RateLog, Spread
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -85,17 +85,14 @@ from pipeline_lib.config.grids import (
     variant_training,
 )
 from pipeline_lib.config.validate import validate_config
-from pipeline_lib.planning.rates import (
-    STEP_MODES,
+from pipeline_lib.planning.rate_choice import (
     Choice,
-    Rate,
-    RateTableError,
     Setting,
     choose_rate,
-    read_rates,
     settings_measured,
     size_label,
 )
+from pipeline_lib.planning.rates import STEP_MODES, Rate, RateTableError, read_rates
 from pipeline_lib.registry import (
     CAPTURED_STEP_MODES,
     TRAINED_METHODS,
