@@ -10,6 +10,8 @@ calls its ``printdag`` makes (``_prepare_dag``, ``_build_dag``), minus the print
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -50,6 +52,28 @@ def snakemake_jobs(
         If Snakemake fails to load the workflow or build the DAG (the message holds its
         error), or if its counts disagree with the jobs read.
     """
+    # What the Snakefile prints while it loads (a dry run's notes, such as data not found
+    # yet) is the plan's business only when it fails: then the error holds its end.
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+            jobs, stats = _dag_jobs(configfiles, Path(workdir), Path(snakefile))
+    # The Snakefile's own code can raise anything; it refuses a bad config with sys.exit.
+    except (Exception, SystemExit) as error:
+        raise PlanError(
+            f"snakemake could not plan {list(map(str, configfiles))}: {error}\n"
+            f"{printed.getvalue()[-3000:]}"
+        ) from error
+    counted = dict(Counter(job.rule for job in jobs))
+    if counted != stats:
+        raise PlanError(f"the DAG's jobs {counted} disagree with its job stats {stats}")
+    return jobs, stats
+
+
+def _dag_jobs(
+    configfiles: Sequence[str | os.PathLike], workdir: Path, snakefile: Path
+) -> tuple[list[Job], dict[str, int]]:
+    """The DAG's jobs (topological level, rule, wildcards) and its job stats, total left out."""
     # Imported here: costing a list of jobs (tests, benchmarks) needs no Snakemake.
     from snakemake.api import SnakemakeApi
     from snakemake.settings.enums import Quietness
@@ -61,35 +85,25 @@ def snakemake_jobs(
     )
 
     output = OutputSettings(quiet={Quietness.ALL}, enable_file_logging=False)
-    try:
-        with SnakemakeApi(output) as api:
-            workflow_api = api.workflow(
-                resource_settings=ResourceSettings(cores=1),
-                config_settings=ConfigSettings(configfiles=[Path(f) for f in configfiles]),
-                snakefile=Path(snakefile),
-                workdir=Path(workdir),
-            )
-            # The DAG API loads the Snakefile and sets the settings the DAG is built with.
-            workflow = workflow_api.dag(DAGSettings(forceall=True)).workflow_api._workflow
-            workflow._prepare_dag(forceall=True, ignore_incomplete=True, lock_warn_only=True)
-            workflow._build_dag()
-            levels = workflow.dag.toposorted(set(workflow.dag.needrun_jobs()))
-            jobs = [
-                Job(job.rule.name, dict(job.wildcards.items()), tuple(map(str, job.output)))
-                for level in levels
-                for job in sorted(level, key=_order)
-            ]
-            _, stats = workflow.dag.stats()
-    # The Snakefile's own code can raise anything; it refuses a bad config with sys.exit.
-    except (Exception, SystemExit) as error:
-        raise PlanError(
-            f"snakemake could not plan {list(map(str, configfiles))}: {error}"
-        ) from error
-    stats = {rule: count for rule, count in stats.items() if rule != "total"}
-    counted = dict(Counter(job.rule for job in jobs))
-    if counted != stats:
-        raise PlanError(f"the DAG's jobs {counted} disagree with its job stats {stats}")
-    return jobs, stats
+    with SnakemakeApi(output) as api:
+        workflow_api = api.workflow(
+            resource_settings=ResourceSettings(cores=1),
+            config_settings=ConfigSettings(configfiles=[Path(f) for f in configfiles]),
+            snakefile=snakefile,
+            workdir=workdir,
+        )
+        # The DAG API loads the Snakefile and sets the settings the DAG is built with.
+        workflow = workflow_api.dag(DAGSettings(forceall=True)).workflow_api._workflow
+        workflow._prepare_dag(forceall=True, ignore_incomplete=True, lock_warn_only=True)
+        workflow._build_dag()
+        levels = workflow.dag.toposorted(set(workflow.dag.needrun_jobs()))
+        jobs = [
+            Job(job.rule.name, dict(job.wildcards.items()), tuple(map(str, job.output)))
+            for level in levels
+            for job in sorted(level, key=_order)
+        ]
+        _, stats = workflow.dag.stats()
+    return jobs, {rule: count for rule, count in stats.items() if rule != "total"}
 
 
 def _order(job) -> tuple:
