@@ -44,7 +44,7 @@ import torch
 import torch._dynamo
 
 from pipeline_lib.models.flops import training_tflops
-from pipeline_lib.planning.rates import RateLog, time_repeats
+from pipeline_lib.planning.timing import RateLog, time_repeats
 from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
 from pipeline_lib.runtime.devices import device_name
 from pipeline_lib.ssl.fused import ConcurrentGroup

@@ -92,7 +92,8 @@ from pipeline_lib.models.flops import (
     forward_flops_per_view,
     training_tflops,
 )
-from pipeline_lib.planning.rates import Rate, RateLog, Spread
+from pipeline_lib.planning.rates import Rate
+from pipeline_lib.planning.timing import RateLog, Spread
 from pipeline_lib.registry import TRAINED_METHODS, default_batch_size, instances_per_image
 from pipeline_lib.runtime.devices import device_name
 from pipeline_lib.ssl.fused import train_representations_fused

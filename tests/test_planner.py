@@ -1,4 +1,4 @@
-"""The cost planner (``pipeline_lib.planning.planner``): dry-run parsing, costs, and a real plan."""
+"""The cost planner (``pipeline_lib.planning``): the DAG's jobs, their costs, and a real plan."""
 
 from __future__ import annotations
 
@@ -8,111 +8,113 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline_lib.planning.planner import (
-    DATASET_SIZES,
-    DEFAULT_IMAGES_PER_S,
-    DEFAULT_JOB_SECONDS,
-    Job,
-    PlanError,
-    RuleCost,
-    dataset_size,
-    format_plan,
-    format_settings,
-    main,
-    parse_dry_run,
-    plan_config,
-    plan_costs,
-    regroup,
-    setting_costs,
-    training_spec,
-    without_studies,
-)
-from pipeline_lib.planning.rates import (
-    Rate,
-    RateLog,
-    RateTableError,
-    Setting,
-    Spread,
-    append_rates,
-    choose_rate,
-    read_rates,
-)
+from pipeline_lib.planning.best_setting import regroup, setting_costs
+from pipeline_lib.planning.costs import RuleCost, plan_costs
+from pipeline_lib.planning.defaults import DEFAULT_IMAGES_PER_S, DEFAULT_JOB_SECONDS
+from pipeline_lib.planning.jobs import Job, PlanError, snakemake_jobs
+from pipeline_lib.planning.planner import main, plan_config, without_studies
+from pipeline_lib.planning.rate_choice import Setting, choose_rate
+from pipeline_lib.planning.rates import Rate, RateTableError, append_rates, read_rates
+from pipeline_lib.planning.report import format_plan, format_settings
+from pipeline_lib.planning.sizes import DATASET_SIZES, dataset_size
+from pipeline_lib.planning.timing import RateLog, Spread
+from pipeline_lib.planning.training import training_spec
 
 REPO = Path(__file__).resolve().parents[1]
 
-#: The shape of Snakemake 9's dry-run output: a stats table, the job listing (group members
-#: indented), the table again.
-DRY_RUN = """\
-Job stats:
-job                     count
---------------------  -------
-prepare_split               1
-train_representation        2
-all                         1
-total                       4
 
-[Thu Nov 26 00:00:00 2026]
-rule train_representation:
-    input: results/cifar10/dataset.npz, results/cifar10/cat/contam0/seed0/split.npz
-    output: results/cifar10/cat/seed0/rotnet/model.pt, results/cifar10/cat/seed0/rotnet/history.json
-    jobid: 2
-    wildcards: dataset=cifar10, inlier=cat, contamination=0, seed=0, method=rotnet
-    resources: tmpdir=/tmp, mem_mb=12000
-[Thu Nov 26 00:00:00 2026] Group job light_split (jobs in lexicogr. order):
-
-    [Thu Nov 26 00:00:00 2026]
-    rule prepare_split:
-        input: results/cifar10/dataset.npz
-        output: results/cifar10/cat/contam0/seed0/split.npz
-        jobid: 1
-        wildcards: dataset=cifar10, inlier=cat, contamination=0, seed=0
-[Thu Nov 26 00:00:00 2026]
-rule train_representation:
-    output: results/catvsdog/cat/contam0/seed0/contrastive_da/model.pt
-    wildcards: dataset=catvsdog, inlier=cat, contamination=0, seed=0, method=contrastive_da
-[Thu Nov 26 00:00:00 2026]
-localrule all:
-    input: results/summary/results.csv
-    jobid: 0
-Job stats:
-job                     count
---------------------  -------
-prepare_split               1
-train_representation        2
-all                         1
-total                       4
-"""
-
-
-def test_parse_dry_run_reads_jobs_wildcards_and_outputs() -> None:
-    jobs, stats = parse_dry_run(DRY_RUN)
-    assert stats == {"prepare_split": 1, "train_representation": 2, "all": 1}
-    assert [job.rule for job in jobs] == [
-        "train_representation",
-        "prepare_split",
-        "train_representation",
-        "all",
+def small_plan() -> list[Job]:
+    """RotNet on a CIFAR-10 split and contrastive DA on a Cat-vs-Dog one, the split's job, and
+    the target rule (no outputs): the shape of the jobs :func:`snakemake_jobs` reads."""
+    split = {"dataset": "cifar10", "inlier": "cat", "contamination": "0", "seed": "0"}
+    cat = {"dataset": "catvsdog", "inlier": "cat", "contamination": "0", "seed": "0"}
+    return [
+        Job("prepare_split", split, ("results/cifar10/cat/contam0/seed0/split.npz",)),
+        Job(
+            "train_representation",
+            {**split, "method": "rotnet"},
+            (
+                "results/cifar10/cat/seed0/rotnet/model.pt",
+                "results/cifar10/cat/seed0/rotnet/history.json",
+            ),
+        ),
+        Job(
+            "train_representation",
+            {**cat, "method": "contrastive_da"},
+            ("results/catvsdog/cat/contam0/seed0/contrastive_da/model.pt",),
+        ),
+        Job("all", {}, ()),
     ]
-    assert jobs[0].wildcards["method"] == "rotnet" and jobs[0].wildcards["dataset"] == "cifar10"
-    assert jobs[0].outputs[0] == "results/cifar10/cat/seed0/rotnet/model.pt"
-    assert len(jobs[0].outputs) == 2
-    assert jobs[1].wildcards == {
-        "dataset": "cifar10",
-        "inlier": "cat",
-        "contamination": "0",
-        "seed": "0",
-    }
 
 
-def test_parse_dry_run_refuses_a_listing_that_disagrees_with_its_stats() -> None:
-    with pytest.raises(PlanError, match="disagrees"):
-        parse_dry_run(
-            DRY_RUN.replace("prepare_split               1", "prepare_split               3")
-        )
+TINY = REPO / "tests/configs/tiny.yaml"
+
+
+def test_snakemake_jobs_reads_every_job_of_the_dag_with_its_wildcards_and_outputs(
+    tmp_path: Path,
+) -> None:
+    config = yaml.safe_load(TINY.read_text())
+    cwd = Path.cwd()
+    jobs, stats = snakemake_jobs([TINY], workdir=tmp_path)
+    assert Path.cwd() == cwd  # the API changed into the workdir and back
+    counted: dict[str, int] = {}
+    for job in jobs:
+        counted[job.rule] = counted.get(job.rule, 0) + 1
+    assert counted == stats
+    # The grid of tests/configs/tiny.yaml: one split per (class, contamination, seed), one
+    # detector job per (split, method, fit set), as tests/workflow/test_dry_run.py counts.
+    classes = config["datasets"]["digits"]["classes"]
+    splits = len(classes) * len(config["splits"]["contamination"]) * len(config["seeds"])
+    fitsets = 1 + len(config["splits"]["clean_inliers"])
+    assert stats["prepare_split"] == splits
+    assert stats["score_detectors"] == splits * len(config["methods"]) * fitsets
+    assert stats["all"] == 1
+    detector = next(job for job in jobs if job.rule == "score_detectors")
+    w = detector.wildcards
+    assert set(w) == {"dataset", "inlier", "contamination", "seed", "method", "fitset"}
+    assert w["dataset"] == "digits" and w["inlier"] in map(str, classes)
+    folder = (
+        f"results/{w['dataset']}/{w['inlier']}/contam{w['contamination']}/seed{w['seed']}/"
+        f"{w['method']}/{w['fitset']}/"
+    )
+    assert detector.outputs and all(path.startswith(folder) for path in detector.outputs)
+    # Topological order: a split's job comes before every detector job.
+    rules = [job.rule for job in jobs]
+    assert rules.index("prepare_split") < rules.index("score_detectors") < rules.index("all")
+    # The same config gives the same jobs in the same order (the plan's text is stable).
+    assert snakemake_jobs([TINY], workdir=tmp_path)[0] == jobs
+
+
+def test_snakemake_jobs_names_the_config_snakemake_refused(tmp_path: Path) -> None:
+    config = yaml.safe_load(TINY.read_text())
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**config, "datasets": {"celeba": {"classes": ["eyeglasses"]}}}))
+    with pytest.raises(PlanError, match=r"snakemake could not plan .*bad\.yaml.*eyeglasses"):
+        snakemake_jobs([bad], workdir=tmp_path)
+
+
+def test_the_plans_job_counts_are_snakemakes_own_for_the_tiny_config() -> None:
+    """Snakemake's own count: the DAG's job stats, what ``snakemake -n`` prints."""
+    result = plan_config(TINY, device="cpu", measure=False)
+    assert {rule: cost.jobs for rule, cost in result.costs.items()} == result.stats
+    assert "score_detectors" in result.stats and "all" in result.stats
+
+
+@pytest.mark.workflow
+def test_the_plans_job_counts_are_snakemakes_own_for_the_paper_config() -> None:
+    """config/paper.yaml, its studies included (about 23,000 jobs): every rule's count is the
+    DAG's; the main table's grid fixes the training models (43 classes x 5 seeds per
+    method, 5 trained methods) as tests/workflow/test_profiles.py counts them."""
+    result = plan_config(REPO / "config/paper.yaml", device="cuda", measure=False)
+    assert {rule: cost.jobs for rule, cost in result.costs.items()} == result.stats
+    training = result.costs["train_representation"].by_method
+    main_table = ("rotnet", "rotation", "denoising", "contrastive", "contrastive_da")
+    assert all(training[method].jobs >= 43 * 5 for method in main_table)
+    assert result.stats["all"] == 1
 
 
 def test_training_hours_follow_epochs_images_and_rates() -> None:
-    jobs, _ = parse_dry_run(DRY_RUN)
+    jobs = small_plan()
     config = {"datasets": {"cifar10": {}, "catvsdog": {}}, "train": {"epochs": 10}}
     costs = plan_costs(jobs, config, device="cpu")
     rotnet = 10 * (5000 // 64 * 64) / DEFAULT_IMAGES_PER_S["cpu"]["rotnet"]
@@ -139,7 +141,7 @@ def test_training_hours_follow_epochs_images_and_rates() -> None:
 def test_gpu_plan_without_a_rate_says_unknown_and_a_given_rate_fills_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    jobs, _ = parse_dry_run(DRY_RUN)
+    jobs = small_plan()
     config = {"datasets": {"cifar10": {}, "catvsdog": {}}, "train": {"epochs": 10}}
     monkeypatch.setitem(DEFAULT_IMAGES_PER_S["cuda"], "rotnet", None)
     unknown = plan_costs(jobs, config, device="cuda")
@@ -711,7 +713,7 @@ def test_the_plan_says_per_method_and_setting_whether_a_rate_is_measured_or_extr
     legacy = write_table(tmp_path / "old.csv", rate_row("contrastive_da", "eager", 1, 900.0))
     table = read_rates([path])
     config = {"datasets": {"cifar10": {}, "catvsdog": {}}, "train": {"epochs": 10}}
-    jobs, _ = parse_dry_run(DRY_RUN)  # RotNet on CIFAR-10, contrastive DA on Cat-vs-Dog
+    jobs = small_plan()  # RotNet on CIFAR-10, contrastive DA on Cat-vs-Dog
     cat = {"dataset": "catvsdog", "inlier": "cat", "contamination": "0", "seed": "0"}
     jobs.append(Job("train_representation", {**cat, "method": "rotnet"}, ()))
     costs = plan_costs(jobs, config, device="cuda", rates=table)

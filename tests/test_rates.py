@@ -7,16 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline_lib.planning.rates import (
-    COLUMNS,
-    LEGACY_COLUMNS,
-    RateLog,
-    RateTableError,
-    Spread,
-    choose_rate,
-    read_rates,
-    time_repeats,
-)
+from pipeline_lib.planning.rate_choice import choose_rate
+from pipeline_lib.planning.rates import COLUMNS, LEGACY_COLUMNS, RateTableError, read_rates
+from pipeline_lib.planning.timing import RateLog, Spread, time_repeats
 
 REPO = Path(__file__).resolve().parents[1]
 

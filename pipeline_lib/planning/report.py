@@ -1,0 +1,92 @@
+"""The plan as text: one row per rule (and per trained method), the totals, and the best
+measured setting with where each of its rates came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pipeline_lib.planning.best_setting import SettingCost, training_hours
+from pipeline_lib.planning.costs import RuleCost
+from pipeline_lib.planning.defaults import DEVICE_RULES, TRAINING_RULES
+
+
+def _human_bytes(value: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1000
+    raise AssertionError("unreachable")
+
+
+def format_plan(name: str, costs: Mapping[str, RuleCost], *, device: str) -> str:
+    """A plain-text table: jobs, hours (device-hours for the torch rules) and disk per rule."""
+    lines = [f"plan of {name} (device {device})"]
+    lines.append(f"{'rule':<28}{'jobs':>8}{'hours':>12}  {'on':<7}{'disk':>12}  source")
+    totals = {"jobs": 0, "device": 0.0, "cpu": 0.0, "disk": 0.0}
+    unknown = False
+    for rule, cost in costs.items():
+        on = device if rule in DEVICE_RULES else "cpu"
+        hours = "unknown" if cost.hours is None else f"{cost.hours:,.1f}"
+        lines.append(
+            f"{rule:<28}{cost.jobs:>8,}{hours:>12}  {on:<7}{_human_bytes(cost.disk_bytes):>12}"
+            f"  {', '.join(sorted(cost.sources))}"
+        )
+        totals["jobs"] += cost.jobs
+        totals["disk"] += cost.disk_bytes
+        if cost.hours is None:
+            unknown = True
+        else:
+            totals["device" if rule in DEVICE_RULES else "cpu"] += cost.hours
+        # Per method or variant, indented under its rule: what each one trains and costs.
+        for method, part in cost.by_method.items():
+            spec = part.spec
+            part_hours = "unknown" if part.hours is None else f"{part.hours:,.2f}"
+            subset = "all" if spec.train_size is None else f"{spec.train_size:,}"
+            lines.append(
+                f"  {method:<26}{part.jobs:>8,}{part_hours:>12}  {on:<7}{'':>12}  "
+                f"{spec.base}, {spec.epochs} epochs, batch {spec.batch_size}, "
+                f"train size {subset}; {', '.join(sorted(part.sources))}"
+            )
+    device_hours = "unknown" if unknown else f"{totals['device']:,.1f}"
+    lines.append(
+        f"total: {totals['jobs']:,} jobs, {device_hours} {device}-hours on the torch rules, "
+        f"{totals['cpu']:,.1f} CPU-hours on the others, {_human_bytes(totals['disk'])} of "
+        f"outputs"
+    )
+    return "\n".join(lines)
+
+
+def format_settings(
+    name: str, costs: Mapping[str, RuleCost], settings: Sequence[SettingCost], *, device: str
+) -> str:
+    """The cheapest measured setting's device-hours beside the planned ones, then the rates.
+
+    The first line names the cheapest setting; the torch rules other than training
+    (embedding) are the same in every setting and are added to give the device-hours of the
+    whole config. Then one line per setting and trained base method: where its rate came
+    from, whether measured at the data's image size or extrapolated by pixels, and whether
+    a median of repeats or a single sample.
+    """
+    planned = training_hours(costs)
+    other = sum(
+        cost.hours or 0.0
+        for rule, cost in costs.items()
+        if rule in DEVICE_RULES and rule not in TRAINING_RULES
+    )
+    known = [s for s in settings if s.hours is not None]
+    if not known or planned is None:
+        return f"best setting of {name}: unknown (a training rate is missing)"
+    best = min(known, key=lambda s: s.hours or 0.0)
+    every = "; ".join(
+        f"{s.setting}: {'unknown' if s.hours is None else f'{s.hours:,.1f}'}" for s in settings
+    )
+    lines = [
+        f"best setting of {name}: {best.setting}: {best.hours:,.1f} {device}-hours of training, "
+        f"{(best.hours or 0.0) + other:,.1f} on the torch rules (as configured: "
+        f"{planned:,.1f} of training); every setting: {every}"
+    ]
+    for cost in settings:
+        for method, sources in cost.sources.items():
+            lines.append(f"  rate at {cost.setting}: {method}: {'; '.join(sources)}")
+    return "\n".join(lines)
