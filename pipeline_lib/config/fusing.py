@@ -1,5 +1,6 @@
 """How ``train.fuse`` groups a config's models into fused training jobs: one statement for the
-workflow (``workflow/rules/common.smk``) and the planner (:mod:`pipeline_lib.planning.planner`).
+workflow (``workflow/rules/common.smk``) and the planner
+(:mod:`pipeline_lib.planning.best_setting`).
 
 A fused group holds up to K models of one data set, contamination and method: inlier classes
 *and seeds*. Seeds matter because the
