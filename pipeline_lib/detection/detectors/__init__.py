@@ -36,7 +36,7 @@ import torch
 from sklearn.base import BaseEstimator
 
 # The paper's feature normalisation and RBF width, public for pipeline_lib.explain.
-from pipeline_lib.detection.detectors._common import l2_normalize, rbf_gamma
+from pipeline_lib.detection.detectors.base import l2_normalize, rbf_gamma
 from pipeline_lib.detection.detectors.gde import GaussianDensity
 from pipeline_lib.detection.detectors.kde import KernelDensityScore
 from pipeline_lib.detection.detectors.knn import KNNCosine
