@@ -60,6 +60,19 @@ def _check_svm_params(nu: Any, tol: Any, cache_size: Any, max_iter: Any) -> None
         raise ValueError(f"max_iter must be a positive integer or -1 (no limit), got {max_iter!r}")
 
 
+def _libsvm(detector: Detector, kernel: str, **kernel_params: float) -> OneClassSVM:
+    """An unfitted libsvm one-class SVM with the detector's ``nu``, ``tol``, ``cache_size``
+    and ``max_iter``."""
+    return OneClassSVM(
+        kernel=kernel,
+        nu=detector.nu,
+        tol=detector.tol,
+        cache_size=detector.cache_size,
+        max_iter=detector.max_iter,
+        **kernel_params,
+    )
+
+
 def rbf_kernel_sum(
     x: torch.Tensor,
     sv: torch.Tensor,
@@ -214,14 +227,7 @@ class RBFOneClassSVM(TorchDetector):
         has zero variance)."""
         X = maybe_normalize(X, self.normalize)
         self.gamma_ = fitted_gamma(self.gamma, X, gamma_scale=self.gamma_scale)
-        self.svm_ = OneClassSVM(
-            kernel="rbf",
-            nu=self.nu,
-            gamma=self.gamma_,
-            tol=self.tol,
-            cache_size=self.cache_size,
-            max_iter=self.max_iter,
-        ).fit(X)
+        self.svm_ = _libsvm(self, "rbf", gamma=self.gamma_).fit(X)
 
     def _kernel_state(self, *, dtype: torch.dtype, device: torch.device) -> RBFExpansionState:
         # libsvm works on float64 copies; so does the state (centred in float64).
@@ -314,13 +320,7 @@ class LinearOneClassSVM(Detector):
 
     def _fit(self, X: np.ndarray) -> None:
         """Fit the SVM with libsvm."""
-        self.svm_ = OneClassSVM(
-            kernel="linear",
-            nu=self.nu,
-            tol=self.tol,
-            cache_size=self.cache_size,
-            max_iter=self.max_iter,
-        ).fit(maybe_normalize(X, self.normalize))
+        self.svm_ = _libsvm(self, "linear").fit(maybe_normalize(X, self.normalize))
 
     def _score(self, X: np.ndarray) -> np.ndarray:
         """``sum_i alpha_i <x_i, x>`` over the support vectors (scikit-learn's score)."""
