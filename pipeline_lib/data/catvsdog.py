@@ -85,35 +85,15 @@ _KAGGLE_N_FILES = 25000  # the released script asserts this many
 
 
 def catvsdog_candidates(root: Path) -> tuple[Path, ...]:
-    """Folders searched for ``PetImages`` under ``root``, in order.
-
-    Parameters
-    ----------
-    root : Path
-        Data root.
-
-    Returns
-    -------
-    tuple of Path
-        ``<root>/PetImages`` and ``<root>/catvsdog/PetImages``.
-    """
+    """Folders searched for ``PetImages`` under ``root``, in order: ``<root>/PetImages`` and
+    ``<root>/catvsdog/PetImages``."""
     return (Path(root) / "PetImages", Path(root) / "catvsdog" / "PetImages")
 
 
 def kaggle_candidates(root: Path) -> tuple[Path, ...]:
-    """Folders searched for the Kaggle ``train/`` images under ``root``, in order.
-
-    Parameters
-    ----------
-    root : Path
-        Data root.
-
-    Returns
-    -------
-    tuple of Path
-        ``<root>/dogs-vs-cats/train`` (the released code's ``$DATA_DIR/dogs-vs-cats/train``)
-        and ``<root>/catvsdog/dogs-vs-cats/train``.
-    """
+    """Folders searched for the Kaggle ``train/`` images under ``root``, in order:
+    ``<root>/dogs-vs-cats/train`` (the released code's ``$DATA_DIR/dogs-vs-cats/train``) and
+    ``<root>/catvsdog/dogs-vs-cats/train``."""
     return (
         Path(root) / "dogs-vs-cats" / "train",
         Path(root) / "catvsdog" / "dogs-vs-cats" / "train",

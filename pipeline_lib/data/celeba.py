@@ -57,18 +57,8 @@ _N_LISTED = 5  # missing image names quoted in an error
 
 
 def celeba_candidates(root: Path) -> tuple[Path, ...]:
-    """Folders searched for the CelebA files under ``root``, in order.
-
-    Parameters
-    ----------
-    root : Path
-        Data root.
-
-    Returns
-    -------
-    tuple of Path
-        ``<root>/celeba`` (torchvision's layout) and ``<root>`` itself.
-    """
+    """Folders searched for the CelebA files under ``root``, in order: ``<root>/celeba``
+    (torchvision's layout) and ``<root>`` itself."""
     return (Path(root) / "celeba", Path(root))
 
 

@@ -67,8 +67,6 @@ CIFAR100_COARSE_CLASSES: tuple[str, ...] = (
 )
 
 _CIFAR10_TRAIN = tuple(f"data_batch_{i}" for i in range(1, 6))
-_CIFAR10_FILES = (*_CIFAR10_TRAIN, "test_batch", "batches.meta")
-_CIFAR100_FILES = ("train", "test", "meta")
 
 # Globals the official pickles (Python 2 cPickle, numpy arrays) and re-written copies
 # (Python 3, protocol 2..5) need; anything else is refused instead of being executed.
@@ -160,6 +158,41 @@ def _check_files(folder: Path, files: tuple[str, ...], what: str) -> None:
         )
 
 
+def _read_cifar(
+    name: str,
+    folder: Path,
+    *,
+    what: str,
+    labels_note: str = "",
+    meta: tuple[str, str],
+    train: tuple[str, ...],
+    test: str,
+    label_key: str,
+    classes: tuple[str, ...],
+) -> ImageDataset:
+    """Read a CIFAR folder: check its files and the label names in the ``meta`` pickle
+    (file, key), then read the ``train`` pickles (concatenated) and the ``test`` pickle.
+    ``what`` names the data set in messages, ``labels_note`` follows it in the log line."""
+    _check_files(folder, (*train, test, meta[0]), what)
+    _read_names(folder / meta[0], meta[1], classes)
+    parts = [_read_batch(folder / file, label_key) for file in train]
+    test_images, test_labels = _read_batch(folder / test, label_key)
+    logger.info("read %s%s from %s", what, labels_note, folder)
+    if len(parts) == 1:  # CIFAR-100: its one training pickle as it is, not a copy
+        train_images, train_labels = parts[0]
+    else:
+        train_images = np.concatenate([p[0] for p in parts])
+        train_labels = np.concatenate([p[1] for p in parts])
+    return ImageDataset(
+        name=name,
+        train_images=train_images,
+        train_labels=train_labels,
+        test_images=test_images,
+        test_labels=test_labels,
+        class_names=classes,
+    )
+
+
 def read_cifar10(root: Path) -> ImageDataset:
     """Read CIFAR-10 from ``<root>/cifar-10-batches-py/``.
 
@@ -180,19 +213,15 @@ def read_cifar10(root: Path) -> ImageDataset:
     DataError
         If a pickle is truncated or corrupt, or its contents are malformed.
     """
-    folder = Path(root) / CIFAR10_DIR
-    _check_files(folder, _CIFAR10_FILES, "CIFAR-10")
-    _read_names(folder / "batches.meta", "label_names", CIFAR10_CLASSES)
-    parts = [_read_batch(folder / name, "labels") for name in _CIFAR10_TRAIN]
-    test_images, test_labels = _read_batch(folder / "test_batch", "labels")
-    logger.info("read CIFAR-10 from %s", folder)
-    return ImageDataset(
-        name="cifar10",
-        train_images=np.concatenate([p[0] for p in parts]),
-        train_labels=np.concatenate([p[1] for p in parts]),
-        test_images=test_images,
-        test_labels=test_labels,
-        class_names=CIFAR10_CLASSES,
+    return _read_cifar(
+        "cifar10",
+        Path(root) / CIFAR10_DIR,
+        what="CIFAR-10",
+        meta=("batches.meta", "label_names"),
+        train=_CIFAR10_TRAIN,
+        test="test_batch",
+        label_key="labels",
+        classes=CIFAR10_CLASSES,
     )
 
 
@@ -212,22 +241,17 @@ def read_cifar100(root: Path) -> ImageDataset:
 
     Raises
     ------
-    MissingDataError
-        If the folder or one of its files is missing.
-    DataError
-        If a pickle is truncated or corrupt, or its contents are malformed.
+    MissingDataError, DataError
+        As :func:`read_cifar10`.
     """
-    folder = Path(root) / CIFAR100_DIR
-    _check_files(folder, _CIFAR100_FILES, "CIFAR-100")
-    _read_names(folder / "meta", "coarse_label_names", CIFAR100_COARSE_CLASSES)
-    train_images, train_labels = _read_batch(folder / "train", "coarse_labels")
-    test_images, test_labels = _read_batch(folder / "test", "coarse_labels")
-    logger.info("read CIFAR-100 (coarse labels) from %s", folder)
-    return ImageDataset(
-        name="cifar100",
-        train_images=train_images,
-        train_labels=train_labels,
-        test_images=test_images,
-        test_labels=test_labels,
-        class_names=CIFAR100_COARSE_CLASSES,
+    return _read_cifar(
+        "cifar100",
+        Path(root) / CIFAR100_DIR,
+        what="CIFAR-100",
+        labels_note=" (coarse labels)",
+        meta=("meta", "coarse_label_names"),
+        train=("train",),
+        test="test",
+        label_key="coarse_labels",
+        classes=CIFAR100_COARSE_CLASSES,
     )

@@ -48,66 +48,22 @@ def _fetch(class_name: str, root: Path, what: str) -> None:
 
 
 def download_cifar10(root: Path) -> None:
-    """Download CIFAR-10 to ``<root>/cifar-10-batches-py/``.
-
-    Parameters
-    ----------
-    root : Path
-        Data root.
-
-    Raises
-    ------
-    DataError
-        If the download fails.
-    """
+    """Download CIFAR-10 to ``<root>/cifar-10-batches-py/`` (``DataError`` if it fails)."""
     _fetch("CIFAR10", root, "CIFAR-10")
 
 
 def download_cifar100(root: Path) -> None:
-    """Download CIFAR-100 to ``<root>/cifar-100-python/``.
-
-    Parameters
-    ----------
-    root : Path
-        Data root.
-
-    Raises
-    ------
-    DataError
-        If the download fails.
-    """
+    """Download CIFAR-100 to ``<root>/cifar-100-python/`` (``DataError`` if it fails)."""
     _fetch("CIFAR100", root, "CIFAR-100")
 
 
 def download_fmnist(root: Path) -> None:
-    """Download Fashion-MNIST to ``<root>/FashionMNIST/raw/``.
-
-    Parameters
-    ----------
-    root : Path
-        Data root.
-
-    Raises
-    ------
-    DataError
-        If the download fails.
-    """
+    """Download Fashion-MNIST to ``<root>/FashionMNIST/raw/`` (``DataError`` if it fails)."""
     _fetch("FashionMNIST", root, "Fashion-MNIST")
 
 
 def download_mnist(root: Path) -> None:
-    """Download MNIST to ``<root>/MNIST/raw/``.
-
-    Parameters
-    ----------
-    root : Path
-        Data root.
-
-    Raises
-    ------
-    DataError
-        If the download fails.
-    """
+    """Download MNIST to ``<root>/MNIST/raw/`` (``DataError`` if it fails)."""
     _fetch("MNIST", root, "MNIST")
 
 

@@ -60,35 +60,15 @@ _PAD = 2  # 28 + 2 * 2 = 32
 
 
 def fmnist_candidates(root: Path) -> tuple[Path, ...]:
-    """Folders searched for the Fashion-MNIST files under ``root``, in order.
-
-    Parameters
-    ----------
-    root : Path
-        Data root.
-
-    Returns
-    -------
-    tuple of Path
-        ``<root>/FashionMNIST/raw`` (torchvision's layout) and ``<root>/fashion-mnist``
-        (a flat folder with the four files).
-    """
+    """Folders searched for the Fashion-MNIST files under ``root``, in order:
+    ``<root>/FashionMNIST/raw`` (torchvision's layout) and ``<root>/fashion-mnist`` (a flat
+    folder with the four files)."""
     return (Path(root) / "FashionMNIST" / "raw", Path(root) / "fashion-mnist")
 
 
 def mnist_candidates(root: Path) -> tuple[Path, ...]:
-    """Folders searched for the MNIST files under ``root``, in order.
-
-    Parameters
-    ----------
-    root : Path
-        Data root.
-
-    Returns
-    -------
-    tuple of Path
-        ``<root>/MNIST/raw`` (torchvision's layout) and ``<root>/mnist`` (flat folder).
-    """
+    """Folders searched for the MNIST files under ``root``, in order: ``<root>/MNIST/raw``
+    (torchvision's layout) and ``<root>/mnist`` (flat folder)."""
     return (Path(root) / "MNIST" / "raw", Path(root) / "mnist")
 
 

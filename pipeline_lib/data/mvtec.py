@@ -236,15 +236,20 @@ def resolve_category_paths(
     return resolved
 
 
-def _open_rgb(path: Path) -> Image.Image:
+def _open_as(path: Path, mode: str, what: str) -> Image.Image:
+    """Decode ``path`` and convert it to ``mode``; a ``DataError`` naming the ``what`` file."""
     # open_image: PNG, JPEG/MPO, BMP, GIF, TIFF or WEBP only (user categories are foreign
     # files); another format raises ImageFormatError, a ValueError, named below.
     try:
         with open_image(path) as img:
             img.load()
-            return img.convert("RGB")
+            return img.convert(mode)
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:
-        raise DataError(f"cannot read image {path}: {err}") from err
+        raise DataError(f"cannot read {what} {path}: {err}") from err
+
+
+def _open_rgb(path: Path) -> Image.Image:
+    return _open_as(path, "RGB", "image")
 
 
 def _resize_image(img: Image.Image, size: int) -> np.ndarray:
@@ -256,12 +261,7 @@ def _resize_image(img: Image.Image, size: int) -> np.ndarray:
 def _read_mask(
     path: Path, image_size_wh: tuple[int, int], image_path: Path, size: int
 ) -> np.ndarray:
-    try:
-        with open_image(path) as img:
-            img.load()
-            mask = img.convert("L")
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:
-        raise DataError(f"cannot read mask {path}: {err}") from err
+    mask = _open_as(path, "L", "mask")
     if mask.size != image_size_wh:
         raise DataError(
             f"mask {path} is {mask.size[0]}x{mask.size[1]} but its image {image_path} is "
@@ -329,19 +329,63 @@ def read_mvtec_category(
         is invalid. The message names the file or folder.
     """
     folder = Path(path)
+    sizes = {"image_size": image_size, "max_train": max_train}
+    _check_options(masks, {**sizes, "max_test_per_type": max_test_per_type})
+    name = check_class_name(name or folder.name, where=folder.parent)
+    train_dir, gt_dir = folder / "train" / _GOOD, folder / "ground_truth"
+    defects = _defect_types(folder, name)
+    with_masks = _with_masks(masks, gt_dir, name)
+    train_files = _image_files(train_dir)[:max_train]
+    if not train_files:
+        raise DataError(f"MVTec category {name!r}: {train_dir}/ holds no image")
+    train = np.stack([_resize_image(_open_rgb(f), image_size) for f in train_files])
+    test = _read_test(
+        folder,
+        name,
+        (_GOOD, *defects),
+        image_size=image_size,
+        max_per_type=max_test_per_type,
+        gt_dir=gt_dir if with_masks else None,
+    )
+    labels = np.array([0 if d == _GOOD else 1 for d in test["defects"]], dtype=np.int64)
+    logger.info(
+        "read MVTec category %r from %s: %d train, %d test images (%d good, %d defective in "
+        "%d defect types), masks: %s",
+        name,
+        folder,
+        len(train),
+        len(labels),
+        int((labels == 0).sum()),
+        int(labels.sum()),
+        len(defects),
+        "yes" if with_masks else "no",
+    )
+    return MVTecCategory(
+        name=name,
+        group=group or category_group(name),
+        train_images=train,
+        test_images=np.stack(test["images"]),
+        test_labels=labels,
+        test_defects=tuple(test["defects"]),
+        test_files=tuple(test["files"]),
+        test_masks=np.stack(test["masks"]) if with_masks else None,
+    )
+
+
+def _check_options(masks: str, sizes: Mapping[str, int | None]) -> None:
+    """Raise ``DataError`` unless ``masks`` is a mask mode and every size a positive int."""
     if masks not in MASK_MODES:
         raise DataError(f"masks must be one of {', '.join(MASK_MODES)}, got {masks!r}")
-    for option, value in (
-        ("image_size", image_size),
-        ("max_train", max_train),
-        ("max_test_per_type", max_test_per_type),
-    ):
+    for option, value in sizes.items():
         if value is not None and (
             isinstance(value, bool) or not isinstance(value, int) or value < 1
         ):
             raise DataError(f"MVTec option {option} must be a positive int, got {value!r}")
-    name = check_class_name(name or folder.name, where=folder.parent)
-    train_dir, test_dir, gt_dir = folder / "train" / _GOOD, folder / "test", folder / "ground_truth"
+
+
+def _defect_types(folder: Path, name: str) -> list[str]:
+    """The defect folders of ``test/`` in name order, after checking the layout."""
+    train_dir, test_dir = folder / "train" / _GOOD, folder / "test"
     if not train_dir.is_dir():
         raise MissingDataError(
             f"MVTec category {name!r}: {train_dir}/ not found; expected the MVTec AD layout "
@@ -359,7 +403,11 @@ def read_mvtec_category(
     )
     if not defects:
         raise DataError(f"MVTec category {name!r}: {test_dir}/ has no defect folder besides good/")
+    return defects
 
+
+def _with_masks(masks: str, gt_dir: Path, name: str) -> bool:
+    """Whether to read masks: per the ``masks`` mode and whether ``ground_truth/`` exists."""
     with_masks = masks != "none" and gt_dir.is_dir()
     if masks == "required" and not with_masks:
         raise DataError(
@@ -373,61 +421,49 @@ def read_mvtec_category(
             name,
             gt_dir,
         )
+    return with_masks
 
-    train_files = _image_files(train_dir)[:max_train]
-    if not train_files:
-        raise DataError(f"MVTec category {name!r}: {train_dir}/ holds no image")
-    train = np.stack([_resize_image(_open_rgb(f), image_size) for f in train_files])
 
-    test_images: list[np.ndarray] = []
-    test_masks: list[np.ndarray] = []
-    test_defects: list[str] = []
-    test_files: list[str] = []
-    for defect in (_GOOD, *defects):
-        files = _image_files(test_dir / defect)[:max_test_per_type]
+def _read_test(
+    folder: Path,
+    name: str,
+    types: Sequence[str],
+    *,
+    image_size: int,
+    max_per_type: int | None,
+    gt_dir: Path | None,
+) -> dict[str, list]:
+    """The test images of each type folder (``good`` first), their defect types, files
+    relative to ``folder`` and, with ``gt_dir``, masks (all zero for ``good``)."""
+    test: dict[str, list] = {"images": [], "masks": [], "defects": [], "files": []}
+    for defect in types:
+        files = _image_files(folder / "test" / defect)[:max_per_type]
         if not files:
-            raise DataError(f"MVTec category {name!r}: {test_dir / defect}/ holds no image")
+            raise DataError(f"MVTec category {name!r}: {folder / 'test' / defect}/ holds no image")
         for file in files:
             img = _open_rgb(file)
-            test_images.append(_resize_image(img, image_size))
-            test_defects.append(defect)
-            test_files.append(file.relative_to(folder).as_posix())
-            if not with_masks:
-                continue
-            if defect == _GOOD:
-                test_masks.append(np.zeros((image_size, image_size), dtype=np.uint8))
-                continue
-            mask_path = _mask_path(gt_dir, defect, file)
-            if mask_path is None:
-                raise DataError(
-                    f"MVTec category {name!r}: test image {file} has no mask; expected "
-                    f"{gt_dir / defect / (file.stem + _MASK_SUFFIX + '.png')} (a category "
-                    "needs all its masks, or no ground_truth/ folder at all)"
-                )
-            test_masks.append(_read_mask(mask_path, img.size, file, image_size))
-    labels = np.array([0 if d == _GOOD else 1 for d in test_defects], dtype=np.int64)
-    logger.info(
-        "read MVTec category %r from %s: %d train, %d test images (%d good, %d defective in "
-        "%d defect types), masks: %s",
-        name,
-        folder,
-        len(train),
-        len(labels),
-        int((labels == 0).sum()),
-        int(labels.sum()),
-        len(defects),
-        "yes" if with_masks else "no",
-    )
-    return MVTecCategory(
-        name=name,
-        group=group or category_group(name),
-        train_images=train,
-        test_images=np.stack(test_images),
-        test_labels=labels,
-        test_defects=tuple(test_defects),
-        test_files=tuple(test_files),
-        test_masks=np.stack(test_masks) if with_masks else None,
-    )
+            test["images"].append(_resize_image(img, image_size))
+            test["defects"].append(defect)
+            test["files"].append(file.relative_to(folder).as_posix())
+            if gt_dir is not None:
+                test["masks"].append(_test_mask(gt_dir, defect, file, img.size, name, image_size))
+    return test
+
+
+def _test_mask(
+    gt_dir: Path, defect: str, file: Path, image_size_wh: tuple[int, int], name: str, size: int
+) -> np.ndarray:
+    """The mask of test image ``file``: all zero for ``good``, else its ground-truth file."""
+    if defect == _GOOD:
+        return np.zeros((size, size), dtype=np.uint8)
+    mask_path = _mask_path(gt_dir, defect, file)
+    if mask_path is None:
+        raise DataError(
+            f"MVTec category {name!r}: test image {file} has no mask; expected "
+            f"{gt_dir / defect / (file.stem + _MASK_SUFFIX + '.png')} (a category "
+            "needs all its masks, or no ground_truth/ folder at all)"
+        )
+    return _read_mask(mask_path, image_size_wh, file, size)
 
 
 def category_to_arrays(category: MVTecCategory) -> dict[str, np.ndarray]:

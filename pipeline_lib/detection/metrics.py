@@ -93,10 +93,8 @@ def roc_curve_points(
 
     Parameters
     ----------
-    anomaly_scores : array-like of shape (n_samples,)
-        Higher = more anomalous; finite.
-    is_outlier : array-like of shape (n_samples,)
-        1 (or True) for outliers, 0 (or False) for inliers; both must occur.
+    anomaly_scores, is_outlier : array-like of shape (n_samples,)
+        As in :func:`auroc`.
 
     Returns
     -------

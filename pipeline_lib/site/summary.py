@@ -204,17 +204,33 @@ def _linked_cells(table: pd.DataFrame, links: Mapping[tuple[str, str, str], str]
     return out
 
 
-def _blocks(
-    studies: Mapping[str, StudyResult | None],
-    links: Mapping[str, Sequence[Path]],
-    *,
-    title: str,
-    relative_to: Path | None,
-    top: int | None,
-    main: Mapping[str, Any] | None = None,
+def _table_links(name: str, paths: Sequence[Path], relative_to: Path | None) -> list[_Link]:
+    """Links to a study's tables (by suffix), then to its paired tests where written."""
+    paths = [Path(p) for p in paths]
+    tables = [
+        _Link(p.suffix.lstrip("."), _href(p, relative_to))
+        for suffix in _TABLE_SUFFIXES
+        for p in paths
+        if p.suffix == suffix and not p.stem.endswith(("_deviations", COMPARISONS_SUFFIX))
+    ]
+    # the paired Wilcoxon tests between the study's rows, where written
+    return tables + [
+        _Link("paired tests", _href(p, relative_to))
+        for p in paths
+        if p.stem.endswith(COMPARISONS_SUFFIX) and p.suffix == ".md"
+    ]
+
+
+def _figure_links(name: str, paths: Sequence[Path], relative_to: Path | None) -> list[_Link]:
+    """Links to a study's figures, named by their file stem without the study prefix."""
+    paths = [Path(p) for p in paths if Path(p).suffix == ".png"]
+    return [_Link(p.stem.removeprefix(f"{name}_"), _href(p, relative_to)) for p in paths]
+
+
+def _opening_blocks(
+    studies: Mapping[str, StudyResult | None], title: str, main: Mapping[str, Any] | None
 ) -> list[tuple]:
-    """The page as blocks: ("h", level, text), ("p", text), ("table", DataFrame of cells),
-    ("list", [cell, ...]), ("img", alt, href)."""
+    """Title, the reproduction count and protocol lines, and the studies' count line."""
     blocks: list[tuple] = [("h", 1, title)]
     if main is not None and main.get("count"):
         # The page opens with how much of the paper the run reproduced, then why the run
@@ -230,47 +246,37 @@ def _blocks(
             "is given; cells with missing results are never ranked.",
         )
     )
-    if main is not None:
-        # The table a reader opens the page for, inline, under the protocol line that says
-        # how comparable it is with the paper's.
-        blocks.append(("h", 2, "Main table"))
-        blocks += [("p", line) for line in main.get("protocol", [])]
-        blocks.append(("table", _linked_cells(main["table"], main.get("run_links") or {})))
-        files = [
-            _Link(Path(path).suffix.lstrip("."), _href(path, relative_to))
-            for path in main.get("links", [])
-        ]
-        if files:
-            blocks.append(("list", [["Files: ", *files]]))
-        blocks.append(("h", 3, "Ranks across data sets"))
-        if main.get("ranks"):
-            blocks.append(("img", "Mean ranks across data sets", _href(main["ranks"], relative_to)))
-        else:
-            n = main.get("n_datasets")
-            has = f"; this run has {n}" if n is not None else ""
-            blocks.append(
-                ("p", f"No rank plot: ranks across data sets need 3 data sets or more{has}.")
-            )
+    return blocks
 
-    def table_links(name: str) -> list[_Link]:
-        paths = [Path(p) for p in links.get(name, [])]
-        tables = [
-            _Link(p.suffix.lstrip("."), _href(p, relative_to))
-            for suffix in _TABLE_SUFFIXES
-            for p in paths
-            if p.suffix == suffix and not p.stem.endswith(("_deviations", COMPARISONS_SUFFIX))
-        ]
-        # the paired Wilcoxon tests between the study's rows, where written
-        return tables + [
-            _Link("paired tests", _href(p, relative_to))
-            for p in paths
-            if p.stem.endswith(COMPARISONS_SUFFIX) and p.suffix == ".md"
-        ]
 
-    def figure_links(name: str) -> list[_Link]:
-        paths = [Path(p) for p in links.get(name, []) if Path(p).suffix == ".png"]
-        return [_Link(p.stem.removeprefix(f"{name}_"), _href(p, relative_to)) for p in paths]
+def _main_table_blocks(main: Mapping[str, Any], relative_to: Path | None) -> list[tuple]:
+    """The main table inline, under the protocol line that says how comparable it is with
+    the paper's, its files and the rank plot (or why there is none)."""
+    blocks: list[tuple] = [("h", 2, "Main table")]
+    blocks += [("p", line) for line in main.get("protocol", [])]
+    blocks.append(("table", _linked_cells(main["table"], main.get("run_links") or {})))
+    files = [
+        _Link(Path(path).suffix.lstrip("."), _href(path, relative_to))
+        for path in main.get("links", [])
+    ]
+    if files:
+        blocks.append(("list", [["Files: ", *files]]))
+    blocks.append(("h", 3, "Ranks across data sets"))
+    if main.get("ranks"):
+        blocks.append(("img", "Mean ranks across data sets", _href(main["ranks"], relative_to)))
+    else:
+        n = main.get("n_datasets")
+        has = f"; this run has {n}" if n is not None else ""
+        blocks.append(("p", f"No rank plot: ranks across data sets need 3 data sets or more{has}."))
+    return blocks
 
+
+def _overview_blocks(
+    studies: Mapping[str, StudyResult | None],
+    links: Mapping[str, Sequence[Path]],
+    relative_to: Path | None,
+) -> list[tuple]:
+    """One row per study: kind, status, cell count, links to its tables and figures."""
     overview = pd.DataFrame(
         [
             {
@@ -278,16 +284,18 @@ def _blocks(
                 "Kind": result.kind if result is not None else "",
                 "Status": _status(result),
                 "Cells": str(len(result.table)) if result is not None else "",
-                "Tables": table_links(name) or "",
-                "Figures": figure_links(name) or "",
+                "Tables": _table_links(name, links.get(name, []), relative_to) or "",
+                "Figures": _figure_links(name, links.get(name, []), relative_to) or "",
             }
             for name, result in studies.items()
         ]
     )
-    blocks += [("h", 2, "Studies"), ("table", overview)]
+    return [("h", 2, "Studies"), ("table", overview)]
 
-    ranked = ranked_deviations(studies)
-    blocks.append(("h", 2, "Largest deviations from the paper"))
+
+def _deviation_blocks(ranked: pd.DataFrame, top: int | None) -> list[tuple]:
+    """The ranked AUC deviations (the ``top`` largest), then the rows not ranked, by why."""
+    blocks: list[tuple] = [("h", 2, "Largest deviations from the paper")]
     top_rows = ranked[ranked["status"] == "ranked"]
     if top is not None:
         top_rows = top_rows.head(top)
@@ -315,37 +323,40 @@ def _blocks(
         ("no value", "Published numbers without a value of ours"),
     ):
         rows = ranked[ranked["status"] == status]
-        if not len(rows):
-            continue
-        blocks.append(("h", 3, heading))
-        blocks.append(
-            (
-                "table",
-                pd.DataFrame(
-                    {
-                        "Study": rows["study"],
-                        "Item": rows["item"],
-                        "Unit": rows["unit"],
-                        "Ours": [
-                            _number(v, u) for v, u in zip(rows["ours"], rows["unit"], strict=True)
-                        ],
-                        "Paper": [
-                            _number(v, u) for v, u in zip(rows["paper"], rows["unit"], strict=True)
-                        ],
-                        "Δ": [
-                            _number(v, u, signed=True)
-                            for v, u in zip(rows["deviation"], rows["unit"], strict=True)
-                        ],
-                        "Missing": [f"missing {n}" if n else "" for n in rows["n_missing"]],
-                    }
-                ),
-            )
-        )
+        if len(rows):
+            blocks += [("h", 3, heading), ("table", _unranked_table(rows))]
+    return blocks
 
-    blocks.append(("h", 2, "Missing results"))
+
+def _unranked_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows of :func:`ranked_deviations` that are not ranked, each number in its own unit."""
+
+    def numbers(column: str, *, signed: bool = False) -> list[str]:
+        return [
+            _number(v, u, signed=signed) for v, u in zip(rows[column], rows["unit"], strict=True)
+        ]
+
+    return pd.DataFrame(
+        {
+            "Study": rows["study"],
+            "Item": rows["item"],
+            "Unit": rows["unit"],
+            "Ours": numbers("ours"),
+            "Paper": numbers("paper"),
+            "Δ": numbers("deviation", signed=True),
+            "Missing": [f"missing {n}" if n else "" for n in rows["n_missing"]],
+        }
+    )
+
+
+def _missing_blocks(studies: Mapping[str, StudyResult | None]) -> list[tuple]:
+    """The studies not run, then the cells with missing results."""
     not_run = [name for name, result in studies.items() if result is None]
-    blocks.append(("h", 3, "Studies not run"))
-    blocks.append(("list", [f"{name}: not run (no outputs)" for name in not_run] or ["none"]))
+    blocks: list[tuple] = [
+        ("h", 2, "Missing results"),
+        ("h", 3, "Studies not run"),
+        ("list", [f"{name}: not run (no outputs)" for name in not_run] or ["none"]),
+    ]
     missing = missing_cells(studies)
     blocks.append(("h", 3, "Cells with missing results"))
     if len(missing):
@@ -368,8 +379,16 @@ def _blocks(
         )
     else:
         blocks.append(("p", "none: every study that ran has all its expected results"))
+    return blocks
 
-    blocks.append(("h", 2, "Studies in detail"))
+
+def _detail_blocks(
+    studies: Mapping[str, StudyResult | None],
+    links: Mapping[str, Sequence[Path]],
+    relative_to: Path | None,
+) -> list[tuple]:
+    """Each study: caption, protocol lines, table links, notes and figures."""
+    blocks: list[tuple] = [("h", 2, "Studies in detail")]
     for name, result in studies.items():
         heading = f"{name} ({result.kind})" if result is not None else f"{name} (not run)"
         blocks.append(("h", 3, heading))
@@ -379,13 +398,34 @@ def _blocks(
         if result.caption:
             blocks.append(("p", result.caption))
         blocks += [("p", line) for line in result.protocol]
-        tables = table_links(name)
+        tables = _table_links(name, links.get(name, []), relative_to)
         if tables:
             blocks.append(("list", [["Table: ", *tables]]))
         if result.notes:
             blocks.append(("list", list(result.notes)))
-        for link in figure_links(name):
+        for link in _figure_links(name, links.get(name, []), relative_to):
             blocks.append(("img", f"{name}: {link.text}", link.href))
+    return blocks
+
+
+def _blocks(
+    studies: Mapping[str, StudyResult | None],
+    links: Mapping[str, Sequence[Path]],
+    *,
+    title: str,
+    relative_to: Path | None,
+    top: int | None,
+    main: Mapping[str, Any] | None = None,
+) -> list[tuple]:
+    """The page as blocks: ("h", level, text), ("p", text), ("table", DataFrame of cells),
+    ("list", [cell, ...]), ("img", alt, href)."""
+    blocks = _opening_blocks(studies, title, main)
+    if main is not None:
+        blocks += _main_table_blocks(main, relative_to)
+    blocks += _overview_blocks(studies, links, relative_to)
+    blocks += _deviation_blocks(ranked_deviations(studies), top)
+    blocks += _missing_blocks(studies)
+    blocks += _detail_blocks(studies, links, relative_to)
     return blocks
 
 

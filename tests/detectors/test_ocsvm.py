@@ -201,7 +201,7 @@ def test_rbf_float32_input_scores_like_sklearn_on_the_same_float32_features() ->
     # scikit-learn is handed the detector's own float32 normalisation (libsvm casts to float64).
     normalized = detector.svm_.support_vectors_
     assert normalized.dtype == np.float64
-    from pipeline_lib.detection.detectors._common import l2_normalize
+    from pipeline_lib.detection.detectors.base import l2_normalize
 
     expected = detector.svm_.score_samples(l2_normalize(test32))
     np.testing.assert_allclose(detector.score_samples(test32), expected, rtol=RTOL, atol=0)

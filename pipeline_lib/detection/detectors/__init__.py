@@ -4,7 +4,10 @@ Every detector follows the scikit-learn contract: ``__init__`` stores keyword
 hyper-parameters, ``fit(X, y=None)`` validates ``X`` and returns ``self``, and
 ``score_samples(X)`` returns an array of shape ``(n_samples,)`` where **higher means more
 normal**. Anomaly scores (``-score_samples``) are formed only in
-:mod:`pipeline_lib.detection.evaluate`.
+:mod:`pipeline_lib.detection.evaluate`. ``fit`` and ``score_samples`` are written once, in
+:class:`~pipeline_lib.detection.detectors.base.Detector` (torch-scored detectors:
+:class:`~pipeline_lib.detection.detectors.base.TorchDetector`); a detector class adds its
+``__init__``, ``_check_params``, ``_fit`` and ``_score`` (or its kernel and kernel state).
 
 ``DETECTORS`` maps the detector ids of the pipeline to their classes:
 
@@ -36,7 +39,7 @@ import torch
 from sklearn.base import BaseEstimator
 
 # The paper's feature normalisation and RBF width, public for pipeline_lib.explain.
-from pipeline_lib.detection.detectors._common import l2_normalize, rbf_gamma
+from pipeline_lib.detection.detectors.base import l2_normalize, rbf_gamma
 from pipeline_lib.detection.detectors.gde import GaussianDensity
 from pipeline_lib.detection.detectors.kde import KernelDensityScore
 from pipeline_lib.detection.detectors.knn import KNNCosine

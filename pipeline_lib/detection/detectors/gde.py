@@ -9,19 +9,16 @@ init_params='kmeans', covariance_type='full')`` on L2-normalised features.
 from __future__ import annotations
 
 import numbers
-from typing import Any
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator
 from sklearn.mixture import GaussianMixture
-from sklearn.utils.validation import check_is_fitted
 
-from pipeline_lib.detection.detectors._common import (
+from pipeline_lib.detection.detectors.base import (
+    Detector,
     check_bool,
     check_positive,
     maybe_normalize,
-    validate_features,
 )
 from pipeline_lib.detection.detectors.kernels import gaussian_score, gaussian_state
 from pipeline_lib.registry import DETECTOR_DEFAULTS
@@ -31,7 +28,7 @@ from pipeline_lib.registry import DETECTOR_DEFAULTS
 _DEFAULTS = DETECTOR_DEFAULTS["gde"]
 
 
-class GaussianDensity(BaseEstimator):
+class GaussianDensity(Detector):
     """Log-density of a single full-covariance Gaussian fitted to the inlier features.
 
     With one component, EM reduces to the maximum-likelihood estimate: the sample mean and
@@ -70,6 +67,8 @@ class GaussianDensity(BaseEstimator):
         self.reg_covar = reg_covar
         self.random_state = random_state
 
+    _fitted_attribute = "gmm_"
+
     def _check_params(self) -> None:
         """Raise ``ValueError`` naming the first invalid hyper-parameter."""
         check_bool("normalize", self.normalize)
@@ -80,29 +79,8 @@ class GaussianDensity(BaseEstimator):
         ):
             raise ValueError(f"random_state must be an int or None, got {self.random_state!r}")
 
-    def fit(self, X: Any, y: Any = None) -> GaussianDensity:
-        """Fit the Gaussian on inlier features.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inlier features; finite, at least 2 rows.
-        y : None
-            Ignored.
-
-        Returns
-        -------
-        self : GaussianDensity
-            The fitted detector.
-
-        Raises
-        ------
-        ValueError
-            If a hyper-parameter is invalid or ``X`` is not a finite 2-D array with at least
-            two rows.
-        """
-        self._check_params()
-        X = validate_features(self, X, reset=True)
+    def _fit(self, X: np.ndarray) -> None:
+        """Fit the one-component mixture (ValueError if ``X`` has fewer than two rows)."""
         if X.shape[0] < 2:
             raise ValueError(f"GaussianDensity needs >= 2 fit rows, got n_samples={X.shape[0]}")
         self.gmm_ = GaussianMixture(
@@ -111,30 +89,9 @@ class GaussianDensity(BaseEstimator):
             reg_covar=self.reg_covar,
             random_state=self.random_state,
         ).fit(maybe_normalize(X, self.normalize))
-        return self
 
-    def score_samples(self, X: Any) -> np.ndarray:
-        """Gaussian log-density; higher = more normal.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Features to score.
-
-        Returns
-        -------
-        scores : ndarray of shape (n_samples,)
-            ``log N(x; mean, cov + reg_covar I)``.
-
-        Raises
-        ------
-        sklearn.exceptions.NotFittedError
-            If called before ``fit``.
-        ValueError
-            If ``X`` is not finite, not 2-D or has a different number of columns.
-        """
-        check_is_fitted(self, "gmm_")
-        X = validate_features(self, X, reset=False)
+    def _score(self, X: np.ndarray) -> np.ndarray:
+        """``log N(x; mean, cov + reg_covar I)``, by the float64 torch kernel."""
         state = gaussian_state(
             self.gmm_.means_[0], self.gmm_.precisions_cholesky_[0], self.gmm_.weights_[0]
         )

@@ -8,25 +8,17 @@ appendix "Details of Experimental Setting").
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator
-from sklearn.utils.validation import check_is_fitted
 
-from pipeline_lib.detection.detectors._common import (
+from pipeline_lib.detection.detectors.base import (
+    TorchDetector,
     check_bool,
     check_gamma,
-    check_positive,
     fitted_gamma,
-    full_precision_matmul,
     maybe_normalize,
-    resolve_device,
-    resolve_dtype,
-    validate_features,
 )
-from pipeline_lib.detection.detectors.kernels import kde_score, kde_state
+from pipeline_lib.detection.detectors.kernels import KDEState, kde_score, kde_state
 from pipeline_lib.registry import DETECTOR_DEFAULTS
 
 # Defaults come from the registry, where the config check reads them too (one statement of
@@ -34,7 +26,7 @@ from pipeline_lib.registry import DETECTOR_DEFAULTS
 _DEFAULTS = DETECTOR_DEFAULTS["kde"]
 
 
-class KernelDensityScore(BaseEstimator):
+class KernelDensityScore(TorchDetector):
     """Kernel density normality score (paper Appendix A.1), exact, blocked, in PyTorch.
 
     ``score(x) = (1/gamma) * log sum_y exp(-gamma ||x - y||^2)`` with ``y`` over the fit
@@ -110,76 +102,22 @@ class KernelDensityScore(BaseEstimator):
         self.dtype = dtype
         self.device = device
 
+    _fitted_attribute = "fit_features_"
+    _kernel = staticmethod(kde_score)
+
     def _check_params(self) -> None:
         """Raise ``ValueError`` naming the first invalid hyper-parameter."""
         check_gamma(self.gamma, self.gamma_scale)
         check_bool("normalize", self.normalize)
-        check_positive("chunk_size", self.chunk_size, integer=True)
-        resolve_dtype(self.dtype)
-        resolve_device(self.device)
+        super()._check_params()
 
-    def fit(self, X: Any, y: Any = None) -> KernelDensityScore:
-        """Store the (normalised) fit features and derive gamma.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inlier features; finite.
-        y : None
-            Ignored.
-
-        Returns
-        -------
-        self : KernelDensityScore
-            The fitted detector.
-
-        Raises
-        ------
-        ValueError
-            If a hyper-parameter is invalid, ``X`` is not a finite 2-D array, or ``gamma`` is
-            None and ``X`` has zero variance.
-        """
-        self._check_params()
-        X = validate_features(self, X, reset=True)
+    def _fit(self, X: np.ndarray) -> None:
+        """Store the (normalised) fit features and derive gamma (ValueError when ``gamma`` is
+        None and ``X`` has zero variance)."""
         X = maybe_normalize(X, self.normalize)
         self.gamma_ = fitted_gamma(self.gamma, X, gamma_scale=self.gamma_scale)
         self.fit_features_ = np.array(X, copy=True)
         self.center_ = X.mean(axis=0, dtype=np.float64)
-        return self
 
-    def score_samples(self, X: Any) -> np.ndarray:
-        """KDE normality scores; higher = more normal.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Features to score.
-
-        Returns
-        -------
-        scores : ndarray of shape (n_samples,), float64
-            ``(1/gamma_) * log sum_y exp(-gamma_ ||x - y||^2)``.
-
-        Raises
-        ------
-        sklearn.exceptions.NotFittedError
-            If called before ``fit``.
-        ValueError
-            If ``X`` is not finite, not 2-D or has a different number of columns, or a
-            parameter was set to an invalid value after ``fit``.
-        """
-        check_is_fitted(self, "fit_features_")
-        self._check_params()
-        X = validate_features(self, X, reset=False)
-        X = maybe_normalize(X, self.normalize)
-        state = kde_state(
-            self.fit_features_,
-            self.center_,
-            self.gamma_,
-            dtype=resolve_dtype(self.dtype),
-            device=resolve_device(self.device),
-        )
-        x = torch.from_numpy(np.asarray(X, dtype=np.float64))
-        with torch.inference_mode(), full_precision_matmul():
-            scores = kde_score(x, state, chunk_size=self.chunk_size)
-        return scores.cpu().numpy()
+    def _kernel_state(self, *, dtype: torch.dtype, device: torch.device) -> KDEState:
+        return kde_state(self.fit_features_, self.center_, self.gamma_, dtype=dtype, device=device)

@@ -18,22 +18,11 @@ released ``dist`` by the constant 1, so AUCs are identical.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator
-from sklearn.utils.validation import check_is_fitted
 
-from pipeline_lib.detection.detectors._common import (
-    check_positive,
-    full_precision_matmul,
-    l2_normalize,
-    resolve_device,
-    resolve_dtype,
-    validate_features,
-)
-from pipeline_lib.detection.detectors.kernels import knn_score, knn_state
+from pipeline_lib.detection.detectors.base import TorchDetector, check_positive, l2_normalize
+from pipeline_lib.detection.detectors.kernels import KNNState, knn_score, knn_state
 from pipeline_lib.registry import DETECTOR_DEFAULTS
 
 # Defaults come from the registry, where the config check reads them too (one statement of
@@ -41,7 +30,7 @@ from pipeline_lib.registry import DETECTOR_DEFAULTS
 _DEFAULTS = DETECTOR_DEFAULTS["knn"]
 
 
-class KNNCosine(BaseEstimator):
+class KNNCosine(TorchDetector):
     """Mean cosine similarity to the ``k`` nearest fit features (released code's kNN score).
 
     ``score(x) = mean_{y in topk(x)} <x/||x||, y/||y||>`` over the fit features ``y``; with the
@@ -86,78 +75,34 @@ class KNNCosine(BaseEstimator):
         self.dtype = dtype
         self.device = device
 
+    _fitted_attribute = "fit_features_"
+    _kernel = staticmethod(knn_score)
+
     def _check_params(self) -> None:
         """Raise ``ValueError`` naming the first invalid hyper-parameter."""
         check_positive("n_neighbors", self.n_neighbors, integer=True)
-        check_positive("chunk_size", self.chunk_size, integer=True)
-        resolve_dtype(self.dtype)
-        resolve_device(self.device)
+        super()._check_params()
 
-    def fit(self, X: Any, y: Any = None) -> KNNCosine:
-        """Store the L2-normalised fit features.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inlier features; finite, at least ``n_neighbors`` rows.
-        y : None
-            Ignored.
-
-        Returns
-        -------
-        self : KNNCosine
-            The fitted detector.
-
-        Raises
-        ------
-        ValueError
-            If a hyper-parameter is invalid, ``X`` is not a finite 2-D array, or it has fewer
-            rows than ``n_neighbors``.
-        """
-        self._check_params()
-        X = validate_features(self, X, reset=True)
-        if X.shape[0] < self.n_neighbors:
+    def _check_n_fit(self, n_fit: int) -> None:
+        """Raise ``ValueError`` if ``n_neighbors`` exceeds the ``n_fit`` fit rows."""
+        if n_fit < self.n_neighbors:
             raise ValueError(
-                f"n_neighbors={self.n_neighbors} exceeds the number of fit rows ({X.shape[0]})"
+                f"n_neighbors={self.n_neighbors} exceeds the number of fit rows ({n_fit})"
             )
+
+    def _check_scoring(self) -> None:
+        super()._check_scoring()
+        self._check_n_fit(self.fit_features_.shape[0])
+
+    def _fit(self, X: np.ndarray) -> None:
+        """Store the L2-normalised fit features (ValueError if ``X`` has fewer rows than
+        ``n_neighbors``)."""
+        self._check_n_fit(X.shape[0])
         self.fit_features_ = l2_normalize(X)
-        return self
 
-    def score_samples(self, X: Any) -> np.ndarray:
-        """Mean top-k cosine similarity; higher = more normal.
+    def _kernel_state(self, *, dtype: torch.dtype, device: torch.device) -> KNNState:
+        return knn_state(self.fit_features_, self.n_neighbors, dtype=dtype, device=device)
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Features to score.
-
-        Returns
-        -------
-        scores : ndarray of shape (n_samples,), float64
-            In ``[-1, 1]``.
-
-        Raises
-        ------
-        sklearn.exceptions.NotFittedError
-            If called before ``fit``.
-        ValueError
-            If ``X`` is not finite, not 2-D or has a different number of columns.
-        """
-        check_is_fitted(self, "fit_features_")
-        self._check_params()
-        if self.n_neighbors > self.fit_features_.shape[0]:
-            raise ValueError(
-                f"n_neighbors={self.n_neighbors} exceeds the number of fit rows "
-                f"({self.fit_features_.shape[0]})"
-            )
-        X = validate_features(self, X, reset=False)
-        state = knn_state(
-            self.fit_features_,
-            self.n_neighbors,
-            dtype=resolve_dtype(self.dtype),
-            device=resolve_device(self.device),
-        )
-        x = torch.from_numpy(l2_normalize(X))
-        with torch.inference_mode(), full_precision_matmul():
-            scores = knn_score(x, state, chunk_size=self.chunk_size)
-        return scores.cpu().numpy()
+    def _query_rows(self, X: np.ndarray) -> np.ndarray:
+        """Always L2-normalised (that makes the similarity a cosine), in the dtype of ``X``."""
+        return l2_normalize(X)

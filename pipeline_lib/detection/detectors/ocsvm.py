@@ -21,22 +21,23 @@ from typing import Any
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator
 from sklearn.svm import OneClassSVM
 from sklearn.utils.validation import check_is_fitted
 
-from pipeline_lib.detection.detectors._common import (
+from pipeline_lib.detection.detectors.base import (
+    Detector,
+    TorchDetector,
     check_bool,
     check_gamma,
     check_positive,
     fitted_gamma,
-    full_precision_matmul,
     maybe_normalize,
-    resolve_device,
-    resolve_dtype,
-    validate_features,
 )
-from pipeline_lib.detection.detectors.kernels import rbf_expansion, rbf_expansion_state
+from pipeline_lib.detection.detectors.kernels import (
+    RBFExpansionState,
+    rbf_expansion,
+    rbf_expansion_state,
+)
 from pipeline_lib.registry import DETECTOR_DEFAULTS
 
 # Defaults come from the registry, where the config check reads them too: one statement of
@@ -57,6 +58,19 @@ def _check_svm_params(nu: Any, tol: Any, cache_size: Any, max_iter: Any) -> None
         or not (max_iter == -1 or max_iter > 0)
     ):
         raise ValueError(f"max_iter must be a positive integer or -1 (no limit), got {max_iter!r}")
+
+
+def _libsvm(detector: Detector, kernel: str, **kernel_params: float) -> OneClassSVM:
+    """An unfitted libsvm one-class SVM with the detector's ``nu``, ``tol``, ``cache_size``
+    and ``max_iter``."""
+    return OneClassSVM(
+        kernel=kernel,
+        nu=detector.nu,
+        tol=detector.tol,
+        cache_size=detector.cache_size,
+        max_iter=detector.max_iter,
+        **kernel_params,
+    )
 
 
 def rbf_kernel_sum(
@@ -101,7 +115,7 @@ def rbf_kernel_sum(
     return rbf_expansion(x, state, chunk_size=chunk_size)
 
 
-class RBFOneClassSVM(BaseEstimator):
+class RBFOneClassSVM(TorchDetector):
     """One-class SVM with an RBF kernel and the paper's kernel width.
 
     Fits :class:`sklearn.svm.OneClassSVM` (``kernel="rbf"``, libsvm) on L2-normalised features
@@ -198,88 +212,32 @@ class RBFOneClassSVM(BaseEstimator):
         self.dtype = dtype
         self.device = device
 
+    _fitted_attribute = "svm_"
+    _kernel = staticmethod(rbf_expansion)
+
     def _check_params(self) -> None:
         """Raise ``ValueError`` naming the first invalid hyper-parameter."""
         _check_svm_params(self.nu, self.tol, self.cache_size, self.max_iter)
         check_gamma(self.gamma, self.gamma_scale)
         check_bool("normalize", self.normalize)
-        check_positive("chunk_size", self.chunk_size, integer=True)
-        resolve_dtype(self.dtype)
-        resolve_device(self.device)
+        super()._check_params()
 
-    def fit(self, X: Any, y: Any = None) -> RBFOneClassSVM:
-        """Fit the SVM on inlier features (libsvm, on the CPU).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inlier features; finite.
-        y : None
-            Ignored.
-
-        Returns
-        -------
-        self : RBFOneClassSVM
-            The fitted detector.
-
-        Raises
-        ------
-        ValueError
-            If a hyper-parameter is invalid, ``X`` is not a finite 2-D array, or ``gamma`` is
-            None and ``X`` has zero variance.
-        """
-        self._check_params()
-        X = validate_features(self, X, reset=True)
+    def _fit(self, X: np.ndarray) -> None:
+        """Fit the SVM with libsvm, on the CPU (ValueError when ``gamma`` is None and ``X``
+        has zero variance)."""
         X = maybe_normalize(X, self.normalize)
         self.gamma_ = fitted_gamma(self.gamma, X, gamma_scale=self.gamma_scale)
-        self.svm_ = OneClassSVM(
-            kernel="rbf",
-            nu=self.nu,
-            gamma=self.gamma_,
-            tol=self.tol,
-            cache_size=self.cache_size,
-            max_iter=self.max_iter,
-        ).fit(X)
-        return self
+        self.svm_ = _libsvm(self, "rbf", gamma=self.gamma_).fit(X)
 
-    def score_samples(self, X: Any) -> np.ndarray:
-        """Normality scores; higher = more normal.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Features to score.
-
-        Returns
-        -------
-        scores : ndarray of shape (n_samples,), float64
-            ``sum_i alpha_i exp(-gamma_ ||sv_i - x||^2)`` over the support vectors, equal to
-            ``svm_.score_samples`` on the (normalised) features within the stated tolerance.
-
-        Raises
-        ------
-        sklearn.exceptions.NotFittedError
-            If called before ``fit``.
-        ValueError
-            If ``X`` is not finite, not 2-D or has a different number of columns, or a
-            parameter was set to an invalid value after ``fit``.
-        """
-        check_is_fitted(self, "svm_")
-        self._check_params()
-        X = validate_features(self, X, reset=False)
-        X = maybe_normalize(X, self.normalize)
+    def _kernel_state(self, *, dtype: torch.dtype, device: torch.device) -> RBFExpansionState:
         # libsvm works on float64 copies; so does the state (centred in float64).
-        state = rbf_expansion_state(
+        return rbf_expansion_state(
             self.svm_.support_vectors_,
             self.svm_.dual_coef_[0],
             self.gamma_,
-            dtype=resolve_dtype(self.dtype),
-            device=resolve_device(self.device),
+            dtype=dtype,
+            device=device,
         )
-        x = torch.from_numpy(np.asarray(X, dtype=np.float64))
-        with torch.inference_mode(), full_precision_matmul():
-            sums = rbf_expansion(x, state, chunk_size=self.chunk_size)
-        return sums.cpu().numpy()
 
     def decision_function(self, X: Any) -> np.ndarray:
         """scikit-learn's ``decision_function``: :meth:`score_samples` minus ``rho``.
@@ -308,7 +266,7 @@ class RBFOneClassSVM(BaseEstimator):
         return self.score_samples(X) - float(self.svm_.offset_[0])
 
 
-class LinearOneClassSVM(BaseEstimator):
+class LinearOneClassSVM(Detector):
     """One-class SVM with a linear kernel, on raw features by default.
 
     Fits :class:`sklearn.svm.OneClassSVM` (``kernel="linear"``, default ``nu``). As in the
@@ -353,62 +311,17 @@ class LinearOneClassSVM(BaseEstimator):
         self.cache_size = cache_size
         self.max_iter = max_iter
 
+    _fitted_attribute = "svm_"
+
     def _check_params(self) -> None:
         """Raise ``ValueError`` naming the first invalid hyper-parameter."""
         _check_svm_params(self.nu, self.tol, self.cache_size, self.max_iter)
         check_bool("normalize", self.normalize)
 
-    def fit(self, X: Any, y: Any = None) -> LinearOneClassSVM:
-        """Fit the SVM on inlier features.
+    def _fit(self, X: np.ndarray) -> None:
+        """Fit the SVM with libsvm."""
+        self.svm_ = _libsvm(self, "linear").fit(maybe_normalize(X, self.normalize))
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inlier features; finite.
-        y : None
-            Ignored.
-
-        Returns
-        -------
-        self : LinearOneClassSVM
-            The fitted detector.
-
-        Raises
-        ------
-        ValueError
-            If a hyper-parameter is invalid or ``X`` is not a finite 2-D array.
-        """
-        self._check_params()
-        X = validate_features(self, X, reset=True)
-        self.svm_ = OneClassSVM(
-            kernel="linear",
-            nu=self.nu,
-            tol=self.tol,
-            cache_size=self.cache_size,
-            max_iter=self.max_iter,
-        ).fit(maybe_normalize(X, self.normalize))
-        return self
-
-    def score_samples(self, X: Any) -> np.ndarray:
-        """Normality scores; higher = more normal.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Features to score.
-
-        Returns
-        -------
-        scores : ndarray of shape (n_samples,)
-            ``sum_i alpha_i <x_i, x>`` over the support vectors.
-
-        Raises
-        ------
-        sklearn.exceptions.NotFittedError
-            If called before ``fit``.
-        ValueError
-            If ``X`` is not finite, not 2-D or has a different number of columns.
-        """
-        check_is_fitted(self, "svm_")
-        X = validate_features(self, X, reset=False)
+    def _score(self, X: np.ndarray) -> np.ndarray:
+        """``sum_i alpha_i <x_i, x>`` over the support vectors (scikit-learn's score)."""
         return np.asarray(self.svm_.score_samples(maybe_normalize(X, self.normalize)), np.float64)

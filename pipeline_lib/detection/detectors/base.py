@@ -1,20 +1,24 @@
-"""Helpers shared by the detectors: input validation, L2 normalisation, the RBF gamma.
+"""What the detectors share: the fit / score_samples template, input and parameter checks,
+the L2 normalisation and the RBF gamma.
 
-Private module: the public API is the estimator classes and
-:func:`pipeline_lib.detection.detectors.make_detector`.
+:class:`Detector` holds the scikit-learn plumbing (``_check_params``, validation, the fitted
+check) once, around two hooks, ``_fit`` and ``_score``; :class:`TorchDetector` adds the
+blocked torch scoring of the detectors whose score is a kernel of
+:mod:`pipeline_lib.detection.detectors.kernels`. Each detector keeps its own ``__init__``
+(explicit keyword hyper-parameters, as ``get_params`` and ``clone`` need).
 """
 
 from __future__ import annotations
 
 import contextlib
 import numbers
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar, Self
 
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator
-from sklearn.utils.validation import validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from pipeline_lib.detection.detectors.kernels import NORM_EPS_SQ
 from pipeline_lib.registry import GAMMA_SCALE
@@ -224,3 +228,127 @@ def full_precision_matmul() -> Iterator[None]:
         yield
     finally:
         torch.set_float32_matmul_precision(previous)
+
+
+class Detector(BaseEstimator):
+    """Template of the detectors: validated ``fit`` and ``score_samples`` around two hooks.
+
+    A subclass defines ``__init__`` (keyword hyper-parameters only), ``_check_params``,
+    ``_fit`` (sets the fitted attributes from validated features) and ``_score``, and names
+    in ``_fitted_attribute`` the attribute ``_fit`` sets, which marks the detector fitted.
+    """
+
+    #: Attribute set by ``_fit``; ``score_samples`` raises ``NotFittedError`` without it.
+    _fitted_attribute: ClassVar[str]
+
+    def _check_params(self) -> None:
+        """Raise ``ValueError`` naming the first invalid hyper-parameter."""
+        raise NotImplementedError
+
+    def _check_scoring(self) -> None:
+        """Checks of a fitted detector before it scores; none by default."""
+
+    def _fit(self, X: np.ndarray) -> None:
+        """Set the fitted attributes from validated features ``X``."""
+        raise NotImplementedError
+
+    def _score(self, X: np.ndarray) -> np.ndarray:
+        """Normality scores ``(n_samples,)`` float64 of validated features ``X``."""
+        raise NotImplementedError
+
+    def fit(self, X: Any, y: Any = None) -> Self:
+        """Fit the detector on inlier features.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inlier features; finite.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self
+            The fitted detector.
+
+        Raises
+        ------
+        ValueError
+            If a hyper-parameter is invalid, ``X`` is not a finite 2-D array, or the
+            detector cannot be fitted on it (the class documents when; the message says why).
+        """
+        self._check_params()
+        self._fit(validate_features(self, X, reset=True))
+        return self
+
+    def score_samples(self, X: Any) -> np.ndarray:
+        """Normality scores; higher = more normal.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features to score.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,), float64
+            The detector's score (its class docstring gives the formula).
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If called before ``fit``.
+        ValueError
+            If ``X`` is not finite, not 2-D or has a different number of columns, or a
+            hyper-parameter read at scoring time was set to an invalid value after ``fit``.
+        """
+        check_is_fitted(self, self._fitted_attribute)
+        self._check_scoring()
+        return self._score(validate_features(self, X, reset=False))
+
+
+class TorchDetector(Detector):
+    """A detector scored by one kernel of :mod:`~pipeline_lib.detection.detectors.kernels`.
+
+    Adds the ``chunk_size``, ``dtype`` and ``device`` hyper-parameters (checked after the
+    subclass's own, and again at scoring time: the device is resolved then, so a saved
+    detector can be scored on another machine) and the scoring: the kernel's state on the
+    device, the query rows walked ``chunk_size`` at a time, in inference mode at full
+    float32 matmul precision. A subclass names the kernel in ``_kernel`` and builds its
+    state in ``_kernel_state``.
+    """
+
+    #: ``kernel(x, state, *, chunk_size)``, one of the kernels module's ``*_score`` functions.
+    _kernel: ClassVar[Callable[..., torch.Tensor]]
+
+    chunk_size: int
+    dtype: str
+    device: str | torch.device
+
+    def _check_params(self) -> None:
+        """Raise ``ValueError`` if ``chunk_size``, ``dtype`` or ``device`` is invalid."""
+        check_positive("chunk_size", self.chunk_size, integer=True)
+        resolve_dtype(self.dtype)
+        resolve_device(self.device)
+
+    def _check_scoring(self) -> None:
+        """Check the hyper-parameters again: ``device``, ``dtype`` and ``chunk_size`` are
+        read only now."""
+        self._check_params()
+
+    def _kernel_state(self, *, dtype: torch.dtype, device: torch.device) -> tuple:
+        """The kernel's state from the fitted attributes, on ``device`` in ``dtype``."""
+        raise NotImplementedError
+
+    def _query_rows(self, X: np.ndarray) -> np.ndarray:
+        """The rows the kernel scores: ``X`` normalised when the detector normalises, float64."""
+        return np.asarray(maybe_normalize(X, self.normalize), dtype=np.float64)
+
+    def _score(self, X: np.ndarray) -> np.ndarray:
+        state = self._kernel_state(
+            dtype=resolve_dtype(self.dtype), device=resolve_device(self.device)
+        )
+        x = torch.from_numpy(self._query_rows(X))
+        with torch.inference_mode(), full_precision_matmul():
+            scores = self._kernel(x, state, chunk_size=self.chunk_size)
+        return scores.cpu().numpy()
