@@ -1,9 +1,14 @@
-"""Config validation: fail before any job starts, naming the key and the allowed values."""
+"""Config validation: fail before any job starts, naming the key and the allowed values.
+
+:func:`validate_config` runs the schema, then the checks that need more than the schema:
+the recipe and grids here, the data sets' classes and splits
+(:mod:`pipeline_lib.config.dataset_checks`) and the detector parameters and optional sections
+(:mod:`pipeline_lib.config.section_checks`).
+"""
 
 from __future__ import annotations
 
 import copy
-import difflib
 import hashlib
 import json
 import os
@@ -15,6 +20,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from pipeline_lib.config.dataset_checks import check_dataset_settings, resolve_classes
+from pipeline_lib.config.errors import ConfigError
 from pipeline_lib.config.grids import (
     GridError,
     check_methods,
@@ -23,12 +30,16 @@ from pipeline_lib.config.grids import (
     merge_variants,
     study_grids,
 )
-from pipeline_lib.data import DATASETS
+from pipeline_lib.config.section_checks import (
+    MVTEC_DEPLOY_DATASET,
+    check_deploy,
+    check_detector_parameters,
+    check_explain,
+    check_mvtec,
+)
 from pipeline_lib.registry import (
     CAPTURED_STEP_MODES,
-    DETECTOR_DEFAULTS,
     HEADLESS_METHODS,
-    METHODS,
     PAPER_RECIPE,
     RENAMED_TRAIN_VALUES,
     TRAIN_EXECUTION_SETTINGS,
@@ -36,17 +47,23 @@ from pipeline_lib.registry import (
     detector_settings,
     headless_error,
     recipe_deviations,
-    unknown_detector_parameters,
 )
+
+__all__ = [
+    "MVTEC_DEPLOY_DATASET",
+    "ConfigError",
+    "check_dataset_settings",
+    "export_data_settings",
+    "merge_detectors",
+    "resolve_classes",
+    "sweep_id",
+    "validate_config",
+]
 
 # Kept here as text so validating a config never imports torch
 # (pipeline_lib.models.representation.IMAGENET_WEIGHTS_URL / IMAGENET_WEIGHTS_ENV; a test checks).
 _IMAGENET_WEIGHTS_URL = "https://download.pytorch.org/models/resnet50-0676ba61.pth"
 _IMAGENET_WEIGHTS_ENV = "DROC_IMAGENET_WEIGHTS"
-
-
-class ConfigError(ValueError):
-    """A config value the pipeline cannot run with."""
 
 
 def _key_path(path: Any) -> str:
@@ -129,7 +146,7 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
         if options is not None and not isinstance(options, dict):
             raise ConfigError("detector parameters must be a mapping")
     filled["detectors"] = {name: dict(opts or {}) for name, opts in filled["detectors"].items()}
-    _check_detector_parameters(filled["detectors"], "detectors")
+    check_detector_parameters(filled["detectors"], "detectors")
     # 0 and 0.0 are the same ratio: one spelling keeps sweep ids and paths stable.
     splits = filled["splits"]
     splits["contamination"] = [float(ratio) for ratio in splits["contamination"]]
@@ -144,11 +161,11 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
     for name, settings in filled.get("datasets", {}).items():
         check_dataset_settings(name, settings, filled["splits"])
     if "mvtec" in filled:
-        _check_mvtec(filled)
+        check_mvtec(filled)
     if "explain" in filled:
-        _check_explain(filled)
+        check_explain(filled)
     if "deploy" in filled:
-        _check_deploy(filled)
+        check_deploy(filled)
     return filled
 
 
@@ -287,24 +304,6 @@ def _check_grids(config: dict[str, Any], schema_path: str | os.PathLike) -> None
         raise ConfigError(str(error)) from error
 
 
-def _check_detector_parameters(detectors: Mapping[str, Mapping[str, Any]], where: str) -> None:
-    """Every detector parameter is one its class accepts (:data:`DETECTOR_DEFAULTS`).
-
-    The schema types the parameters only as a mapping; checked here, a misspelt name fails
-    before any job instead of in the detection job, after the representation was trained.
-    """
-    for name, params in detectors.items():
-        unknown = unknown_detector_parameters(name, params)
-        if unknown:
-            allowed = list(DETECTOR_DEFAULTS[name])
-            close = difflib.get_close_matches(unknown[0], allowed, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(
-                f"config key '{where}.{name}': unknown parameter {unknown[0]!r}{hint}; "
-                f"allowed: {', '.join(allowed)}"
-            )
-
-
 def _check_head_depth(config: Mapping[str, Any]) -> None:
     """A variant may not give a head depth to a method without an MLP head.
 
@@ -404,98 +403,6 @@ def _check_recipe(config: dict[str, Any]) -> None:
             )
 
 
-def _check_mvtec(config: dict[str, Any]) -> None:
-    """Fill ``mvtec.methods`` and check that the patch grid tiles the images exactly."""
-    mvtec = config["mvtec"]
-    if mvtec["methods"] is None:
-        # Study variants (pipeline_lib.config.grids) are not run on MVTec: only plain method ids.
-        mvtec["methods"] = [m for m in config["methods"] if m in METHODS]
-        if not mvtec["methods"]:
-            raise ConfigError(
-                "config key 'mvtec.methods' must be set: the top-level methods hold no plain "
-                f"method id ({', '.join(METHODS)})"
-            )
-    mvtec["detectors"] = {name: dict(opts or {}) for name, opts in mvtec["detectors"].items()}
-    _check_detector_parameters(mvtec["detectors"], "mvtec.detectors")
-    size, patch, stride = mvtec["image_size"], mvtec["patches"]["size"], mvtec["patches"]["stride"]
-    if patch > size:
-        raise ConfigError(
-            f"config key 'mvtec.patches.size': {patch} is larger than mvtec.image_size {size}"
-        )
-    if (size - patch) % stride:
-        raise ConfigError(
-            f"config key 'mvtec.patches.stride': {stride} does not tile mvtec.image_size - "
-            f"mvtec.patches.size = {size - patch} exactly (the score map must up-sample back "
-            "to the image size)"
-        )
-
-
-def _check_explain(config: dict[str, Any]) -> None:
-    """The explained data set and methods must be part of the sweep."""
-    explain = config["explain"]
-    if explain["dataset"] not in config["datasets"]:
-        raise ConfigError(
-            f"config key 'explain.dataset': {explain['dataset']!r} is not one of the sweep's "
-            f"datasets ({', '.join(config['datasets']) or 'none'})"
-        )
-    if explain["methods"] is None:
-        explain["methods"] = [m for m in config["methods"] if m in METHODS and m != "raw"]
-    missing = [m for m in explain["methods"] if m not in config["methods"]]
-    if missing or not explain["methods"]:
-        raise ConfigError(
-            f"config key 'explain.methods': {missing or 'none left'} must be methods of the "
-            f"sweep other than raw (methods: {', '.join(config['methods'])})"
-        )
-
-
-#: ``deploy.dataset`` of an MVTec category cell (``deploy.inlier`` is then the category).
-MVTEC_DEPLOY_DATASET = "mvtec"
-
-
-def _check_deploy(config: dict[str, Any]) -> None:
-    """The deployed cell must be one the sweep computes (or ``best`` must choose it)."""
-    deploy = config["deploy"]
-    where = "config key 'deploy"
-    mvtec = deploy["dataset"] == MVTEC_DEPLOY_DATASET
-    if mvtec and "mvtec" not in config:
-        raise ConfigError(
-            f"{where}.dataset': 'mvtec' packages an MVTec category cell, but the config has no "
-            "'mvtec' section to compute it"
-        )
-    if not mvtec and deploy["dataset"] not in config.get("datasets", {}):
-        known = [
-            *config.get("datasets", {}),
-            *([MVTEC_DEPLOY_DATASET] if "mvtec" in config else []),
-        ]
-        raise ConfigError(
-            f"{where}.dataset': {deploy['dataset']!r} is not one of the sweep's datasets "
-            f"({', '.join(known) or 'none'})"
-        )
-    if deploy["seed"] is not None and deploy["seed"] not in config["seeds"]:
-        raise ConfigError(f"{where}.seed': {deploy['seed']} is not a seed of the sweep")
-    if mvtec and isinstance(config["mvtec"]["categories"], list) and deploy["inlier"] is not None:
-        # With categories "all" the folders are only known to the workflow (deploy_common.smk).
-        named = list(config["mvtec"]["categories"])
-        if str(deploy["inlier"]) not in named:
-            raise ConfigError(
-                f"{where}.inlier': {deploy['inlier']!r} is not one of mvtec.categories "
-                f"({', '.join(named)})"
-            )
-    if deploy["best"]:
-        given = [key for key in ("method", "detector") if deploy[key] is not None]
-        if given:
-            raise ConfigError(f"{where}': best chooses {' and '.join(given)}; leave it null")
-        return
-    sweep = config["mvtec"] if mvtec else config
-    label = "the MVTec sweep's (mvtec.{key}s)" if mvtec else "the sweep's {key}s"
-    for key, allowed in (("method", sweep["methods"]), ("detector", sweep["detectors"])):
-        if deploy[key] not in allowed:
-            raise ConfigError(
-                f"{where}.{key}': {deploy[key]!r} must be one of "
-                f"{label.format(key=key)} ({', '.join(allowed)}), or set deploy.best: true"
-            )
-
-
 def _check_imagenet_weights(config: Mapping[str, Any]) -> None:
     """The ResNet-50 (ImageNet) row needs its local weights file: fail before any job."""
     mvtec_methods = (config.get("mvtec") or {}).get("methods") or []
@@ -513,105 +420,6 @@ def _check_imagenet_weights(config: Mapping[str, Any]) -> None:
             f"config key 'embed.imagenet_weights': no such file {str(Path(weights).resolve())!r}"
             f"; download torchvision's ResNet-50 ImageNet weights from {_IMAGENET_WEIGHTS_URL}"
         )
-
-
-def resolve_classes(
-    dataset: str, requested: str | list[str], available: tuple[str, ...]
-) -> list[str]:
-    """Expand ``"all"`` and check requested class names against the data set's names.
-
-    ``"all"`` means the classes that can be inliers (the data set registry's
-    :attr:`~pipeline_lib.data.DatasetSpec.inliers`): for CelebA only ``no_eyeglasses``,
-    since its training split holds no image with eyeglasses.
-
-    Raises
-    ------
-    ConfigError
-        Naming the key ``datasets.<dataset>.classes``, the bad name and the allowed names,
-        or the class that cannot be an inlier and why.
-    """
-    spec = DATASETS.get(dataset)
-    inliers = spec.inliers if spec is not None and spec.inliers is not None else available
-    if requested == "all":
-        return [name for name in available if name in inliers]
-    unknown = [name for name in requested if name not in available]
-    if unknown:
-        raise ConfigError(
-            f"config key 'datasets.{dataset}.classes': unknown class {unknown[0]!r}; "
-            f"allowed: {', '.join(available)}"
-        )
-    outliers_only = [name for name in requested if name not in inliers]
-    if outliers_only:
-        reason = spec.inlier_reason if spec is not None else ""
-        raise ConfigError(
-            f"config key 'datasets.{dataset}.classes': class {outliers_only[0]!r} cannot be "
-            f"an inlier class{': ' + reason if reason else ''}; allowed inlier classes: "
-            f"{', '.join(inliers)} (what `classes: all` runs)"
-        )
-    return list(requested)
-
-
-def check_dataset_settings(
-    dataset: str, settings: Mapping[str, Any], splits: Mapping[str, Any]
-) -> list[str] | None:
-    """Check a data set's classes and the split settings against the registry's facts.
-
-    Runs at config validation, before any job: a class that cannot be an inlier, a
-    contamination the training split cannot provide, or more clean inliers than a class has
-    training images would otherwise fail in ``prepare_split``, after the data set was read
-    and embedded.
-
-    Parameters
-    ----------
-    dataset : str
-        Data set id (a key of :data:`pipeline_lib.data.DATASETS`).
-    settings : mapping
-        Its ``datasets.<dataset>`` entry (``classes``, ``max_train_per_class``, ...).
-    splits : mapping
-        The grid's ``splits`` (``contamination``, ``clean_inliers``).
-
-    Returns
-    -------
-    list of str or None
-        The inlier classes to run; None when the class names are only known from the files
-        (``image_folder``: checked by :func:`resolve_classes` when the workflow reads them).
-
-    Raises
-    ------
-    ConfigError
-        Naming the key, the data set, the class by name and the reason.
-    """
-    spec = DATASETS[dataset]
-    classes = None
-    if isinstance(spec.class_names, tuple):
-        classes = resolve_classes(dataset, settings.get("classes", "all"), spec.class_names)
-    contamination = [float(c) for c in splits.get("contamination", [0.0])]
-    impossible = [c for c in contamination if c > 0]
-    if spec.contamination_reason and impossible:
-        raise ConfigError(
-            f"config key 'splits.contamination': {impossible[0]:g} is not possible with data "
-            f"set '{dataset}': {spec.contamination_reason}; run '{dataset}' with contamination "
-            "0 only (the contaminated setting in a config or study without it)"
-        )
-    if classes is None:
-        return None
-    limit = settings.get("max_train_per_class")
-    for n_clean in splits.get("clean_inliers", []):
-        for name in classes:
-            known = (spec.train_per_class or {}).get(name)
-            sizes = [size for size in (known, limit) if size is not None]
-            if sizes and n_clean > min(sizes):
-                source = (
-                    f"datasets.{dataset}.max_train_per_class keeps {limit}"
-                    if limit is not None and (known is None or limit < known)
-                    else f"the standard split has {known}"
-                )
-                raise ConfigError(
-                    f"config key 'splits.clean_inliers': {n_clean} clean inliers are more than "
-                    f"class {name!r} of '{dataset}' has training images ({source}); use at "
-                    f"most {min(sizes)}"
-                )
-    return classes
 
 
 def sweep_id(config: Mapping[str, Any]) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 from tqdm.auto import tqdm
@@ -76,63 +78,61 @@ def extract_embeddings(
     return {name: np.concatenate(parts) for name, parts in chunks.items()}
 
 
-def embed_dataset(
+def _feature_file(
     model: Representation,
-    dataset: ImageDataset,
-    *,
-    batch_size: int = 256,
-    device: torch.device | str = "cpu",
-    progress: bool = False,
+    train_index: np.ndarray,
+    train_images: np.ndarray,
+    test_images: np.ndarray,
+    **options: Any,
+) -> dict[str, np.ndarray]:
+    """The feature-file layout of ``train_images`` (at ``train_index``) and ``test_images``.
+
+    ``options`` go to :func:`extract_embeddings`.
+    """
+    features: dict[str, np.ndarray] = {
+        "train_index": train_index,
+        "test_index": np.arange(len(test_images), dtype=np.int64),
+    }
+    for part, images in (("train", train_images), ("test", test_images)):
+        for space, values in extract_embeddings(model, images, **options).items():
+            features[f"{space}_{part}"] = values
+    return features
+
+
+def embed_dataset(
+    model: Representation, dataset: ImageDataset, **options: Any
 ) -> dict[str, np.ndarray]:
     """Embed both splits of a data set into the feature-file layout of docs/architecture.md.
 
-    Returns
-    -------
-    dict of str to ndarray
-        ``train_index``, ``f_train``, ``test_index``, ``f_test`` (and ``g_train``,
-        ``g_test`` when the model has a head); indices are positions in the data set's
-        own train / test splits.
+    ``options`` (``batch_size``, ``device``, ``progress``) are those of
+    :func:`extract_embeddings`, with its defaults. The result has ``train_index``,
+    ``f_train``, ``test_index``, ``f_test`` (and ``g_train``, ``g_test`` when the model has
+    a head); indices are positions in the data set's own train / test splits.
     """
-    features: dict[str, np.ndarray] = {
-        "train_index": np.arange(len(dataset.train_images), dtype=np.int64),
-        "test_index": np.arange(len(dataset.test_images), dtype=np.int64),
-    }
-    for part, images in (("train", dataset.train_images), ("test", dataset.test_images)):
-        embedded = extract_embeddings(
-            model, images, batch_size=batch_size, device=device, progress=progress
-        )
-        for space, values in embedded.items():
-            features[f"{space}_{part}"] = values
-    return features
+    train_index = np.arange(len(dataset.train_images), dtype=np.int64)
+    return _feature_file(model, train_index, dataset.train_images, dataset.test_images, **options)
 
 
 def embed_split(
     model: Representation,
     dataset: ImageDataset,
     train_index: np.ndarray,
-    *,
-    batch_size: int = 256,
-    device: torch.device | str = "cpu",
-    progress: bool = False,
+    **options: Any,
 ) -> dict[str, np.ndarray]:
     """Embed the given training images and the whole test split (feature-file layout).
 
     A model trained for one class only needs the images its detectors are fitted on (the
-    split's training set and clean subsets) and the test split.
+    split's training set and clean subsets) and the test split. ``options`` are those of
+    :func:`extract_embeddings`, as in :func:`embed_dataset`.
     """
     train_index = np.unique(np.asarray(train_index, dtype=np.int64))
-    features: dict[str, np.ndarray] = {
-        "train_index": train_index,
-        "test_index": np.arange(len(dataset.test_images), dtype=np.int64),
-    }
-    parts = (("train", dataset.train_images[train_index]), ("test", dataset.test_images))
-    for part, images in parts:
-        embedded = extract_embeddings(
-            model, images, batch_size=batch_size, device=device, progress=progress
-        )
-        for space, values in embedded.items():
-            features[f"{space}_{part}"] = values
-    return features
+    return _feature_file(
+        model,
+        train_index,
+        dataset.train_images[train_index],
+        dataset.test_images,
+        **options,
+    )
 
 
 def embed_frozen(

@@ -55,6 +55,27 @@ class ProxyModel(Representation):
         self.arch = dict(arch)
 
 
+def _denoising_decoder(
+    f_dim: int, *, image_size: int, width: int, target: str, decoder: str
+) -> Decoder:
+    """The denoising decoder of ``target`` and ``decoder`` (both checked first)."""
+    if target not in DENOISING_TARGETS:
+        raise ValueError(
+            f"unknown denoising_target {target!r}; allowed: {', '.join(DENOISING_TARGETS)}"
+        )
+    if decoder not in DENOISING_DECODERS:
+        raise ValueError(
+            f"unknown denoising_decoder {decoder!r}; allowed: {', '.join(DENOISING_DECODERS)}"
+        )
+    return Decoder(
+        f_dim,
+        image_size=image_size,
+        width=width,
+        sigmoid=target == "pixels",
+        spatial=decoder == "spatial",
+    )
+
+
 def build_proxy_model(
     method: str,
     *,
@@ -135,26 +156,16 @@ def build_proxy_model(
         head = contrastive_head(f_dim, depth=depth, hidden=head_hidden, out_dim=proj_dim)
         proxy = None
     else:  # denoising
-        if denoising_target not in DENOISING_TARGETS:
-            raise ValueError(
-                f"unknown denoising_target {denoising_target!r}; "
-                f"allowed: {', '.join(DENOISING_TARGETS)}"
-            )
-        if denoising_decoder not in DENOISING_DECODERS:
-            raise ValueError(
-                f"unknown denoising_decoder {denoising_decoder!r}; "
-                f"allowed: {', '.join(DENOISING_DECODERS)}"
-            )
-        arch["denoising_target"] = denoising_target
-        arch["denoising_decoder"] = denoising_decoder
-        head = None
-        proxy = Decoder(
+        proxy = _denoising_decoder(
             f_dim,
             image_size=image_size,
             width=width,
-            sigmoid=denoising_target == "pixels",
-            spatial=denoising_decoder == "spatial",
+            target=denoising_target,
+            decoder=denoising_decoder,
         )
+        arch["denoising_target"] = denoising_target
+        arch["denoising_decoder"] = denoising_decoder
+        head = None
     if init == "released":  # the backbone initialised itself; torch's defaults stay otherwise
         for module in (head, proxy):
             if module is not None:

@@ -95,30 +95,21 @@ def _stacked_layer(module: nn.Module, k: int) -> nn.Module | None:
     """The K-network version of a layer with tensors (on the meta device), else None."""
     tensors = [t for t in module.state_dict().values() if t.is_floating_point()]
     meta = {"device": torch.device("meta"), "dtype": tensors[0].dtype if tensors else None}
-    if isinstance(module, nn.Conv2d):
-        return nn.Conv2d(
+    if isinstance(module, nn.Conv2d | nn.ConvTranspose2d):
+        # Transposed convolutions take an output padding (and only zero padding).
+        transposed = isinstance(module, nn.ConvTranspose2d)
+        extra = {"output_padding": module.output_padding} if transposed else {}
+        return (nn.ConvTranspose2d if transposed else nn.Conv2d)(
             k * module.in_channels,
             k * module.out_channels,
             module.kernel_size,
-            module.stride,
-            module.padding,
-            module.dilation,
+            stride=module.stride,
+            padding=module.padding,
+            dilation=module.dilation,
             groups=k * module.groups,
             bias=module.bias is not None,
             padding_mode=module.padding_mode,
-            **meta,
-        )
-    if isinstance(module, nn.ConvTranspose2d):
-        return nn.ConvTranspose2d(
-            k * module.in_channels,
-            k * module.out_channels,
-            module.kernel_size,
-            module.stride,
-            module.padding,
-            module.output_padding,
-            groups=k * module.groups,
-            bias=module.bias is not None,
-            dilation=module.dilation,
+            **extra,
             **meta,
         )
     if isinstance(module, nn.BatchNorm1d | nn.BatchNorm2d):

@@ -18,6 +18,9 @@ own bootstrap interval over the test set (:mod:`pipeline_lib.paper.intervals`).
 
 Missing jobs are never hidden: every cell carries ``n_seeds``, ``n_results`` and their
 expected counts, and ``complete`` is False when any (class, seed) result is missing.
+
+The display tables (:mod:`pipeline_lib.paper.display`) and the cells' verdicts
+(:func:`pipeline_lib.paper.verdict.table_verdicts`) are importable from here too.
 """
 
 from __future__ import annotations
@@ -28,17 +31,22 @@ import numpy as np
 import pandas as pd
 
 from pipeline_lib.config.keys import KEY_COLUMNS
-from pipeline_lib.paper.intervals import INTERVAL_LABELS, cell_interval
+from pipeline_lib.paper.display import format_main_table, format_per_class_table
+from pipeline_lib.paper.intervals import cell_interval
+from pipeline_lib.paper.long_frames import (
+    MAIN_COLUMNS,
+    PER_CLASS_COLUMNS,
+    RESULT_COLUMNS,
+    order_ids,
+)
 from pipeline_lib.paper.published import (
     CLASS_NAMES,
     DATASET_DISPLAY,
     DETECTOR_DISPLAY,
     METHOD_DISPLAY,
     PAPER_DATASET_CLASSES,
-    display_name,
 )
-from pipeline_lib.paper.verdict import reproduction_verdict
-from pipeline_lib.results.table_files import format_mean_std
+from pipeline_lib.paper.verdict import table_verdicts
 
 __all__ = [
     "MAIN_COLUMNS",
@@ -52,59 +60,6 @@ __all__ = [
     "table_verdicts",
 ]
 
-#: Columns a results frame must have.
-RESULT_COLUMNS: tuple[str, ...] = (
-    "dataset",
-    "inlier",
-    "method",
-    "seed",
-    "contamination",
-    "fitset",
-    "detector",
-    "auroc",
-)
-
-#: Columns of :func:`main_table`'s frame.
-MAIN_COLUMNS: tuple[str, ...] = (
-    "method",
-    "detector",
-    "dataset",
-    "mean",
-    "std",
-    "ci_low",
-    "ci_high",
-    "ci_over",
-    "n_seeds",
-    "expected_seeds",
-    "n_classes",
-    "expected_classes",
-    "n_results",
-    "expected_results",
-    "complete",
-    "published_mean",
-    "published_std",
-    "published_derived",
-    "delta",
-)
-
-#: Columns of :func:`per_class_table`'s frame.
-PER_CLASS_COLUMNS: tuple[str, ...] = (
-    "dataset",
-    "inlier",
-    "method",
-    "detector",
-    "mean",
-    "std",
-    "ci_low",
-    "ci_high",
-    "ci_over",
-    "n_seeds",
-    "expected_seeds",
-    "complete",
-    "published_mean",
-    "published_std",
-    "delta",
-)
 
 # Tables holding class-mean numbers, in the order they are preferred for a lookup.
 _MAIN_TABLES = ("visual_results_full", "visual_results", "performance_gaussian")
@@ -180,12 +135,6 @@ def select_results(
         rows = selected.loc[duplicated, _KEY].drop_duplicates().to_dict("records")
         raise ValueError(f"duplicate results for jobs {rows[:5]}")
     return selected.reset_index(drop=True)
-
-
-def _order(values: Sequence[str], known: Sequence[str]) -> list[str]:
-    """Known ids first in their order, then the rest sorted."""
-    present = set(values)
-    return [v for v in known if v in present] + sorted(present - set(known))
 
 
 def _expected_class_counts(
@@ -292,43 +241,16 @@ def main_table(
     expected_seeds = sorted({int(s) for s in seeds} if seeds is not None else set(selected["seed"]))
     weights = _expected_class_counts(selected, class_counts)
     lookup = _published_main(published)
-    datasets = _order(selected["dataset"].unique(), list(DATASET_DISPLAY))
+    datasets = order_ids(selected["dataset"].unique(), list(DATASET_DISPLAY))
     records = []
     pairs = selected[["method", "detector"]].drop_duplicates()
     for method, detector in _ordered_pairs(pairs):
-        rows = []
-        for dataset in datasets:
-            group = selected[
-                (selected["method"] == method)
-                & (selected["detector"] == detector)
-                & (selected["dataset"] == dataset)
-            ]
-            # class mean and number of classes per seed, index seed
-            seed_means = group.groupby("seed")["auroc"].agg(["mean", "count"])
-            mean, std = _seed_stats(seed_means["mean"], ddof)
-            low, high, over = _interval(group, seed_means["mean"])
-            counts = seed_means["count"].reindex(expected_seeds, fill_value=0)
-            rows.append(
-                {
-                    "method": method,
-                    "detector": detector,
-                    "dataset": dataset,
-                    "mean": mean,
-                    "std": std,
-                    "ci_low": low,
-                    "ci_high": high,
-                    "ci_over": over,
-                    "n_seeds": int(len(seed_means)),
-                    "expected_seeds": len(expected_seeds),
-                    "n_classes": int(group["inlier"].nunique()),
-                    "expected_classes": weights[dataset],
-                    "n_results": int(len(group)),
-                    "expected_results": weights[dataset] * len(expected_seeds),
-                    "complete": bool((counts == weights[dataset]).all()),
-                    "_seed_means": seed_means["mean"],
-                    "_class_values": group["auroc"].to_numpy(),
-                }
-            )
+        pair = selected[(selected["method"] == method) & (selected["detector"] == detector)]
+        rows = [
+            {"method": method, "detector": detector, "dataset": dataset}
+            | _dataset_row(pair[pair["dataset"] == dataset], weights[dataset], expected_seeds, ddof)
+            for dataset in datasets
+        ]
         if len(datasets) > 1:
             rows.append(_weighted_mean_row(method, detector, rows, weights, expected_seeds, ddof))
         records.extend(rows)
@@ -336,9 +258,36 @@ def main_table(
     return _add_published(table, lookup, weights, datasets)
 
 
+def _dataset_row(
+    group: pd.DataFrame, expected_classes: int, expected_seeds: Sequence[int], ddof: int
+) -> dict:
+    """A (method, detector, dataset) cell of :func:`main_table` from its jobs, less its key."""
+    # class mean and number of classes per seed, index seed
+    seed_means = group.groupby("seed")["auroc"].agg(["mean", "count"])
+    mean, std = _seed_stats(seed_means["mean"], ddof)
+    low, high, over = _interval(group, seed_means["mean"])
+    counts = seed_means["count"].reindex(expected_seeds, fill_value=0)
+    return {
+        "mean": mean,
+        "std": std,
+        "ci_low": low,
+        "ci_high": high,
+        "ci_over": over,
+        "n_seeds": int(len(seed_means)),
+        "expected_seeds": len(expected_seeds),
+        "n_classes": int(group["inlier"].nunique()),
+        "expected_classes": expected_classes,
+        "n_results": int(len(group)),
+        "expected_results": expected_classes * len(expected_seeds),
+        "complete": bool((counts == expected_classes).all()),
+        "_seed_means": seed_means["mean"],
+        "_class_values": group["auroc"].to_numpy(),
+    }
+
+
 def _ordered_pairs(pairs: pd.DataFrame) -> list[tuple[str, str]]:
-    methods = _order(pairs["method"].unique(), list(METHOD_DISPLAY))
-    detectors = _order(pairs["detector"].unique(), list(DETECTOR_DISPLAY))
+    methods = order_ids(pairs["method"].unique(), list(METHOD_DISPLAY))
+    detectors = order_ids(pairs["detector"].unique(), list(DETECTOR_DISPLAY))
     present = set(map(tuple, pairs.to_numpy()))
     return [(m, d) for m in methods for d in detectors if (m, d) in present]
 
@@ -465,7 +414,7 @@ def per_class_table(
     expected_seeds = sorted({int(s) for s in seeds} if seeds is not None else set(selected["seed"]))
     known = list(class_names) if class_names is not None else list(CLASS_NAMES.get(dataset, ()))
     expected_classes = known or sorted(selected["inlier"].unique())
-    classes = _order(selected["inlier"].unique(), known) if known else expected_classes
+    classes = order_ids(selected["inlier"].unique(), known) if known else expected_classes
     lookup = _published_per_class(published, dataset)
     main_lookup = _published_main(published)
     records = []
@@ -547,194 +496,3 @@ def _published_per_class(
             frame["method"], frame["detector"], frame["inlier"], frame["mean"], std, strict=True
         )
     }
-
-
-def _fmt(mean: float, std: float, decimals: int, n_seeds: int | None = None) -> str:
-    return format_mean_std(mean, std, n_seeds=n_seeds, decimals=decimals)
-
-
-def _fmt_cell(cell: pd.Series, decimals: int) -> str:
-    """Ours with its interval: ``"92.4 ± 0.6 [91.8, 93.0]"``, ``"92.4 (n=1) [...] over ..."``."""
-    return format_mean_std(
-        cell["mean"],
-        cell["std"],
-        n_seeds=cell["n_seeds"],
-        decimals=decimals,
-        interval=(float(cell["ci_low"]), float(cell["ci_high"])),
-        interval_label=INTERVAL_LABELS.get(str(cell["ci_over"]), ""),
-    )
-
-
-def _fmt_published(
-    pub_mean: float, pub_std: float, delta: float, decimals: int, derived: bool = False
-) -> str:
-    if not np.isfinite(pub_mean):
-        return ""
-    value = _fmt(pub_mean, pub_std, decimals) + (" (derived)" if derived else "")
-    if np.isfinite(delta):
-        # adding 0.0 turns a rounded -0.0 into 0.0, so it prints as "+0.0"
-        value += f", Δ {round(delta, decimals) + 0.0:+.{decimals}f}"
-    return value
-
-
-def format_main_table(long: pd.DataFrame, *, decimals: int = 1) -> pd.DataFrame:
-    """Format :func:`main_table`'s long frame for display (one row per method x detector).
-
-    Parameters
-    ----------
-    long : DataFrame
-        Output of :func:`main_table`.
-    decimals : int, default=1
-        Decimals shown.
-
-    Returns
-    -------
-    DataFrame
-        Columns ``Representation``, ``Detector``, then per data set ``<Dataset>``
-        (``"92.4 ± 0.6 [91.8, 93.0]"``: mean ± std [95 % interval over seeds];
-        ``"92.4 (n=1) [90.1, 94.7] over classes"`` for one seed (or ``over the test set``),
-        with ``" [45/50 runs, 4/5 seeds]"``
-        appended when incomplete,
-        ``"—"`` when there is no result) and, when any published number is present,
-        ``<Dataset> paper`` (``"92.5 ± 0.6, Δ -0.1"``; ``(derived)`` marks a published
-        mean recomputed over the data sets shown).
-
-    Raises
-    ------
-    ValueError
-        If ``long`` lacks a column of :data:`MAIN_COLUMNS`.
-    """
-    _require(long, MAIN_COLUMNS, "main_table")
-    has_published = bool(long["published_mean"].notna().any())
-    datasets = _order(long["dataset"].unique(), [*DATASET_DISPLAY, "mean"])
-    datasets = [d for d in datasets if d != "mean"] + (["mean"] if "mean" in datasets else [])
-    rows = []
-    for (method, detector), group in long.groupby(["method", "detector"], sort=False):
-        row = {
-            "Representation": display_name("method", method),
-            "Detector": display_name("detector", detector),
-        }
-        cells = group.set_index("dataset")
-        for dataset in datasets:
-            name = display_name("dataset", dataset)
-            if dataset not in cells.index:
-                row[name] = "—"
-                if has_published:
-                    row[f"{name} paper"] = ""
-                continue
-            cell = cells.loc[dataset]
-            text = _fmt_cell(cell, decimals)
-            if not cell["complete"]:
-                text += (
-                    f" [{cell['n_results']}/{cell['expected_results']} runs, "
-                    f"{cell['n_seeds']}/{cell['expected_seeds']} seeds]"
-                )
-            row[name] = text
-            if has_published:
-                row[f"{name} paper"] = _fmt_published(
-                    cell["published_mean"],
-                    cell["published_std"],
-                    cell["delta"],
-                    decimals,
-                    bool(cell["published_derived"]),
-                )
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def format_per_class_table(long: pd.DataFrame, *, decimals: int = 1) -> pd.DataFrame:
-    """Format :func:`per_class_table`'s long frame: rows classes, columns method / detector.
-
-    Parameters
-    ----------
-    long : DataFrame
-        Output of :func:`per_class_table`.
-    decimals : int, default=1
-        Decimals shown.
-
-    Returns
-    -------
-    DataFrame
-        A ``Class`` column, then one column ``"<Representation> / <Detector>"`` per pair with
-        cells ``"90.9 ± 0.5 [90.3, 91.5] (paper 90.9 ± 0.5, Δ +0.0)"`` (``"90.9 (n=1)
-        [90.2, 91.6] over the test set (paper ...)"`` for one seed); incomplete cells end with
-        ``" [3/5 seeds]"`` and the ``mean`` row with ``" [incomplete]"``.
-
-    Raises
-    ------
-    ValueError
-        If ``long`` lacks a column of :data:`PER_CLASS_COLUMNS`.
-    """
-    _require(long, PER_CLASS_COLUMNS, "per_class_table")
-    classes = list(dict.fromkeys(long["inlier"]))
-    frame = pd.DataFrame({"Class": classes})
-    for (method, detector), group in long.groupby(["method", "detector"], sort=False):
-        column = f"{display_name('method', method)} / {display_name('detector', detector)}"
-        cells = group.set_index("inlier")
-        texts = []
-        for inlier in classes:
-            cell = cells.loc[inlier]
-            text = _fmt_cell(cell, decimals)
-            published = _fmt_published(
-                cell["published_mean"], cell["published_std"], cell["delta"], decimals
-            )
-            if published:
-                text += f" (paper {published})"
-            if not cell["complete"]:
-                text += (
-                    " [incomplete]"
-                    if inlier == "mean"
-                    else f" [{cell['n_seeds']}/{cell['expected_seeds']} seeds]"
-                )
-            texts.append(text)
-        frame[column] = texts
-    return frame
-
-
-def _require(frame: pd.DataFrame, columns: Sequence[str], producer: str) -> None:
-    missing = [col for col in columns if col not in frame.columns]
-    if missing:
-        raise ValueError(f"frame lacks columns {missing}; expected the output of {producer}()")
-
-
-def table_verdicts(
-    long: pd.DataFrame, *, breaks: Sequence[str] = (), ddof: int = 0
-) -> pd.DataFrame:
-    """Each data-set cell of a :func:`main_table` or :func:`per_class_table` frame, placed
-    against the paper's number by :func:`~pipeline_lib.paper.verdict.reproduction_verdict`.
-
-    Our std enters the verdict as the sample std over seeds (``ddof=1``, recomputed from the
-    table's ``ddof``), the spread of values that the paper's std also is. A cell is not
-    comparable when it misses results or when the run's protocol ``breaks`` the paper's
-    (fewer epochs, a class subset: :func:`pipeline_lib.paper.protocol.protocol_breaks`).
-    The class-weighted ``mean`` column is not a cell of its own and is left out.
-
-    Returns
-    -------
-    DataFrame
-        The frame's rows without ``dataset == "mean"`` (nor ``inlier == "mean"``), with a
-        ``verdict`` column.
-    """
-    frame = long[long["dataset"] != "mean"]
-    if "inlier" in frame.columns:
-        frame = frame[frame["inlier"] != "mean"]
-    verdicts = []
-    for row in frame.itertuples(index=False):
-        n = int(row.n_seeds)
-        if not np.isfinite(row.mean):
-            has_paper = np.isfinite(row.published_mean)
-            verdicts.append("not comparable" if has_paper else "no paper value")
-            continue
-        ours_std = None
-        if n > 1 and np.isfinite(row.std):
-            ours_std = float(row.std) * float(np.sqrt((n - ddof) / (n - 1)))
-        verdicts.append(
-            reproduction_verdict(
-                float(row.mean),
-                row.published_mean,
-                row.published_std,
-                ours_std,
-                comparable=bool(row.complete) and not list(breaks),
-            )
-        )
-    return frame.assign(verdict=verdicts).reset_index(drop=True)

@@ -45,11 +45,7 @@ def plot_per_class_auc(
     results: pd.DataFrame,
     dataset: str,
     published: pd.DataFrame | None = None,
-    *,
-    contamination: float = 0.0,
-    fitset: str = "train",
-    seeds: Sequence[int] | None = None,
-    class_names: Sequence[str] | None = None,
+    **selection: Any,
 ) -> Figure:
     """Bar chart of per-class AUCs of one data set, one bar colour per method x detector.
 
@@ -66,8 +62,9 @@ def plot_per_class_auc(
         Dataset id.
     published : DataFrame or None, default=None
         Published numbers, e.g. ``load_published()``.
-    contamination, fitset, seeds, class_names
-        Passed to :func:`~pipeline_lib.paper.aggregate.per_class_table`.
+    **selection
+        ``contamination``, ``fitset``, ``seeds``, ``class_names``: passed to
+        :func:`~pipeline_lib.paper.aggregate.per_class_table` (their defaults are its).
 
     Returns
     -------
@@ -81,15 +78,7 @@ def plot_per_class_auc(
     ValueError
         If there are no results for ``dataset`` in this setting.
     """
-    table = per_class_table(
-        results,
-        dataset,
-        published,
-        contamination=contamination,
-        fitset=fitset,
-        seeds=seeds,
-        class_names=class_names,
-    )
+    table = per_class_table(results, dataset, published, **selection)
     classes = list(dict.fromkeys(table["inlier"]))
     pairs = list(dict.fromkeys(zip(table["method"], table["detector"], strict=True)))
     palette = sns.color_palette("tab10" if len(pairs) <= 10 else "husl", len(pairs))

@@ -7,9 +7,18 @@ detector table (``benchmarks/fullcell_detectors.py``) share it without importing
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
-__all__ = ["VERDICTS", "count_line", "reproduction_verdict", "verdict_counts"]
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "VERDICTS",
+    "count_line",
+    "reproduction_verdict",
+    "table_verdicts",
+    "verdict_counts",
+]
 
 #: Every value :func:`reproduction_verdict` returns.
 VERDICTS: tuple[str, ...] = ("within", "above", "below", "no paper value", "not comparable")
@@ -115,3 +124,47 @@ def count_line(counts: Mapping[str, int], breaks: Iterable[str] = ()) -> str:
     if counts["not comparable"]:
         text += f"; {counts['not comparable']} more not comparable (incomplete or another score)"
     return text + ")."
+
+
+def table_verdicts(
+    long: pd.DataFrame, *, breaks: Sequence[str] = (), ddof: int = 0
+) -> pd.DataFrame:
+    """Each data-set cell of a :func:`~pipeline_lib.paper.aggregate.main_table` or
+    :func:`~pipeline_lib.paper.aggregate.per_class_table` frame, placed
+    against the paper's number by :func:`reproduction_verdict`.
+
+    Our std enters the verdict as the sample std over seeds (``ddof=1``, recomputed from the
+    table's ``ddof``), the spread of values that the paper's std also is. A cell is not
+    comparable when it misses results or when the run's protocol ``breaks`` the paper's
+    (fewer epochs, a class subset: :func:`pipeline_lib.paper.protocol.protocol_breaks`).
+    The class-weighted ``mean`` column is not a cell of its own and is left out.
+
+    Returns
+    -------
+    DataFrame
+        The frame's rows without ``dataset == "mean"`` (nor ``inlier == "mean"``), with a
+        ``verdict`` column.
+    """
+    frame = long[long["dataset"] != "mean"]
+    if "inlier" in frame.columns:
+        frame = frame[frame["inlier"] != "mean"]
+    verdicts = []
+    for row in frame.itertuples(index=False):
+        n = int(row.n_seeds)
+        if not np.isfinite(row.mean):
+            has_paper = np.isfinite(row.published_mean)
+            verdicts.append("not comparable" if has_paper else "no paper value")
+            continue
+        ours_std = None
+        if n > 1 and np.isfinite(row.std):
+            ours_std = float(row.std) * float(np.sqrt((n - ddof) / (n - 1)))
+        verdicts.append(
+            reproduction_verdict(
+                float(row.mean),
+                row.published_mean,
+                row.published_std,
+                ours_std,
+                comparable=bool(row.complete) and not list(breaks),
+            )
+        )
+    return frame.assign(verdict=verdicts).reset_index(drop=True)

@@ -106,6 +106,29 @@ def _hsv_from_rgb(images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, tor
     return hue, saturation, value
 
 
+def _hexagon_sector(
+    category: torch.Tensor, high: torch.Tensor, middle: torch.Tensor, low: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per pixel, ``(r, g, b)`` of the hue hexagon's sector ``category`` (0-5), as TF's kernels.
+
+    Sector 0 is ``(high, middle, low)``, then one channel moves per sector; a pixel whose
+    category is none of 0-5 gets ``low`` in every channel.
+    """
+    table = {
+        0: (high, middle, low),
+        1: (middle, high, low),
+        2: (low, high, middle),
+        3: (low, middle, high),
+        4: (middle, low, high),
+        5: (high, low, middle),
+    }
+    r, g, b = low, low, low
+    for key, (rr, gg, bb) in table.items():
+        hit = category == key
+        r, g, b = torch.where(hit, rr, r), torch.where(hit, gg, g), torch.where(hit, bb, b)
+    return r, g, b
+
+
 def _rgb_from_hsv(hue: torch.Tensor, saturation: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     """TF's ``adjust_saturation`` HSV -> RGB (``(n, h, w)`` planes -> ``(n, 3, h, w)``)."""
     chroma = saturation * value
@@ -116,19 +139,7 @@ def _rgb_from_hsv(hue: torch.Tensor, saturation: torch.Tensor, value: torch.Tens
     # except that an exact 0 becomes 2 (same |x - 1| either way).
     folded = torch.remainder(sector, 2.0)
     mid = chroma * (1.0 - (folded - 1.0).abs())
-    zero = torch.zeros_like(chroma)
-    table = {
-        0: (chroma, mid, zero),
-        1: (mid, chroma, zero),
-        2: (zero, chroma, mid),
-        3: (zero, mid, chroma),
-        4: (mid, zero, chroma),
-        5: (chroma, zero, mid),
-    }
-    r, g, b = zero, zero, zero
-    for key, (rr, gg, bb) in table.items():
-        hit = category == key
-        r, g, b = torch.where(hit, rr, r), torch.where(hit, gg, g), torch.where(hit, bb, b)
+    r, g, b = _hexagon_sector(category, chroma, mid, torch.zeros_like(chroma))
     return torch.stack([r + low, g + low, b + low], 1)
 
 
@@ -164,21 +175,7 @@ def adjust_hue(images: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
     ratio = sector - category
     ratio = torch.where(torch.remainder(category, 2.0) == 0, ratio, 1.0 - ratio)
     middle = low + ratio * spread
-    table = {
-        0: (high, middle, low),
-        1: (middle, high, low),
-        2: (low, high, middle),
-        3: (low, middle, high),
-        4: (middle, low, high),
-        5: (high, low, middle),
-    }
-    out_r, out_g, out_b = low, low, low
-    for key, (rr, gg, bb) in table.items():
-        hit = category == key
-        out_r = torch.where(hit, rr, out_r)
-        out_g = torch.where(hit, gg, out_g)
-        out_b = torch.where(hit, bb, out_b)
-    return torch.stack([out_r, out_g, out_b], 1)
+    return torch.stack(_hexagon_sector(category, high, middle, low), 1)
 
 
 def grayscale(images: torch.Tensor, weights: tuple[float, float, float]) -> torch.Tensor:

@@ -8,7 +8,7 @@ un-augmented image, in four forms (:func:`scores_from_rotation_logits`; docs/pro
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
@@ -130,6 +130,29 @@ def scores_from_rotation_logits(logits: torch.Tensor) -> dict[str, torch.Tensor]
     }
 
 
+def _view_logits_in_batches(
+    model: ProxyModel, images: np.ndarray, *, device: torch.device | str, batch_size: int
+) -> Iterator[torch.Tensor]:
+    """:func:`rotation_view_logits` of ``images`` (uint8 ``(n, h, w, 3)``), batch by batch.
+
+    The model is put in inference mode on ``device``; the batches run under
+    ``torch.inference_mode``. Raises ValueError on a non-uint8 / wrongly shaped input.
+    """
+    if images.dtype != np.uint8 or images.ndim != 4 or images.shape[-1] != 3:
+        raise ValueError(
+            f"images must be uint8 of shape (n, h, w, 3), got {images.dtype} {images.shape}"
+        )
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    device = torch.device(device)
+    model = model.to(device).eval()
+    with torch.inference_mode():
+        for start in range(0, len(images), batch_size):
+            chunk = torch.from_numpy(np.ascontiguousarray(images[start : start + batch_size]))
+            x = to_unit_float(chunk.to(device).permute(0, 3, 1, 2))
+            yield rotation_view_logits(model, x)
+
+
 def rotation_scores(
     model: ProxyModel,
     images: np.ndarray | torch.Tensor,
@@ -161,22 +184,10 @@ def rotation_scores(
     """
     if isinstance(images, torch.Tensor):
         images = images.cpu().numpy()
-    if images.dtype != np.uint8 or images.ndim != 4 or images.shape[-1] != 3:
-        raise ValueError(
-            f"images must be uint8 of shape (n, h, w, 3), got {images.dtype} {images.shape}"
-        )
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    device = torch.device(device)
-    model = model.to(device).eval()
     parts: dict[str, list[np.ndarray]] = {name: [] for name in ROTATION_SCORE_NAMES}
-    with torch.inference_mode():
-        for start in range(0, len(images), batch_size):
-            chunk = torch.from_numpy(np.ascontiguousarray(images[start : start + batch_size]))
-            x = to_unit_float(chunk.to(device).permute(0, 3, 1, 2))
-            scores = scores_from_rotation_logits(rotation_view_logits(model, x))
-            for name, values in scores.items():
-                parts[name].append(values.cpu().numpy())
+    for logits in _view_logits_in_batches(model, images, device=device, batch_size=batch_size):
+        for name, values in scores_from_rotation_logits(logits).items():
+            parts[name].append(values.cpu().numpy())
     return {name: np.concatenate(values) for name, values in parts.items()}
 
 
@@ -212,19 +223,8 @@ def rotation_logits_of_images(
     ValueError
         On a non-uint8 / wrongly shaped input or a model without rotation classifier.
     """
-    if images.dtype != np.uint8 or images.ndim != 4 or images.shape[-1] != 3:
-        raise ValueError(
-            f"images must be uint8 of shape (n, h, w, 3), got {images.dtype} {images.shape}"
-        )
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    device = torch.device(device)
-    model = model.to(device).eval()
     chunks = []
-    with torch.inference_mode():
-        for start in range(0, len(images), batch_size):
-            chunk = torch.from_numpy(np.ascontiguousarray(images[start : start + batch_size]))
-            x = to_unit_float(chunk.to(device).permute(0, 3, 1, 2))
-            views = rotation_view_logits(model, x).float()  # (4 rotations, b, 4)
-            chunks.append(views.permute(1, 0, 2).cpu().numpy())
+    for logits in _view_logits_in_batches(model, images, device=device, batch_size=batch_size):
+        views = logits.float()  # (4 rotations, b, 4)
+        chunks.append(views.permute(1, 0, 2).cpu().numpy())
     return np.concatenate(chunks)

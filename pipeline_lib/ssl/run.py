@@ -361,6 +361,53 @@ def _fingerprint(
     )
 
 
+def _state_factory(
+    s: TrainSettings,
+    *,
+    seed: int,
+    side: int,
+    device: torch.device,
+    cosine: Callable[[int], float],
+    use_scaler: bool,
+) -> Callable[[], TrainingState]:
+    """What builds the run's fresh state (:attr:`Run.new_state`): model, optimiser, schedule."""
+    return functools.partial(
+        _fresh_state,
+        s.method,
+        seed=seed,
+        arch={
+            "width": s.width,
+            "head_depth": s.head_depth,
+            "head_hidden": s.head_hidden,
+            "proj_dim": s.proj_dim,
+            "image_size": side,
+            "denoising_target": s.denoising_target,
+            "denoising_decoder": s.denoising_decoder,
+        },
+        device=device,
+        lr=s.lr,
+        momentum=s.momentum,
+        weight_decay=s.weight_decay,
+        exclude_bn_from_decay=s.exclude_bn_from_decay,
+        cosine=cosine,
+        use_scaler=use_scaler,
+        init=s.init,
+    )
+
+
+def _step_options(s: TrainSettings, augment: ViewAugment | None) -> dict[str, Any]:
+    """The keyword arguments of the run's step function (:attr:`Run.step_options`)."""
+    return {
+        "augment": augment,
+        "temperature": s.temperature,
+        "loss_form": s.loss_form,
+        "distributions": () if s.expands else s.distributions,
+        "noise_std": s.noise_std,
+        "denoising_target": s.denoising_target,
+        "denoising_patch": s.denoising_patch,
+    }
+
+
 def prepare_run(
     settings: TrainSettings,
     images_uint8: np.ndarray | torch.Tensor,
@@ -423,38 +470,11 @@ def prepare_run(
     cosine = _cosine_schedule(s.lr_schedule, data.steps_per_epoch, s.epochs * data.steps_per_epoch)
     use_scaler = on_cuda and s.amp == "float16"
     step_mode = resolve_step_mode(step_mode, device, float16_scaler=use_scaler)
-    new_state = functools.partial(
-        _fresh_state,
-        s.method,
-        seed=seed,
-        arch={
-            "width": s.width,
-            "head_depth": s.head_depth,
-            "head_hidden": s.head_hidden,
-            "proj_dim": s.proj_dim,
-            "image_size": data.side,
-            "denoising_target": s.denoising_target,
-            "denoising_decoder": s.denoising_decoder,
-        },
-        device=device,
-        lr=s.lr,
-        momentum=s.momentum,
-        weight_decay=s.weight_decay,
-        exclude_bn_from_decay=s.exclude_bn_from_decay,
-        cosine=cosine,
-        use_scaler=use_scaler,
-        init=s.init,
+    new_state = _state_factory(
+        s, seed=seed, side=data.side, device=device, cosine=cosine, use_scaler=use_scaler
     )
     state = new_state()
-    step_options = {
-        "augment": augment,
-        "temperature": s.temperature,
-        "loss_form": s.loss_form,
-        "distributions": () if s.expands else s.distributions,
-        "noise_std": s.noise_std,
-        "denoising_target": s.denoising_target,
-        "denoising_patch": s.denoising_patch,
-    }
+    step_options = _step_options(s, augment)
     fingerprint = _fingerprint(
         s, seed=seed, data=data, arch=state.model.arch, augment=augment, device=device
     )

@@ -300,43 +300,36 @@ class StaticStep:
             self._foreach_update()
             return
         for slot, group in enumerate(self.optimizer.param_groups):
-            params = [p for p in group["params"] if p.grad is not None]
-            state = [self.optimizer.state[p] for p in params]
-            buffers = [s.get("momentum_buffer") for s in state]
-            functional_sgd(
-                params,
-                [p.grad for p in params],
-                buffers,
-                fused=True,
-                weight_decay=group["weight_decay"],
-                momentum=group["momentum"],
-                lr=self.lr[slot],
-                dampening=group["dampening"],
-                nesterov=group["nesterov"],
-                maximize=group["maximize"],
-            )
-            if group["momentum"] != 0:
-                for entry, buffer in zip(state, buffers, strict=True):
-                    entry["momentum_buffer"] = buffer
+            options = {key: group[key] for key in _SGD_OPTIONS}
+            self._functional_sgd(group["params"], slot, options, fused=True)
 
     def _foreach_update(self) -> None:
         """SGD as foreach ops reading ``self.lr``: the update dynamo traces into its graph."""
         with torch.no_grad():
             for slot, (group_params, options) in enumerate(self._sgd_groups):
-                params = [p for p in group_params if p.grad is not None]
-                state = [self.optimizer.state[p] for p in params]
-                buffers = [entry.get("momentum_buffer") for entry in state]
-                functional_sgd(
-                    params,
-                    [p.grad for p in params],
-                    buffers,
-                    foreach=True,
-                    lr=self.lr[slot],
-                    **options,
-                )
-                if options["momentum"] != 0:
-                    for entry, buffer in zip(state, buffers, strict=True):
-                        entry["momentum_buffer"] = buffer
+                self._functional_sgd(group_params, slot, options, foreach=True)
+
+    def _functional_sgd(
+        self,
+        group_params: Sequence[torch.Tensor],
+        slot: int,
+        options: dict[str, Any],
+        **kernel: bool,
+    ) -> None:
+        """SGD of one parameter group at rate ``self.lr[slot]``; keeps its momentum buffers.
+
+        ``options`` are the group's settings besides the rate (:data:`_SGD_OPTIONS`),
+        ``kernel`` picks the implementation (``fused=True`` or ``foreach=True``).
+        """
+        params = [p for p in group_params if p.grad is not None]
+        state = [self.optimizer.state[p] for p in params]
+        buffers = [entry.get("momentum_buffer") for entry in state]
+        functional_sgd(
+            params, [p.grad for p in params], buffers, **kernel, lr=self.lr[slot], **options
+        )
+        if options["momentum"] != 0:
+            for entry, buffer in zip(state, buffers, strict=True):
+                entry["momentum_buffer"] = buffer
 
     def _uncaptured(self) -> torch.Tensor:
         """The device phase run directly (on a side stream on CUDA, as capture requires)."""

@@ -6,6 +6,37 @@ with the loop API (:mod:`pipeline_lib.ssl.loop`) that the fused trainer
 (:mod:`pipeline_lib.ssl.fused`) shares; this module adds the epoch loop itself, the
 per-epoch evaluation and the keyword helper :func:`prepare_keyword_run` for the tests and
 benchmarks.
+
+Execution settings (not part of the recipe, nor of a checkpoint's fingerprint):
+
+* ``step_mode``: ``graph`` captures the whole step (views, forward, loss, backward, SGD)
+  once as a CUDA graph and replays it (:mod:`pipeline_lib.ssl.stepper`), with the same
+  random numbers as ``eager``, so the two differ only in kernel rounding; ``auto`` is
+  ``graph`` on CUDA (``eager`` with ``amp="float16"``) and ``eager`` elsewhere. If the
+  capture fails, training goes on uncaptured with a warning. Each history record's
+  ``step_mode`` says what ran: ``eager``, ``graph``, ``compiled`` or ``uncaptured``.
+  ``compiled`` (CUDA, opt-in) is ``graph`` with the network compiled by inductor inside the
+  captured step (:mod:`pipeline_lib.ssl.compiling`): faster, reproducible, but with its own
+  rounding. A checkpoint resumes under any mode (it holds the same state); the
+  uninterrupted result is repeated exactly when both runs use the same mode.
+* ``checkpoint_path``: if the file exists and was written for the same arguments and data,
+  training resumes after its last epoch (on the CPU the result is bit-identical to an
+  uninterrupted run). A file that cannot be loaded, or that was written for other
+  arguments, is logged as a warning naming it, and training starts from scratch (and
+  overwrites it). The file is left in place at the end (a re-run with the same arguments
+  returns at once); delete it once the representation is saved if it is not wanted.
+* ``evaluate``: ``evaluate(model) -> {name: value}``, run every ``eval_every`` epochs and
+  after the last one; its result becomes the epoch record's ``eval`` (before the checkpoint
+  and ``callback``). It gets an uncompiled copy of the model in inference mode, under a
+  forked RNG, so training is the same with or without it. The workflow passes
+  :func:`pipeline_lib.detection.epoch_eval.epoch_evaluator` (test-split AUCs, a
+  diagnostic). An exception there is logged as a warning and recorded as the record's
+  ``eval_error``; training goes on (a diagnostic must not cost the run).
+
+A history has one record per epoch: ``epoch`` (1-based), ``loss`` (mean over the epoch's
+steps), ``lr`` (of the epoch's last step), ``images_per_s`` (training instances per second of
+training, excluding checkpointing and evaluation), ``seconds``, ``steps``, ``step_mode``, and
+``eval`` (or ``eval_error``) and ``eval_seconds`` on the epochs ``evaluate`` ran.
 """
 
 from __future__ import annotations
@@ -56,6 +87,7 @@ __all__ = [
     "RECIPE_KEYWORDS",
     "TrainingDivergedError",
     "prepare_keyword_run",
+    "record_epoch",
     "train_representation",
 ]
 
@@ -130,6 +162,88 @@ def _check_no_recipe_keywords(
         )
 
 
+def record_epoch(
+    run: Run,
+    state: TrainingState,
+    epoch: int,
+    losses: torch.Tensor,
+    seconds: float,
+    mode: str,
+    *,
+    first: bool,
+    log_every: int,
+) -> dict[str, Any]:
+    """Add epoch ``epoch``'s history record to ``state``, count the epoch done and log it."""
+    record = epoch_record(run, epoch, losses, seconds, mode)
+    state.history.append(record)
+    state.epoch = epoch + 1
+    log_epoch(run, record, first=first, log_every=log_every)
+    return record
+
+
+def _recipe(given: Mapping[str, Any]) -> TrainSettings:
+    """The recipe of :func:`train_representation`'s arguments ``given`` (its ``locals()``)."""
+    if given["eval_every"] < 0:
+        raise ValueError(f"eval_every must be >= 0 (0 = never), got {given['eval_every']}")
+    settings = given["settings"]
+    if settings is None:
+        if given["epochs"] is None or given["batch_size"] is None:
+            raise TypeError("train_representation needs epochs and batch_size (or settings)")
+        return TrainSettings(**{name: given[name] for name in RECIPE_KEYWORDS})
+    _check_no_recipe_keywords(given["method"], settings, given)
+    return settings
+
+
+def _train_epochs(
+    run: Run,
+    state: TrainingState,
+    settings: TrainSettings,
+    checkpoint_path: str | os.PathLike | None,
+    progress: bool,
+    callback: Callable[[dict[str, float]], None] | None,
+    evaluate: Callable[[ProxyModel], Mapping[str, float]] | None,
+    eval_every: int,
+) -> None:
+    """Train ``state`` from its epoch to the last, as :func:`train_representation` says."""
+    step = static_step(run, state)
+    start_epoch = state.epoch
+    epochs_bar = tqdm(
+        range(start_epoch, settings.epochs),
+        desc=f"train {run.method}",
+        unit="epoch",
+        disable=not progress,
+        initial=start_epoch,
+        total=settings.epochs,
+    )
+    for epoch in epochs_bar:
+        started = time.perf_counter()
+        losses = train_epoch(run, state, step)
+        error = divergence(run, losses, state.model, epoch)
+        if error is not None:
+            raise error
+        mode = "eager" if step is None else step.mode
+        seconds = time.perf_counter() - started
+        record = record_epoch(
+            run,
+            state,
+            epoch,
+            losses,
+            seconds,
+            mode,
+            first=epoch == start_epoch,
+            log_every=settings.log_every,
+        )
+        epochs_bar.set_postfix(loss=f"{record['loss']:.4f}")
+        # Evaluation falls when a checkpoint with checkpoint_every = eval_every would.
+        if evaluate is not None and eval_every and checkpoint_due(run, state.epoch, eval_every):
+            _evaluate(run, state, evaluate, record)
+        due = checkpoint_due(run, state.epoch, settings.checkpoint_every)
+        if checkpoint_path is not None and due:
+            write_checkpoint(run, state, checkpoint_path)
+        if callback is not None:
+            callback(dict(record))
+
+
 def train_representation(
     method: str,
     images_uint8: np.ndarray | torch.Tensor,
@@ -178,132 +292,54 @@ def train_representation(
     Parameters
     ----------
     method : str
-        One of :data:`~pipeline_lib.models.representation.TRAINED_METHODS`: ``rotnet``
-        (rotation prediction, linear classifier on ``f``), ``rotation`` (MLP head),
-        ``denoising``, ``contrastive``, ``contrastive_da``.
+        One of :data:`~pipeline_lib.models.representation.TRAINED_METHODS`.
     images_uint8 : ndarray or Tensor of shape (n, h, w, 3), uint8
-        The training images (square; 32x32 or 64x64 in the protocol), moved once to
-        ``device`` as a single uint8 tensor.
+        The training images (square), moved once to ``device`` as one uint8 tensor.
     seed : int
-        Seeds the initialisation, the batch order (the frozen order of ``epoch_order``
-        ``released`` and each epoch's choices) and the augmentations, via independent
-        streams.
+        Seeds the initialisation, the batch order and the augmentations (independent streams).
     epochs, batch_size, lr, ..., width, amp
         The recipe: the fields of :class:`~pipeline_lib.ssl.settings.TrainSettings`, with
         the same defaults (its docstring describes each); ``settings`` gives them at once.
     settings : TrainSettings or None, default=None
-        The recipe as one value; then ``method`` must be its method and no recipe keyword
-        may be given (``epochs`` and ``batch_size`` are left out).
+        The recipe as one value instead of its keywords (``method`` must be its method).
     augment : ViewAugment or None, default=None
         View augmentation; ``None`` builds one from ``view_flip``, ``view_jitter`` and
-        ``view_blur`` (released-code settings by default); ``denoising`` uses it only with
-        ``denoising_views``.
+        ``view_blur``; ``denoising`` uses it only with ``denoising_views``.
     device : torch.device or str, default="cpu"
     step_mode : {"auto", "eager", "graph", "compiled"}, default="auto"
-        How a step runs (an execution setting, not part of the recipe): ``graph`` captures
-        the whole step (views, forward, loss, backward, SGD) once as a CUDA graph and
-        replays it (:mod:`pipeline_lib.ssl.stepper`), with the same random numbers as
-        ``eager``, so the two differ only in kernel rounding; ``auto`` is ``graph`` on CUDA
-        (``eager`` with ``amp="float16"``) and ``eager`` elsewhere. If the capture fails,
-        training goes on uncaptured with a warning. Each history record's ``step_mode``
-        says what ran: ``eager``, ``graph``, ``compiled`` or ``uncaptured``. ``compiled``
-        (CUDA, opt-in) is ``graph`` with the network compiled by inductor inside the
-        captured step (:mod:`pipeline_lib.ssl.compiling`): faster, reproducible, but with
-        its own rounding. A checkpoint resumes under any mode (it holds the same state);
-        the uninterrupted result is repeated exactly when both runs use the same mode.
     checkpoint_path : str or PathLike or None, default=None
-        Resumable checkpoint. If the file exists and was written for the same arguments
-        and data, training resumes after its last epoch (on the CPU the result is
-        bit-identical to an uninterrupted run). A file that cannot be loaded, or that was
-        written for other arguments, is logged as a warning naming it, and training starts
-        from scratch (and overwrites it). The file is left in place at the end (a re-run
-        with the same arguments returns at once); delete it once the representation is
-        saved if it is not wanted.
-    checkpoint_every : int, default=1
-        Epochs between checkpoints (the last epoch is always checkpointed).
+        How a step runs, and a resumable checkpoint (module docstring).
+    checkpoint_every, log_every : int, default=1, 10
+        Epochs between checkpoints and INFO log lines (last epoch: both; first: logged).
     progress : bool, default=False
         tqdm bar over epochs.
-    log_every : int, default=10
-        Epochs between INFO log lines (the first and last epoch are always logged).
     callback : callable or None, default=None
-        Called with each epoch's history record after its checkpoint is written
-        (for tracking; an exception raised there stops training, as a kill would).
-    evaluate : callable or None, default=None
-        ``evaluate(model) -> {name: value}``, run every ``eval_every`` epochs and after the
-        last one; its result becomes the epoch record's ``eval`` (before the checkpoint and
-        ``callback``). It gets an uncompiled copy of the model in inference mode, under a
-        forked RNG, so training is the same with or without it. The workflow passes
-        :func:`pipeline_lib.detection.epoch_eval.epoch_evaluator` (test-split AUCs, a
-        diagnostic). An execution setting: not part of the checkpoint's fingerprint. An
-        exception there is logged as a warning and recorded as the record's
-        ``eval_error``; training goes on (a diagnostic must not cost the run).
-    eval_every : int, default=0
-        Epochs between evaluations; 0 = never (``evaluate`` is then not called).
+        Called with each epoch's history record after its checkpoint is written (an
+        exception raised there stops training, as a kill would).
+    evaluate, eval_every : callable or None, int, default=None, 0
+        A diagnostic ``evaluate(model) -> {name: value}`` run every ``eval_every`` epochs
+        (0 = never: not called; module docstring).
 
     Returns
     -------
     model : ProxyModel
-        In inference mode, on ``device``. A Representation: ``f`` is the pooled backbone
-        feature; ``g`` is the contrastive projection (contrastive methods) or the output of
-        the rotation MLP, i.e. the input of the 4-way classifier (``rotation``; equals ``f``
-        for ``rotnet``); ``denoising`` has no ``g``. The rotation classifier / decoder is
-        ``model.proxy``.
+        In inference mode, on ``device``: ``f`` is the pooled backbone feature, ``g`` the
+        contrastive projection or the rotation MLP's output (``f`` for ``rotnet``; none for
+        ``denoising``); the rotation classifier / decoder is ``model.proxy``.
     history : list of dict
-        One record per epoch: ``epoch`` (1-based), ``loss`` (mean over the epoch's steps),
-        ``lr`` (of the epoch's last step), ``images_per_s`` (training instances per second of
-        training, excluding checkpointing and evaluation), ``seconds``, ``steps``,
-        ``step_mode``, and ``eval`` (or ``eval_error``) and ``eval_seconds`` on the epochs
-        ``evaluate`` ran.
+        One record per epoch (module docstring).
 
     Raises
     ------
     ValueError
         On a bad argument (the message names it).
     TrainingDivergedError
-        If a loss or a weight is NaN or infinite (checked at the end of every epoch, before
-        its checkpoint is written, so a checkpoint never holds diverged weights).
+        If a loss or a weight is NaN or infinite (checked every epoch, before its checkpoint).
     """
-    if eval_every < 0:
-        raise ValueError(f"eval_every must be >= 0 (0 = never), got {eval_every}")
-    given = locals()
-    if settings is None:
-        if epochs is None or batch_size is None:
-            raise TypeError("train_representation needs epochs and batch_size (or settings)")
-        settings = TrainSettings(**{name: given[name] for name in RECIPE_KEYWORDS})
-    else:
-        _check_no_recipe_keywords(method, settings, given)
+    settings = _recipe(locals())
     run, state = prepare_run(
         settings, images_uint8, seed=seed, device=device, step_mode=step_mode, augment=augment
     )
     state = resume(run, state, checkpoint_path)
-    step = static_step(run, state)
-    start_epoch = state.epoch
-    epochs_bar = tqdm(
-        range(start_epoch, settings.epochs),
-        desc=f"train {method}",
-        unit="epoch",
-        disable=not progress,
-        initial=start_epoch,
-        total=settings.epochs,
-    )
-    for epoch in epochs_bar:
-        started = time.perf_counter()
-        losses = train_epoch(run, state, step)
-        error = divergence(run, losses, state.model, epoch)
-        if error is not None:
-            raise error
-        mode = "eager" if step is None else step.mode
-        record = epoch_record(run, epoch, losses, time.perf_counter() - started, mode)
-        state.history.append(record)
-        state.epoch = epoch + 1
-        epochs_bar.set_postfix(loss=f"{record['loss']:.4f}")
-        log_epoch(run, record, first=epoch == start_epoch, log_every=settings.log_every)
-        # Evaluation falls when a checkpoint with checkpoint_every = eval_every would.
-        if evaluate is not None and eval_every and checkpoint_due(run, state.epoch, eval_every):
-            _evaluate(run, state, evaluate, record)
-        due = checkpoint_due(run, state.epoch, settings.checkpoint_every)
-        if checkpoint_path is not None and due:
-            write_checkpoint(run, state, checkpoint_path)
-        if callback is not None:
-            callback(dict(record))
+    _train_epochs(run, state, settings, checkpoint_path, progress, callback, evaluate, eval_every)
     return release_network(state.model).eval(), state.history

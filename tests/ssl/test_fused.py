@@ -28,6 +28,7 @@ import pytest
 import torch
 
 import pipeline_lib.ssl.fused as fused_module
+import pipeline_lib.ssl.fused_groups as fused_groups
 import pipeline_lib.ssl.run as run_module
 from pipeline_lib.data.split import OneClassSplit
 from pipeline_lib.models.proxy import build_proxy_model
@@ -194,7 +195,7 @@ def test_a_nan_that_reaches_every_member_stops_only_its_source(
     the group's epoch is made to do the same, every member's losses and weights NaN once one
     is; the members retrain the epoch alone and only the source of the NaN stops."""
     resume = fused_module.resume
-    train_epoch = fused_module._FusedGroup.train_epoch
+    train_epoch = fused_groups.StackedGroup.train_epoch
 
     def poison_seed_1(run, state, path):
         state = resume(run, state, path)
@@ -213,7 +214,7 @@ def test_a_nan_that_reaches_every_member_stops_only_its_source(
         return losses
 
     monkeypatch.setattr(fused_module, "resume", poison_seed_1)
-    monkeypatch.setattr(fused_module._FusedGroup, "train_epoch", leaking_epoch)
+    monkeypatch.setattr(fused_groups.StackedGroup, "train_epoch", leaking_epoch)
     sets = [images[:8] for images in noise_sets]
     paths = [tmp_path / f"model{k}.pt" for k in range(3)]
     options = _options("rotnet")

@@ -29,6 +29,7 @@ from torch._subclasses.fake_tensor import (
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import pipeline_lib.ssl.fused as fused_module
+import pipeline_lib.ssl.fused_groups as fused_groups
 import pipeline_lib.ssl.run as run_module
 import pipeline_lib.ssl.train as train_module
 from pipeline_lib.models.checkpoints import load_checkpoint
@@ -37,7 +38,8 @@ from pipeline_lib.models.stacked import stack_models
 from pipeline_lib.registry import default_batch_size
 from pipeline_lib.ssl import draws as draws_module
 from pipeline_lib.ssl.augment import ViewAugment
-from pipeline_lib.ssl.fused import _FusedGroup, train_representations_fused
+from pipeline_lib.ssl.fused import train_representations_fused
+from pipeline_lib.ssl.fused_groups import StackedGroup
 from pipeline_lib.ssl.loop import run_static_step
 from pipeline_lib.ssl.run import _parameter_groups
 from pipeline_lib.ssl.stepper import StaticStep, one_member, resolve_step_mode
@@ -620,7 +622,7 @@ def test_fused_device_phase_traces_with_fake_tensors(case, images, monkeypatch) 
     runs, states = _fused_runs(case, images)
     per_step = runs[0].data.per_step
     batch = torch.arange(per_step)
-    _FusedGroup([0, 1], runs, states).static_step(batch, batch)  # warms the constant caches
+    StackedGroup([0, 1], runs, states).static_step(batch, batch)  # warms the constant caches
 
     def fake_stack(models: list[torch.nn.Module]) -> torch.nn.Module:
         with unset_fake_temporarily(), META:
@@ -628,10 +630,10 @@ def test_fused_device_phase_traces_with_fake_tensors(case, images, monkeypatch) 
             stacked = stack_models(on_meta * len(models))
         return stacked.to_empty(device="cpu")  # in the fake mode: fake tensors
 
-    monkeypatch.setattr(fused_module, "stack_models", fake_stack)
+    monkeypatch.setattr(fused_groups, "stack_models", fake_stack)
     try:
         with FakeTensorMode(allow_non_fake_inputs=True):
-            group = _FusedGroup([0, 1], runs, [_fake_state(run) for run in runs])
+            group = StackedGroup([0, 1], runs, [_fake_state(run) for run in runs])
             step = group.static_step
             assert step is not None
             step.device_lr = True  # the fused SGD kernel reading a device lr, as on CUDA
@@ -657,7 +659,7 @@ def test_fused_device_phase_copies_nothing_from_the_host(case, images, monkeypat
         )
         for run in runs
     ]
-    group = _FusedGroup([0, 1], on_meta, [_meta_state(run) for run in runs])
+    group = StackedGroup([0, 1], on_meta, [_meta_state(run) for run in runs])
     assert group.static_step is not None
     batch = torch.arange(runs[0].data.per_step, device=META)
     copies, made_from_data = _host_reads(group.static_step, [batch, batch])

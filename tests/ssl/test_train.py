@@ -346,7 +346,7 @@ def test_every_step_runs_inside_the_precision_block(digits64, monkeypatch, fused
     """Each epoch's steps, single or fused, and nothing between epochs (the callback)."""
     import contextlib
 
-    import pipeline_lib.ssl.fused as fused_module
+    import pipeline_lib.ssl.fused_groups as fused_groups
     import pipeline_lib.ssl.run as run_module
     from pipeline_lib.ssl.fused import train_representations_fused
 
@@ -370,7 +370,7 @@ def test_every_step_runs_inside_the_precision_block(digits64, monkeypatch, fused
     monkeypatch.setattr(run_module.Run, "precision", recording)
     options = {"epochs": 2, "batch_size": 16, "width": 4}
     if fused:  # eager on the CPU: one stacked network, the loss per member
-        monkeypatch.setattr(fused_module, "rotation_loss", spy(fused_module.rotation_loss))
+        monkeypatch.setattr(fused_groups, "rotation_loss", spy(fused_groups.rotation_loss))
         train_representations_fused(
             "rotnet",
             [digits64[:32], digits64[32:]],

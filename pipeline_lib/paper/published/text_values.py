@@ -18,7 +18,6 @@ ImageNet ResNet-50 baseline).
 
 from __future__ import annotations
 
-import argparse
 import re
 from collections.abc import Sequence
 from importlib import resources
@@ -28,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline_lib.paper.published import COLUMNS
+from pipeline_lib.paper.published.latex import paper_and_outdir
 
 __all__ = [
     "TEXT_VALUES",
@@ -207,12 +207,9 @@ def text_value(metric: str, method: str, *, dataset: str = "cifar10") -> float:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Command-line entry point: parse PAPER and write OUTDIR/text_values.csv."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("paper", type=Path, help="the paper's LaTeX source")
-    parser.add_argument("outdir", type=Path, help="folder for text_values.csv")
-    args = parser.parse_args(argv)
-    frame = parse_text_values(args.paper.read_text(encoding="utf-8"))
-    path = write_text_values(frame, args.outdir)
+    text, outdir = paper_and_outdir(__doc__, "folder for text_values.csv", argv)
+    frame = parse_text_values(text)
+    path = write_text_values(frame, outdir)
     print(f"{path}: {len(frame)} rows")
 
 

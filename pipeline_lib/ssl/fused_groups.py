@@ -1,0 +1,346 @@
+"""The groups that train an epoch of K fused models: stacked, or side by side on streams.
+
+:class:`StackedGroup` trains its members as one stacked network
+(:mod:`pipeline_lib.models.stacked`) with one optimiser and schedule, copied in from the
+members' states and back out after the epoch; :class:`ConcurrentGroup` replays each member's
+own captured step on a CUDA stream of its own. :mod:`pipeline_lib.ssl.fused` says which
+group a set of runs forms, and why (measurements, NaN containment).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import torch
+from torch import nn
+
+from pipeline_lib.models.proxy import rotation_logits
+from pipeline_lib.models.stacked import (
+    stack_inputs,
+    stack_models,
+    stack_tensors,
+    unload_stacked,
+    unstack_outputs,
+    unstack_tensor,
+)
+from pipeline_lib.registry import CAPTURED_STEP_MODES
+from pipeline_lib.ssl.augment import rotation_views
+from pipeline_lib.ssl.contrastive import contrastive_inputs, contrastive_outputs_loss
+from pipeline_lib.ssl.denoising import (
+    decode,
+    denoising_inputs,
+    denoising_target,
+    reconstruction_loss,
+)
+from pipeline_lib.ssl.draws import Draws
+from pipeline_lib.ssl.loop import run_static_step
+from pipeline_lib.ssl.rotation import rotation_loss
+from pipeline_lib.ssl.run import Run, TrainingState
+from pipeline_lib.ssl.stepper import StaticStep
+
+__all__ = ["MAX_SIDE_BY_SIDE", "ConcurrentGroup", "StackedGroup"]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Task:
+    """A proxy task in the three parts its step function composes (see ``_step_function``)."""
+
+    #: ``(uint8 batch, generator or draws) -> (network input, what the loss needs besides it)``
+    inputs: Callable[[torch.Tensor, torch.Generator | Draws], tuple[torch.Tensor, Any]]
+    #: ``(network, input) -> output``; the network may be a stacked one.
+    forward: Callable[[nn.Module, torch.Tensor], torch.Tensor]
+    #: ``(one model's output, what inputs returned besides the input) -> scalar loss``
+    loss: Callable[[torch.Tensor, Any], torch.Tensor]
+
+
+def _contrastive_forward(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return model.head(model.backbone(x))
+
+
+def _task(method: str, options: dict[str, Any]) -> _Task:
+    """The task of ``method`` with a run's step options (the same as its step function's)."""
+    augment = options["augment"]
+    if method in ("rotnet", "rotation"):
+        return _Task(
+            inputs=lambda batch, generator: rotation_views(batch, augment, generator),
+            forward=rotation_logits,
+            loss=rotation_loss,
+        )
+    if method in ("contrastive", "contrastive_da"):
+        make_views = functools.partial(
+            contrastive_inputs, augment=augment, distributions=options["distributions"]
+        )
+        loss = functools.partial(
+            contrastive_outputs_loss,
+            temperature=options["temperature"],
+            form=options["loss_form"],
+        )
+        return _Task(
+            inputs=lambda batch, generator: (make_views(batch, generator=generator), None),
+            forward=_contrastive_forward,
+            loss=lambda z, _: loss(z),
+        )
+    corrupt = functools.partial(denoising_inputs, noise_std=options["noise_std"], augment=augment)
+    target = functools.partial(
+        denoising_target, target=options["denoising_target"], patch=options["denoising_patch"]
+    )
+    return _Task(
+        inputs=lambda batch, generator: corrupt(batch, generator=generator),
+        forward=decode,
+        loss=lambda reconstruction, clean: reconstruction_loss(reconstruction, target(clean)),
+    )
+
+
+class _Group:
+    """The models that train an epoch together (members: their indices among the runs)."""
+
+    def __init__(
+        self, members: list[int], runs: Sequence[Run], states: Sequence[TrainingState]
+    ) -> None:
+        self.members = members
+        self.runs = [runs[i] for i in members]
+        self.states = [states[i] for i in members]
+
+
+class StackedGroup(_Group):
+    """The stacked model, optimiser and schedule of the models that train an epoch together.
+
+    Built from the members' states (exact copies); :meth:`unload` copies everything back.
+    With the runs' ``step_mode`` other than ``eager`` its steps run through one
+    :class:`~pipeline_lib.ssl.stepper.StaticStep` of the members, made with the group (so a
+    new group captures anew).
+    """
+
+    #: Members share every kernel: on CUDA one member's NaN can reach the others.
+    shares_kernels = True
+
+    def __init__(
+        self, members: list[int], runs: Sequence[Run], states: Sequence[TrainingState]
+    ) -> None:
+        super().__init__(members, runs, states)
+        # Per member: each run has its own view augmentation (its jitter order is seeded).
+        self.tasks = [_task(run.method, run.step_options) for run in self.runs]
+        self.model = stack_models([state.model for state in self.states])
+        if self.runs[0].on_cuda:
+            self.model = self.model.to(memory_format=torch.channels_last)
+        self.parameters = dict(self.model.named_parameters())
+        self.member_parameters = [dict(s.model.named_parameters()) for s in self.states]
+        names = {id(p): name for name, p in self.member_parameters[0].items()}
+        first = self.states[0]
+        self.optimizer = torch.optim.SGD(
+            [
+                {
+                    **{key: value for key, value in group.items() if key != "params"},
+                    "params": [self.parameters[names[id(p)]] for p in group["params"]],
+                }
+                for group in first.optimizer.param_groups
+            ]
+        )
+        for name, parameter in self.parameters.items():
+            buffers = [
+                state.optimizer.state.get(own[name], {}).get("momentum_buffer")
+                for state, own in zip(self.states, self.member_parameters, strict=True)
+            ]
+            if all(buffer is not None for buffer in buffers):
+                self.optimizer.state[parameter]["momentum_buffer"] = stack_tensors(buffers)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.runs[0].cosine)
+        self.scheduler.load_state_dict(first.scheduler.state_dict())
+        for stacked, own in zip(
+            self.optimizer.param_groups, first.optimizer.param_groups, strict=True
+        ):
+            stacked["lr"], stacked["initial_lr"] = own["lr"], own["initial_lr"]
+        run = self.runs[0]
+        self.static_step: StaticStep | None = None
+        if run.step_mode != "eager":
+            self.static_step = StaticStep(
+                model=self.model,
+                optimizer=self.optimizer,
+                step=self._losses,
+                images=[r.data.images for r in self.runs],
+                per_step=run.data.per_step,
+                generators=[state.augment_generator for state in self.states],
+                autocast=run.autocast,
+                # The stacked network is not compiled: a compiled group stacks as "graph".
+                capture=run.step_mode in CAPTURED_STEP_MODES,
+            )
+
+    @property
+    def mode(self) -> str:
+        """What ran the steps (the history's ``step_mode``): ``eager`` or the static step's."""
+        return "eager" if self.static_step is None else self.static_step.mode
+
+    def train_epoch(self) -> torch.Tensor:
+        """One epoch of every member; the losses ``(members, steps)`` (on the device)."""
+        run = self.runs[0]
+        data = [r.data for r in self.runs]
+        steps, per_step = data[0].steps_per_epoch, data[0].per_step
+        self.model.train()
+        orders = [
+            r.order.draw(s.shuffle_generator).to(run.device)
+            for r, s in zip(self.runs, self.states, strict=True)
+        ]
+        losses = torch.zeros(len(self.members), steps, device=run.device)
+        generators = [state.augment_generator for state in self.states]
+        for index in range(steps):
+            window = slice(index * per_step, (index + 1) * per_step)
+            if self.static_step is not None:
+                step_losses = self.static_step(*[order[window] for order in orders])
+                self.scheduler.step()
+                losses[:, index] = step_losses  # a copy: a replayed step's losses are reused
+                continue
+            batches = [d.images[order[window]] for d, order in zip(data, orders, strict=True)]
+            with run.autocast():
+                step_losses = self._losses(self.model, batches, generators)
+            self.optimizer.zero_grad(set_to_none=True)
+            step_losses.sum().backward()
+            self.optimizer.step()
+            self.scheduler.step()
+            losses[:, index] = step_losses.detach()
+        return losses
+
+    def _losses(
+        self,
+        model: nn.Module,
+        batches: Sequence[torch.Tensor],
+        sources: Sequence[torch.Generator | Draws],
+    ) -> torch.Tensor:
+        """The members' losses ``(K,)``; member ``k`` draws from ``sources[k]`` only."""
+        prepared = [
+            task.inputs(batch, source)
+            for task, batch, source in zip(self.tasks, batches, sources, strict=True)
+        ]
+        output = self.tasks[0].forward(model, stack_inputs([x for x, _ in prepared]))
+        outputs = unstack_outputs(output, len(self.members))
+        return torch.stack(
+            [
+                task.loss(out, extra)
+                for task, out, (_, extra) in zip(self.tasks, outputs, prepared, strict=True)
+            ]
+        )
+
+    @torch.no_grad()
+    def unload(self) -> None:
+        """Copy weights, buffers, momentum and schedule back into the members' states."""
+        k = len(self.members)
+        unload_stacked(self.model, [state.model for state in self.states])
+        for name, parameter in self.parameters.items():
+            for key, value in self.optimizer.state.get(parameter, {}).items():
+                parts = unstack_tensor(value, k) if torch.is_tensor(value) else [value] * k
+                for state, own, part in zip(
+                    self.states, self.member_parameters, parts, strict=True
+                ):
+                    state.optimizer.state[own[name]][key] = (
+                        part.clone() if torch.is_tensor(part) else part
+                    )
+        schedule = self.scheduler.state_dict()
+        for state in self.states:
+            state.scheduler.load_state_dict(schedule)
+            for own, stacked in zip(
+                state.optimizer.param_groups, self.optimizer.param_groups, strict=True
+            ):
+                own["lr"], own["initial_lr"] = stacked["lr"], stacked["initial_lr"]
+
+
+class ConcurrentGroup(_Group):
+    """The members' own captured steps, replayed side by side on one CUDA stream each.
+
+    Each member keeps its model, optimiser and :class:`~pipeline_lib.ssl.stepper.StaticStep`
+    (the separate run's, captured once), so its epoch runs exactly the separate run's
+    kernels on the same numbers: nothing is stacked, nothing can leak between members, and
+    on the CPU (tests only, no streams) the members step one after the other. Why: the
+    stacked network's grouped convolutions made a captured fused step as slow as K captured
+    steps on an H200 (:mod:`pipeline_lib.ssl.fused`); kernels of one process on different
+    streams can run at the same time.
+    """
+
+    #: Members compute apart: a diverged member's epoch is its own (no retrain needed).
+    shares_kernels = False
+    #: Draw each member's next step's numbers on a worker thread (see :meth:`train_epoch`);
+    #: off only to measure what it buys (benchmarks/bench_streams.py --draw-ahead off).
+    draw_ahead = True
+
+    def __init__(
+        self, members: list[int], runs: Sequence[Run], states: Sequence[TrainingState]
+    ) -> None:
+        super().__init__(members, runs, states)
+        self.steps = [
+            run_static_step(run, state, capture=run.step_mode in CAPTURED_STEP_MODES)
+            for run, state in zip(self.runs, self.states, strict=True)
+        ]
+        device = self.runs[0].device
+        self.streams = [
+            torch.cuda.Stream(device) if device.type == "cuda" else None for _ in members
+        ]
+
+    @property
+    def mode(self) -> str:
+        """What ran the steps: ``uncaptured`` if any member's capture failed, else theirs."""
+        modes = {step.mode for step in self.steps}
+        return "uncaptured" if "uncaptured" in modes else modes.pop()
+
+    def train_epoch(self) -> torch.Tensor:
+        """One epoch of every member; the losses ``(members, steps)`` (on the device).
+
+        Each member's next step's random numbers are drawn on a worker thread while the
+        other members' steps launch (:meth:`StaticDraws.fill`): one host thread drawing them
+        all bound denoising's fused jobs (196,608 normal numbers per model step). Each
+        member's draws stay in its generator's order, and none is drawn ahead across the
+        epoch's end, where a checkpoint saves the generator.
+        """
+        run = self.runs[0]
+        steps, per_step = run.data.steps_per_epoch, run.data.per_step
+        main = torch.cuda.current_stream(run.device) if run.on_cuda else None
+        orders = []
+        for member_run, state in zip(self.runs, self.states, strict=True):
+            state.model.train()
+            orders.append(member_run.order.draw(state.shuffle_generator).to(run.device))
+        losses = torch.zeros(len(self.members), steps, device=run.device)
+        for stream in self.streams:
+            if stream is not None:
+                stream.wait_stream(main)  # the orders and losses were made on the main stream
+        workers = max(1, min(len(self.members), torch.get_num_threads()))
+        ahead: list[Future[None] | None] = [None] * len(self.members)
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            try:
+                for index in range(steps):
+                    window = slice(index * per_step, (index + 1) * per_step)
+                    for k, (state, step, stream) in enumerate(
+                        zip(self.states, self.steps, self.streams, strict=True)
+                    ):
+                        drawing, ahead[k] = ahead[k], None
+                        if drawing is not None:
+                            drawing.result()  # this step's numbers wait in a staging buffer
+                        stream_context = (
+                            torch.cuda.stream(stream)
+                            if stream is not None
+                            else contextlib.nullcontext()
+                        )
+                        with stream_context:
+                            loss = step(orders[k][window])
+                            state.scheduler.step()
+                            losses[k, index] = loss  # a copy: a replayed step's loss is reused
+                        if self.draw_ahead and index + 1 < steps and step.recorded:
+                            ahead[k] = pool.submit(step.draws[0].fill)
+            finally:
+                for drawing in ahead:  # an error left draws in flight: let them finish
+                    if drawing is not None:
+                        drawing.exception()
+        for stream in self.streams:
+            if stream is not None:
+                main.wait_stream(stream)
+        return losses
+
+    def unload(self) -> None:
+        """Nothing to copy back: the members trained their own states."""
+
+
+#: The most members a captured group runs side by side. Each member's graph must keep a
+#: cuBLAS workspace of its own, i.e. be captured on a stream of its own (StaticStep), and
+#: torch hands out streams round-robin from a pool of 32 per device and priority: a 33rd
+#: member would share the first one's stream, and so its workspace, and race with it.
+MAX_SIDE_BY_SIDE = 32
