@@ -265,5 +265,6 @@ if MVTEC:
             # Its own parent run, beside the image benchmarks' sweep.
             sweep=f"{SWEEP}-mvtec",
             timeout_s=config["tracking"]["timeout_s"],
+            benchmark="mvtec",
         script:
-            "../scripts/log_mvtec_to_mlflow.py"
+            "../scripts/log_to_mlflow.py"
