@@ -15,7 +15,10 @@ Small modules, one job each:
 * :mod:`~pipeline_lib.deploy.threshold`: the threshold on held-out (cross-fitted) inliers;
 * :mod:`~pipeline_lib.deploy.detector_state`: the fitted detector as ``detector.npz`` +
   ``detector.json``, read back from an allow-list of classes, never unpickled;
-* :mod:`~pipeline_lib.deploy.errors`: :class:`~pipeline_lib.deploy.errors.PackageError`;
+* :mod:`~pipeline_lib.deploy.representation_file`: ``representation.pt``, its spec bounded
+  and its weights read without unpickling;
+* :mod:`~pipeline_lib.deploy.errors`: :class:`~pipeline_lib.deploy.errors.PackageError` and
+  the package format;
 * :mod:`~pipeline_lib.deploy.packages`: open a package folder of either kind;
 * :mod:`~pipeline_lib.deploy.pyfunc`: the MLflow ``pyfunc`` wrapper, logging and registry
   (logged from code, :mod:`~pipeline_lib.deploy.pyfunc_model`: no pickle in the model);

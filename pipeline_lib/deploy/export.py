@@ -375,12 +375,12 @@ def check_parity(
     images : ndarray of shape (n, s, s, 3), uint8
         At least 2 images.
     eager : callable
-        The reference (the pipeline's own code path): one array, or with ``parts`` a tuple
-        of arrays (rows first).
+        The reference (the pipeline's own code path): one array, or with several ``parts``
+        a tuple of arrays (rows first).
     others : dict of str to callable
         Implementations to compare, returning what ``eager`` returns.
     parts : sequence of str, optional
-        Names of the outputs of a tuple-returning scorer; None: one array.
+        Names of the outputs (several: the scorers return a tuple); None: one output.
     seed : int, default=0
         Seed of the permutation.
 

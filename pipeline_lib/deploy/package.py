@@ -8,7 +8,7 @@ A package is a folder (what the MLflow pyfunc carries as its artifact, and what
                        parity
 ``representation.pt``  ``torch.save`` dict of tensors and plain values, read with
                        ``weights_only``; its network spec is checked before a network is
-                       built (:func:`check_representation_spec`)
+                       built (:mod:`.representation_file`)
 ``detector.npz``       the fitted detector's arrays (``allow_pickle=False``)
 ``detector.json``      the rest of it: allow-listed class, parameters, fitted values
                        (:mod:`pipeline_lib.deploy.detector_state`)
@@ -26,9 +26,9 @@ Safe to open: reading a package runs no code from it and its memory is bounded. 
 unpickled; the archives' declared sizes and the JSON files' sizes are checked before they
 are read (:data:`~pipeline_lib.deploy.detector_state.MAX_STATE_BYTES`,
 :data:`~pipeline_lib.deploy.detector_state.MAX_JSON_BYTES`), and the network's size is
-bounded (:data:`ARCH_BOUNDS`). Formats 1 and 2 held the detector as a pickle
-(``detector.pkl``); they are refused, with the deploy step to re-run, and their pickle is
-never opened.
+bounded (:data:`~pipeline_lib.deploy.representation_file.ARCH_BOUNDS`). Formats 1 and 2
+held the detector as a pickle (``detector.pkl``); they are refused, with the deploy step to
+re-run, and their pickle is never opened.
 
 The eager scorer (:meth:`PackagedDetector.normality`) is the pipeline's own code path
 (:func:`~pipeline_lib.models.embed.extract_embeddings` then ``detector.score_samples``), so a
@@ -51,17 +51,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import torch
 from torch import nn
 
-from pipeline_lib.deploy.detector_state import (
-    STATE_FILE,
-    check_archive,
-    load_detector,
-    read_json,
-    save_detector,
+from pipeline_lib.deploy.detector_state import STATE_FILE, load_detector, read_json, save_detector
+from pipeline_lib.deploy.errors import (
+    PACKAGE_FORMAT,
+    PICKLE_FORMATS,
+    READABLE_FORMATS,
+    REDEPLOY,
+    PackageError,
 )
-from pipeline_lib.deploy.errors import PackageError
 from pipeline_lib.deploy.export import (
     ParityReport,
     Scorer,
@@ -73,46 +72,18 @@ from pipeline_lib.deploy.export import (
     onnx_scorer,
     torchscript_scorer,
 )
+from pipeline_lib.deploy.representation_file import (
+    cell_representation,
+    load_representation,
+    write_representation,
+)
 from pipeline_lib.detection.evaluate import to_anomaly_scores
-from pipeline_lib.models.checkpoints import load_trained_representation
 from pipeline_lib.models.embed import extract_embeddings
-from pipeline_lib.models.proxy import build_proxy_model
-from pipeline_lib.models.representation import build_representation
-from pipeline_lib.registry import DENOISING_DECODERS, DENOISING_TARGETS, TRAINED_METHODS
 from pipeline_lib.runtime.io import atomic_path
 
 if TYPE_CHECKING:
     from pipeline_lib.deploy.packages import Package
     from pipeline_lib.deploy.protocols import CellProtocol
-
-#: Format 3 stores the detector as ``detector.npz`` + ``detector.json``; format 2 added
-#: ``kind`` (``image`` or ``patch``) to format 1. Only format 3 is read.
-PACKAGE_FORMAT = "droc-deploy-package/3"
-READABLE_FORMATS = (PACKAGE_FORMAT,)
-#: Earlier formats, whose ``detector.pkl`` is a pickle: refused unread.
-PICKLE_FORMATS = ("droc-deploy-package/1", "droc-deploy-package/2")
-#: What a reader of an old or damaged package is told to do.
-REDEPLOY = (
-    "re-run the deploy step (snakemake --forcerun deploy_model ... with the same config) to "
-    "write a " + PACKAGE_FORMAT + " package"
-)
-REPRESENTATION_FORMAT = "droc-deploy-representation/1"
-#: Most members of ``representation.pt`` (one per tensor storage; a ResNet-18 has ~120).
-MAX_REPRESENTATION_MEMBERS = 4096
-#: Inclusive bounds of the integers of a representation spec: a package cannot ask for a
-#: network larger than these (the paper's: width 64, head 8 x 512, projection 128, 32 px).
-ARCH_BOUNDS: dict[str, tuple[int, int]] = {
-    "width": (1, 1024),
-    "head_depth": (0, 16),
-    "head_hidden": (1, 4096),
-    "proj_dim": (1, 4096),
-    "image_size": (1, 1024),
-    "seed": (0, 2**63 - 1),
-}
-#: Frozen methods a package can rebuild from its own file (resnet50_imagenet needs an
-#: outside weights file at build time and is not packaged).
-PACKABLE_FROZEN = ("raw", "resnet18_random")
-
 
 #: Keys of ``package.json`` the package classes read themselves (the rest is ``info``).
 _HEADER_KEYS = frozenset(
@@ -130,9 +101,19 @@ _HEADER_KEYS = frozenset(
 )
 
 
+@dataclass(frozen=True)
+class FitSettings:
+    """The cell's detector and the threshold's target, as the benchmark configured them."""
+
+    detector: str
+    detector_params: dict[str, Any]
+    target_fpr: float
+    seed: int
+
+
 @dataclass
-class PackagedDetector:
-    """A representation, a fitted detector and the threshold, scoring uint8 images.
+class SavedPackage:
+    """What every package holds, and how it is saved and read back; kinds add their settings.
 
     Parameters
     ----------
@@ -141,21 +122,75 @@ class PackagedDetector:
     detector : sklearn estimator
         Fitted on the representation's ``f`` features.
     image_size : int
-        Side of the square input images (the training resolution).
+        Side of the square input images.
     threshold : float
         Anomaly scores above it are anomalies.
     info : dict
         Everything else of ``package.json`` (cell, metrics, parity).
-    batch_size : int, default=64
-        Images per forward pass.
+    batch_size : int
+        Images (patches) per forward pass.
     """
 
     representation: nn.Module
     detector: Any
     image_size: int
     threshold: float
-    info: dict[str, Any] = field(default_factory=dict)
-    batch_size: int = 64
+    info: dict[str, Any] = field(default_factory=dict, kw_only=True)
+    batch_size: int = field(default=64, kw_only=True)
+    #: Package kind in ``package.json``.
+    kind: ClassVar[str]
+    #: The kind's own fields of ``package.json`` and their types.
+    settings: ClassVar[dict[str, type]] = {}
+
+    def _header(self) -> dict[str, Any]:
+        own = {name: getattr(self, name) for name in self.settings}
+        return {
+            "kind": self.kind,
+            "image_size": self.image_size,
+            "threshold": self.threshold,
+            **own,
+        }
+
+    def save(self, folder: str | os.PathLike) -> Path:
+        """Write ``package.json``, ``representation.pt`` and the detector into ``folder``."""
+        folder = Path(folder)
+        write_model_files(folder, self.representation, self.info["representation"], self.detector)
+        write_document(folder, self._header(), self.info)
+        return folder
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike, *, batch_size: int | None = None) -> Any:
+        """Read a package folder written by :meth:`save` (``batch_size``: the kind's default).
+
+        Raises
+        ------
+        PackageError
+            If a file is missing, unreadable or of another format or kind (the message
+            names it).
+        """
+        folder = Path(folder)
+        document = read_document(folder, kind=cls.kind)
+        representation, detector = read_model_files(folder)
+        own = {name: kind(document[name]) for name, kind in cls.settings.items()}
+        return cls(
+            representation=representation,
+            detector=detector,
+            image_size=int(document["image_size"]),
+            threshold=float(document["threshold"]),
+            info=document_info(document),
+            **own,
+            **({} if batch_size is None else {"batch_size": batch_size}),
+        )
+
+
+@dataclass
+class PackagedDetector(SavedPackage):
+    """A representation, a fitted detector and the threshold, scoring whole uint8 images.
+
+    Fields as :class:`SavedPackage`: ``image_size`` is the training resolution,
+    ``batch_size`` (default 64) images per forward pass.
+    """
+
     #: Package kind in ``package.json``, and how new images are resized (the training
     #: readers' way: shorter side + centre crop).
     kind: ClassVar[str] = "image"
@@ -184,55 +219,12 @@ class PackagedDetector:
         """The exportable graph: ``f`` then the detector as matrix products."""
         return ScoringGraph(self.representation.backbone, detector_graph(self.detector))
 
-    def save(self, folder: str | os.PathLike) -> Path:
-        """Write ``package.json``, ``representation.pt`` and the detector into ``folder``."""
-        folder = Path(folder)
-        write_model_files(folder, self.representation, self.info["representation"], self.detector)
-        write_document(
-            folder,
-            {"kind": self.kind, "image_size": self.image_size, "threshold": self.threshold},
-            self.info,
-        )
-        return folder
-
-    @classmethod
-    def load(cls, folder: str | os.PathLike, *, batch_size: int = 64) -> PackagedDetector:
-        """Read a package folder written by :meth:`save`.
-
-        Raises
-        ------
-        PackageError
-            If a file is missing, unreadable or of another format or kind (the message
-            names it).
-        """
-        folder = Path(folder)
-        document = read_document(folder, kind=cls.kind)
-        representation, detector = read_model_files(folder)
-        return cls(
-            representation=representation,
-            detector=detector,
-            image_size=int(document["image_size"]),
-            threshold=float(document["threshold"]),
-            info=document_info(document),
-            batch_size=batch_size,
-        )
-
 
 def write_model_files(
     folder: Path, representation: nn.Module, spec: dict[str, Any], detector: Any
 ) -> None:
     """``representation.pt`` (spec + state dict), ``detector.npz`` and ``detector.json``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    check_representation_spec(spec, folder / "representation.pt")
-    payload = {
-        "format": REPRESENTATION_FORMAT,
-        **spec,
-        "state_dict": {
-            name: value.detach().cpu() for name, value in representation.state_dict().items()
-        },
-    }
-    with atomic_path(folder / "representation.pt") as tmp:
-        torch.save(payload, tmp)
+    write_representation(folder / "representation.pt", representation, spec)
     save_detector(detector, folder)
 
 
@@ -253,7 +245,7 @@ def read_model_files(folder: Path) -> tuple[nn.Module, Any]:
             f"{folder} holds detector.pkl, a pickled detector of a package format before "
             f"{PACKAGE_FORMAT}; it is not loaded (unpickling can run code). {REDEPLOY}"
         )
-    representation = _load_representation(folder / "representation.pt")
+    representation = load_representation(folder / "representation.pt")
     return representation, load_detector(folder)
 
 
@@ -301,125 +293,6 @@ def read_document(folder: str | os.PathLike, *, kind: str | None = None) -> dict
 def document_info(document: dict[str, Any]) -> dict[str, Any]:
     """What ``package.json`` holds besides the format and the fields the classes read."""
     return {k: v for k, v in document.items() if k not in _HEADER_KEYS}
-
-
-def representation_spec(method: str, *, seed: int, width: int, arch: dict | None) -> dict:
-    """What rebuilds the network before its state dict is loaded (stored in the package)."""
-    if method in TRAINED_METHODS:
-        return {"kind": "trained", "method": method, "arch": dict(arch or {})}
-    if method in PACKABLE_FROZEN:
-        return {"kind": "frozen", "method": method, "seed": int(seed), "width": int(width)}
-    raise PackageError(
-        f"method {method!r} cannot be packaged; allowed: {', '.join(PACKABLE_FROZEN)} and the "
-        f"trained methods {', '.join(TRAINED_METHODS)} (resnet50_imagenet needs its outside "
-        "weights file)"
-    )
-
-
-def check_representation_spec(spec: Any, path: Path) -> None:
-    """Refuse a representation spec that names unknown keys or an unbounded network.
-
-    The spec decides what :func:`build_proxy_model` / :func:`build_representation` allocate
-    before any weight is read, so a hostile package could otherwise ask for a network of any
-    size. Known keys only, integers within :data:`ARCH_BOUNDS`, names from the known lists.
-
-    Raises
-    ------
-    PackageError
-        Naming the file, the key and its value.
-    """
-
-    def refuse(what: str) -> PackageError:
-        return PackageError(f"{path}: {what}; {REDEPLOY}")
-
-    if not isinstance(spec, dict):
-        raise refuse("the representation spec is not a dict")
-    kind = spec.get("kind")
-    if kind == "trained":
-        top = {"kind": None, "method": TRAINED_METHODS, "arch": None}
-        values = spec.get("arch")
-        if not isinstance(values, dict):
-            raise refuse("arch must be a dict")
-        known: dict[str, Any] = {
-            "method": TRAINED_METHODS,
-            "denoising_target": DENOISING_TARGETS,
-            "denoising_decoder": DENOISING_DECODERS,
-            **{k: ARCH_BOUNDS[k] for k in ("width", "head_depth", "head_hidden", "proj_dim")},
-            "image_size": ARCH_BOUNDS["image_size"],
-        }
-        checks = [("", spec, top), ("arch.", values, known)]
-    elif kind == "frozen":
-        top = {
-            "kind": None,
-            "method": PACKABLE_FROZEN,
-            "seed": ARCH_BOUNDS["seed"],
-            "width": ARCH_BOUNDS["width"],
-        }
-        checks = [("", spec, top)]
-    else:
-        raise refuse(f"representation kind {kind!r} is not 'trained' or 'frozen'")
-    for where, values, rules in checks:
-        payload_keys = set() if where else {"format", "state_dict"}
-        extra = sorted(set(values) - set(rules) - payload_keys)
-        if extra:
-            raise refuse(f"unknown representation key(s) {[where + k for k in extra]}")
-        if "method" not in values:
-            raise refuse(f"{where}method is missing")
-        for key, rule in rules.items():
-            if rule is None or key not in values:
-                continue
-            value = values[key]
-            if isinstance(rule, tuple) and isinstance(rule[0], int):
-                low, high = rule
-                is_int = isinstance(value, int) and not isinstance(value, bool)
-                if not is_int or not low <= value <= high:
-                    raise refuse(f"{where}{key} is {value!r}, not an integer in [{low}, {high}]")
-            elif value not in rule:
-                raise refuse(f"{where}{key} is {value!r}; allowed: {', '.join(rule)}")
-
-
-def _load_representation(path: Path) -> nn.Module:
-    try:
-        check_archive(path, max_members=MAX_REPRESENTATION_MEMBERS)
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except PackageError:
-        raise
-    except Exception as error:  # torch raises many types for a damaged file
-        raise PackageError(
-            f"{path} is not a readable representation ({type(error).__name__}: {error}); {REDEPLOY}"
-        ) from error
-    if not isinstance(payload, dict) or payload.get("format") != REPRESENTATION_FORMAT:
-        raise PackageError(f"{path} is not a {REPRESENTATION_FORMAT} file; {REDEPLOY}")
-    check_representation_spec(payload, path)
-    if not isinstance(payload.get("state_dict"), dict):
-        raise PackageError(f"{path} has no state_dict; {REDEPLOY}")
-    if payload["kind"] == "trained":
-        arch = dict(payload["arch"])
-        model: nn.Module = build_proxy_model(arch.pop("method"), **arch)
-    else:
-        model = build_representation(
-            payload["method"], seed=payload["seed"], width=payload["width"]
-        )
-    try:
-        model.load_state_dict(payload["state_dict"])
-    except (RuntimeError, TypeError) as error:
-        raise PackageError(
-            f"{path}: the weights do not fit the network its spec describes ({error}); {REDEPLOY}"
-        ) from error
-    return model.eval()
-
-
-def cell_representation(
-    method: str, model_path: str | os.PathLike | None, *, seed: int, width: int
-) -> tuple[nn.Module, dict[str, Any]]:
-    """The cell's network and what rebuilds it (refused before building if not packable)."""
-    if method in TRAINED_METHODS:
-        if model_path is None:
-            raise PackageError(f"trained method {method!r} needs its model.pt")
-        model = load_trained_representation(model_path)
-        return model, representation_spec(method, seed=seed, width=width, arch=model.arch)
-    spec = representation_spec(method, seed=seed, width=width, arch=None)
-    return build_representation(method, seed=seed, width=width), spec
 
 
 def package_cell(
@@ -475,13 +348,8 @@ def package_cell(
     """
     method, seed = cell["method"], int(cell["seed"])
     representation, spec = cell_representation(method, model_path, seed=seed, width=width)
-    calibration = protocol.fit(
-        representation,
-        detector=cell["detector"],
-        detector_params=detector_params,
-        target_fpr=target_fpr,
-        seed=seed,
-    )
+    settings = FitSettings(cell["detector"], detector_params, target_fpr, seed)
+    calibration = protocol.fit(representation, settings)
     info: dict[str, Any] = {
         "cell": {**cell, "fitset": protocol.fitset},
         "detector_params": detector_params,

@@ -43,7 +43,6 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -53,13 +52,7 @@ from torch import nn
 from pipeline_lib.data.mvtec import category_from_arrays
 from pipeline_lib.deploy.errors import PackageError
 from pipeline_lib.deploy.export import MAX_EXPORT_BYTES, ParityReport, buffer_bytes, detector_graph
-from pipeline_lib.deploy.package import (
-    document_info,
-    read_document,
-    read_model_files,
-    write_document,
-    write_model_files,
-)
+from pipeline_lib.deploy.package import FitSettings, SavedPackage
 from pipeline_lib.deploy.protocols import Calibration
 from pipeline_lib.deploy.threshold import (
     THRESHOLD_FOLDS,
@@ -162,7 +155,7 @@ class PatchResult:
 
 
 @dataclass
-class PackagedPatchDetector:
+class PackagedPatchDetector(SavedPackage):
     """A patch representation, the detector fitted on training patches, and a threshold.
 
     Parameters
@@ -185,18 +178,19 @@ class PackagedPatchDetector:
         Patches per forward pass.
     """
 
-    representation: nn.Module
-    detector: Any
-    image_size: int
     patch_size: int
     stride: int
     sigma: float
     normalize: bool
-    threshold: float
-    info: dict[str, Any] = field(default_factory=dict)
-    batch_size: int = 4096
+    batch_size: int = field(default=4096, kw_only=True)
     kind: ClassVar[str] = "patch"
     resize: ClassVar[str] = "stretch"
+    settings: ClassVar[dict[str, type]] = {
+        "patch_size": int,
+        "stride": int,
+        "sigma": float,
+        "normalize": bool,
+    }
     outputs: ClassVar[tuple[str, ...]] = ("score", "anomaly_map")
     images_per_call: ClassVar[int | None] = IMAGES_PER_CALL
 
@@ -251,48 +245,7 @@ class PackagedPatchDetector:
         )
 
     def _header(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "resize": self.resize,
-            "image_size": self.image_size,
-            "patch_size": self.patch_size,
-            "stride": self.stride,
-            "sigma": self.sigma,
-            "normalize": self.normalize,
-            "threshold": self.threshold,
-        }
-
-    def save(self, folder: str | os.PathLike) -> Path:
-        """Write ``package.json``, ``representation.pt`` and the detector into ``folder``."""
-        folder = Path(folder)
-        write_model_files(folder, self.representation, self.info["representation"], self.detector)
-        write_document(folder, self._header(), self.info)
-        return folder
-
-    @classmethod
-    def load(cls, folder: str | os.PathLike, *, batch_size: int = 4096) -> PackagedPatchDetector:
-        """Read a ``kind: patch`` package folder.
-
-        Raises
-        ------
-        PackageError
-            If a file is missing, unreadable, or the package is of another kind.
-        """
-        folder = Path(folder)
-        document = read_document(folder, kind=cls.kind)
-        representation, detector = read_model_files(folder)
-        return cls(
-            representation=representation,
-            detector=detector,
-            image_size=int(document["image_size"]),
-            patch_size=int(document["patch_size"]),
-            stride=int(document["stride"]),
-            sigma=float(document["sigma"]),
-            normalize=bool(document["normalize"]),
-            threshold=float(document["threshold"]),
-            info=document_info(document),
-            batch_size=batch_size,
-        )
+        return super()._header() | {"resize": self.resize}
 
 
 def _display_range(held_out_maps: np.ndarray, threshold: float) -> list[float]:
@@ -336,16 +289,10 @@ class PatchProtocol:
             normalize=self.normalize,
         )
 
-    def fit(
-        self,
-        representation: nn.Module,
-        *,
-        detector: str,
-        detector_params: dict[str, Any],
-        target_fpr: float,
-        seed: int,
-    ) -> Calibration:
+    def fit(self, representation: nn.Module, settings: FitSettings) -> Calibration:
         """The benchmark's fit patches; threshold on held-out training images' scores."""
+        detector, params, seed = settings.detector, settings.detector_params, settings.seed
+        target_fpr = settings.target_fpr
         category = category_from_arrays(load_npz(self.category_path))
         train = category.train_images
         image_size = int(train.shape[1])
@@ -360,7 +307,7 @@ class PatchProtocol:
         positions = sample_positions(len(train), grid, max_patches=self.max_fit_patches, seed=seed)
         fit_rows = positions[:, 0] * grid * grid + positions[:, 1] * grid + positions[:, 2]
         fit_features = dense[fit_rows]
-        fitted = make_detector(detector, **detector_params).fit(fit_features)
+        fitted = make_detector(detector, **params).fit(fit_features)
         folds = min(THRESHOLD_FOLDS, len(train) // 2)
         if folds < 2:
             raise PackageError(
@@ -374,7 +321,7 @@ class PatchProtocol:
                 dense,
                 np.repeat(np.arange(len(train)), grid * grid),
                 detector=detector,
-                detector_params=detector_params,
+                detector_params=params,
                 seed=seed,
                 folds=folds,
                 kernel_of=fitted,
@@ -408,15 +355,14 @@ class PatchProtocol:
     def build(
         self, representation: nn.Module, calibration: Calibration, info: dict
     ) -> PackagedPatchDetector:
+        c = calibration
+        settings = (self.patch_size, self.stride, self.sigma, self.normalize)
         return PackagedPatchDetector(
-            representation=representation,
-            detector=calibration.detector,
-            image_size=int(calibration.test_images.shape[1]),
-            patch_size=self.patch_size,
-            stride=self.stride,
-            sigma=self.sigma,
-            normalize=self.normalize,
-            threshold=calibration.threshold,
+            representation,
+            c.detector,
+            c.image_size,
+            c.threshold,
+            *settings,
             info=info,
             batch_size=self.batch_size,
         )

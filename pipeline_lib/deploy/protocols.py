@@ -22,7 +22,7 @@ from torch import nn
 
 from pipeline_lib.data.split import load_split
 from pipeline_lib.deploy.export import ParityReport, ScoringGraph
-from pipeline_lib.deploy.package import PackagedDetector
+from pipeline_lib.deploy.package import FitSettings, PackagedDetector
 from pipeline_lib.deploy.threshold import THRESHOLD_FOLDS, calibrate_threshold, rates
 from pipeline_lib.detection.detectors import make_detector
 from pipeline_lib.detection.evaluate import to_anomaly_scores
@@ -58,6 +58,11 @@ class Calibration:
     info: dict[str, Any]
     data: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def image_size(self) -> int:
+        """Side of the model's (square) input images."""
+        return int(self.test_images.shape[1])
+
 
 class CellProtocol(Protocol):
     """How one kind of cell becomes a package; its inputs are the implementing dataclass's."""
@@ -67,15 +72,7 @@ class CellProtocol(Protocol):
     #: Test images of the export-time parity check (a seeded draw).
     parity_images: int
 
-    def fit(
-        self,
-        representation: nn.Module,
-        *,
-        detector: str,
-        detector_params: dict[str, Any],
-        target_fpr: float,
-        seed: int,
-    ) -> Calibration:
+    def fit(self, representation: nn.Module, settings: FitSettings) -> Calibration:
         """Fit the detector as the benchmark did and hold out inliers for the threshold."""
 
     def build(self, representation: nn.Module, calibration: Calibration, info: dict) -> Any:
@@ -118,16 +115,9 @@ class ImageProtocol:
     fitset: str = "train"
     parity_images: int = 64
 
-    def fit(
-        self,
-        representation: nn.Module,
-        *,
-        detector: str,
-        detector_params: dict[str, Any],
-        target_fpr: float,
-        seed: int,
-    ) -> Calibration:
+    def fit(self, representation: nn.Module, settings: FitSettings) -> Calibration:
         """The detection step's fit rows of the stored features; threshold by fit row."""
+        detector, params, seed = settings.detector, settings.detector_params, settings.seed
         split = load_split(self.split_path)
         features = load_npz(self.features_path)
         fit_index = limit_fit_index(
@@ -135,17 +125,17 @@ class ImageProtocol:
         )
         fit_features = rows_for(fit_index, features["train_index"], features["f_train"])
         test_features = rows_for(split.test_index, features["test_index"], features["f_test"])
-        fitted = make_detector(detector, **detector_params).fit(fit_features)
+        fitted = make_detector(detector, **params).fit(fit_features)
         threshold, held_out = calibrate_threshold(
             fit_features,
             detector=detector,
-            detector_params=detector_params,
-            target_fpr=target_fpr,
+            detector_params=params,
+            target_fpr=settings.target_fpr,
             seed=seed,
             kernel_of=fitted,
         )
         rule = (
-            f"anomaly score > threshold; threshold = {1 - target_fpr:g} quantile of "
+            f"anomaly score > threshold; threshold = {1 - settings.target_fpr:g} quantile of "
             f"{THRESHOLD_FOLDS}-fold cross-fitted scores of the {len(fit_features)} fit rows"
         )
         return Calibration(
@@ -165,10 +155,10 @@ class ImageProtocol:
         self, representation: nn.Module, calibration: Calibration, info: dict
     ) -> PackagedDetector:
         return PackagedDetector(
-            representation=representation,
-            detector=calibration.detector,
-            image_size=int(calibration.test_images.shape[1]),
-            threshold=calibration.threshold,
+            representation,
+            calibration.detector,
+            calibration.image_size,
+            calibration.threshold,
             info=info,
         )
 
