@@ -265,6 +265,5 @@ if MVTEC:
             # Its own parent run, beside the image benchmarks' sweep.
             sweep=f"{SWEEP}-mvtec",
             timeout_s=config["tracking"]["timeout_s"],
-            benchmark="mvtec",
         script:
-            "../scripts/log_to_mlflow.py"
+            "../scripts/log_mvtec_to_mlflow.py"

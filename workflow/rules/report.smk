@@ -193,7 +193,6 @@ rule log_to_mlflow:
         experiment=config["experiment"],
         sweep=SWEEP,
         timeout_s=config["tracking"]["timeout_s"],
-        benchmark=None,
     script:
         "../scripts/log_to_mlflow.py"
 
