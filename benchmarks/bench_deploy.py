@@ -26,6 +26,7 @@ from pipeline_lib.data.digits import read_digits
 from pipeline_lib.data.split import one_class_split, save_split
 from pipeline_lib.deploy.export import onnx_scorer
 from pipeline_lib.deploy.package import package_cell
+from pipeline_lib.deploy.protocols import ImageProtocol
 from pipeline_lib.deploy.pyfunc import SIGNATURE, DrocPyfunc
 from pipeline_lib.models.embed import embed_split
 from pipeline_lib.models.representation import build_representation
@@ -59,9 +60,12 @@ def main() -> None:
     save_npz(folder / "features.npz", features)
     package_cell(
         folder / "package",
-        dataset_path=folder / "dataset.npz",
-        split_path=folder / "split.npz",
-        features_path=folder / "features.npz",
+        ImageProtocol(
+            dataset_path=folder / "dataset.npz",
+            split_path=folder / "split.npz",
+            features_path=folder / "features.npz",
+            max_fit=20000,
+        ),
         model_path=None,
         cell={
             "dataset": "digits",
@@ -73,7 +77,6 @@ def main() -> None:
         },
         detector_params={},
         width=args.width,
-        max_fit=20000,
         target_fpr=0.05,
     )
     mlflow.pyfunc.save_model(

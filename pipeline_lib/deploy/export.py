@@ -67,6 +67,8 @@ ONNX_OPSET = 17
 #: near-exact ties.
 PARITY_RTOL = 1e-4
 PARITY_ATOL = 1e-6
+#: Largest detector constant exported (bytes of its buffers); ONNX files stop at 2 GB.
+MAX_EXPORT_BYTES = 1 << 30
 
 
 def _f64(array: Any) -> torch.Tensor:
@@ -268,25 +270,64 @@ def onnx_session(path: str | os.PathLike) -> Any:
     return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
-def torchscript_scorer(path: str | os.PathLike) -> Callable[[np.ndarray], np.ndarray]:
-    """Load a saved TorchScript graph; returns ``images -> normality`` on NumPy arrays."""
+#: What a loaded graph computes on uint8 images: one array (an image graph's normality) or a
+#: tuple of arrays (a patch graph's scores and maps).
+Scorer = Callable[[np.ndarray], Any]
+
+
+def _numpy(output: torch.Tensor | tuple[torch.Tensor, ...]) -> Any:
+    if isinstance(output, tuple | list):
+        return tuple(part.numpy() for part in output)
+    return output.numpy()
+
+
+def _in_calls_of(run: Scorer, images_per_call: int | None) -> Scorer:
+    """``run`` on at most ``images_per_call`` images a call, the outputs concatenated."""
+    if images_per_call is None:
+        return run
+
+    def score(images: np.ndarray) -> Any:
+        parts = [
+            run(images[i : i + images_per_call]) for i in range(0, len(images), images_per_call)
+        ]
+        if isinstance(parts[0], tuple):
+            return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
+        return np.concatenate(parts)
+
+    return score
+
+
+def torchscript_scorer(path: str | os.PathLike, *, images_per_call: int | None = None) -> Scorer:
+    """Load a saved TorchScript graph; returns ``images -> outputs`` on NumPy arrays.
+
+    ``images_per_call`` bounds the images of one forward pass (a patch graph holds every
+    patch of its batch at once); None runs the whole batch.
+    """
     module = load_torchscript(path)
 
-    def score(images: np.ndarray) -> np.ndarray:
+    def run(images: np.ndarray) -> Any:
         with torch.no_grad():
-            return module(torch.from_numpy(np.ascontiguousarray(images))).numpy()
+            output = module(torch.from_numpy(np.ascontiguousarray(images)))
+        return _numpy(output)
 
-    return score
+    return _in_calls_of(run, images_per_call)
 
 
-def onnx_scorer(path: str | os.PathLike) -> Callable[[np.ndarray], np.ndarray]:
-    """Load an ONNX graph in onnxruntime (CPU); returns ``images -> normality``."""
+def onnx_scorer(path: str | os.PathLike, *, images_per_call: int | None = None) -> Scorer:
+    """Load an ONNX graph in onnxruntime (CPU); returns ``images -> outputs`` (as above)."""
     session = onnx_session(path)
 
-    def score(images: np.ndarray) -> np.ndarray:
-        return session.run(None, {"images": np.ascontiguousarray(images, dtype=np.uint8)})[0]
+    def run(images: np.ndarray) -> Any:
+        outputs = session.run(None, {"images": np.ascontiguousarray(images, dtype=np.uint8)})
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
-    return score
+    return _in_calls_of(run, images_per_call)
+
+
+def buffer_bytes(module: nn.Module) -> int:
+    """Bytes of a module's buffers and parameters (what an export embeds as constants)."""
+    tensors = [*module.buffers(), *module.parameters()]
+    return int(sum(t.numel() * t.element_size() for t in tensors))
 
 
 @dataclass(frozen=True)
@@ -316,44 +357,59 @@ class ParityReport:
 
 def check_parity(
     images: np.ndarray,
-    eager: Callable[[np.ndarray], np.ndarray],
-    others: dict[str, Callable[[np.ndarray], np.ndarray]],
+    eager: Scorer,
+    others: dict[str, Scorer],
     *,
+    parts: Sequence[str] | None = None,
     seed: int = 0,
-) -> ParityReport:
+) -> dict[str, ParityReport]:
     """Score ``images`` with every implementation, in order and in a permuted order.
 
     Why permuted: an exported graph that mixes rows (BatchNorm in training mode, a
     reduction over the wrong axis) gives scores that depend on the batch; reversing and
     shuffling the batch catches that. Each implementation scores the same images once in
-    the given order and once in a seeded random permutation (scores put back in order).
+    the given order and once in a seeded random permutation (outputs put back in order).
 
     Parameters
     ----------
     images : ndarray of shape (n, s, s, 3), uint8
         At least 2 images.
     eager : callable
-        The reference (the pipeline's own code path).
+        The reference (the pipeline's own code path): one array, or with several ``parts``
+        a tuple of arrays (rows first).
     others : dict of str to callable
-        Implementations to compare.
+        Implementations to compare, returning what ``eager`` returns.
+    parts : sequence of str, optional
+        Names of the outputs (several: the scorers return a tuple); None: one output.
     seed : int, default=0
         Seed of the permutation.
 
     Returns
     -------
-    ParityReport
+    dict of str to ParityReport
+        One per part (``parts``; the single key ``"output"`` without).
     """
-    reference = np.asarray(eager(images), np.float64)
-    spread = float(reference.max() - reference.min()) if len(reference) else 0.0
-    tolerance = PARITY_RTOL * spread + PARITY_ATOL
+    names = tuple(parts) if parts is not None else ("output",)
+
+    def run(score: Scorer, batch: np.ndarray) -> tuple[np.ndarray, ...]:
+        output = score(batch)
+        return tuple(output) if len(names) > 1 else (output,)
+
     order = np.random.default_rng(seed).permutation(len(images))
     inverse = np.argsort(order)
-    diffs: dict[str, float] = {}
-    permuted_eager = np.asarray(eager(images[order]), np.float64)[inverse]
-    diffs["eager_permuted"] = float(np.max(np.abs(permuted_eager - reference)))
-    for name, score in others.items():
-        direct = np.asarray(score(images), np.float64)
-        permuted = np.asarray(score(images[order]), np.float64)[inverse]
-        diffs[name] = float(np.max(np.abs(direct - reference)))
-        diffs[f"{name}_permuted"] = float(np.max(np.abs(permuted - reference)))
-    return ParityReport(tolerance=tolerance, max_abs_diff=diffs)
+    outputs = {"eager": (run(eager, images), run(eager, images[order]))}
+    outputs |= {name: (run(fn, images), run(fn, images[order])) for name, fn in others.items()}
+    reports = {}
+    for k, part in enumerate(names):
+        reference = np.asarray(outputs["eager"][0][k], np.float64)
+        spread = float(reference.max() - reference.min()) if len(reference) else 0.0
+        diffs: dict[str, float] = {}
+        for name, (direct, permuted) in outputs.items():
+            back = np.asarray(permuted[k], np.float64)[inverse]
+            if name != "eager":
+                diffs[name] = float(np.max(np.abs(np.asarray(direct[k], np.float64) - reference)))
+            diffs[f"{name}_permuted"] = float(np.max(np.abs(back - reference)))
+        reports[part] = ParityReport(
+            tolerance=PARITY_RTOL * spread + PARITY_ATOL, max_abs_diff=diffs
+        )
+    return reports

@@ -8,7 +8,7 @@ A package is a folder (what the MLflow pyfunc carries as its artifact, and what
                        parity
 ``representation.pt``  ``torch.save`` dict of tensors and plain values, read with
                        ``weights_only``; its network spec is checked before a network is
-                       built (:func:`check_representation_spec`)
+                       built (:mod:`.representation_file`)
 ``detector.npz``       the fitted detector's arrays (``allow_pickle=False``)
 ``detector.json``      the rest of it: allow-listed class, parameters, fitted values
                        (:mod:`pipeline_lib.deploy.detector_state`)
@@ -17,16 +17,18 @@ A package is a folder (what the MLflow pyfunc carries as its artifact, and what
 =====================  ===================================================================
 
 ``kind`` is ``image`` here (one score per image) and ``patch`` for MVTec cells
-(:mod:`pipeline_lib.deploy.patch_package`: a score and an anomaly map per image);
-:func:`pipeline_lib.deploy.packages.load_package_folder` reads either.
+(:mod:`pipeline_lib.deploy.patch_protocol`: a score and an anomaly map per image);
+:func:`pipeline_lib.deploy.packages.load_package_folder` reads either. Both are written by
+the one :func:`package_cell`, which takes what differs from a
+:class:`~pipeline_lib.deploy.protocols.CellProtocol`.
 
 Safe to open: reading a package runs no code from it and its memory is bounded. Nothing is
 unpickled; the archives' declared sizes and the JSON files' sizes are checked before they
 are read (:data:`~pipeline_lib.deploy.detector_state.MAX_STATE_BYTES`,
 :data:`~pipeline_lib.deploy.detector_state.MAX_JSON_BYTES`), and the network's size is
-bounded (:data:`ARCH_BOUNDS`). Formats 1 and 2 held the detector as a pickle
-(``detector.pkl``); they are refused, with the deploy step to re-run, and their pickle is
-never opened.
+bounded (:data:`~pipeline_lib.deploy.representation_file.ARCH_BOUNDS`). Formats 1 and 2
+held the detector as a pickle (``detector.pkl``); they are refused, with the deploy step to
+re-run, and their pickle is never opened.
 
 The eager scorer (:meth:`PackagedDetector.normality`) is the pipeline's own code path
 (:func:`~pipeline_lib.models.embed.extract_embeddings` then ``detector.score_samples``), so a
@@ -34,13 +36,9 @@ packaged cell scores exactly as the benchmark did; the exported graphs are check
 it at packaging time (:func:`~pipeline_lib.deploy.export.check_parity`).
 
 Threshold: an image is an anomaly when its anomaly score (``-score_samples``) exceeds the
-threshold, chosen at a target false-positive rate on **held-out** inlier scores. Scoring
-the detector's own fit rows would be optimistic (a 1-NN detector gives each its own
-similarity 1), so the held-out scores come from k-fold cross-fitting: the detector is
-refitted (with the deployed detector's kernel width) on k-1 folds of the fit features and
-scores the k-th. The representation did see
-those images in training, so the threshold may still be somewhat tight; the FPR / TPR it
-gives on the test split are measured and stored beside it.
+threshold, chosen at a target false-positive rate on **held-out** inlier scores
+(:mod:`pipeline_lib.deploy.threshold`); the FPR / TPR it gives on the test split are
+measured and stored beside it.
 """
 
 from __future__ import annotations
@@ -50,22 +48,22 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import torch
 from torch import nn
 
-from pipeline_lib.data.split import load_split
-from pipeline_lib.deploy.detector_state import (
-    STATE_FILE,
-    check_archive,
-    load_detector,
-    read_json,
-    save_detector,
+from pipeline_lib.deploy.detector_state import STATE_FILE, load_detector, read_json, save_detector
+from pipeline_lib.deploy.errors import (
+    PACKAGE_FORMAT,
+    PICKLE_FORMATS,
+    READABLE_FORMATS,
+    REDEPLOY,
+    PackageError,
 )
-from pipeline_lib.deploy.errors import PackageError
 from pipeline_lib.deploy.export import (
+    ParityReport,
+    Scorer,
     ScoringGraph,
     check_parity,
     detector_graph,
@@ -74,54 +72,18 @@ from pipeline_lib.deploy.export import (
     onnx_scorer,
     torchscript_scorer,
 )
-from pipeline_lib.detection.detectors import make_detector
+from pipeline_lib.deploy.representation_file import (
+    cell_representation,
+    load_representation,
+    write_representation,
+)
 from pipeline_lib.detection.evaluate import to_anomaly_scores
-from pipeline_lib.detection.metrics import auroc
-from pipeline_lib.detection.runner import fit_index_for, limit_fit_index, rows_for
-from pipeline_lib.models.checkpoints import load_trained_representation
 from pipeline_lib.models.embed import extract_embeddings
-from pipeline_lib.models.proxy import build_proxy_model
-from pipeline_lib.models.representation import build_representation
-from pipeline_lib.registry import (
-    DENOISING_DECODERS,
-    DENOISING_TARGETS,
-    FROZEN_METHODS,
-    TRAINED_METHODS,
-)
-from pipeline_lib.runtime.io import atomic_path, load_image_dataset, load_npz
+from pipeline_lib.runtime.io import atomic_path
 
-#: Format 3 stores the detector as ``detector.npz`` + ``detector.json``; format 2 added
-#: ``kind`` (``image`` or ``patch``) to format 1. Only format 3 is read.
-PACKAGE_FORMAT = "droc-deploy-package/3"
-READABLE_FORMATS = (PACKAGE_FORMAT,)
-#: Earlier formats, whose ``detector.pkl`` is a pickle: refused unread.
-PICKLE_FORMATS = ("droc-deploy-package/1", "droc-deploy-package/2")
-#: What a reader of an old or damaged package is told to do.
-REDEPLOY = (
-    "re-run the deploy step (snakemake --forcerun deploy_model ... with the same config) to "
-    "write a " + PACKAGE_FORMAT + " package"
-)
-REPRESENTATION_FORMAT = "droc-deploy-representation/1"
-#: Most members of ``representation.pt`` (one per tensor storage; a ResNet-18 has ~120).
-MAX_REPRESENTATION_MEMBERS = 4096
-#: Inclusive bounds of the integers of a representation spec: a package cannot ask for a
-#: network larger than these (the paper's: width 64, head 8 x 512, projection 128, 32 px).
-ARCH_BOUNDS: dict[str, tuple[int, int]] = {
-    "width": (1, 1024),
-    "head_depth": (0, 16),
-    "head_hidden": (1, 4096),
-    "proj_dim": (1, 4096),
-    "image_size": (1, 1024),
-    "seed": (0, 2**63 - 1),
-}
-#: Frozen methods a package can rebuild from its own file (resnet50_imagenet needs an
-#: outside weights file at build time and is not packaged).
-PACKABLE_FROZEN = ("raw", "resnet18_random")
-#: Folds of the threshold's cross-fitting.
-THRESHOLD_FOLDS = 5
-#: Test images (inliers and outliers, a seeded draw) of the export-time parity check.
-PARITY_IMAGES = 64
-
+if TYPE_CHECKING:
+    from pipeline_lib.deploy.packages import Package
+    from pipeline_lib.deploy.protocols import CellProtocol
 
 #: Keys of ``package.json`` the package classes read themselves (the rest is ``info``).
 _HEADER_KEYS = frozenset(
@@ -139,9 +101,19 @@ _HEADER_KEYS = frozenset(
 )
 
 
+@dataclass(frozen=True)
+class FitSettings:
+    """The cell's detector and the threshold's target, as the benchmark configured them."""
+
+    detector: str
+    detector_params: dict[str, Any]
+    target_fpr: float
+    seed: int
+
+
 @dataclass
-class PackagedDetector:
-    """A representation, a fitted detector and the threshold, scoring uint8 images.
+class SavedPackage:
+    """What every package holds, and how it is saved and read back; kinds add their settings.
 
     Parameters
     ----------
@@ -150,25 +122,83 @@ class PackagedDetector:
     detector : sklearn estimator
         Fitted on the representation's ``f`` features.
     image_size : int
-        Side of the square input images (the training resolution).
+        Side of the square input images.
     threshold : float
         Anomaly scores above it are anomalies.
     info : dict
         Everything else of ``package.json`` (cell, metrics, parity).
-    batch_size : int, default=64
-        Images per forward pass.
+    batch_size : int
+        Images (patches) per forward pass.
     """
 
     representation: nn.Module
     detector: Any
     image_size: int
     threshold: float
-    info: dict[str, Any] = field(default_factory=dict)
-    batch_size: int = 64
+    info: dict[str, Any] = field(default_factory=dict, kw_only=True)
+    batch_size: int = field(default=64, kw_only=True)
+    #: Package kind in ``package.json``.
+    kind: ClassVar[str]
+    #: The kind's own fields of ``package.json`` and their types.
+    settings: ClassVar[dict[str, type]] = {}
+
+    def _header(self) -> dict[str, Any]:
+        own = {name: getattr(self, name) for name in self.settings}
+        return {
+            "kind": self.kind,
+            "image_size": self.image_size,
+            "threshold": self.threshold,
+            **own,
+        }
+
+    def save(self, folder: str | os.PathLike) -> Path:
+        """Write ``package.json``, ``representation.pt`` and the detector into ``folder``."""
+        folder = Path(folder)
+        write_model_files(folder, self.representation, self.info["representation"], self.detector)
+        write_document(folder, self._header(), self.info)
+        return folder
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike, *, batch_size: int | None = None) -> Any:
+        """Read a package folder written by :meth:`save` (``batch_size``: the kind's default).
+
+        Raises
+        ------
+        PackageError
+            If a file is missing, unreadable or of another format or kind (the message
+            names it).
+        """
+        folder = Path(folder)
+        document = read_document(folder, kind=cls.kind)
+        representation, detector = read_model_files(folder)
+        own = {name: kind(document[name]) for name, kind in cls.settings.items()}
+        return cls(
+            representation=representation,
+            detector=detector,
+            image_size=int(document["image_size"]),
+            threshold=float(document["threshold"]),
+            info=document_info(document),
+            **own,
+            **({} if batch_size is None else {"batch_size": batch_size}),
+        )
+
+
+@dataclass
+class PackagedDetector(SavedPackage):
+    """A representation, a fitted detector and the threshold, scoring whole uint8 images.
+
+    Fields as :class:`SavedPackage`: ``image_size`` is the training resolution,
+    ``batch_size`` (default 64) images per forward pass.
+    """
+
     #: Package kind in ``package.json``, and how new images are resized (the training
     #: readers' way: shorter side + centre crop).
     kind: ClassVar[str] = "image"
     resize: ClassVar[str] = "crop"
+    #: What the exported graph returns (ONNX output names) and how many images it takes a
+    #: call (None: any number).
+    outputs: ClassVar[tuple[str, ...]] = ("normality",)
+    images_per_call: ClassVar[int | None] = None
 
     def normality(self, images: np.ndarray) -> np.ndarray:
         """``score_samples`` of uint8 images ``(n, s, s, 3)``: higher = more normal."""
@@ -181,59 +211,20 @@ class PackagedDetector:
         """Anomaly scores (higher = more anomalous) of uint8 images ``(n, s, s, 3)``."""
         return to_anomaly_scores(self.normality(images))
 
+    def graph_outputs(self, images: np.ndarray) -> np.ndarray:
+        """What :meth:`graph` computes, the eager way (the parity check's reference)."""
+        return self.normality(images)
+
     def graph(self) -> ScoringGraph:
         """The exportable graph: ``f`` then the detector as matrix products."""
         return ScoringGraph(self.representation.backbone, detector_graph(self.detector))
-
-    def save(self, folder: str | os.PathLike) -> Path:
-        """Write ``package.json``, ``representation.pt`` and the detector into ``folder``."""
-        folder = Path(folder)
-        write_model_files(folder, self.representation, self.info["representation"], self.detector)
-        write_document(
-            folder,
-            {"kind": self.kind, "image_size": self.image_size, "threshold": self.threshold},
-            self.info,
-        )
-        return folder
-
-    @classmethod
-    def load(cls, folder: str | os.PathLike, *, batch_size: int = 64) -> PackagedDetector:
-        """Read a package folder written by :meth:`save`.
-
-        Raises
-        ------
-        PackageError
-            If a file is missing, unreadable or of another format or kind (the message
-            names it).
-        """
-        folder = Path(folder)
-        document = read_document(folder, kind=cls.kind)
-        representation, detector = read_model_files(folder)
-        return cls(
-            representation=representation,
-            detector=detector,
-            image_size=int(document["image_size"]),
-            threshold=float(document["threshold"]),
-            info=document_info(document),
-            batch_size=batch_size,
-        )
 
 
 def write_model_files(
     folder: Path, representation: nn.Module, spec: dict[str, Any], detector: Any
 ) -> None:
     """``representation.pt`` (spec + state dict), ``detector.npz`` and ``detector.json``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    check_representation_spec(spec, folder / "representation.pt")
-    payload = {
-        "format": REPRESENTATION_FORMAT,
-        **spec,
-        "state_dict": {
-            name: value.detach().cpu() for name, value in representation.state_dict().items()
-        },
-    }
-    with atomic_path(folder / "representation.pt") as tmp:
-        torch.save(payload, tmp)
+    write_representation(folder / "representation.pt", representation, spec)
     save_detector(detector, folder)
 
 
@@ -254,7 +245,7 @@ def read_model_files(folder: Path) -> tuple[nn.Module, Any]:
             f"{folder} holds detector.pkl, a pickled detector of a package format before "
             f"{PACKAGE_FORMAT}; it is not loaded (unpickling can run code). {REDEPLOY}"
         )
-    representation = _load_representation(folder / "representation.pt")
+    representation = load_representation(folder / "representation.pt")
     return representation, load_detector(folder)
 
 
@@ -304,273 +295,33 @@ def document_info(document: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in document.items() if k not in _HEADER_KEYS}
 
 
-def representation_spec(method: str, *, seed: int, width: int, arch: dict | None) -> dict:
-    """What rebuilds the network before its state dict is loaded (stored in the package)."""
-    if method in TRAINED_METHODS:
-        return {"kind": "trained", "method": method, "arch": dict(arch or {})}
-    if method in PACKABLE_FROZEN:
-        return {"kind": "frozen", "method": method, "seed": int(seed), "width": int(width)}
-    raise PackageError(
-        f"method {method!r} cannot be packaged; allowed: {', '.join(PACKABLE_FROZEN)} and the "
-        f"trained methods {', '.join(TRAINED_METHODS)} (resnet50_imagenet needs its outside "
-        "weights file)"
-    )
-
-
-def check_representation_spec(spec: Any, path: Path) -> None:
-    """Refuse a representation spec that names unknown keys or an unbounded network.
-
-    The spec decides what :func:`build_proxy_model` / :func:`build_representation` allocate
-    before any weight is read, so a hostile package could otherwise ask for a network of any
-    size. Known keys only, integers within :data:`ARCH_BOUNDS`, names from the known lists.
-
-    Raises
-    ------
-    PackageError
-        Naming the file, the key and its value.
-    """
-
-    def refuse(what: str) -> PackageError:
-        return PackageError(f"{path}: {what}; {REDEPLOY}")
-
-    if not isinstance(spec, dict):
-        raise refuse("the representation spec is not a dict")
-    kind = spec.get("kind")
-    if kind == "trained":
-        top = {"kind": None, "method": TRAINED_METHODS, "arch": None}
-        values = spec.get("arch")
-        if not isinstance(values, dict):
-            raise refuse("arch must be a dict")
-        known: dict[str, Any] = {
-            "method": TRAINED_METHODS,
-            "denoising_target": DENOISING_TARGETS,
-            "denoising_decoder": DENOISING_DECODERS,
-            **{k: ARCH_BOUNDS[k] for k in ("width", "head_depth", "head_hidden", "proj_dim")},
-            "image_size": ARCH_BOUNDS["image_size"],
-        }
-        checks = [("", spec, top), ("arch.", values, known)]
-    elif kind == "frozen":
-        top = {
-            "kind": None,
-            "method": PACKABLE_FROZEN,
-            "seed": ARCH_BOUNDS["seed"],
-            "width": ARCH_BOUNDS["width"],
-        }
-        checks = [("", spec, top)]
-    else:
-        raise refuse(f"representation kind {kind!r} is not 'trained' or 'frozen'")
-    for where, values, rules in checks:
-        payload_keys = set() if where else {"format", "state_dict"}
-        extra = sorted(set(values) - set(rules) - payload_keys)
-        if extra:
-            raise refuse(f"unknown representation key(s) {[where + k for k in extra]}")
-        if "method" not in values:
-            raise refuse(f"{where}method is missing")
-        for key, rule in rules.items():
-            if rule is None or key not in values:
-                continue
-            value = values[key]
-            if isinstance(rule, tuple) and isinstance(rule[0], int):
-                low, high = rule
-                is_int = isinstance(value, int) and not isinstance(value, bool)
-                if not is_int or not low <= value <= high:
-                    raise refuse(f"{where}{key} is {value!r}, not an integer in [{low}, {high}]")
-            elif value not in rule:
-                raise refuse(f"{where}{key} is {value!r}; allowed: {', '.join(rule)}")
-
-
-def _load_representation(path: Path) -> nn.Module:
-    try:
-        check_archive(path, max_members=MAX_REPRESENTATION_MEMBERS)
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except PackageError:
-        raise
-    except Exception as error:  # torch raises many types for a damaged file
-        raise PackageError(
-            f"{path} is not a readable representation ({type(error).__name__}: {error}); {REDEPLOY}"
-        ) from error
-    if not isinstance(payload, dict) or payload.get("format") != REPRESENTATION_FORMAT:
-        raise PackageError(f"{path} is not a {REPRESENTATION_FORMAT} file; {REDEPLOY}")
-    check_representation_spec(payload, path)
-    if not isinstance(payload.get("state_dict"), dict):
-        raise PackageError(f"{path} has no state_dict; {REDEPLOY}")
-    if payload["kind"] == "trained":
-        arch = dict(payload["arch"])
-        model: nn.Module = build_proxy_model(arch.pop("method"), **arch)
-    else:
-        model = build_representation(
-            payload["method"], seed=payload["seed"], width=payload["width"]
-        )
-    try:
-        model.load_state_dict(payload["state_dict"])
-    except (RuntimeError, TypeError) as error:
-        raise PackageError(
-            f"{path}: the weights do not fit the network its spec describes ({error}); {REDEPLOY}"
-        ) from error
-    return model.eval()
-
-
-def _to_full_size(detector: str, fitted: Any, normality: np.ndarray, ratio: float) -> np.ndarray:
-    """Put a fold detector's scores on the scale of the detector fitted on all rows.
-
-    Two detectors' scores grow with the number of fit rows: a one-class SVM's
-    ``sum_i a_i k(s_i, x)`` (libsvm's dual coefficients sum to ``nu * n``), and the KDE's
-    ``(1/g) log sum_j`` (a sum over ``n`` rows). Fitted on ``n / ratio`` rows they are
-    rescaled by ``ratio`` (SVMs) or shifted by ``log(ratio) / g`` (KDE); Gaussian density
-    and k-NN similarity do not depend on ``n``.
-    """
-    normality = np.asarray(normality, np.float64)
-    if detector in ("ocsvm", "ocsvm_linear"):
-        return normality * ratio
-    if detector == "kde":
-        return normality + np.log(ratio) / fitted.gamma_
-    return normality
-
-
-def cross_fitted_normality(
-    fit_features: np.ndarray,
-    fit_groups: np.ndarray,
-    query_features: np.ndarray,
-    query_groups: np.ndarray,
-    *,
-    detector: str,
-    detector_params: dict[str, Any],
-    seed: int,
-    folds: int = THRESHOLD_FOLDS,
-    kernel_of: Any | None = None,
-) -> np.ndarray:
-    """Held-out normality of every query row: scored by a detector fitted without its group.
-
-    Groups are what is held out together: one fit row for an image cell, one training image
-    (all its patches) for a patch cell. The distinct groups are split into ``folds`` seeded
-    folds; for each, the detector is refitted on the fit rows of the other groups and scores
-    the query rows of the fold's groups, rescaled to the full fit size
-    (:func:`_to_full_size`).
-
-    ``kernel_of``, the detector fitted on all rows: the folds keep its kernel width
-    (``gamma_``, derived from the fit features' variance when ``gamma`` is not set), so a
-    fold differs from the deployed detector only in its rows. Why: a score
-    ``(1/g) log sum_j exp(...)`` moves with ``g``, and a 1 % change of the width shifts every
-    held-out score by about ``0.01 log(n) / g``, which on near-identical inliers (a
-    production line) can exceed their whole spread.
-
-    Raises
-    ------
-    ValueError
-        If there are fewer groups than ``2 * folds``.
-    """
-    fit_groups, query_groups = np.asarray(fit_groups), np.asarray(query_groups)
-    groups = np.unique(fit_groups)
-    if len(groups) < 2 * folds:
-        raise ValueError(
-            f"{len(groups)} fit groups are too few to hold out inliers for the threshold "
-            f"({2 * folds} needed)"
-        )
-    order = groups[np.random.default_rng(seed).permutation(len(groups))]
-    normality = np.full(len(query_features), np.nan, dtype=np.float64)
-    n = len(fit_features)
-    params = dict(detector_params)
-    if kernel_of is not None and getattr(kernel_of, "gamma", 0) is None:
-        params["gamma"] = float(kernel_of.gamma_)  # derived at fit time: keep it fixed
-    for part in np.array_split(order, folds):
-        keep = ~np.isin(fit_groups, part)
-        rows = np.flatnonzero(np.isin(query_groups, part))
-        fitted = make_detector(detector, **params).fit(fit_features[keep])
-        normality[rows] = _to_full_size(
-            detector, fitted, fitted.score_samples(query_features[rows]), n / int(keep.sum())
-        )
-    return normality
-
-
-def threshold_at(held_out: np.ndarray, target_fpr: float) -> float:
-    """The smallest held-out anomaly score with at most ``target_fpr`` of them above it."""
-    if not 0.0 < target_fpr < 1.0:
-        raise ValueError(f"target_fpr must be in (0, 1), got {target_fpr}")
-    return float(np.quantile(held_out, 1.0 - target_fpr, method="higher"))
-
-
-def calibrate_threshold(
-    fit_features: np.ndarray,
-    *,
-    detector: str,
-    detector_params: dict[str, Any],
-    target_fpr: float,
-    seed: int,
-    folds: int = THRESHOLD_FOLDS,
-    kernel_of: Any | None = None,
-) -> tuple[float, np.ndarray]:
-    """Threshold at ``target_fpr`` on cross-fitted (held-out) inlier anomaly scores.
-
-    Returns
-    -------
-    threshold : float
-        The smallest held-out score with at most ``target_fpr`` of the held-out scores above
-        it (``np.quantile(..., 1 - target_fpr, method="higher")``).
-    held_out : ndarray of shape (n_fit,)
-        The held-out anomaly score of every fit row.
-
-    Raises
-    ------
-    ValueError
-        If ``target_fpr`` is not in (0, 1) or there are fewer fit rows than ``2 * folds``.
-    """
-    if not 0.0 < target_fpr < 1.0:
-        raise ValueError(f"target_fpr must be in (0, 1), got {target_fpr}")
-    rows = np.arange(len(fit_features))
-    held_out = to_anomaly_scores(
-        cross_fitted_normality(
-            fit_features,
-            rows,
-            fit_features,
-            rows,
-            detector=detector,
-            detector_params=detector_params,
-            seed=seed,
-            folds=folds,
-            kernel_of=kernel_of,
-        )
-    )
-    return threshold_at(held_out, target_fpr), held_out
-
-
-def rates(anomaly_scores: np.ndarray, is_outlier: np.ndarray, threshold: float) -> dict[str, float]:
-    """False- and true-positive rates of ``score > threshold`` (outlier = positive)."""
-    flagged = np.asarray(anomaly_scores) > threshold
-    outlier = np.asarray(is_outlier).astype(bool)
-    return {
-        "fpr": float(flagged[~outlier].mean()) if (~outlier).any() else float("nan"),
-        "tpr": float(flagged[outlier].mean()) if outlier.any() else float("nan"),
-    }
-
-
 def package_cell(
     out_dir: str | os.PathLike,
+    protocol: CellProtocol,
     *,
-    dataset_path: str | os.PathLike,
-    split_path: str | os.PathLike,
-    features_path: str | os.PathLike,
     model_path: str | os.PathLike | None,
     cell: dict[str, Any],
     detector_params: dict[str, Any],
     width: int,
-    max_fit: int,
     target_fpr: float,
     recorded_auroc: float | None = None,
-    fitset: str = "train",
 ) -> dict[str, Any]:
     """Package one benchmark cell into ``out_dir``; returns the package's metrics record.
 
-    Fits the cell's detector exactly as the detection step did (same fit rows of the stored
-    features), chooses the threshold (module docstring), measures it on the test split,
-    re-scores the test images from pixels through the package, exports TorchScript and
-    ONNX and checks their parity.
+    The steps every package takes: rebuild the representation (refused before any work if
+    it cannot be packaged), let ``protocol`` fit the detector exactly as the benchmark did
+    and choose the threshold on held-out inliers, measure the package on the test split,
+    save it, export TorchScript and ONNX and check their parity with the eager scores.
 
     Parameters
     ----------
     out_dir : str or PathLike
         Package folder (replaced if it exists).
-    dataset_path, split_path, features_path : str or PathLike
-        The cell's ``dataset.npz``, ``split.npz`` and ``features.npz``.
+    protocol : CellProtocol
+        How images become scores: whole images
+        (:class:`~pipeline_lib.deploy.protocols.ImageProtocol`) or dense patches with an
+        anomaly map (:class:`~pipeline_lib.deploy.patch_protocol.PatchProtocol`), and the
+        cell's input files.
     model_path : str or PathLike or None
         The trained ``model.pt``; None for a frozen method.
     cell : dict
@@ -579,115 +330,78 @@ def package_cell(
         The detector's hyper-parameters from the config.
     width : int
         ``embed.width`` (frozen ResNet).
-    max_fit : int
-        ``detect.max_fit``.
     target_fpr : float
         Target false-positive rate of the threshold.
     recorded_auroc : float or None
-        The AUC the detection step recorded for this cell, compared with the package's.
-    fitset : str, default="train"
+        The AUC the benchmark recorded for this cell, stored beside the package's.
 
     Returns
     -------
     dict
-        Threshold, its test FPR / TPR, AUCs (from features, from pixels, recorded) and the
-        parity report.
+        Threshold, its held-out and test FPR / TPR, AUCs and the parity report.
 
     Raises
     ------
     PackageError
         If the method cannot be packaged, or the exported graphs disagree with the eager
-        scores beyond the parity tolerance.
+        outputs beyond the parity tolerance.
     """
-    method, detector, seed = cell["method"], cell["detector"], int(cell["seed"])
-    split = load_split(split_path)
-    features = load_npz(features_path)
-    fit_index = limit_fit_index(fit_index_for(split, fitset), max_fit=max_fit, seed=seed)
-    fit_features = rows_for(fit_index, features["train_index"], features["f_train"])
-    test_features = rows_for(split.test_index, features["test_index"], features["f_test"])
-    fitted = make_detector(detector, **detector_params).fit(fit_features)
-    test_scores = to_anomaly_scores(fitted.score_samples(test_features))
-    threshold, held_out = calibrate_threshold(
-        fit_features,
-        detector=detector,
-        detector_params=detector_params,
-        target_fpr=target_fpr,
-        seed=seed,
-        kernel_of=fitted,
-    )
-    if method in TRAINED_METHODS:
-        if model_path is None:
-            raise PackageError(f"trained method {method!r} needs its model.pt")
-        representation = load_trained_representation(model_path)
-        arch = dict(representation.arch)
-    elif method in FROZEN_METHODS:
-        representation, arch = build_representation(method, seed=seed, width=width), None
-    else:
-        raise PackageError(f"unknown method {method!r}")
-    dataset = load_image_dataset(dataset_path)
-    test_images = dataset.test_images[split.test_index]
+    method, seed = cell["method"], int(cell["seed"])
+    representation, spec = cell_representation(method, model_path, seed=seed, width=width)
+    settings = FitSettings(cell["detector"], detector_params, target_fpr, seed)
+    calibration = protocol.fit(representation, settings)
     info: dict[str, Any] = {
-        "cell": {**cell, "fitset": fitset},
+        "cell": {**cell, "fitset": protocol.fitset},
         "detector_params": detector_params,
-        "representation": representation_spec(method, seed=seed, width=width, arch=arch),
+        "representation": spec,
         "target_fpr": float(target_fpr),
-        "threshold_rule": (
-            f"anomaly score > threshold; threshold = {1 - target_fpr:g} quantile of "
-            f"{THRESHOLD_FOLDS}-fold cross-fitted scores of the {len(fit_features)} fit rows"
-        ),
+        **calibration.info,
     }
-    package = PackagedDetector(
-        representation=representation,
-        detector=fitted,
-        image_size=int(test_images.shape[1]),
-        threshold=threshold,
-        info=info,
-    )
-    pixel_scores = package.anomaly_scores(test_images)
-    metrics = {
-        "threshold": threshold,
-        "heldout_fpr": float(np.mean(held_out > threshold)),
-        **{f"test_{k}": v for k, v in rates(test_scores, split.test_is_outlier, threshold).items()},
-        "auroc_features": auroc(test_scores, split.test_is_outlier),
-        "auroc_pixels": auroc(pixel_scores, split.test_is_outlier),
-        "max_abs_diff_pixels_vs_features": float(np.max(np.abs(pixel_scores - test_scores))),
-        "n_fit": int(len(fit_features)),
-        "n_test": int(len(test_scores)),
-    }
-    if recorded_auroc is not None:
-        metrics["auroc_recorded"] = float(recorded_auroc)
+    package = protocol.build(representation, calibration, info)
+    metrics = protocol.measure(package, calibration, recorded_auroc)
     info["metrics"] = metrics
 
     out_dir = Path(out_dir)
     if out_dir.exists():
         shutil.rmtree(out_dir)
     package.save(out_dir)
+    images = calibration.test_images
     rng = np.random.default_rng(seed)
-    sample = test_images[np.sort(rng.permutation(len(test_images))[:PARITY_IMAGES])]
+    sample = images[np.sort(rng.permutation(len(images))[: protocol.parity_images])]
+    reports = _export_and_check(package, protocol, sample, out_dir, info=info, seed=seed)
+    parity, flat = protocol.parity_record(reports, len(sample))
+    info["parity"] = parity
+    package.save(out_dir)  # with the export and parity reports
+    if not all(report.ok for report in reports.values()):
+        described = "; ".join(f"{part}: {r.describe()}" for part, r in reports.items())
+        raise PackageError(f"exported graphs disagree with the eager model: {described}")
+    return {**metrics, **flat}
+
+
+def _export_and_check(
+    package: Package,
+    protocol: CellProtocol,
+    sample: np.ndarray,
+    out_dir: Path,
+    *,
+    info: dict[str, Any],
+    seed: int,
+) -> dict[str, ParityReport]:
+    """Export the graphs (where the protocol allows) and compare them with the eager path.
+
+    The reloaded package is compared too, so the saved files are checked as well as the
+    exported graphs. An export record of the protocol goes to ``info["export"]``.
+    """
+    reloaded = type(package).load(out_dir, batch_size=package.batch_size)
+    others: dict[str, Scorer] = {"package_reloaded": reloaded.graph_outputs}
     graph = package.graph()
-    export_torchscript(graph, sample[:2], out_dir / "model.ts")
-    export_onnx(graph, sample[:2], out_dir / "model.onnx")
-    reloaded = PackagedDetector.load(out_dir)
-    report = check_parity(
-        sample,
-        package.normality,
-        {
-            "package_reloaded": reloaded.normality,
-            "torchscript": torchscript_scorer(out_dir / "model.ts"),
-            "onnx": onnx_scorer(out_dir / "model.onnx"),
-        },
-        seed=seed,
-    )
-    info["parity"] = {
-        "n_images": int(len(sample)),
-        "tolerance": report.tolerance,
-        "max_abs_diff": report.max_abs_diff,
-    }
-    package.save(out_dir)  # with the parity report
-    if not report.ok:
-        raise PackageError(f"exported graphs disagree with the eager model: {report.describe()}")
-    return {
-        **metrics,
-        "parity_tolerance": report.tolerance,
-        **{f"parity_{name}": diff for name, diff in report.max_abs_diff.items()},
-    }
+    export, record = protocol.export_plan(graph)
+    if export:
+        export_torchscript(graph, sample[:2], out_dir / "model.ts")
+        export_onnx(graph, sample[:2], out_dir / "model.onnx", output_names=package.outputs)
+        calls = {"images_per_call": package.images_per_call}
+        others["torchscript"] = torchscript_scorer(out_dir / "model.ts", **calls)
+        others["onnx"] = onnx_scorer(out_dir / "model.onnx", **calls)
+    if record is not None:
+        info["export"] = record
+    return check_parity(sample, package.graph_outputs, others, parts=package.outputs, seed=seed)

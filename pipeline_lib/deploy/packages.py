@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from pipeline_lib.deploy.package import PackagedDetector, PackageError, read_document
-from pipeline_lib.deploy.patch_package import PackagedPatchDetector
+from pipeline_lib.deploy.patch_protocol import PackagedPatchDetector
 
 #: Either kind of package; both have ``image_size``, ``resize``, ``threshold`` and
 #: ``anomaly_scores``; only patch packages have ``score`` with maps.

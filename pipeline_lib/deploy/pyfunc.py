@@ -209,6 +209,28 @@ def score_rows(
     """
     if not isinstance(frame, pd.DataFrame):
         frame = pd.DataFrame(frame)
+    _check_request(frame, max_pixels=max_pixels, request_pixels=request_pixels)
+    errors, good, images = _decode_rows(package, frame, max_pixels=max_pixels)
+    names = [
+        str(frame["name"].iloc[i])
+        if "name" in frame and _present(frame["name"].iloc[i])
+        else str(i)
+        for i in range(len(frame))
+    ]
+    scores, flags, maps = _score_rows(package, images, good, len(frame))
+    columns = {
+        "name": names,
+        "score": pd.Series(scores, dtype=object),
+        "is_anomaly": pd.Series(flags, dtype=object),
+        "error": errors,
+    }
+    if has_maps(package):
+        columns["anomaly_map"] = pd.Series(maps, dtype=object)
+    return pd.DataFrame(columns)
+
+
+def _check_request(frame: pd.DataFrame, *, max_pixels: int, request_pixels: int | None) -> None:
+    """Refuse a request over the limits as a whole (HTTP 400), before any image is decoded."""
     if len(frame) > MAX_ROWS:
         raise MlflowException.invalid_parameter_value(
             f"request holds {len(frame)} images, over the limit of {MAX_ROWS} per request; "
@@ -230,12 +252,12 @@ def score_rows(
         budget=request_pixel_budget() if request_pixels is None else request_pixels,
         max_pixels=max_pixels,
     )
-    names = [
-        str(frame["name"].iloc[i])
-        if "name" in frame and _present(frame["name"].iloc[i])
-        else str(i)
-        for i in range(len(frame))
-    ]
+
+
+def _decode_rows(
+    package: Package, frame: pd.DataFrame, *, max_pixels: int
+) -> tuple[list[str], list[int], list[np.ndarray]]:
+    """Every row's error (empty when decoded), the decoded rows and their pixels."""
     errors = [""] * len(frame)
     good: list[int] = []
     images: list[np.ndarray] = []
@@ -258,9 +280,16 @@ def score_rows(
             continue
         good.append(i)
         images.append(pixels)
-    scores: list[float | None] = [None] * len(frame)
-    flags: list[bool | None] = [None] * len(frame)
-    maps: list[str | None] = [None] * len(frame)
+    return errors, good, images
+
+
+def _score_rows(
+    package: Package, images: list[np.ndarray], good: list[int], n_rows: int
+) -> tuple[list[float | None], list[bool | None], list[str | None]]:
+    """Score, verdict and encoded map (patch packages) of the decoded rows; None elsewhere."""
+    scores: list[float | None] = [None] * n_rows
+    flags: list[bool | None] = [None] * n_rows
+    maps: list[str | None] = [None] * n_rows
     if images and has_maps(package):
         result = package.score(np.stack(images))
         for k, i in enumerate(good):
@@ -272,15 +301,7 @@ def score_rows(
         for i, value in zip(good, anomaly, strict=True):
             scores[i] = float(value)
             flags[i] = bool(value > package.threshold)
-    columns = {
-        "name": names,
-        "score": pd.Series(scores, dtype=object),
-        "is_anomaly": pd.Series(flags, dtype=object),
-        "error": errors,
-    }
-    if has_maps(package):
-        columns["anomaly_map"] = pd.Series(maps, dtype=object)
-    return pd.DataFrame(columns)
+    return scores, flags, maps
 
 
 class DrocPyfunc(mlflow.pyfunc.PythonModel):

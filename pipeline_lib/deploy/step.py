@@ -21,11 +21,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline_lib.data.mvtec import category_from_arrays
 from pipeline_lib.deploy.package import package_cell
-from pipeline_lib.deploy.patch_package import package_patch_cell
+from pipeline_lib.deploy.patch_protocol import PatchProtocol
+from pipeline_lib.deploy.protocols import CellProtocol, ImageProtocol
 from pipeline_lib.results.tidy_table import load_results_csv
-from pipeline_lib.runtime.io import load_image_dataset, load_npz
 
 #: MVTec detectors the deploy step cannot package: RotNet's own classifier fits nothing on
 #: features (it is the network's rotation head), so ``best`` never picks it.
@@ -94,6 +93,31 @@ def input_example(images: np.ndarray, n: int = 2) -> pd.DataFrame:
     return pd.DataFrame({"name": [f"example{i}" for i in range(n)], "image": encoded})
 
 
+def cell_protocol(
+    paths: Mapping[str, str | None], *, max_fit: int, patches: Mapping[str, Any] | None
+) -> CellProtocol:
+    """The protocol of a cell: MVTec's patches (``patches`` given) or whole images.
+
+    Parameters
+    ----------
+    paths : mapping
+        The method's files: ``dataset``, ``split`` and ``features``; MVTec: ``category``.
+    max_fit : int
+        ``detect.max_fit`` (image cells).
+    patches : mapping or None
+        MVTec's ``patch_size``, ``stride``, ``sigma``, ``normalize``, ``max_fit_patches``
+        and ``batch_size``.
+    """
+    if patches is not None:
+        return PatchProtocol(category_path=paths["category"], **patches)
+    return ImageProtocol(
+        dataset_path=paths["dataset"],
+        split_path=paths["split"],
+        features_path=paths["features"],
+        max_fit=max_fit,
+    )
+
+
 def package_deploy_cell(
     out_dir: str | os.PathLike,
     *,
@@ -108,9 +132,9 @@ def package_deploy_cell(
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """Package the configured cell into ``out_dir``; no MLflow.
 
-    An MVTec cell (``patches`` given) is packaged by
-    :func:`~pipeline_lib.deploy.patch_package.package_patch_cell` from its ``category`` and
-    ``model`` files; any other by :func:`~pipeline_lib.deploy.package.package_cell`.
+    Every cell goes through :func:`~pipeline_lib.deploy.package.package_cell`; an MVTec
+    cell (``patches`` given) with the patch protocol from its ``category`` and ``model``
+    files, any other with the image protocol (:func:`cell_protocol`).
 
     Parameters
     ----------
@@ -155,38 +179,21 @@ def package_deploy_cell(
     }
     recorded = recorded_auroc(results, full)
     paths = files[full["method"]]
-    if patches is None:
-        metrics = package_cell(
-            out_dir,
-            dataset_path=paths["dataset"],
-            split_path=paths["split"],
-            features_path=paths["features"],
-            model_path=paths.get("model"),
-            cell=full,
-            detector_params=dict(detector_params[full["detector"]]),
-            width=width,
-            max_fit=max_fit,
-            target_fpr=target_fpr,
-            recorded_auroc=recorded,
-        )
-        example_images = load_image_dataset(paths["dataset"]).test_images
-    else:
-        metrics = package_patch_cell(
-            out_dir,
-            category_path=paths["category"],
-            model_path=paths.get("model"),
-            cell={k: v for k, v in full.items() if k != "contamination"},
-            detector_params=dict(detector_params[full["detector"]] or {}),
-            width=width,
-            target_fpr=target_fpr,
-            recorded_auroc=recorded,
-            **patches,
-        )
-        example_images = category_from_arrays(load_npz(paths["category"])).test_images
+    protocol = cell_protocol(paths, max_fit=max_fit, patches=patches)
+    metrics = package_cell(
+        out_dir,
+        protocol,
+        model_path=paths.get("model"),
+        cell=full if patches is None else {k: v for k, v in full.items() if k != "contamination"},
+        detector_params=dict(detector_params[full["detector"]] or {}),
+        width=width,
+        target_fpr=target_fpr,
+        recorded_auroc=recorded,
+    )
     record: dict[str, Any] = {"cell": full, "metrics": metrics, "package": str(out_dir)}
     if "best_mean_auroc" in chosen:
         record["best_mean_auroc"] = chosen["best_mean_auroc"]
-    return record, input_example(example_images)
+    return record, input_example(protocol.example_images())
 
 
 def register_package(

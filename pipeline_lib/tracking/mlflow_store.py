@@ -20,6 +20,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -315,6 +316,160 @@ def _existing_runs_all(client: Any, experiment_id: str, sweep: str) -> list[Any]
             return runs
 
 
+@dataclass
+class _SweepRuns:
+    """The runs of one sweep in one experiment: its parent and the runs already logged."""
+
+    client: Any
+    experiment_id: str
+    sweep: str
+    common: dict[str, str]
+    existing: dict[str, Any]
+    parent_id: str
+    now: int
+
+    @classmethod
+    def open(
+        cls,
+        client: Any,
+        experiment_id: str,
+        *,
+        experiment: str,
+        sweep: str,
+        tags: Mapping[str, str] | None,
+    ) -> _SweepRuns:
+        """Find the sweep's runs; create its parent (summary) run if it has none."""
+        existing = _existing_runs(client, experiment_id, sweep)
+        common = {SWEEP_TAG: sweep, **(tags or {})}
+        parent_key = f"sweep:{sweep}"
+        parent = existing.get(parent_key)
+        parent_id = (
+            parent.info.run_id
+            if parent
+            else client.create_run(
+                experiment_id,
+                run_name=f"{experiment}-{sweep}",
+                tags={**common, KEY_TAG: parent_key, KIND_TAG: "summary"},
+            ).info.run_id
+        )
+        now = int(time.time() * 1000)
+        return cls(client, experiment_id, sweep, common, existing, parent_id, now)
+
+    def _child(self, key: str, kind: str, run_name: str) -> str:
+        return self.client.create_run(
+            self.experiment_id,
+            run_name=run_name,
+            tags={
+                **self.common,
+                KEY_TAG: key,
+                KIND_TAG: kind,
+                "mlflow.parentRunId": self.parent_id,
+            },
+        ).info.run_id
+
+    def log_jobs(
+        self, records: Sequence[Mapping[str, Any]], counts: dict[str, int]
+    ) -> dict[str, str]:
+        """A child run per record (created, updated in place, or left alone when unchanged).
+
+        Returns ``result_key`` -> its job run's id (the summary page links it).
+        """
+        from mlflow.entities import Metric, Param, RunTag
+
+        run_ids: dict[str, str] = {}
+        for record in records:
+            key = str(record["result_key"])
+            digest = _content_hash(record)
+            run = self.existing.get(key)
+            if run is not None and run.data.tags.get(HASH_TAG) == digest:
+                counts["unchanged"] += 1
+                run_ids[key] = run.info.run_id
+                continue
+            params = [Param(name, str(record[name])) for name in PARAM_COLUMNS if name in record]
+            metrics = [
+                Metric(name, float(value), self.now, 0)
+                for name, value in record.items()
+                if name not in PARAM_COLUMNS
+                and isinstance(value, (int, float))
+                and not isinstance(value, bool)
+            ]
+            run_tags = [RunTag(HASH_TAG, digest)]
+            if run is None:
+                name = "/".join(str(record[n]) for n in PARAM_COLUMNS if n in record)
+                run_id = self._child(key, "job", name)
+                self.client.log_batch(run_id, metrics=metrics, params=params, tags=run_tags)
+                counts["created"] += 1
+            else:
+                # Params are immutable in MLflow and identity params never change for a
+                # key; but a writer killed between creating the run and logging it left
+                # none: log the ones the run lacks.
+                run_id = run.info.run_id
+                missing = [param for param in params if param.key not in run.data.params]
+                self.client.log_batch(run_id, metrics=metrics, params=missing, tags=run_tags)
+                counts["updated"] += 1
+            self.client.set_terminated(run_id)
+            run_ids[key] = run_id
+        return run_ids
+
+    def log_training(
+        self,
+        key: str,
+        history: Sequence[Mapping[str, Any]],
+        files: Sequence[str | os.PathLike],
+        counts: dict[str, int],
+    ) -> None:
+        """The ``training`` run of one model: its curves stepped by epoch, and ``files``."""
+        from mlflow.entities import Metric, RunTag
+
+        training_key = f"train:{key}"
+        digest = _content_hash({"history": list(history)})
+        run = self.existing.get(training_key)
+        if run is not None and run.data.tags.get(HASH_TAG) == digest:
+            counts["unchanged"] += 1
+            return
+        if run is None:
+            run_id = self._child(training_key, "training", f"train {key}")
+            counts["created"] += 1
+        else:
+            run_id = run.info.run_id
+            counts["updated"] += 1
+        curves = [
+            Metric(name, value, self.now, epoch) for name, value, epoch in history_curves(history)
+        ]
+        for start in range(0, len(curves), 900):  # log_batch takes <= 1000 metrics
+            self.client.log_batch(run_id, metrics=curves[start : start + 900])
+        for path in files:
+            self.client.log_artifact(run_id, str(path))
+        self.client.log_batch(run_id, tags=[RunTag(HASH_TAG, digest)])
+        self.client.set_terminated(run_id)
+
+    def close_parent(self, artifacts: Sequence[str | os.PathLike], *, n_results: int) -> None:
+        """The sweep's tables and plots on the parent run, its tags and ``n_results``."""
+        from mlflow.entities import Metric, RunTag
+
+        for path in artifacts:
+            path = Path(path)
+            self.client.log_artifact(self.parent_id, str(path), artifact_path=path.parent.name)
+        self.client.log_batch(
+            self.parent_id,
+            metrics=[Metric("n_results", float(n_results), self.now, 0)],
+            tags=[RunTag(name, str(value)) for name, value in self.common.items()],
+        )
+        self.client.set_terminated(self.parent_id)
+
+    def deduplicate(self, run_ids: dict[str, str]) -> tuple[int, dict[str, str]]:
+        """Remove racing writers' duplicates; ``run_ids`` pointed at the kept runs."""
+        removed = _remove_duplicates(self.client, self.experiment_id, self.sweep)
+        if removed:
+            # a racing writer's run may be the one kept: link the kept run of each key
+            kept = _existing_runs(self.client, self.experiment_id, self.sweep)
+            run_ids = {
+                key: kept[key].info.run_id if key in kept else run_id
+                for key, run_id in run_ids.items()
+            }
+        return removed, run_ids
+
+
 def log_sweep(
     records: Sequence[Mapping[str, Any]],
     *,
@@ -354,8 +509,6 @@ def log_sweep(
         (``result_key`` -> its job run's id, for links to the runs); or the warning when
         the tracking store could not be reached.
     """
-    from mlflow.entities import Metric, Param, RunTag
-
     summary: dict[str, Any] = {
         "tracking_uri": redact_uri(uri),
         "sweep": sweep,
@@ -368,119 +521,24 @@ def log_sweep(
             )
             if store["status"] != "ready":
                 return summary | store
-            client = _client(uri, timeout_s=timeout_s)
-            experiment_id = store["experiment_id"]
-            existing = _existing_runs(client, experiment_id, sweep)
-            common = {SWEEP_TAG: sweep, **(tags or {})}
-            parent_key = f"sweep:{sweep}"
-            parent = existing.get(parent_key)
-            parent_id = (
-                parent.info.run_id
-                if parent
-                else client.create_run(
-                    experiment_id,
-                    run_name=f"{experiment}-{sweep}",
-                    tags={**common, KEY_TAG: parent_key, KIND_TAG: "summary"},
-                ).info.run_id
+            sweep_runs = _SweepRuns.open(
+                _client(uri, timeout_s=timeout_s),
+                store["experiment_id"],
+                experiment=experiment,
+                sweep=sweep,
+                tags=tags,
             )
             counts = {"created": 0, "updated": 0, "unchanged": 0}
-            run_ids: dict[str, str] = {}  # result_key -> its job run (the summary page links it)
-            now = int(time.time() * 1000)
-            for record in records:
-                key = str(record["result_key"])
-                digest = _content_hash(record)
-                run = existing.get(key)
-                if run is not None and run.data.tags.get(HASH_TAG) == digest:
-                    counts["unchanged"] += 1
-                    run_ids[key] = run.info.run_id
-                    continue
-                params = [
-                    Param(name, str(record[name])) for name in PARAM_COLUMNS if name in record
-                ]
-                metrics = [
-                    Metric(name, float(value), now, 0)
-                    for name, value in record.items()
-                    if name not in PARAM_COLUMNS
-                    and isinstance(value, (int, float))
-                    and not isinstance(value, bool)
-                ]
-                run_tags = [RunTag(HASH_TAG, digest)]
-                if run is None:
-                    run_id = client.create_run(
-                        experiment_id,
-                        run_name="/".join(str(record[n]) for n in PARAM_COLUMNS if n in record),
-                        tags={
-                            **common,
-                            KEY_TAG: key,
-                            KIND_TAG: "job",
-                            "mlflow.parentRunId": parent_id,
-                        },
-                    ).info.run_id
-                    client.log_batch(run_id, metrics=metrics, params=params, tags=run_tags)
-                    counts["created"] += 1
-                else:
-                    # Params are immutable in MLflow and identity params never change for a
-                    # key; but a writer killed between creating the run and logging it left
-                    # none: log the ones the run lacks.
-                    run_id = run.info.run_id
-                    missing = [param for param in params if param.key not in run.data.params]
-                    client.log_batch(run_id, metrics=metrics, params=missing, tags=run_tags)
-                    counts["updated"] += 1
-                client.set_terminated(run_id)
-                run_ids[key] = run_id
+            run_ids = sweep_runs.log_jobs(records, counts)
             for key, history in (histories or {}).items():
-                training_key = f"train:{key}"
-                digest = _content_hash({"history": list(history)})
-                run = existing.get(training_key)
-                if run is not None and run.data.tags.get(HASH_TAG) == digest:
-                    counts["unchanged"] += 1
-                    continue
-                if run is None:
-                    run_id = client.create_run(
-                        experiment_id,
-                        run_name=f"train {key}",
-                        tags={
-                            **common,
-                            KEY_TAG: training_key,
-                            KIND_TAG: "training",
-                            "mlflow.parentRunId": parent_id,
-                        },
-                    ).info.run_id
-                    counts["created"] += 1
-                else:
-                    run_id = run.info.run_id
-                    counts["updated"] += 1
-                curves = [
-                    Metric(name, value, now, epoch)
-                    for name, value, epoch in history_curves(history)
-                ]
-                for start in range(0, len(curves), 900):  # log_batch takes <= 1000 metrics
-                    client.log_batch(run_id, metrics=curves[start : start + 900])
-                for path in (history_artifacts or {}).get(key, ()):
-                    client.log_artifact(run_id, str(path))
-                client.log_batch(run_id, tags=[RunTag(HASH_TAG, digest)])
-                client.set_terminated(run_id)
-            for path in artifacts:
-                path = Path(path)
-                client.log_artifact(parent_id, str(path), artifact_path=path.parent.name)
-            client.log_batch(
-                parent_id,
-                metrics=[Metric("n_results", float(len(records)), now, 0)],
-                tags=[RunTag(name, str(value)) for name, value in common.items()],
-            )
-            client.set_terminated(parent_id)
-            counts["duplicates_removed"] = _remove_duplicates(client, experiment_id, sweep)
-            if counts["duplicates_removed"]:
-                # a racing writer's run may be the one kept: link the kept run of each key
-                kept = _existing_runs(client, experiment_id, sweep)
-                run_ids = {
-                    key: kept[key].info.run_id if key in kept else run_id
-                    for key, run_id in run_ids.items()
-                }
+                files = (history_artifacts or {}).get(key, ())
+                sweep_runs.log_training(key, history, files, counts)
+            sweep_runs.close_parent(artifacts, n_results=len(records))
+            counts["duplicates_removed"], run_ids = sweep_runs.deduplicate(run_ids)
             return summary | {
                 "status": "logged",
-                "experiment_id": experiment_id,
-                "parent_run_id": parent_id,
+                "experiment_id": sweep_runs.experiment_id,
+                "parent_run_id": sweep_runs.parent_id,
                 **counts,
                 "run_ids": run_ids,
             }

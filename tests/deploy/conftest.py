@@ -14,6 +14,7 @@ import pytest
 from pipeline_lib.data.digits import read_digits
 from pipeline_lib.data.split import one_class_split, save_split
 from pipeline_lib.deploy.package import PackagedDetector, package_cell
+from pipeline_lib.deploy.protocols import ImageProtocol
 from pipeline_lib.detection.detectors import make_detector
 from pipeline_lib.models.embed import embed_split
 from pipeline_lib.models.representation import build_representation
@@ -48,9 +49,12 @@ def make_package(cell: dict[str, Path], out: Path, detector: str) -> dict:
     """Package the digits cell with ``detector`` (paper defaults) into ``out``."""
     return package_cell(
         out,
-        dataset_path=cell["dataset"],
-        split_path=cell["split"],
-        features_path=cell["features"],
+        ImageProtocol(
+            dataset_path=cell["dataset"],
+            split_path=cell["split"],
+            features_path=cell["features"],
+            max_fit=20000,
+        ),
         model_path=None,
         cell={
             "dataset": "digits",
@@ -62,7 +66,6 @@ def make_package(cell: dict[str, Path], out: Path, detector: str) -> dict:
         },
         detector_params={},
         width=WIDTH,
-        max_fit=20000,
         target_fpr=0.05,
     )
 

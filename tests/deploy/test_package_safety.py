@@ -14,13 +14,9 @@ from PIL import Image
 
 from pipeline_lib.deploy.cli import main as droc
 from pipeline_lib.deploy.detector_state import ARRAYS_FILE, STATE_FILE
-from pipeline_lib.deploy.package import (
-    PACKAGE_FORMAT,
-    PackagedDetector,
-    PackageError,
-    check_representation_spec,
-)
+from pipeline_lib.deploy.package import PACKAGE_FORMAT, PackagedDetector, PackageError
 from pipeline_lib.deploy.packages import load_package_folder
+from pipeline_lib.deploy.representation_file import check_representation_spec
 from tests.deploy.conftest import SMALL_SIZE, small_package
 
 
@@ -148,6 +144,6 @@ def test_a_representation_asking_for_a_huge_network_is_refused_before_building(
     def refuse(*args, **kwargs):
         raise AssertionError("a network was built from a hostile spec")
 
-    monkeypatch.setattr("pipeline_lib.deploy.package.build_proxy_model", refuse)
+    monkeypatch.setattr("pipeline_lib.deploy.representation_file.build_proxy_model", refuse)
     with pytest.raises(PackageError, match=r"representation\.pt: arch\.width is 65536"):
         load_package_folder(tmp_path / "package")

@@ -22,9 +22,9 @@ from PIL import Image
 
 from pipeline_lib.data.mvtec import category_to_arrays, read_mvtec_category
 from pipeline_lib.deploy.cli import main as droc
-from pipeline_lib.deploy.package import PACKAGE_FORMAT, PackagedDetector, PackageError
+from pipeline_lib.deploy.package import PACKAGE_FORMAT, PackagedDetector, PackageError, package_cell
 from pipeline_lib.deploy.packages import load_package_folder
-from pipeline_lib.deploy.patch_package import PackagedPatchDetector, package_patch_cell
+from pipeline_lib.deploy.patch_protocol import PackagedPatchDetector, PatchProtocol
 from pipeline_lib.deploy.pyfunc import PATCH_SIGNATURE, decode_map, model_arguments
 from pipeline_lib.detection.metrics import auroc
 from pipeline_lib.models.checkpoints import save_representation
@@ -34,6 +34,18 @@ from tests.deploy.conftest import png_bytes
 from tests.mvtec.conftest import write_category
 
 SIZE, PATCH, STRIDE = 64, 16, 4
+
+
+def patch_protocol(category_path: Path) -> PatchProtocol:
+    """The cell's patch protocol: 16 x 16 patches at stride 4, every training patch."""
+    return PatchProtocol(
+        category_path=category_path,
+        patch_size=PATCH,
+        stride=STRIDE,
+        sigma=4.0,
+        normalize=True,
+        max_fit_patches=None,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -58,19 +70,14 @@ def cell(tmp_path_factory: pytest.TempPathFactory) -> dict:
         device="cpu",
     )
     save_representation(folder / "model.pt", model, method="rotnet", config_dict={})
-    metrics = package_patch_cell(
+    metrics = package_cell(
         folder / "package",
-        category_path=folder / "category.npz",
+        patch_protocol(folder / "category.npz"),
         model_path=folder / "model.pt",
         cell={"dataset": "mvtec", "inlier": "widget", "method": "rotnet", "detector": "kde"}
         | {"seed": 0},
         detector_params={},
         width=4,
-        patch_size=PATCH,
-        stride=STRIDE,
-        sigma=4.0,
-        normalize=True,
-        max_fit_patches=None,
         target_fpr=0.1,
     )
     yield {"package": folder / "package", "category": category, "metrics": metrics}
@@ -180,18 +187,13 @@ def test_pyfunc_returns_the_map(cell: dict, tmp_path: Path) -> None:
 
 def test_unpackable_method_is_refused_before_any_work(tmp_path: Path) -> None:
     with pytest.raises(PackageError, match="resnet50_imagenet.*outside weights"):
-        package_patch_cell(
+        package_cell(
             tmp_path / "package",
-            category_path=tmp_path / "missing.npz",
+            patch_protocol(tmp_path / "missing.npz"),
             model_path=None,
             cell={"dataset": "mvtec", "inlier": "w", "method": "resnet50_imagenet"}
             | {"detector": "kde", "seed": 0},
             detector_params={},
             width=4,
-            patch_size=PATCH,
-            stride=STRIDE,
-            sigma=4.0,
-            normalize=True,
-            max_fit_patches=None,
             target_fpr=0.1,
         )

@@ -125,7 +125,8 @@ def _writes_mlflow(rule: str) -> bool:
     """The rule's script opens the tracking store (one script per rule, STYLE.md)."""
     script = REPO / "workflow/scripts" / f"{rule}.py"
     text = script.read_text() if script.exists() else ""
-    return any(name in text for name in ("tracking.mlflow_store import", "register_package"))
+    writers = ("tracking.mlflow_store import", "tracking.loggers import", "register_package")
+    return any(name in text for name in writers)
 
 
 #: Parse the workflow with Snakemake's API; print every rule and whether a cluster executor
