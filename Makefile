@@ -14,7 +14,8 @@ FAST := not workflow and not realdata and not cluster and not slow
 
 # uv installs the same pins as pip several times faster (it downloads and unpacks in
 # parallel); it is given the package indexes and wheel folders pip is configured with, and
-# pip itself installs when uv cannot.
+# pip itself installs when uv cannot. Bytecode is compiled once here, as pip does: where
+# PYTHONDONTWRITEBYTECODE is set, every job would otherwise compile its imports again.
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip uv
@@ -22,7 +23,7 @@ $(VENV)/.installed: pyproject.toml
 	    do echo --extra-index-url $$url; done; \
 	    for folder in $$($(BIN)/pip config get global.find-links 2>/dev/null); \
 	    do echo --find-links $$folder; done); \
-	$(BIN)/uv pip install --quiet --native-tls --python $(BIN)/python \
+	$(BIN)/uv pip install --quiet --native-tls --compile-bytecode --python $(BIN)/python \
 	    --index-strategy unsafe-best-match $$sources -e ".[dev]" \
 	|| $(BIN)/pip install --quiet -e ".[dev]"
 	touch $@
