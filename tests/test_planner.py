@@ -674,6 +674,29 @@ def test_the_committed_h200_table_covers_every_method_and_setting() -> None:
     )
 
 
+def test_the_committed_64_px_table_is_medians_of_repeats_above_the_pixel_scaling() -> None:
+    """benchmarks/rates/h200-64px.csv: every method at 64 px, compiled, fuse 1 and 5, each
+    row the median of 3 timed epochs of 200 steps; the 32 px rows scaled by pixels (x 0.25)
+    understate every one of them, the claim docs/usage.md makes of the two tables."""
+    small = read_rates([REPO / "benchmarks/rates/h200.csv"])
+    large = read_rates([REPO / "benchmarks/rates/h200-64px.csv"])
+    assert {(r.device, r.width, r.image_size, r.step_mode) for r in large} == {
+        ("NVIDIA H200", 64, 64, "compiled")
+    }
+    assert all(r.repeats >= 3 and r.steps >= 200 for r in large)
+    methods = set(DEFAULT_IMAGES_PER_S["cuda"])
+    measured = {(r.method, r.fuse) for r in large}
+    assert {(m, k) for m in methods for k in (1, 5)} <= measured
+    for method, fuse in sorted(measured):
+        options = {"kind": "cuda", "width": 64, "method": method, "step_mode": "compiled"}
+        at_64, why = choose_rate(large, **options, fuse=fuse, image_size=64)
+        assert at_64 is not None and not at_64.extrapolated and at_64.repeats >= 3, why
+        nearest = max(k for k in (1, 4, 10) if k <= fuse)
+        scaled, why = choose_rate(small, **options, fuse=nearest, image_size=64)
+        assert scaled is not None and scaled.extrapolated, why
+        assert at_64.device_images_per_s > scaled.device_images_per_s, (method, fuse)
+
+
 # --- Image sizes and where each rate came from ----------------------------------------------
 
 

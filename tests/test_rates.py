@@ -194,3 +194,27 @@ def test_a_64_px_job_takes_a_64_px_row_else_the_32_px_row_scaled_by_pixels(
     assert several is not None and several.images_per_s_per_model == 8500.0
     assert (several.rows, several.repeats, several.low, several.high) == (3, 9, 7600.0, 9100.0)
     assert why.endswith("median of 3 rows, 9 timed calls (7,600-9,100/s per model)")
+
+
+def test_a_32_px_job_never_takes_a_64_px_row_scaled_up(tmp_path: Path) -> None:
+    # Small images fill a GPU less: scaling a 64 px rate by 4 would understate the hours.
+    path = tmp_path / "h200.csv"
+    _log(path, 32).add("rotnet", "compiled", 4, Spread(5000.0, 4900.0, 5100.0, 3))
+    _log(path, 64).add("rotnet", "compiled", 5, Spread(2000.0, 1980.0, 2020.0, 3))
+    rates = read_rates([path])
+    options = {"kind": "cuda", "width": 64, "method": "rotnet", "step_mode": "compiled"}
+
+    only_larger, why = choose_rate(rates, **options, fuse=5, image_size=32)
+    assert only_larger is None
+    assert why == (
+        "no rate-table row for rotnet at width 64 with compiled, fuse 5 at 32 px or below "
+        "(measured: [64] px; smaller images fill a GPU less, so a larger size's rate is not "
+        "scaled down)"
+    )
+    # Any fuse: the 32 px row of fuse 4, though fuse 5 scaled up would look faster.
+    best, _ = choose_rate(rates, **options, image_size=32)
+    assert best is not None and best.setting.fuse == 4 and not best.extrapolated
+    assert best.device_images_per_s == 5000.0  # the four models together
+    # A 64 px job still takes its own row.
+    at_64, _ = choose_rate(rates, **options, image_size=64)
+    assert at_64 is not None and at_64.setting.fuse == 5 and not at_64.extrapolated

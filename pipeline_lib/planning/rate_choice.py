@@ -105,7 +105,10 @@ def _setting_choice(
     """The rate of one setting for ``image_size`` images, from the rows of that setting.
 
     Rows measured at ``image_size`` are used when there are any, else the 32x32 rows (else
-    the nearest size), scaled by pixels. Of those, the latest day's rows: re-measuring (a
+    the nearest smaller size), scaled by pixels. The caller passes no row of a larger size:
+    scaling by pixels is a floor of the rate only upwards in size (on an H200, compiled,
+    32 px trained 1.8-2.5x the instances of 64 px, not 4x). Of those, the latest day's
+    rows: re-measuring (a
     faster trainer, another session) appends rows, and the newest day supersedes older
     ones; the median of that day's rows (each itself a median of repeats, or a legacy single
     sample) damps one noisy run.
@@ -149,7 +152,7 @@ def choose_rate(
     Best = the most training instances per device-second (per-model rate x fuse), among the
     settings allowed by ``step_mode`` and ``fuse`` (``None``: any), for ``image_size``
     images: a setting's rows measured at that size if any, else its 32x32 rows scaled by
-    pixels (:func:`size_label`; the choice says which).
+    pixels (:func:`size_label`; the choice says which), never a larger size's rows.
 
     Returns
     -------
@@ -180,17 +183,26 @@ def choose_rate(
         for r in at_width
         if (step_mode is None or r.step_mode == step_mode) and (fuse is None or r.fuse == fuse)
     ]
+    wanted = ", ".join(
+        part for part in (step_mode or "", f"fuse {fuse}" if fuse is not None else "") if part
+    )
     if not allowed:
-        wanted = ", ".join(
-            part for part in (step_mode or "", f"fuse {fuse}" if fuse is not None else "") if part
-        )
         return None, f"no rate-table row for {method} at width {width} with {wanted}"
     by_setting: dict[Setting, list[Rate]] = {}
     for row in allowed:
+        if row.image_size > image_size:
+            continue  # a floor only upwards in size (_setting_choice)
         by_setting.setdefault(Setting(row.step_mode, row.fuse), []).append(row)
     choices = [
         _setting_choice(setting, group, device=devices[0], image_size=image_size)
         for setting, group in by_setting.items()
     ]
+    if not choices:
+        sizes = sorted({r.image_size for r in allowed})
+        return None, (
+            f"no rate-table row for {method} at width {width}{' with ' if wanted else ''}"
+            f"{wanted} at {image_size} px or below (measured: {sizes} px; smaller images fill "
+            "a GPU less, so a larger size's rate is not scaled down)"
+        )
     best = max(choices, key=lambda c: (c.device_images_per_s, -c.setting.fuse))
     return best, best.describe()
