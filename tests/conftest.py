@@ -1,11 +1,12 @@
 """How the suite is shared between pytest-xdist workers (`make test` runs two).
 
 Tests are handed out a test file at a time, so a module's fixtures are built once. The files
-that use the session's ``tiny_run`` (one Snakemake run of tests/configs/tiny.yaml, about
-100 s) form one unit, so that run is made once, on one worker. Units are ordered longest
-first (the tiny-run files, the other Snakemake runs, the real-data tests, then the unit
-tests), so the two workers finish together: the idle seconds of one (a SLURM job waiting for
-its status check, a server starting) are the other's working seconds.
+that use one of the session's shared runs (``tiny_run``: tests/configs/tiny.yaml;
+``studies_run``: tests/configs/studies_toy.yaml) form one unit per run, so each run is made
+once, on one worker. Units are ordered longest first (the shared runs' files, the other
+Snakemake runs, the real-data tests, then the unit tests), so the two workers finish
+together: the idle seconds of one (a SLURM job waiting for its status check, a server
+starting) are the other's working seconds.
 
 xdist's own ``--dist loadgroup`` would do the grouping from ``xdist_group`` marks, but under
 pytest 9 it drops them (it renames ``item._nodeid``, which ``item.nodeid`` no longer reads),
@@ -31,16 +32,20 @@ import pytest
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 TESTS = Path(__file__).resolve().parent
-#: Unit of work of every test whose file uses the session-scoped ``tiny_run`` fixture.
-TINY_RUN_UNIT = "tiny_run"
+#: Session-scoped Snakemake runs (tests/workflow/conftest.py): each is the unit of work of
+#: every file under tests/workflow that names it (a file names at most one).
+SHARED_RUN_UNITS = ("tiny_run", "studies_run")
 
 
 @functools.cache
 def unit_of_file(relative_path: str) -> str:
     """The work unit of a test file (path relative to the rootdir, as in a node id)."""
     path = TESTS.parent / relative_path
-    if path.is_file() and "tiny_run" in path.read_text():
-        return TINY_RUN_UNIT
+    if path.is_file() and path.parent.name == "workflow":
+        text = path.read_text()
+        for unit in SHARED_RUN_UNITS:
+            if unit in text:
+                return unit
     return relative_path
 
 
@@ -50,7 +55,7 @@ def _unit(item: pytest.Item) -> str:
 
 def _weight(items: list[pytest.Item]) -> int:
     """Rough cost class of a unit: higher runs first."""
-    if _unit(items[0]) == TINY_RUN_UNIT:
+    if _unit(items[0]) in SHARED_RUN_UNITS:
         return 3
     markers = {marker.name for item in items for marker in item.iter_markers()}
     if markers & {"workflow", "cluster"}:

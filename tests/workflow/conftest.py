@@ -85,3 +85,13 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     workdir = tmp_path_factory.mktemp("tiny_run")
     run_snakemake(workdir, "--cores", "2", "--configfile", str(REPO / "tests/configs/tiny.yaml"))
     return workdir
+
+
+@pytest.fixture(scope="session")
+def studies_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/configs/studies_toy.yaml run end to end once per test session: every study, the
+    deployed cell and the curves of train.eval_every; returns its working directory."""
+    workdir = tmp_path_factory.mktemp("studies_run")
+    config = REPO / "tests/configs/studies_toy.yaml"
+    run_snakemake(workdir, "--cores", "2", *ONE_THREAD_PER_JOB, "--configfile", str(config))
+    return workdir

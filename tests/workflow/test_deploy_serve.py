@@ -1,9 +1,10 @@
 """Train, package, register and serve a detector for real; compare served scores.
 
-The deploy toy config trains a RotNet (width 8, 3 epochs) on digits class 0, scores it,
-logs the sweep and registers the packaged RotNet + KDE cell in the run's SQLite MLflow
-store. ``mlflow models serve`` then answers on 127.0.0.1 (tests/serving.py: a free port,
-bounded wait, stopped at the end); the served scores of the real test images must equal the
+The session's studies toy run (tests/configs/studies_toy.yaml, its ``deploy`` section) trains
+a RotNet (width 8, 3 epochs) on digits class 0 among its other models, scores it, logs the
+sweep and registers the packaged RotNet + KDE cell in the run's SQLite MLflow store.
+``mlflow models serve`` then answers on 127.0.0.1 (tests/serving.py: a free port, bounded
+wait, stopped at the end); the served scores of the real test images must equal the
 in-process ones and give the AUC the pipeline recorded for that cell.
 """
 
@@ -23,7 +24,6 @@ from pipeline_lib.runtime.io import load_image_dataset, load_json
 from tests.deploy.conftest import png_bytes
 from tests.deploy.hostile_corpus import png_with_header
 from tests.serving import post_json, served_model
-from tests.workflow.conftest import ONE_THREAD_PER_JOB, REPO, run_snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -32,11 +32,9 @@ CELL = "results/digits/0/contam0/seed0"
 
 
 @pytest.fixture(scope="module")
-def deploy_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    workdir = tmp_path_factory.mktemp("deploy_run")
-    config = REPO / "tests/configs/deploy_toy.yaml"
-    run_snakemake(workdir, "--cores", "2", *ONE_THREAD_PER_JOB, "--configfile", str(config))
-    return workdir
+def deploy_run(studies_run: Path) -> Path:
+    """The run whose deploy section packaged and registered the cell."""
+    return studies_run
 
 
 def test_deploy_registers_the_cell(deploy_run: Path) -> None:

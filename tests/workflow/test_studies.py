@@ -21,7 +21,7 @@ import yaml
 from pipeline_lib.paper.published import display_name
 from pipeline_lib.registry import ROTATION_DETECTORS
 from pipeline_lib.results.tidy_table import load_results_csv
-from tests.workflow.conftest import ONE_THREAD_PER_JOB, REPO, run_snakemake
+from tests.workflow.conftest import REPO, run_snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -33,13 +33,6 @@ STUDIES = [
     "main",
     *(entry["study"].get("name", entry["study"]["kind"]) for entry in TOY["studies"]),
 ]
-
-
-@pytest.fixture(scope="module")
-def studies_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    workdir = tmp_path_factory.mktemp("studies_run")
-    run_snakemake(workdir, "--cores", "2", *ONE_THREAD_PER_JOB, "--configfile", str(CONFIG))
-    return workdir
 
 
 #: Trained rows whose loss the toy's 9 SGD steps move by less than its batch-to-batch noise:
