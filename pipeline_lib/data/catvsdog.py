@@ -38,8 +38,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from PIL import Image, ImageOps
@@ -70,6 +71,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 CATVSDOG_CLASSES: tuple[str, ...] = ("cat", "dog")
 CATVSDOG_SIZE = 64
@@ -169,6 +171,36 @@ def _check_count(value: object, name: str) -> int:
     return value
 
 
+def _decode(path: Path, read: Callable[[Image.Image], _T]) -> _T | None:
+    """``read(image)`` on the opened file; None if the file is unreadable.
+
+    Zero-byte files and truncated or corrupt images give None (``UnidentifiedImageError`` is
+    an ``OSError``); an :class:`ImageError` (a refusal before decoding) propagates, and
+    running out of memory becomes an :class:`ImageMemoryError`.
+    """
+    try:
+        with open_image(path) as img:
+            return read(img)
+    except ImageError:
+        raise
+    except MemoryError as err:
+        raise ImageMemoryError(f"ran out of memory decoding it ({err})") from err
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
+        return None
+
+
+def _draft_rgb(img: Image.Image) -> Image.Image:
+    """The Pet image as RGB, decoded at a reduced JPEG scale where that keeps both sides >= 64."""
+    width, height = img.size
+    new_w, new_h = crop_resize_shape(width, height, CATVSDOG_SIZE)
+    check_resized(width, height, new_w, new_h, size=CATVSDOG_SIZE, max_pixels=DEFAULT_MAX_PIXELS)
+    if img.format == "JPEG":
+        # Let libjpeg decode at 1/2, 1/4 or 1/8 scale while both sides stay >= 64:
+        # several times faster on the ~500x375 photos, same output geometry.
+        img.draft("RGB", (CATVSDOG_SIZE, CATVSDOG_SIZE))
+    return img.convert("RGB")
+
+
 def _load_pet(path: Path) -> np.ndarray | None:
     """Decode an image: shorter side to 64, centre crop, (64, 64, 3) uint8; None if unreadable.
 
@@ -178,24 +210,8 @@ def _load_pet(path: Path) -> np.ndarray | None:
         If the file is refused before decoding (format, resize intermediate) or decoding it
         runs out of memory; the message says why.
     """
-    try:
-        with open_image(path) as img:
-            width, height = img.size
-            new_w, new_h = crop_resize_shape(width, height, CATVSDOG_SIZE)
-            check_resized(
-                width, height, new_w, new_h, size=CATVSDOG_SIZE, max_pixels=DEFAULT_MAX_PIXELS
-            )
-            if img.format == "JPEG":
-                # Let libjpeg decode at 1/2, 1/4 or 1/8 scale while both sides stay >= 64:
-                # several times faster on the ~500x375 photos, same output geometry.
-                img.draft("RGB", (CATVSDOG_SIZE, CATVSDOG_SIZE))
-            img = img.convert("RGB")
-    except ImageError:
-        raise
-    except MemoryError as err:
-        raise ImageMemoryError(f"ran out of memory decoding it ({err})") from err
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
-        # Zero-byte files, truncated or corrupt JPEGs (UnidentifiedImageError is an OSError).
+    img = _decode(path, _draft_rgb)
+    if img is None:
         return None
     # The drafted size, not the header's: the resize starts from the decoded pixels.
     new_w, new_h = crop_resize_shape(*img.size, CATVSDOG_SIZE)
@@ -337,6 +353,13 @@ def _check_kaggle_size(width: int, height: int) -> None:
         )
 
 
+def _full_rgb(img: Image.Image) -> np.ndarray:
+    """The Kaggle image as ``cv2.imread`` gives it: full size, EXIF orientation applied, RGB."""
+    _check_kaggle_size(*img.size)
+    # No draft mode here: cv2 decodes at full size before INTER_AREA.
+    return np.asarray(ImageOps.exif_transpose(img).convert("RGB"), dtype=np.uint8)
+
+
 def _load_kaggle(path: Path) -> np.ndarray | None:
     """Decode as ``cv2.imread`` (full size, EXIF orientation applied) then the released crop.
 
@@ -345,16 +368,8 @@ def _load_kaggle(path: Path) -> np.ndarray | None:
     ImageError
         As :func:`_load_pet`.
     """
-    try:
-        with open_image(path) as img:
-            _check_kaggle_size(*img.size)
-            # No draft mode here: cv2 decodes at full size before INTER_AREA.
-            pixels = np.asarray(ImageOps.exif_transpose(img).convert("RGB"), dtype=np.uint8)
-    except ImageError:
-        raise
-    except MemoryError as err:
-        raise ImageMemoryError(f"ran out of memory decoding it ({err})") from err
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
+    pixels = _decode(path, _full_rgb)
+    if pixels is None:
         return None
     try:
         return resize_and_crop(pixels)

@@ -317,26 +317,19 @@ def compare_with_official(
     if "content_md5" in checksums:  # a gzip file
         if expected.gz_md5 is not None and checksums["md5"] == expected.gz_md5:
             return {"official": True, "compared": "gzip file", "official_md5": expected.gz_md5}
-        if expected.md5 is None:
-            return {
-                "official": None,
-                "compared": "the gzip file differs from the official one (re-compressed?) and "
-                "no official md5 of the decompressed content is known",
-            }
-        return {
-            "official": checksums["content_md5"] == expected.md5,
-            "compared": "decompressed content",
-            "official_md5": expected.md5,
-        }
+        key, compared = "content_md5", "decompressed content"
+        unknown = (
+            "the gzip file differs from the official one (re-compressed?) and "
+            "no official md5 of the decompressed content is known"
+        )
+    else:
+        key, compared = "md5", "file"
+        unknown = "no official md5 of the decompressed content is known (only of the gzip files)"
     if expected.md5 is None:
-        return {
-            "official": None,
-            "compared": "no official md5 of the decompressed content is known (only of the "
-            "gzip files)",
-        }
+        return {"official": None, "compared": unknown}
     return {
-        "official": checksums["md5"] == expected.md5,
-        "compared": "file",
+        "official": checksums[key] == expected.md5,
+        "compared": compared,
         "official_md5": expected.md5,
     }
 

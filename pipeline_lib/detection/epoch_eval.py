@@ -17,6 +17,7 @@ epoch by them would tune on the test set (the paper reports the last epoch).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import torch
@@ -92,6 +93,10 @@ def epoch_evaluator(
     if not detectors and not rotation:
         raise ValueError(f"no detector to evaluate {method} with: configure at least one")
     parameters = {name: dict(params or {}) for name, params in detectors.items()}
+    # The same for every epoch: fit on the split's training images, with the job's seed.
+    detect = partial(
+        run_detection, split, fitset="train", max_fit=max_fit, seed=seed, device=device
+    )
 
     def evaluate(model: ProxyModel) -> dict[str, float]:
         features = embed_trained(
@@ -99,17 +104,7 @@ def epoch_evaluator(
         )
         aurocs = {}
         for detector, params in parameters.items():
-            record, _ = run_detection(
-                split,
-                features,
-                fitset="train",
-                detector=detector,
-                detector_params=params,
-                max_fit=max_fit,
-                seed=seed,
-                device=device,
-                intervals=False,
-            )
+            record, _ = detect(features, detector=detector, detector_params=params, intervals=False)
             aurocs[detector] = record["auroc"]
         for detector in rotation:
             record, _ = run_rotation_detection(split, features, detector=detector, intervals=False)

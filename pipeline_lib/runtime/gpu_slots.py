@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline_lib.runtime.io import exclusive_lock
+
 log = logging.getLogger(__name__)
 
 #: Directory of the slot lock files (must be node-local: flock is unreliable on NFS).
@@ -190,16 +192,6 @@ def _safe(key: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", key)
 
 
-@contextlib.contextmanager
-def _exclusive(path: Path) -> Iterator[None]:
-    with open(path, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 class SlotAllocator:
     """Share devices between jobs with one ``flock`` per (device, slot).
 
@@ -258,14 +250,14 @@ class SlotAllocator:
     def loads(self) -> dict[str, int]:
         """Jobs holding a slot on each device now."""
         prepare_lock_dir(self.lock_dir)
-        with _exclusive(self.lock_dir / "allocate.lock"):
+        with exclusive_lock(self.lock_dir / "allocate.lock"):
             free = self._free_slots()
         return {key: self.slots_per_device - len(slots) for key, slots in free.items()}
 
     def _try_acquire(self) -> tuple[GpuSlot, Any] | None:
         # One allocator at a time looks and takes, so two jobs starting together cannot both
         # pick the same "least loaded" device; holders never need this lock to let go.
-        with _exclusive(self.lock_dir / "allocate.lock"):
+        with exclusive_lock(self.lock_dir / "allocate.lock"):
             free = self._free_slots()
             candidates = [key for key in self.devices if free[key]]
             if not candidates:

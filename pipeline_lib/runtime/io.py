@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import tempfile
@@ -62,6 +63,21 @@ def _fsync_dir(folder: Path) -> None:
             raise
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: str | os.PathLike) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if absent, never truncated).
+
+    Serialises processes on one machine (flock is unreliable on NFS); the file's content is
+    not used.
+    """
+    with open(path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @contextlib.contextmanager

@@ -8,8 +8,6 @@ a stable key, so logging the same results again creates no duplicates.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -19,12 +17,13 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pipeline_lib.config.keys import KEY_COLUMNS
+from pipeline_lib.runtime.io import exclusive_lock
 
 log = logging.getLogger(__name__)
 
@@ -144,18 +143,6 @@ def read_histories(paths: Sequence[str | os.PathLike]) -> dict[str, list[dict[st
         Path(path).parent.as_posix(): json.loads(Path(path).read_text())["history"]
         for path in paths
     }
-
-
-@contextlib.contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
-    # Two aggregations at once must not interleave their search-then-create steps.
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 #: Longest wait for one request to a tracking server that did answer ``/health``: a busy
@@ -515,7 +502,9 @@ def log_sweep(
         "experiment": experiment,
     }
     try:
-        with _exclusive(Path(lock_path)):
+        # Two aggregations at once must not interleave their search-then-create steps.
+        Path(lock_path).parent.mkdir(parents=True, exist_ok=True)
+        with exclusive_lock(lock_path):
             store = ensure_experiment(
                 uri, experiment, artifact_dir=artifact_dir, timeout_s=timeout_s
             )
