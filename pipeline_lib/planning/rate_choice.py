@@ -107,11 +107,10 @@ def _setting_choice(
     Rows measured at ``image_size`` are used when there are any, else the 32x32 rows (else
     the nearest smaller size), scaled by pixels. The caller passes no row of a larger size:
     scaling by pixels is a floor of the rate only upwards in size (on an H200, compiled,
-    32 px trained 1.8-2.5x the instances of 64 px, not 4x). Of those, the latest day's
-    rows: re-measuring (a
-    faster trainer, another session) appends rows, and the newest day supersedes older
-    ones; the median of that day's rows (each itself a median of repeats, or a legacy single
-    sample) damps one noisy run.
+    32 px trained 1.8-3.4x the instances of 64 px, never 4x). Of those, the latest day's
+    rows: re-measuring (a faster trainer, another session) appends rows, and the newest day
+    supersedes older ones; the median of that day's rows (each itself a median of repeats,
+    or a legacy single sample) damps one noisy run.
     """
     sizes = {row.image_size for row in rows}
     measured = min(
@@ -186,8 +185,9 @@ def choose_rate(
     wanted = ", ".join(
         part for part in (step_mode or "", f"fuse {fuse}" if fuse is not None else "") if part
     )
+    where = f"at width {width}" + (f" with {wanted}" if wanted else "")
     if not allowed:
-        return None, f"no rate-table row for {method} at width {width} with {wanted}"
+        return None, f"no rate-table row for {method} {where}"
     by_setting: dict[Setting, list[Rate]] = {}
     for row in allowed:
         if row.image_size > image_size:
@@ -200,9 +200,9 @@ def choose_rate(
     if not choices:
         sizes = sorted({r.image_size for r in allowed})
         return None, (
-            f"no rate-table row for {method} at width {width}{' with ' if wanted else ''}"
-            f"{wanted} at {image_size} px or below (measured: {sizes} px; smaller images fill "
-            "a GPU less, so a larger size's rate is not scaled down)"
+            f"no rate-table row for {method} {where} at {image_size} px or below (measured: "
+            f"{sizes} px; smaller images fill a GPU less, so a larger size's rate is not "
+            "scaled down)"
         )
     best = max(choices, key=lambda c: (c.device_images_per_s, -c.setting.fuse))
     return best, best.describe()
