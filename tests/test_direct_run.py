@@ -76,7 +76,7 @@ def test_run_job_runs_the_workflow_chain_with_its_clean_fit_sets(direct_run, tmp
     config = config | {
         "methods": ["resnet18_random", "rotnet"],
         "seeds": [0],
-        "splits": {**config["splits"], "contamination": [0.0]},
+        "splits": {"contamination": [0.0], "clean_inliers": [20]},
         "detectors": {"kde": {}},
         "train": {**config["train"], "epochs": 1},
     }

@@ -40,7 +40,8 @@ def test_every_job_leaves_a_result(tiny_run: Path) -> None:
     assert (results["auroc_low"] <= results["auroc"]).all()
     assert (results["auroc"] <= results["auroc_high"]).all()
     assert (results["auroc_se_delong"] >= 0).all()
-    assert set(results["fitset"]) == {"train", "clean20"}
+    clean = {f"clean{n}" for n in TINY["splits"]["clean_inliers"]}
+    assert set(results["fitset"]) == {"train", *clean}
     assert set(results["inlier"]) == {"0", "8"}
 
 

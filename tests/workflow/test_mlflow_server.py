@@ -180,7 +180,7 @@ def _records(n: int) -> list[dict]:
 def small_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny config cut to one class, one seed, no contamination, two detectors.
 
-    Its sweep has 4 results (2 methods x 2 detectors) instead of the tiny config's 160, each
+    Its sweep has 4 results (2 methods x 2 detectors) instead of the tiny config's 80, each
     logged under the sweep's parent run and the main study's: about 10 runs, tens of requests.
     The auth app answers a request in about 0.5 s on 2 shared cores, and logging the whole
     tiny sweep took about 1,250 requests (over 10 minutes). Its jobs are a subset of the tiny
