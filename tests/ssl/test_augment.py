@@ -27,6 +27,7 @@ from pipeline_lib.ssl.color_ops import (
     affine_color_jitter,
 )
 from pipeline_lib.ssl.run import _view_augment
+from pipeline_lib.ssl.settings import TrainSettings
 
 
 def _images(n: int = 6, size: int = 16, seed: int = 0) -> torch.Tensor:
@@ -185,9 +186,14 @@ def test_jitter_order_is_fixed_per_run_and_view_stream() -> None:
     ],
 )
 def test_no_view_is_flipped_when_hflip_is_a_distribution(distributions, view_flip, flip_p):
-    augment = _view_augment(
-        0, distributions, view_flip=view_flip, view_jitter="released", blur=False
+    settings = TrainSettings(  # only contrastive_da has distributions
+        method="contrastive_da" if distributions else "contrastive",
+        epochs=1,
+        batch_size=4,
+        distributions=distributions,
+        view_flip=view_flip,
     )
+    augment = _view_augment(0, settings)
     assert augment.flip_p == flip_p
 
 
