@@ -28,6 +28,7 @@ from pipeline_lib.models.embed import extract_embeddings
 from pipeline_lib.models.representation import TRAINED_METHODS, build_representation
 from pipeline_lib.mvtec.localize import IMAGE_SIZE, PATCH_SIZE, STRIDE, grid_side
 from pipeline_lib.mvtec.patches import (
+    PatchOptions,
     embed_category_patches,
     embed_patches,
     score_category,
@@ -52,7 +53,7 @@ def _naive_ratio(
     grid = grid_side(images.shape[1], patch, stride)
 
     def batched() -> None:
-        embed_patches(model, images, patch_size=patch, stride=stride, device=device)
+        embed_patches(model, images, options=PatchOptions(patch, stride, device=device))
 
     def naive() -> None:
         crops = np.stack(
@@ -155,12 +156,11 @@ def main() -> None:
                 model,
                 category.train_images,
                 category.test_images,
-                patch_size=patch,
-                stride=stride,
-                batch_size=batch,
+                options=PatchOptions(
+                    patch_size=patch, stride=stride, batch_size=batch, device=device
+                ),
                 max_fit_patches=max_fit,
                 rotation=method in ROTATION_METHODS,
-                device=device,
             )
             embed_s = _seconds(start, device)
             n_patches = len(features["f_fit"]) + len(features["f_test"])

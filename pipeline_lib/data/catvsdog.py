@@ -113,22 +113,26 @@ def _find_kaggle(root: Path) -> Path | None:
     return next((folder for folder in kaggle_candidates(root) if folder.is_dir()), None)
 
 
+def _hint(what: str, candidates: tuple[Path, ...], source: str) -> str:
+    """``what`` is expected in one of ``candidates``; ``source`` says where to get it."""
+    return f"{what} in one of: {', '.join(f'{c}/' for c in candidates)}. {source}"
+
+
 def _petimages_hint(root: Path) -> str:
-    candidates = catvsdog_candidates(root)
-    return (
-        "the folders Cat/ and Dog/ of JPEGs in one of: "
-        f'{", ".join(f"{c}/" for c in candidates)}. Get the "Kaggle Cats and Dogs Dataset" '
-        f"from the Microsoft Download Center ({CATVSDOG_URL}) and unzip it into {root}/ "
-        "(it holds PetImages/Cat and PetImages/Dog)"
+    return _hint(
+        "the folders Cat/ and Dog/ of JPEGs",
+        catvsdog_candidates(root),
+        'Get the "Kaggle Cats and Dogs Dataset" from the Microsoft Download Center '
+        f"({CATVSDOG_URL}) and unzip it into {root}/ (it holds PetImages/Cat and PetImages/Dog)",
     )
 
 
 def _kaggle_hint(root: Path) -> str:
-    candidates = kaggle_candidates(root)
-    return (
-        "the files cat.<id>.jpg and dog.<id>.jpg in one of: "
-        f'{", ".join(f"{c}/" for c in candidates)}. Get train.zip of the Kaggle "Dogs vs. '
-        f'Cats" competition ({CATVSDOG_KAGGLE_URL}) and unzip it into {root}/dogs-vs-cats/'
+    return _hint(
+        "the files cat.<id>.jpg and dog.<id>.jpg",
+        kaggle_candidates(root),
+        f'Get train.zip of the Kaggle "Dogs vs. Cats" competition ({CATVSDOG_KAGGLE_URL}) and '
+        f"unzip it into {root}/dogs-vs-cats/",
     )
 
 

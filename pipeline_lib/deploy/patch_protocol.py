@@ -69,7 +69,7 @@ from pipeline_lib.mvtec.localize import (
     upsample_score_maps,
     upsampling_matrix,
 )
-from pipeline_lib.mvtec.patches import embed_patches, sample_positions
+from pipeline_lib.mvtec.patches import PatchOptions, embed_patches, sample_positions
 from pipeline_lib.runtime.io import load_npz
 
 log = logging.getLogger(__name__)
@@ -200,13 +200,8 @@ class PackagedPatchDetector(SavedPackage):
 
     def patch_maps(self, images: np.ndarray) -> np.ndarray:
         """Patch anomaly scores ``(n, grid, grid)`` of uint8 images ``(n, s, s, 3)``."""
-        features = embed_patches(
-            self.representation,
-            images,
-            patch_size=self.patch_size,
-            stride=self.stride,
-            batch_size=self.batch_size,
-        )
+        options = PatchOptions(self.patch_size, self.stride, batch_size=self.batch_size)
+        features = embed_patches(self.representation, images, options=options)
         anomaly = to_anomaly_scores(self.detector.score_samples(features))
         return anomaly.reshape(len(images), self.grid, self.grid)
 
@@ -297,13 +292,8 @@ class PatchProtocol:
         train = category.train_images
         image_size = int(train.shape[1])
         grid = grid_side(image_size, self.patch_size, self.stride)
-        dense = embed_patches(
-            representation,
-            train,
-            patch_size=self.patch_size,
-            stride=self.stride,
-            batch_size=self.batch_size,
-        )
+        options = PatchOptions(self.patch_size, self.stride, batch_size=self.batch_size)
+        dense = embed_patches(representation, train, options=options)
         positions = sample_positions(len(train), grid, max_patches=self.max_fit_patches, seed=seed)
         fit_rows = positions[:, 0] * grid * grid + positions[:, 1] * grid + positions[:, 2]
         fit_features = dense[fit_rows]

@@ -17,6 +17,7 @@ import inspect
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,7 @@ from pipeline_lib.registry import ROTATION_DETECTORS
 from pipeline_lib.ssl.rotation import rotation_view_logits, scores_from_rotation_logits
 
 __all__ = [
+    "PatchOptions",
     "dense_positions",
     "embed_category_patches",
     "embed_patches",
@@ -55,6 +57,34 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PatchOptions:
+    """How :func:`map_patches` cuts and batches patches: the grid and the execution settings.
+
+    One object for the five settings every patch pass (embedding, RotNet scores) hands down
+    unchanged, so a caller states them once.
+
+    Parameters
+    ----------
+    patch_size, stride : int, default=32, 4
+        The dense grid (the paper's 57x57 on 256x256 images).
+    batch_size : int, default=4096
+        Patches per forward pass.
+    device : torch.device or str, default="cpu"
+    progress : bool, default=False
+        A progress bar over the batches.
+    """
+
+    patch_size: int = PATCH_SIZE
+    stride: int = STRIDE
+    batch_size: int = 4096
+    device: torch.device | str = "cpu"
+    progress: bool = False
+
+
+DEFAULT_OPTIONS = PatchOptions()
 
 
 def _check_images(images: np.ndarray) -> int:
@@ -141,11 +171,7 @@ def map_patches(
     images: np.ndarray,
     *,
     positions: np.ndarray | None = None,
-    patch_size: int = PATCH_SIZE,
-    stride: int = STRIDE,
-    batch_size: int = 4096,
-    device: torch.device | str = "cpu",
-    progress: bool = False,
+    options: PatchOptions = DEFAULT_OPTIONS,
 ) -> torch.Tensor:
     """Apply ``fn`` to patches of ``images`` in large batches on ``device``.
 
@@ -161,10 +187,8 @@ def map_patches(
     images : ndarray of shape (n, size, size, 3), uint8
     positions : ndarray of shape (k, 3), int, optional
         ``(image, row, col)`` grid positions; None = the dense grid, image-major.
-    patch_size, stride : int, default=32, 4
-    batch_size : int, default=4096
-    device : torch.device or str, default="cpu"
-    progress : bool, default=False
+    options : PatchOptions, default=PatchOptions()
+        Grid, batch size, device and progress bar.
 
     Returns
     -------
@@ -172,6 +196,7 @@ def map_patches(
         ``fn``'s outputs in ``positions`` order, float32 unless ``fn`` returns float64,
         on the CPU.
     """
+    patch_size, stride, batch_size = options.patch_size, options.stride, options.batch_size
     size = _check_images(images)
     grid = grid_side(size, patch_size, stride)
     if batch_size < 1:
@@ -187,14 +212,14 @@ def map_patches(
         or positions[:, 1:].max() >= grid
     ):
         raise ValueError(f"positions outside {len(images)} images x {grid}x{grid} grid")
-    device = torch.device(device)
+    device = torch.device(options.device)
     data = torch.from_numpy(np.ascontiguousarray(images)).to(device).permute(0, 3, 1, 2)
     windows = data.unfold(2, patch_size, stride).unfold(3, patch_size, stride)
     index = torch.from_numpy(positions).to(device)
     outputs: list[torch.Tensor] = []
     starts = range(0, len(index), batch_size)
     with torch.inference_mode():
-        for start in tqdm(starts, desc="patches", unit="batch", disable=not progress):
+        for start in tqdm(starts, desc="patches", unit="batch", disable=not options.progress):
             where = index[start : start + batch_size]
             # Advanced indices around a slice put the batch first: (b, 3, p, p) uint8.
             batch = windows[where[:, 0], :, where[:, 1], where[:, 2]].float().div_(255.0)
@@ -217,12 +242,8 @@ def embed_patches(
     images: np.ndarray,
     *,
     positions: np.ndarray | None = None,
-    patch_size: int = PATCH_SIZE,
-    stride: int = STRIDE,
-    batch_size: int = 4096,
-    device: torch.device | str = "cpu",
+    options: PatchOptions = DEFAULT_OPTIONS,
     space: str = "f",
-    progress: bool = False,
 ) -> np.ndarray:
     """Features of patches (dense grid or given positions), in inference mode.
 
@@ -232,7 +253,7 @@ def embed_patches(
         ``f`` (or ``g`` with ``space="g"``) of each patch, in ``positions`` order; for the
         dense grid ``reshape(n, grid, grid, d)`` gives the feature maps.
     """
-    model = _prepare(model, device)
+    model = _prepare(model, options.device)
 
     def features(batch: torch.Tensor) -> torch.Tensor:
         out = model(batch)
@@ -244,11 +265,7 @@ def embed_patches(
         features,
         images,
         positions=positions,
-        patch_size=patch_size,
-        stride=stride,
-        batch_size=batch_size,
-        device=device,
-        progress=progress,
+        options=options,
     ).numpy()
 
 
@@ -257,11 +274,7 @@ def rotation_anomaly_patches(
     images: np.ndarray,
     *,
     positions: np.ndarray | None = None,
-    patch_size: int = PATCH_SIZE,
-    stride: int = STRIDE,
-    batch_size: int = 4096,
-    device: torch.device | str = "cpu",
-    progress: bool = False,
+    options: PatchOptions = DEFAULT_OPTIONS,
 ) -> np.ndarray:
     """RotNet's own anomaly score per patch: ``-sum_k p(y = k | rot_k(patch))``.
 
@@ -275,7 +288,7 @@ def rotation_anomaly_patches(
     -------
     ndarray of shape (k,), float64
     """
-    model = _prepare(model, device)
+    model = _prepare(model, options.device)
     name = ROTATION_DETECTORS["rotation_classifier"]
 
     def normality_of(batch: torch.Tensor) -> torch.Tensor:
@@ -285,11 +298,7 @@ def rotation_anomaly_patches(
         normality_of,
         images,
         positions=positions,
-        patch_size=patch_size,
-        stride=stride,
-        batch_size=batch_size,
-        device=device,
-        progress=progress,
+        options=options,
     ).numpy()
     return to_anomaly_scores(normality)  # the pipeline's one sign flip
 
@@ -379,14 +388,10 @@ def embed_category_patches(
     train_images: np.ndarray,
     test_images: np.ndarray,
     *,
-    patch_size: int = PATCH_SIZE,
-    stride: int = STRIDE,
-    batch_size: int = 4096,
+    options: PatchOptions = DEFAULT_OPTIONS,
     max_fit_patches: int | None = None,
     seed: int = 0,
     rotation: bool = False,
-    device: torch.device | str = "cpu",
-    progress: bool = False,
 ) -> dict[str, np.ndarray]:
     """The feature file of one category and model: fit patches and dense test patches.
 
@@ -398,20 +403,13 @@ def embed_category_patches(
         (n_test * grid^2, d), image-major; ``grid``; with ``rotation``,
         ``rotation_anomaly_test`` (n_test, grid, grid) from :func:`rotation_anomaly_patches`.
     """
-    grid = grid_side(_check_images(train_images), patch_size, stride)
+    grid = grid_side(_check_images(train_images), options.patch_size, options.stride)
     fit_positions = sample_positions(
         len(train_images), grid, max_patches=max_fit_patches, seed=seed
     )
-    common = dict(
-        patch_size=patch_size,
-        stride=stride,
-        batch_size=batch_size,
-        device=device,
-        progress=progress,
-    )
     started = time.perf_counter()
-    f_fit = embed_patches(model, train_images, positions=fit_positions, **common)
-    f_test = embed_patches(model, test_images, **common)
+    f_fit = embed_patches(model, train_images, positions=fit_positions, options=options)
+    f_test = embed_patches(model, test_images, options=options)
     seconds = time.perf_counter() - started
     n_patches = len(f_fit) + len(f_test)
     log.info(
@@ -423,7 +421,7 @@ def embed_category_patches(
         grid,
         seconds,
         n_patches / seconds,
-        device,
+        options.device,
     )
     features = {
         "f_fit": f_fit,
@@ -432,7 +430,7 @@ def embed_category_patches(
         "grid": np.array(grid),
     }
     if rotation:
-        anomaly = rotation_anomaly_patches(model, test_images, **common)
+        anomaly = rotation_anomaly_patches(model, test_images, options=options)
         features["rotation_anomaly_test"] = anomaly.reshape(len(test_images), grid, grid)
     return features
 

@@ -47,6 +47,7 @@ from pipeline_lib.ssl.color_ops import GRAY_WEIGHTS as GRAY_WEIGHTS_601
 from pipeline_lib.ssl.color_ops import (
     TF_GRAY_WEIGHTS,
     JitterSlots,
+    JitterStrengths,
     affine_color_jitter,
     grayscale,
     jitter_slots,
@@ -275,6 +276,11 @@ class ViewAugment:
                 f"unknown jitter_order {self.jitter_order!r}; allowed: {', '.join(JITTER_ORDERS)}"
             )
 
+    @property
+    def strengths(self) -> JitterStrengths:
+        """The four jitter strengths as one checked object (either jitter takes it)."""
+        return JitterStrengths(self.brightness, self.contrast, self.saturation, self.hue)
+
     def stream_orders(self, streams: int) -> torch.Tensor:
         """The fixed jitter order of each view stream, ``(streams, 4)``, from ``order_seed``."""
         return torch.tensor(_stream_orders(self.order_seed, streams))
@@ -317,21 +323,16 @@ class ViewAugment:
 
     def _released_jitter(self, x: torch.Tensor, streams: int, draws: Draws) -> torch.Tensor:
         """The released colour jitter and grayscale (draws: order if per image, 4, then 1)."""
-        strengths = {
-            "brightness": self.brightness,
-            "contrast": self.contrast,
-            "saturation": self.saturation,
-            "hue": self.hue,
-        }
+        strengths = self.strengths
         if draws.static:
             slots = self._static_slots(x, streams, draws)
-            x = jitter_slots(x, slots=slots, uniforms=draws.rand(len(x), 4), **strengths)
+            x = jitter_slots(x, slots=slots, uniforms=draws.rand(len(x), 4), strengths=strengths)
         else:
             x = released_color_jitter(
                 x,
                 order=self._orders(len(x), streams, draws),
                 uniforms=draws.rand(len(x), 4),
-                **strengths,
+                strengths=strengths,
             )
         return random_grayscale(x, generator=draws, p=self.grayscale_p)
 
@@ -351,10 +352,7 @@ class ViewAugment:
                     x.clamp(0.0, 1.0),
                     uniforms=draws.rand(len(x), 9),
                     random_order=True,
-                    brightness=self.brightness,
-                    contrast=self.contrast,
-                    saturation=self.saturation,
-                    hue=self.hue,
+                    strengths=self.strengths,
                 )
                 x = random_grayscale(
                     x, generator=draws, p=self.grayscale_p, weights=GRAY_WEIGHTS_601

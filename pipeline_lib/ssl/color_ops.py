@@ -33,6 +33,7 @@ worked examples of TF's own documentation and a numpy re-implementation.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TypeAlias
 
 import torch
@@ -42,6 +43,8 @@ from pipeline_lib.ssl.draws import device_constant
 __all__ = [
     "GRAY_WEIGHTS",
     "TF_GRAY_WEIGHTS",
+    "JitterStrengths",
+    "RELEASED_STRENGTHS",
     "adjust_brightness",
     "adjust_contrast",
     "adjust_hue",
@@ -55,6 +58,41 @@ __all__ = [
 #: Per slot of the jitter, the operations that may run there: ``(operation, rows)`` with
 #: ``rows`` None (every image) or a boolean ``(n,)`` mask of the images that run it.
 JitterSlots: TypeAlias = list[list[tuple[int, torch.Tensor | None]]]
+
+
+@dataclass(frozen=True)
+class JitterStrengths:
+    """The four strengths of a colour jitter, checked once for both jitters.
+
+    Parameters
+    ----------
+    brightness, contrast, saturation, hue : float, default=0.4
+        ``released``: ``max_delta`` of brightness and hue, and the half-range of the contrast
+        and saturation factors around 1 (the released ``jitter_b0.4_c0.4_s0.4_h0.4``);
+        ``torchvision``: the half-range of every factor, hue in turns. 0 turns an operation
+        off.
+
+    Raises
+    ------
+    ValueError
+        On a negative strength or ``hue > 0.5`` (half a turn).
+    """
+
+    brightness: float = 0.4
+    contrast: float = 0.4
+    saturation: float = 0.4
+    hue: float = 0.4
+
+    def __post_init__(self) -> None:
+        if min(self.brightness, self.contrast, self.saturation, self.hue) < 0 or self.hue > 0.5:
+            raise ValueError(
+                "jitter strengths must be >= 0 and hue <= 0.5, got "
+                f"{self.brightness}, {self.contrast}, {self.saturation}, {self.hue}"
+            )
+
+
+#: The released code's strengths (``jitter_b0.4_c0.4_s0.4_h0.4``).
+RELEASED_STRENGTHS = JitterStrengths()
 
 #: Luma weights of ITU-R 601 as used by the ``torchvision`` variant.
 GRAY_WEIGHTS: tuple[float, float, float] = (0.299, 0.587, 0.114)
@@ -189,10 +227,7 @@ def released_color_jitter(
     *,
     order: torch.Tensor,
     uniforms: torch.Tensor,
-    brightness: float = 0.4,
-    contrast: float = 0.4,
-    saturation: float = 0.4,
-    hue: float = 0.4,
+    strengths: JitterStrengths = RELEASED_STRENGTHS,
 ) -> torch.Tensor:
     """The released ``ColorJitter`` with TF's operations (see the module docstring).
 
@@ -204,10 +239,8 @@ def released_color_jitter(
         2 saturation, 3 hue.
     uniforms : Tensor of shape (n, 4), on the CPU
         ``U[0, 1)`` draws for the four strengths (columns in the operation numbering).
-    brightness, contrast, saturation, hue : float, default=0.4
-        ``max_delta`` of brightness and hue, and the half-range of the contrast and
-        saturation factors around 1 (the released ``jitter_b0.4_c0.4_s0.4_h0.4``); 0 turns
-        an operation off, as in the released code.
+    strengths : JitterStrengths, default=the released ``jitter_b0.4_c0.4_s0.4_h0.4``
+        0 turns an operation off, as in the released code.
 
     Returns
     -------
@@ -222,15 +255,7 @@ def released_color_jitter(
             if bool(rows.any()):
                 entries.append((index, None if bool(rows.all()) else rows))
         slots.append(entries)
-    return jitter_slots(
-        images,
-        slots=slots,
-        uniforms=uniforms,
-        brightness=brightness,
-        contrast=contrast,
-        saturation=saturation,
-        hue=hue,
-    )
+    return jitter_slots(images, slots=slots, uniforms=uniforms, strengths=strengths)
 
 
 def jitter_slots(
@@ -238,10 +263,7 @@ def jitter_slots(
     *,
     slots: JitterSlots,
     uniforms: torch.Tensor,
-    brightness: float = 0.4,
-    contrast: float = 0.4,
-    saturation: float = 0.4,
-    hue: float = 0.4,
+    strengths: JitterStrengths = RELEASED_STRENGTHS,
 ) -> torch.Tensor:
     """The released jitter given which operations run in each slot (see :data:`JitterSlots`).
 
@@ -250,11 +272,8 @@ def jitter_slots(
     and copies nothing to the device. Masked images keep their values (``torch.where``), so
     both give the same numbers.
     """
-    if min(brightness, contrast, saturation, hue) < 0 or hue > 0.5:
-        raise ValueError(
-            "jitter strengths must be >= 0 and hue <= 0.5, got "
-            f"{brightness}, {contrast}, {saturation}, {hue}"
-        )
+    brightness, contrast = strengths.brightness, strengths.contrast
+    saturation, hue = strengths.saturation, strengths.hue
     signed = 2.0 * uniforms - 1.0  # U[-1, 1)
     operations = (
         (brightness, lambda x, s: adjust_brightness(x, brightness * s)),
@@ -281,10 +300,7 @@ def affine_color_jitter(
     images: torch.Tensor,
     *,
     uniforms: torch.Tensor,
-    brightness: float = 0.4,
-    contrast: float = 0.4,
-    saturation: float = 0.4,
-    hue: float = 0.4,
+    strengths: JitterStrengths = RELEASED_STRENGTHS,
     p: float = 1.0,
     random_order: bool = True,
 ) -> torch.Tensor:
@@ -301,7 +317,7 @@ def affine_color_jitter(
     images : Tensor of shape (n, 3, h, w), float in [0, 1]
     uniforms : Tensor of shape (n, 9)
         ``U[0, 1)`` draws: four strengths, the apply coin, four order keys.
-    brightness, contrast, saturation, hue : float, default=0.4
+    strengths : JitterStrengths, default=0.4 each
     p : float, default=1.0
         Probability to jitter an image.
     random_order : bool, default=True
@@ -311,11 +327,6 @@ def affine_color_jitter(
     -------
     Tensor of shape (n, 3, h, w), float32 in [0, 1]
     """
-    if min(brightness, contrast, saturation, hue) < 0 or hue > 0.5:
-        raise ValueError(
-            "jitter strengths must be >= 0 and hue <= 0.5, got "
-            f"{brightness}, {contrast}, {saturation}, {hue}"
-        )
     x = images
     n, _, h, w = x.shape
     device = x.device
@@ -326,8 +337,10 @@ def affine_color_jitter(
         value = (1.0 + strength * (2.0 * u[:, column] - 1.0)).clamp_(min=0.0)
         return applied * value + (1.0 - applied)  # 1 = identity where not applied
 
-    b, c, s = factor(0, brightness), factor(1, contrast), factor(2, saturation)
-    angle = applied * hue * (2.0 * u[:, 3] - 1.0) * (2.0 * math.pi)
+    b = factor(0, strengths.brightness)
+    c = factor(1, strengths.contrast)
+    s = factor(2, strengths.saturation)
+    angle = applied * strengths.hue * (2.0 * u[:, 3] - 1.0) * (2.0 * math.pi)
     eye = torch.eye(3, device=device).expand(n, 3, 3)
     gray = device_constant(GRAY_WEIGHTS, torch.float32, device)
     ones_gray = torch.ones(3, 1, device=device) * gray[None, :]  # (3, 3): 1 w^T

@@ -133,17 +133,16 @@ def _step_function(
     )
 
 
-def _view_augment(
-    seed: int, distributions: Sequence[str], *, view_flip: str, view_jitter: str, blur: bool
-) -> ViewAugment:
-    """The released view augmentation with the run's switches applied."""
-    flips_distribution = any("hflip" in name.split("+") for name in distributions)
+def _view_augment(seed: int, settings: TrainSettings) -> ViewAugment:
+    """The released view augmentation with the recipe's ``view_*`` switches applied."""
+    flips_distribution = any("hflip" in name.split("+") for name in settings.distributions)
+    view_flip = settings.view_flip
     flip = view_flip == "always" or (view_flip == "auto" and not flips_distribution)
     return ViewAugment(
         flip_p=0.5 if flip else 0.0,
-        jitter=view_jitter,
+        jitter=settings.view_jitter,
         order_seed=stream_seed(seed, 3),
-        blur_p=0.5 if blur else 0.0,
+        blur_p=0.5 if settings.view_blur else 0.0,
     )
 
 
@@ -163,31 +162,25 @@ class TrainingData:
 
 
 def _training_data(
-    images_uint8: np.ndarray | torch.Tensor,
-    *,
-    method: str,
-    batch_size: int,
-    distributions: tuple[str, ...],
-    expand: bool,
-    denoising_target: str,
-    denoising_patch: int,
-    device: torch.device,
+    images_uint8: np.ndarray | torch.Tensor, settings: TrainSettings, device: torch.device
 ) -> TrainingData:
-    """Move the images to the device once (expanded by the DA set if ``expand``); size steps."""
+    """Move the images to the device once (expanded by the DA set if the recipe ``expands``);
+    size the steps by its ``batch_size``."""
+    s = settings
     data = _images_on_device(images_uint8, device)
     n, _, side, _ = data.shape
     data_sha1 = _data_digest(data)
-    if expand:
+    if s.expands:
         # Released data/cifar.py: every transformed copy is an instance of the training set.
-        data = distribution_copies(data, distributions).images
+        data = distribution_copies(data, s.distributions).images
     instances = len(data)
-    if method == "denoising" and denoising_target == "patch_normalized":
-        if denoising_patch < 2 or side % denoising_patch:
+    if s.method == "denoising" and s.denoising_target == "patch_normalized":
+        if s.denoising_patch < 2 or side % s.denoising_patch:
             raise ValueError(
                 f"denoising_patch must be >= 2 and divide the image side {side}, "
-                f"got {denoising_patch}"
+                f"got {s.denoising_patch}"
             )
-    per_step = min(batch_size, instances)
+    per_step = min(s.batch_size, instances)
     return TrainingData(data, n, side, data_sha1, per_step, instances // per_step)
 
 
@@ -447,26 +440,11 @@ def prepare_run(
     """
     s = settings
     if augment is None and (s.method != "denoising" or s.denoising_views):
-        augment = _view_augment(
-            seed,
-            s.distributions,
-            view_flip=s.view_flip,
-            view_jitter=s.view_jitter,
-            blur=s.view_blur,
-        )
+        augment = _view_augment(seed, s)
     device = torch.device(device)
     on_cuda = device.type == "cuda"
     use_deterministic_kernels(device)
-    data = _training_data(
-        images_uint8,
-        method=s.method,
-        batch_size=s.batch_size,
-        distributions=s.distributions,
-        expand=s.expands,
-        denoising_target=s.denoising_target,
-        denoising_patch=s.denoising_patch,
-        device=device,
-    )
+    data = _training_data(images_uint8, s, device)
     cosine = _cosine_schedule(s.lr_schedule, data.steps_per_epoch, s.epochs * data.steps_per_epoch)
     use_scaler = on_cuda and s.amp == "float16"
     step_mode = resolve_step_mode(step_mode, device, float16_scaler=use_scaler)

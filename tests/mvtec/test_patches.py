@@ -21,6 +21,7 @@ from pipeline_lib.mvtec.localize import (
     upsample_score_maps,
 )
 from pipeline_lib.mvtec.patches import (
+    PatchOptions,
     dense_positions,
     embed_category_patches,
     embed_patches,
@@ -81,7 +82,7 @@ def _crop(images: np.ndarray, position: np.ndarray, size: int, stride: int) -> t
 
 
 def test_dense_embedding_equals_embedding_each_crop(model, images):
-    features = embed_patches(model, images, patch_size=16, stride=4, batch_size=7)
+    features = embed_patches(model, images, options=PatchOptions(16, 4, batch_size=7))
     positions = dense_positions(3, 5)
     assert features.shape == (75, 32)
     with torch.no_grad():
@@ -89,12 +90,12 @@ def test_dense_embedding_equals_embedding_each_crop(model, images):
             direct = model(_crop(images, positions[k], 16, 4))["f"][0].numpy()
             np.testing.assert_allclose(features[k], direct, atol=1e-5)
     subset = positions[[40, 2, 17]]
-    picked = embed_patches(model, images, positions=subset, patch_size=16, stride=4)
+    picked = embed_patches(model, images, positions=subset, options=PatchOptions(16, 4))
     np.testing.assert_allclose(picked, features[[40, 2, 17]], atol=1e-5)
 
 
 def test_rotation_patch_score_is_minus_the_rotation_classifier_detector(model, images):
-    anomaly = rotation_anomaly_patches(model, images, patch_size=16, stride=8, batch_size=5)
+    anomaly = rotation_anomaly_patches(model, images, options=PatchOptions(16, 8, batch_size=5))
     positions = dense_positions(3, 3)
     crops = np.stack([images[i, r * 8 : r * 8 + 16, c * 8 : c * 8 + 16] for i, r, c in positions])
     # The image-level rotation_classifier score (the paper's sum of p) of each crop.
@@ -181,8 +182,7 @@ def test_random_features_find_easy_synthetic_defects(mvtec_category, model):
         model,
         category.train_images,
         category.test_images,
-        patch_size=16,
-        stride=4,
+        options=PatchOptions(16, 4),
         max_fit_patches=300,
         rotation=True,
     )
@@ -214,8 +214,8 @@ def test_random_features_find_easy_synthetic_defects(mvtec_category, model):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_embedding_and_kde_match_the_cpu(model, images):
-    cpu = embed_patches(model, images, patch_size=16, stride=4)
-    gpu = embed_patches(model, images, patch_size=16, stride=4, device="cuda")
+    cpu = embed_patches(model, images, options=PatchOptions(16, 4))
+    gpu = embed_patches(model, images, options=PatchOptions(16, 4, device="cuda"))
     np.testing.assert_allclose(gpu, cpu, atol=1e-3)
     maps_cpu = patch_score_maps(cpu[:40], cpu, n_images=3, detector="kde", device="cpu")
     maps_gpu = patch_score_maps(cpu[:40], cpu, n_images=3, detector="kde", device="cuda")

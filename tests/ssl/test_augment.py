@@ -20,8 +20,14 @@ from pipeline_lib.ssl.augment import (
     to_unit_float,
     two_views,
 )
-from pipeline_lib.ssl.color_ops import GRAY_WEIGHTS, TF_GRAY_WEIGHTS, affine_color_jitter
+from pipeline_lib.ssl.color_ops import (
+    GRAY_WEIGHTS,
+    TF_GRAY_WEIGHTS,
+    JitterStrengths,
+    affine_color_jitter,
+)
 from pipeline_lib.ssl.run import _view_augment
+from pipeline_lib.ssl.settings import TrainSettings
 
 
 def _images(n: int = 6, size: int = 16, seed: int = 0) -> torch.Tensor:
@@ -125,9 +131,11 @@ def test_crop_sides_cover_the_released_integer_range() -> None:
 )
 def test_torchvision_variant_operations_match_torchvision(column, kwargs, reference) -> None:
     images = to_unit_float(_images(6, 8))
-    strengths = {"brightness": 0.0, "contrast": 0.0, "saturation": 0.0, "hue": 0.0, **kwargs}
+    strengths = JitterStrengths(
+        **{"brightness": 0.0, "contrast": 0.0, "saturation": 0.0, "hue": 0.0, **kwargs}
+    )
     u = torch.rand(6, 9, generator=_gen(5))
-    ours = affine_color_jitter(images, uniforms=u, **strengths)
+    ours = affine_color_jitter(images, uniforms=u, strengths=strengths)
     factors = 1 + 0.4 * (2 * u[:, column] - 1)
     expected = torch.stack(
         [reference(img, float(f)) for img, f in zip(images, factors, strict=True)]
@@ -141,7 +149,8 @@ def test_torchvision_variant_hue_keeps_luma_and_grays() -> None:
     images = 0.35 + 0.3 * torch.rand(6, 3, 8, 8, generator=_gen(1))
     images[:, :, 0, 0] = 0.5  # a gray pixel
     u = torch.rand(6, 9, generator=_gen(2))
-    out = affine_color_jitter(images, uniforms=u, brightness=0, contrast=0, saturation=0, hue=0.4)
+    hue_only = JitterStrengths(brightness=0, contrast=0, saturation=0, hue=0.4)
+    out = affine_color_jitter(images, uniforms=u, strengths=hue_only)
     luma = torch.tensor(GRAY_WEIGHTS).view(1, 3, 1, 1)
     torch.testing.assert_close((out * luma).sum(1), (images * luma).sum(1), rtol=0, atol=1e-5)
     torch.testing.assert_close(out[:, :, 0, 0], torch.full((6, 3), 0.5), rtol=0, atol=1e-5)
@@ -177,9 +186,14 @@ def test_jitter_order_is_fixed_per_run_and_view_stream() -> None:
     ],
 )
 def test_no_view_is_flipped_when_hflip_is_a_distribution(distributions, view_flip, flip_p):
-    augment = _view_augment(
-        0, distributions, view_flip=view_flip, view_jitter="released", blur=False
+    settings = TrainSettings(  # only contrastive_da has distributions
+        method="contrastive_da" if distributions else "contrastive",
+        epochs=1,
+        batch_size=4,
+        distributions=distributions,
+        view_flip=view_flip,
     )
+    augment = _view_augment(0, settings)
     assert augment.flip_p == flip_p
 
 

@@ -15,6 +15,7 @@ import torch
 from pipeline_lib.ssl.color_ops import (
     GRAY_WEIGHTS,
     TF_GRAY_WEIGHTS,
+    JitterStrengths,
     adjust_brightness,
     adjust_contrast,
     adjust_hue,
@@ -182,9 +183,8 @@ def test_released_jitter_follows_the_given_order_and_strengths() -> None:
             expected = steps[op](expected, signed[i : i + 1, op])
         torch.testing.assert_close(out[i : i + 1], expected)
     # Zero strengths are switched off, as the released ColorJitter does.
-    still = released_color_jitter(
-        images, order=order, uniforms=uniforms, brightness=0, contrast=0, saturation=0, hue=0
-    )
+    off = JitterStrengths(brightness=0, contrast=0, saturation=0, hue=0)
+    still = released_color_jitter(images, order=order, uniforms=uniforms, strengths=off)
     assert torch.equal(still, images)
 
 
@@ -202,7 +202,6 @@ def test_affine_variant_is_clamped_and_identity_at_zero_strength() -> None:
     uniforms = torch.rand(4, 9, generator=torch.Generator().manual_seed(0))
     out = affine_color_jitter(images, uniforms=uniforms)
     assert float(out.min()) >= 0.0 and float(out.max()) <= 1.0
-    still = affine_color_jitter(
-        images, uniforms=uniforms, brightness=0, contrast=0, saturation=0, hue=0
-    )
+    off = JitterStrengths(brightness=0, contrast=0, saturation=0, hue=0)
+    still = affine_color_jitter(images, uniforms=uniforms, strengths=off)
     torch.testing.assert_close(still, images, rtol=0, atol=1e-6)

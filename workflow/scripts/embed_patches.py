@@ -3,7 +3,7 @@
 from pipeline_lib.data.mvtec import category_from_arrays
 from pipeline_lib.models.checkpoints import load_trained_representation
 from pipeline_lib.models.representation import build_representation, imagenet_weights_from_env
-from pipeline_lib.mvtec.patches import embed_category_patches
+from pipeline_lib.mvtec.patches import PatchOptions, embed_category_patches
 from pipeline_lib.runtime.devices import select_device, set_threads
 from pipeline_lib.runtime.io import load_npz, save_npz
 from pipeline_lib.runtime.logs import job_logging, show_progress
@@ -27,13 +27,15 @@ with job_logging(snakemake.log[0]):
         model,
         category.train_images,
         category.test_images,
-        patch_size=snakemake.params.patch_size,
-        stride=snakemake.params.stride,
-        batch_size=snakemake.params.batch_size,
+        options=PatchOptions(
+            patch_size=snakemake.params.patch_size,
+            stride=snakemake.params.stride,
+            batch_size=snakemake.params.batch_size,
+            device=device,
+            progress=show_progress(),
+        ),
         max_fit_patches=snakemake.params.max_fit_patches,
         seed=seed,
         rotation=snakemake.params.rotation,
-        device=device,
-        progress=show_progress(),
     )
     save_npz(snakemake.output[0], features)

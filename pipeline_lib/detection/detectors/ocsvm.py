@@ -243,12 +243,8 @@ class RBFOneClassSVM(TorchDetector):
         """scikit-learn's ``decision_function``: :meth:`score_samples` minus ``rho``.
 
         Positive for points inside the learned support (predicted inliers), negative outside.
-        Same ranking as :meth:`score_samples`; the pipeline uses the latter.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Features to score.
+        ``X`` as for :meth:`score_samples`, which this calls: the same ranking; the pipeline
+        uses the latter.
 
         Returns
         -------
