@@ -276,9 +276,10 @@ class ViewAugment:
                 f"unknown jitter_order {self.jitter_order!r}; allowed: {', '.join(JITTER_ORDERS)}"
             )
 
-    @property
+    @functools.cached_property
     def strengths(self) -> JitterStrengths:
-        """The four jitter strengths as one checked object (either jitter takes it)."""
+        """The four jitter strengths as one checked object (either jitter takes it); built
+        and checked once per augmentation, not at every training step."""
         return JitterStrengths(self.brightness, self.contrast, self.saturation, self.hue)
 
     def stream_orders(self, streams: int) -> torch.Tensor:
