@@ -51,6 +51,15 @@ warn_missing_data(MISSING_DATA)
 
 onstart:
     check_before_jobs(MISSING_DATA)
+    start_warm_workers()
+
+
+onsuccess:
+    stop_warm_workers()
+
+
+onerror:
+    stop_warm_workers()
 
 
 rule all:

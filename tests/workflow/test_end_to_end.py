@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import stat
 from pathlib import Path
 
@@ -43,6 +44,43 @@ def test_every_job_leaves_a_result(tiny_run: Path) -> None:
     clean = {f"clean{n}" for n in TINY["splits"]["clean_inliers"]}
     assert set(results["fitset"]) == {"train", *clean}
     assert set(results["inlier"]) == {"0", "8"}
+
+
+def test_local_jobs_ran_in_warm_workers_that_stopped_with_the_run(tiny_run: Path) -> None:
+    """Every script job of the run was forked from the run's warm server, exited 0, and the
+    server and its socket are gone (pipeline_lib/runtime/warm_jobs.py)."""
+    served = re.findall(
+        r"^ran tmp\w+\.(\w+)\.py \(pid \d+\): exit (\d+)$",
+        "".join(log.read_text() for log in (tiny_run / ".snakemake/log").glob("warm_jobs.*.log")),
+        flags=re.MULTILINE,
+    )
+    assert {code for _, code in served} == {"0"}
+    detector_jobs = list((tiny_run / "results/benchmarks/score_detectors").rglob("*.tsv"))
+    assert len(detector_jobs) == N_JOBS // len(TINY["detectors"])
+    assert sum(script == "score_detectors" for script, _ in served) == len(detector_jobs)
+    assert {"prepare_split", "embed_frozen_dataset", "collect_results"} <= {s for s, _ in served}
+    servers = [
+        entry
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit()
+        and b"pipeline_lib.runtime.warm_jobs" in _read(entry / "cmdline")
+        and str(tiny_run) in str(_cwd(entry))
+    ]
+    assert servers == []
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
+def _cwd(entry: Path) -> Path | None:
+    try:
+        return (entry / "cwd").readlink()
+    except OSError:
+        return None
 
 
 def test_tables_say_which_data_are_not_the_official_files(tiny_run: Path) -> None:

@@ -39,6 +39,7 @@ from pipeline_lib.paper.protocol import (
     protocol_notes,
 )
 from pipeline_lib.tracking.mlflow_store import default_tracking_uri, redact_uri
+from pipeline_lib.runtime import warm_jobs
 from pipeline_lib.registry import (
     FROZEN_METHODS,
     ROTATION_METHODS,
@@ -150,6 +151,28 @@ def check_before_jobs(missing):
         raise WorkflowError(
             "data not found, nothing was run:\n  " + "\n  ".join(missing)
         )
+
+
+# The run's warm-worker server (pipeline_lib/runtime/warm_jobs.py), while one runs.
+WARM_SERVER = []
+
+
+def start_warm_workers():
+    """The onstart hook's second half: local runs fork their jobs from one warm process.
+
+    Not where jobs run elsewhere (a cluster executor), in their own software environment
+    (--sdm conda or apptainer) or where DROC_WARM_JOBS=0; their jobs run in their own
+    processes, as they always can.
+    """
+    if workflow.local_exec and not workflow.deployment_settings.deployment_method:
+        scripts = Path(workflow.basedir) / "workflow" / "scripts"
+        WARM_SERVER.append(warm_jobs.start_server(scripts, Path(".snakemake") / "log"))
+
+
+def stop_warm_workers():
+    """The onsuccess and onerror hooks: the run is over, so is its server."""
+    while WARM_SERVER:
+        warm_jobs.stop_server(WARM_SERVER.pop())
 
 
 def _union(lists):

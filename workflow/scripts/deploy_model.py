@@ -1,5 +1,9 @@
 """Package the configured cell (main table or MVTec category); register_model registers it."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 from pipeline_lib.deploy.step import package_deploy_cell
 from pipeline_lib.runtime.devices import set_threads
 from pipeline_lib.runtime.io import save_json

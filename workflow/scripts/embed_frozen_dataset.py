@@ -1,5 +1,9 @@
 """Embed a whole data set with a frozen representation (shared by every inlier class)."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 from pipeline_lib.models.embed import embed_frozen
 from pipeline_lib.runtime.devices import select_device, set_threads
 from pipeline_lib.runtime.io import load_image_dataset, save_npz

@@ -1,5 +1,9 @@
 """Embed a category's training patches (the detector's fit set) and every test patch densely."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 from pipeline_lib.data.mvtec import category_from_arrays
 from pipeline_lib.models.checkpoints import load_trained_representation
 from pipeline_lib.models.representation import build_representation, imagenet_weights_from_env

@@ -1,5 +1,9 @@
 """Embed a trained representation's fit images and the test split (and rotation scores)."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 from pipeline_lib.data.split import load_split
 from pipeline_lib.models.checkpoints import load_trained_representation
 from pipeline_lib.runtime.devices import gpus_requested, job_device, set_threads

@@ -1,6 +1,10 @@
 """Integrated gradients and GradCAM of each representation's KDE score (and RotNet's own
 classifier) for chosen test images; the figure in the paper's arrangement."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 import json
 from pathlib import Path
 

@@ -1,5 +1,9 @@
 """Create the MLflow store and experiment once, before anything logs to it."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 from pathlib import Path
 
 from pipeline_lib.runtime.io import save_json

@@ -1,5 +1,9 @@
 """MVTec AD's MLflow writer: a child run per job result, its training curves and tables."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 from pathlib import Path
 
 import pandas as pd

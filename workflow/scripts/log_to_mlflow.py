@@ -1,5 +1,9 @@
 """The image benchmarks' MLflow writer: a child run per job result, a parent per sweep and study."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 from pathlib import Path
 
 from pipeline_lib.results.study_frames import study_records

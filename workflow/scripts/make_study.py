@@ -1,6 +1,10 @@
 """One study: its tidy results, its table (CSV, Markdown, LaTeX, HTML) and its figures,
 beside the paper's numbers."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 import dataclasses
 from pathlib import Path
 

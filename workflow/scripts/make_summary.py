@@ -1,5 +1,9 @@
 """The summary page: every table and figure, largest deviations from the paper first."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 import os
 from pathlib import Path
 

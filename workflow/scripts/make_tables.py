@@ -1,5 +1,9 @@
 """The main table and per-class tables, beside the published numbers, in four formats."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 from pathlib import Path
 
 from pipeline_lib.paper.aggregate import (

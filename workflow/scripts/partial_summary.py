@@ -1,5 +1,9 @@
 """Summary of whatever results exist now, every missing one marked (no job is started)."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 import dataclasses
 import os
 from pathlib import Path

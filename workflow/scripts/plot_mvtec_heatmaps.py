@@ -1,5 +1,9 @@
 """Localisation figure of one category: input, mask and every representation's heat map."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 from pipeline_lib.data.mvtec import category_from_arrays
 from pipeline_lib.mvtec.heatmaps import plot_localization
 from pipeline_lib.mvtec.localize import localization_panels

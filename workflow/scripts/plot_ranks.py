@@ -1,5 +1,9 @@
 """Ranks of the main table's rows across data sets (3 or more), as a mean-rank dot plot."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 from pipeline_lib.paper.plots import write_rank_plot
 from pipeline_lib.results.tidy_table import load_results_csv
 from pipeline_lib.runtime.logs import job_logging

@@ -1,5 +1,9 @@
 """ROC curves of one class and seed, one curve per representation and detector."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 from pipeline_lib.paper.plots import plot_roc_curves, save_figure
 from pipeline_lib.results.roc import roc_curve_from_scores
 from pipeline_lib.runtime.io import load_npz

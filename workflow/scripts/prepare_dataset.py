@@ -1,5 +1,9 @@
 """Read a data set from its standard layout into the pipeline's cache."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 import os
 
 from pipeline_lib.data.subsample import prepare_dataset

@@ -1,5 +1,9 @@
 """Read one MVTec AD category (or a user category in that layout) into a compact cache."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 from pipeline_lib.data.mvtec import category_path_from_env, category_to_arrays, read_mvtec_category
 from pipeline_lib.runtime.io import save_npz
 from pipeline_lib.runtime.logs import job_logging

@@ -1,5 +1,9 @@
 """Draw the (class, contamination, seed) split and save its indices beside the results."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 from pipeline_lib.data.split import one_class_split, save_split
 from pipeline_lib.runtime.io import load_dataset_labels
 from pipeline_lib.runtime.logs import job_logging

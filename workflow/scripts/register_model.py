@@ -1,5 +1,9 @@
 """Log the packaged cell as an MLflow pyfunc model and register it (tracking on)."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 from pathlib import Path
 
 import pandas as pd

@@ -1,5 +1,9 @@
 """Fit each configured detector on one split's features; save AUC and scores per detector."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 from pipeline_lib.config.keys import ResultKey
 from pipeline_lib.data.split import load_split
 from pipeline_lib.detection.runner import run_detection

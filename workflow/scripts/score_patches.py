@@ -1,5 +1,9 @@
 """Fit each patch detector, score every test patch into maps; image / pixel AUC and AUPRO."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 from pipeline_lib.data.mvtec import category_from_arrays
 from pipeline_lib.mvtec.patches import score_category
 from pipeline_lib.runtime.devices import select_device, set_threads

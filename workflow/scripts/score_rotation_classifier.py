@@ -1,5 +1,9 @@
 """RotNet's own detector: AUC of the rotation classifier's scores (nothing is fitted)."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 from pipeline_lib.config.keys import ResultKey
 from pipeline_lib.data.split import load_split
 from pipeline_lib.detection.runner import run_rotation_detection

@@ -8,6 +8,10 @@ the job: Snakemake would delete the outputs of a failed job, and with them the o
 work. unpack_fused_model then fails for that model alone, quoting the error.
 """
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 from pathlib import Path
 
 from pipeline_lib.config.fusing import member_name

@@ -1,5 +1,9 @@
 """Train one self-supervised representation on random patches of a category's train images."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 from pathlib import Path
 
 from pipeline_lib.data.mvtec import category_from_arrays

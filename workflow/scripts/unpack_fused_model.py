@@ -1,5 +1,9 @@
 """Move one model of a fused group to where embed_trained reads it, or fail with its error."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 import contextlib
 import os
 from pathlib import Path

@@ -1,5 +1,9 @@
 """Write the sweep's provenance (config, git commit, package versions) for the report."""
 
+from pipeline_lib.runtime.warm_jobs import hand_over
+
+hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
+
 from pathlib import Path
 
 from pipeline_lib.results.provenance import collect_provenance, provenance_html
