@@ -215,3 +215,24 @@ def test_every_job_script_hands_over_before_its_other_imports(script):
     assert isinstance(docstring, ast.Expr) and isinstance(docstring.value, ast.Constant)
     assert ast.unparse(first_import) == "from pipeline_lib.runtime.warm_jobs import hand_over"
     assert ast.unparse(call) == "hand_over(snakemake)"
+
+
+def test_preload_loads_what_library_modules_import_lazily():
+    """mlflow_store imports mlflow inside its functions; the server loads it up front."""
+    probe = (
+        "import sys; from pipeline_lib.runtime import warm_jobs; "
+        "failures = warm_jobs.preload(['pipeline_lib.tracking.mlflow_store', 'no_such_module']); "
+        "print(sorted(m for m in sys.modules if m in ('mlflow.tracking', 'mlflow.entities'))); "
+        "print(failures)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    loaded, failures = result.stdout.splitlines()
+    assert loaded == "['mlflow.entities', 'mlflow.tracking']"
+    assert "no_such_module: ModuleNotFoundError" in failures

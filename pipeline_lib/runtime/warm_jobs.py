@@ -137,8 +137,10 @@ def _library_dir() -> str:
 
 
 def enabled(environ: os._Environ[str] | dict[str, str] = os.environ) -> bool:
-    """False where ``DROC_WARM_JOBS`` switches warm workers off."""
-    return environ.get(SWITCH_VARIABLE, "1").strip().lower() not in _OFF
+    """False where ``DROC_WARM_JOBS`` switches warm workers off, or off Linux (the server
+    checks who connects with ``SO_PEERCRED``, a Linux socket option)."""
+    switched_on = environ.get(SWITCH_VARIABLE, "1").strip().lower() not in _OFF
+    return switched_on and sys.platform.startswith("linux")
 
 
 def start_server(scripts_dir: Path, log_dir: Path) -> subprocess.Popen[bytes] | None:
@@ -197,12 +199,28 @@ def modules_to_preload(scripts_dir: Path) -> list[str]:
 
 
 def preload(modules: list[str]) -> list[str]:
-    """Import ``modules``; returns the messages of those that failed (their jobs still run)."""
+    """Import ``modules``, then what those of pipeline_lib declare they import lazily.
+
+    A module that imports something heavy inside its functions names it in ``WARM_PRELOAD``
+    (a tuple of module names). Returns the messages of the imports that failed: the jobs that
+    need them still run, and report the error themselves.
+    """
     failures = []
     for name in modules:
         try:
             importlib.import_module(name)
         except Exception as error:  # noqa: BLE001 - a job importing it will report it
+            failures.append(f"{name}: {type(error).__name__}: {error}")
+    declared = {
+        name
+        for module_name, module in list(sys.modules.items())
+        if module_name.startswith("pipeline_lib.")
+        for name in getattr(module, "WARM_PRELOAD", ())
+    }
+    for name in sorted(declared - set(sys.modules)):
+        try:
+            importlib.import_module(name)
+        except Exception as error:  # noqa: BLE001
             failures.append(f"{name}: {type(error).__name__}: {error}")
     return failures
 

@@ -27,6 +27,10 @@ from pipeline_lib.runtime.io import exclusive_lock
 
 log = logging.getLogger(__name__)
 
+#: mlflow is imported inside the functions below (a run without tracking never loads it); a
+#: warm-worker server, which serves runs that track, loads these up front for its jobs.
+WARM_PRELOAD = ("mlflow.tracking", "mlflow.entities", "mlflow.exceptions")
+
 #: Tag names used to find runs again (MLflow tags allow dots in names).
 SWEEP_TAG = "droc.sweep"
 KEY_TAG = "droc.result_key"
