@@ -67,12 +67,11 @@ def _wait_for(path: Path) -> None:
 @pytest.fixture
 def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A running server (preloading for one tiny script) and the socket its jobs use."""
-    scripts = tmp_path / "scripts"
-    scripts.mkdir()
-    (scripts / "tiny.py").write_text('"""x"""\n\nimport json\n')
+    script = tmp_path / "tiny.py"
+    script.write_text('"""x"""\n\nimport json\n')
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     monkeypatch.delenv(warm_jobs.SOCKET_VARIABLE, raising=False)
-    process = warm_jobs.start_server(scripts, tmp_path / "logs")
+    process = warm_jobs.start_server([script] * warm_jobs.MIN_JOBS, tmp_path / "logs")
     assert process is not None
     socket_path = Path(os.environ[warm_jobs.SOCKET_VARIABLE])
     _wait_for(socket_path)
@@ -176,13 +175,13 @@ def test_a_request_from_another_library_or_too_large_is_refused(server, tmp_path
 
 
 def test_the_server_exits_with_its_snakemake_process(tmp_path, monkeypatch):
-    scripts = tmp_path / "scripts"
-    scripts.mkdir()
+    script = tmp_path / "tiny.py"
+    script.write_text("import json\n")
     parent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     socket_path = tmp_path / "s.sock"
     server = subprocess.Popen(
         [sys.executable, "-m", "pipeline_lib.runtime.warm_jobs", str(socket_path),
-         "--parent", str(parent.pid), "--scripts", str(scripts)],
+         "--parent", str(parent.pid), "--scripts", str(script)],
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip
     _wait_for(socket_path)
@@ -192,15 +191,17 @@ def test_the_server_exits_with_its_snakemake_process(tmp_path, monkeypatch):
     assert not socket_path.exists()
 
 
-def test_switched_off_by_the_environment(tmp_path, monkeypatch):
-    monkeypatch.setenv(warm_jobs.SWITCH_VARIABLE, "0")
+def test_no_server_when_switched_off_or_for_a_run_of_few_jobs(tmp_path, monkeypatch):
     monkeypatch.delenv(warm_jobs.SOCKET_VARIABLE, raising=False)
-    assert warm_jobs.start_server(tmp_path, tmp_path / "logs") is None
+    few = [tmp_path / "job.py"] * (warm_jobs.MIN_JOBS - 1)
+    assert warm_jobs.start_server(few, tmp_path / "logs") is None
+    monkeypatch.setenv(warm_jobs.SWITCH_VARIABLE, "0")
+    assert warm_jobs.start_server(few * 10, tmp_path / "logs") is None
     assert warm_jobs.SOCKET_VARIABLE not in os.environ
 
 
 def test_preloads_what_the_job_scripts_import():
-    modules = warm_jobs.modules_to_preload(REPO / "workflow" / "scripts")
+    modules = warm_jobs.modules_to_preload(sorted((REPO / "workflow" / "scripts").glob("*.py")))
     assert "pipeline_lib.detection.runner" in modules and "pipeline_lib.ssl.train" in modules
     assert modules[:2] == list(warm_jobs.PREAMBLE_MODULES)
 

@@ -52,6 +52,9 @@ CHILD_VARIABLE = "DROC_WARM_CHILD"
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
 #: Modules every job script's Snakemake preamble imports.
 PREAMBLE_MODULES = ("snakemake.logging", "snakemake.iocontainers")
+#: Fewest script jobs a run must have for a server: loading the stack once costs about as
+#: much CPU as two jobs importing it each.
+MIN_JOBS = 3
 _OFF = {"0", "false", "no", "off"}
 
 
@@ -143,13 +146,15 @@ def enabled(environ: os._Environ[str] | dict[str, str] = os.environ) -> bool:
     return switched_on and sys.platform.startswith("linux")
 
 
-def start_server(scripts_dir: Path, log_dir: Path) -> subprocess.Popen[bytes] | None:
+def start_server(scripts: list[Path], log_dir: Path) -> subprocess.Popen[bytes] | None:
     """Start this run's server and point the jobs at it (the ``onstart`` hook's half).
 
-    Returns the server process, or None where warm workers are switched off. The jobs learn
-    the socket through the environment Snakemake's local jobs inherit.
+    ``scripts`` holds the job script of every job the run will start (repeats included). The
+    server loads what those scripts import. Returns the server process, or None where warm
+    workers are switched off or the run has fewer than ``MIN_JOBS`` script jobs. The jobs
+    learn the socket through the environment Snakemake's local jobs inherit.
     """
-    if not enabled():
+    if not enabled() or len(scripts) < MIN_JOBS:
         return None
     socket_dir = Path(tempfile.mkdtemp(prefix="droc-warm-"))
     socket_path = socket_dir / "jobs.sock"
@@ -160,7 +165,7 @@ def start_server(scripts_dir: Path, log_dir: Path) -> subprocess.Popen[bytes] | 
         [str(Path(_library_dir()).parent), *filter(None, [environment.get("PYTHONPATH")])]
     )
     command = [sys.executable, "-m", "pipeline_lib.runtime.warm_jobs", str(socket_path)]
-    command += ["--parent", str(os.getpid()), "--scripts", str(scripts_dir)]
+    command += ["--parent", str(os.getpid()), "--scripts", *sorted({str(path) for path in scripts})]
     with open(log_path, "ab") as log:
         server = subprocess.Popen(  # noqa: S603 - our own interpreter and module
             command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=environment
@@ -186,10 +191,10 @@ def stop_server(server: subprocess.Popen[bytes] | None) -> None:
             Path(socket_path).parent.rmdir()
 
 
-def modules_to_preload(scripts_dir: Path) -> list[str]:
+def modules_to_preload(scripts: list[Path]) -> list[str]:
     """Every module the job scripts import at their top level, plus the preamble's."""
     names: dict[str, None] = dict.fromkeys(PREAMBLE_MODULES)
-    for script in sorted(scripts_dir.glob("*.py")):
+    for script in scripts:
         for node in ast.parse(script.read_text(), filename=str(script)).body:
             if isinstance(node, ast.Import):
                 names.update(dict.fromkeys(alias.name for alias in node.names))
@@ -458,7 +463,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("socket", type=Path, help="where to listen")
     parser.add_argument("--parent", type=int, required=True, help="exit when this pid does")
-    parser.add_argument("--scripts", type=Path, required=True, help="job scripts to preload for")
+    parser.add_argument(
+        "--scripts", type=Path, nargs="+", required=True, help="job scripts to preload for"
+    )
     arguments = parser.parse_args(argv)
     old_mask = os.umask(0o077)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

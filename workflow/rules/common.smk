@@ -165,7 +165,13 @@ def start_warm_workers():
     processes, as they always can.
     """
     if workflow.local_exec and not workflow.deployment_settings.deployment_method:
-        scripts = Path(workflow.basedir) / "workflow" / "scripts"
+        scripts = [
+            Path(
+                job.rule.basedir.join(job.rule.script).get_path_or_uri(secret_free=True)
+            )
+            for job in workflow.dag.needrun_jobs()
+            if job.rule.script
+        ]
         WARM_SERVER.append(warm_jobs.start_server(scripts, Path(".snakemake") / "log"))
 
 
