@@ -156,11 +156,14 @@ def test_jobs_the_server_cannot_take_run_cold(server, tmp_path):
     assert nowhere.returncode == 0 and json.loads(nowhere.stdout)["child"] is None
 
 
-def test_a_request_from_another_library_or_too_large_is_refused(server, tmp_path):
+def test_bad_requests_are_refused_and_the_server_goes_on(server, tmp_path):
     _, socket_path = server
+    library = str(REPO / "pipeline_lib")
     for request in (
         {"script": "x.py", "cwd": "/", "env": {}, "library": "/elsewhere/pipeline_lib"},
-        "x" * (warm_jobs.MAX_REQUEST_BYTES + 1),
+        "x" * (warm_jobs.MAX_REQUEST_BYTES + 1),  # over the size bound
+        [1, 2],  # not an object
+        {"cwd": "/", "env": {}, "library": library},  # no script
     ):
         payload = json.dumps(request).encode()
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
@@ -171,7 +174,9 @@ def test_a_request_from_another_library_or_too_large_is_refused(server, tmp_path
                 connection.sendall(payload[:65536])
             reply = json.loads(connection.makefile("rb").readline())
         assert "refused" in reply and "pid" not in reply
-    assert _log(tmp_path).count("rejected a request") == 2
+    assert _log(tmp_path).count("rejected a request") == 4
+    after = _run(_script(tmp_path, "after.py"), tmp_path, DROC_WARM_SOCKET=str(socket_path))
+    assert after.returncode == 0 and json.loads(after.stdout)["child"] == "1"
 
 
 def test_the_server_exits_with_its_snakemake_process(tmp_path, monkeypatch):

@@ -105,7 +105,8 @@ def _run_remotely(socket_path: str) -> int | None:
         }
         payload = json.dumps(request).encode()
         try:
-            socket.send_fds(connection, [struct.pack("!I", len(payload)) + payload], [0, 1, 2])
+            socket.send_fds(connection, [struct.pack("!I", len(payload))], [0, 1, 2])
+            connection.sendall(payload)
             reply = connection.makefile("rb")
             first = _read_message(reply)
         except OSError:
@@ -119,7 +120,7 @@ def _run_remotely(socket_path: str) -> int | None:
     if last is None or "exit" not in last:
         print(
             f"error: the warm worker running this job (pid {first['pid']}) stopped answering; "
-            f"its server's log is {Path(socket_path).with_suffix('.log')}",
+            "its server's log is .snakemake/log/warm_jobs.<Snakemake's pid>.log",
             file=sys.stderr,
         )
         return 1
@@ -274,7 +275,8 @@ class _Server:
             request = _receive_request(connection)
         except (OSError, ValueError) as error:
             print(f"rejected a request: {error}", file=sys.stderr, flush=True)
-            _send(connection, {"refused": str(error)})
+            with contextlib.suppress(OSError):
+                _send(connection, {"refused": str(error)})
             connection.close()
             return None
         job, streams = request
@@ -289,7 +291,8 @@ class _Server:
         self.children[pid] = connection
         self.scripts[pid] = Path(job.script).name
         self.selector.register(connection, selectors.EVENT_READ, pid)
-        _send(connection, {"pid": pid})
+        with contextlib.suppress(OSError):  # a client gone already: its job is killed next
+            _send(connection, {"pid": pid})
         return None
 
     def _become_child(self, connection: socket.socket, streams: list[int]) -> None:
@@ -376,10 +379,12 @@ def _receive_request(connection: socket.socket) -> tuple[Job, list[int]]:
                 f"{_library_dir()}"
             )
         job = Job(script=str(request["script"]), cwd=str(request["cwd"]), env=dict(request["env"]))
-    except (KeyError, TypeError, json.JSONDecodeError, ValueError, OSError):
+    except (KeyError, TypeError, AttributeError, ValueError, OSError) as error:
         for stream in streams:
             os.close(stream)
-        raise
+        if isinstance(error, (OSError, ValueError)):
+            raise
+        raise ValueError(f"malformed request: {type(error).__name__}: {error}") from error
     connection.settimeout(None)
     return job, list(streams)
 
