@@ -7,6 +7,7 @@ import ast
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import struct
@@ -101,11 +102,17 @@ def test_a_job_runs_in_a_fork_with_its_directory_environment_and_streams(server,
 
 def test_exit_codes_and_tracebacks_come_back(server, tmp_path):
     _, socket_path = server
-    exits = _run(_script(tmp_path, "exits.py", tail="sys.exit(3)"), tmp_path,
-                 DROC_WARM_SOCKET=str(socket_path))  # fmt: skip
+    exits = _run(
+        _script(tmp_path, "exits.py", tail="sys.exit(3)"),
+        tmp_path,
+        DROC_WARM_SOCKET=str(socket_path),
+    )
     assert exits.returncode == 3
-    fails = _run(_script(tmp_path, "fails.py", tail="raise RuntimeError('boom')"), tmp_path,
-                 DROC_WARM_SOCKET=str(socket_path))  # fmt: skip
+    fails = _run(
+        _script(tmp_path, "fails.py", tail="raise RuntimeError('boom')"),
+        tmp_path,
+        DROC_WARM_SOCKET=str(socket_path),
+    )
     assert fails.returncode == 1
     assert "RuntimeError: boom" in fails.stderr and "fails.py" in fails.stderr
     assert json.loads(fails.stdout.splitlines()[0])["child"] == "1"
@@ -117,8 +124,12 @@ def test_a_job_whose_client_dies_is_killed(server, tmp_path):
     tail = f"open({str(marker)!r}, 'w').write(str(os.getpid()))\nimport time\ntime.sleep(120)"
     script = _script(tmp_path, "sleeps.py", tail=tail)
     environment = {**os.environ, "PYTHONPATH": str(REPO), "DROC_WARM_SOCKET": str(socket_path)}
-    client = subprocess.Popen([sys.executable, str(script)], env=environment,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    client = subprocess.Popen(
+        [sys.executable, str(script)],
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     _wait_for(marker)
     _wait_for_text(marker)
     child = int(marker.read_text())
@@ -129,7 +140,29 @@ def test_a_job_whose_client_dies_is_killed(server, tmp_path):
     while _running(child):
         assert time.monotonic() < deadline, "the orphaned job kept running"
         time.sleep(0.05)
-    assert "its client went away; killed" in _log(tmp_path)
+    # The kernel ended it (SIGIO from its client's closed connection), or the server did.
+    assert re.search(rf"client went away; killed|\(pid {child}\): exit -(29|9)\b", _log(tmp_path))
+
+
+def test_a_job_dies_with_its_server_and_its_client_fails(server, tmp_path):
+    process, socket_path = server
+    marker = tmp_path / "started"
+    tail = f"open({str(marker)!r}, 'w').write(str(os.getpid()))\nimport time\ntime.sleep(120)"
+    script = _script(tmp_path, "orphan.py", tail=tail)
+    environment = {**os.environ, "PYTHONPATH": str(REPO), "DROC_WARM_SOCKET": str(socket_path)}
+    client = subprocess.Popen(
+        [sys.executable, str(script)],
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait_for(marker)
+    _wait_for_text(marker)
+    process.kill()  # the server dies (OOM killer), its job with it
+    _, stderr = client.communicate(timeout=30)
+    assert client.returncode == 1 and "stopped answering" in stderr
+    assert not _running(int(marker.read_text()))
 
 
 def _wait_for_text(path: Path) -> None:
@@ -182,13 +215,23 @@ def test_bad_requests_are_refused_and_the_server_goes_on(server, tmp_path):
 def test_the_server_exits_with_its_snakemake_process(tmp_path, monkeypatch):
     script = tmp_path / "tiny.py"
     script.write_text("import json\n")
+    script_list = tmp_path / "scripts.json"
+    script_list.write_text(json.dumps([str(script)]))
     parent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     socket_path = tmp_path / "s.sock"
     server = subprocess.Popen(
-        [sys.executable, "-m", "pipeline_lib.runtime.warm_jobs", str(socket_path),
-         "--parent", str(parent.pid), "--scripts", str(script)],
+        [
+            sys.executable,
+            "-m",
+            "pipeline_lib.runtime.warm_jobs",
+            str(socket_path),
+            "--parent",
+            str(parent.pid),
+            "--scripts",
+            str(script_list),
+        ],
         env={**os.environ, "PYTHONPATH": str(REPO)},
-    )  # fmt: skip
+    )
     _wait_for(socket_path)
     parent.send_signal(signal.SIGKILL)
     parent.wait()

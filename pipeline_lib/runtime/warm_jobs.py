@@ -25,11 +25,14 @@ import argparse
 import ast
 import atexit
 import contextlib
+import ctypes
+import fcntl
 import gc
 import importlib
 import json
 import os
 import runpy
+import select
 import selectors
 import signal
 import socket
@@ -166,7 +169,11 @@ def start_server(scripts: list[Path], log_dir: Path) -> subprocess.Popen[bytes] 
         [str(Path(_library_dir()).parent), *filter(None, [environment.get("PYTHONPATH")])]
     )
     command = [sys.executable, "-m", "pipeline_lib.runtime.warm_jobs", str(socket_path)]
-    command += ["--parent", str(os.getpid()), "--scripts", *sorted({str(path) for path in scripts})]
+    # The script list goes in a file: a server whose command line named job scripts would
+    # look like one of those jobs to anyone who finds jobs by their command line.
+    script_list = socket_dir / "scripts.json"
+    script_list.write_text(json.dumps(sorted({str(path) for path in scripts})))
+    command += ["--parent", str(os.getpid()), "--scripts", str(script_list)]
     with open(log_path, "ab") as log:
         server = subprocess.Popen(  # noqa: S603 - our own interpreter and module
             command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=environment
@@ -189,6 +196,7 @@ def stop_server(server: subprocess.Popen[bytes] | None) -> None:
     if socket_path:
         with contextlib.suppress(OSError):
             Path(socket_path).unlink(missing_ok=True)
+            Path(socket_path).with_name("scripts.json").unlink(missing_ok=True)
             Path(socket_path).parent.rmdir()
 
 
@@ -282,9 +290,10 @@ class _Server:
         job, streams = request
         sys.stdout.flush()
         sys.stderr.flush()
+        server = os.getpid()
         pid = os.fork()
         if pid == 0:
-            self._become_child(connection, streams)
+            self._become_child(connection, streams, server)
             return job
         for stream in streams:
             os.close(stream)
@@ -295,7 +304,7 @@ class _Server:
             _send(connection, {"pid": pid})
         return None
 
-    def _become_child(self, connection: socket.socket, streams: list[int]) -> None:
+    def _become_child(self, connection: socket.socket, streams: list[int], server: int) -> None:
         """Drop the server's state: signals, sockets, other jobs; take the job's streams."""
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -306,7 +315,7 @@ class _Server:
         for descriptor in (self.wake_read, self.wake_write):
             os.close(descriptor)
         self.listener.close()
-        connection.close()
+        _die_with_client(connection, server)
         for target, stream in enumerate(streams):
             os.dup2(stream, target)
             os.close(stream)
@@ -348,6 +357,35 @@ class _Server:
         for connection in self.children.values():
             connection.close()
         self.selector.close()
+
+
+#: prctl's option to have the kernel signal a process when its parent ends (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
+#: The child's end of its client's connection, kept open for as long as the child lives.
+_CLIENT: list[socket.socket] = []
+
+
+def _die_with_client(connection: socket.socket, server: int) -> None:
+    """Have the kernel end this child the moment its client's process ends.
+
+    The client sends nothing after its request, so its connection becomes readable only when
+    the client goes (killed by Snakemake, the OOM killer, a test): with O_ASYNC that sends
+    SIGIO, whose default action ends the process at once, as if the kill had hit the job
+    itself. A job that kept running for even a moment could finish an epoch or write an
+    output that the retry then takes for its own. (The server kills it too, as a backstop.)
+    """
+    _CLIENT.append(connection)
+    # And with the server: a job whose server was killed would hold its client's connection
+    # open, and the client would wait for it in vain.
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != server:  # the server died before the signal was armed
+        os._exit(128 + signal.SIGKILL)
+    signal.signal(signal.SIGIO, signal.SIG_DFL)
+    descriptor = connection.fileno()
+    fcntl.fcntl(descriptor, fcntl.F_SETOWN, os.getpid())
+    fcntl.fcntl(descriptor, fcntl.F_SETFL, fcntl.fcntl(descriptor, fcntl.F_GETFL) | os.O_ASYNC)
+    if select.select([descriptor], [], [], 0)[0]:  # gone before the signal was armed
+        os._exit(128 + signal.SIGIO)
 
 
 def _receive_request(connection: socket.socket) -> tuple[Job, list[int]]:
@@ -469,7 +507,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("socket", type=Path, help="where to listen")
     parser.add_argument("--parent", type=int, required=True, help="exit when this pid does")
     parser.add_argument(
-        "--scripts", type=Path, nargs="+", required=True, help="job scripts to preload for"
+        "--scripts", type=Path, required=True, help="JSON list of the job scripts to preload for"
     )
     arguments = parser.parse_args(argv)
     old_mask = os.umask(0o077)
@@ -477,7 +515,8 @@ def main(argv: list[str] | None = None) -> None:
     listener.bind(str(arguments.socket))
     os.umask(old_mask)
     listener.listen(64)  # jobs queue here while the imports below run
-    failures = preload(modules_to_preload(arguments.scripts))
+    scripts = [Path(path) for path in json.loads(arguments.scripts.read_text())]
+    failures = preload(modules_to_preload(scripts))
     for failure in failures:
         print(f"could not preload {failure}", file=sys.stderr, flush=True)
     if _cuda_initialised():
