@@ -239,6 +239,41 @@ def test_the_server_exits_with_its_snakemake_process(tmp_path, monkeypatch):
     assert not socket_path.exists()
 
 
+def test_a_process_outside_the_servers_run_is_refused_and_runs_cold(tmp_path):
+    """A cluster job inherits the socket's address through ``sbatch --export=ALL``; on the
+    submitting host itself it must still run in its own process, under SLURM's limits."""
+    script_list = tmp_path / "scripts.json"
+    script_list.write_text("[]")
+    other_run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    socket_path = tmp_path / "s.sock"
+    log = tmp_path / "server.log"
+    with open(log, "w") as handle:
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pipeline_lib.runtime.warm_jobs",
+                str(socket_path),
+                "--parent",
+                str(other_run.pid),
+                "--scripts",
+                str(script_list),
+            ],
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdout=handle,
+            stderr=handle,
+        )
+    try:
+        _wait_for(socket_path)
+        result = _run(_script(tmp_path, "job.py"), tmp_path, DROC_WARM_SOCKET=str(socket_path))
+        assert result.returncode == 0 and json.loads(result.stdout)["child"] is None
+        assert f"not a job of process {other_run.pid}" in log.read_text()
+    finally:
+        other_run.kill()
+        other_run.wait()
+        server.wait(timeout=30)
+
+
 def test_no_server_when_switched_off_or_for_a_run_of_few_jobs(tmp_path, monkeypatch):
     monkeypatch.delenv(warm_jobs.SOCKET_VARIABLE, raising=False)
     few = [tmp_path / "job.py"] * (warm_jobs.MIN_JOBS - 1)

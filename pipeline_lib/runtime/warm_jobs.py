@@ -1,22 +1,25 @@
-"""Warm workers: local jobs run in a fork of one process that has already imported the stack.
+"""Warm workers: the jobs a run starts on this host fork from one process that has already
+imported the stack.
 
 Most toy and smoke-run jobs compute for a fraction of a second after spending seconds of CPU
-importing torch, scikit-learn, SciPy and pandas. For a local run the Snakefile's ``onstart``
-hook starts one server per run (``start_server``); it imports every module the job scripts
+importing torch, scikit-learn, SciPy and pandas. The Snakefile's ``onstart`` hook starts one
+server per run (``start_server``) when the run has ``MIN_JOBS`` or more script jobs on this
+host (all of a local run's; a cluster run's localrules). It imports what those jobs' scripts
 import, once, then forks a child per job. Each job script's first statement,
 ``hand_over(snakemake)``, asks the server to run the script (the same file, preamble and all)
 in such a child with the job's working directory, environment and standard streams, waits,
 and exits with the child's exit code. The child runs exactly the code a cold process would.
 
-Where no server answers (a cluster job, a conda or container job, ``DROC_WARM_JOBS=0``, a job
-that asks for a GPU, a server that could not start), ``hand_over`` returns and the script
-runs in its own process as before: the warm path only ever saves time.
+Where no server takes the job (a cluster job, which is not a descendant of the server's
+Snakemake process; a conda or container job; ``DROC_WARM_JOBS=0``; a job that asks for a GPU;
+a server that could not start), ``hand_over`` returns and the script runs in its own process
+as before: the warm path only ever saves time.
 
-Safety: the socket lives in a private temporary directory, the server serves only its own
-user (checked with ``SO_PEERCRED``), a request is bounded in size, and a job whose client
-goes away (Snakemake cancelled it, a test killed it) is killed at once. The server exits
-when its Snakemake process does. Standard library only: clients import this module before
-anything else.
+Safety: the socket lives in a private temporary directory; the server serves only its own
+user and its own run's processes (``SO_PEERCRED`` and /proc), and bounds a request's size. A
+job dies the moment its client does (the OOM killer, Snakemake cancelling it) or its server
+does, and the server exits when its Snakemake process does. Standard library only: clients
+import this module before anything else.
 """
 
 from __future__ import annotations
@@ -280,7 +283,7 @@ class _Server:
     def _accept(self) -> Job | None:
         connection, _ = self.listener.accept()
         try:
-            request = _receive_request(connection)
+            request = _receive_request(connection, self.parent)
         except (OSError, ValueError) as error:
             print(f"rejected a request: {error}", file=sys.stderr, flush=True)
             with contextlib.suppress(OSError):
@@ -388,7 +391,7 @@ def _die_with_client(connection: socket.socket, server: int) -> None:
         os._exit(128 + signal.SIGIO)
 
 
-def _receive_request(connection: socket.socket) -> tuple[Job, list[int]]:
+def _receive_request(connection: socket.socket, parent: int) -> tuple[Job, list[int]]:
     connection.settimeout(10)
     header, streams, _, _ = socket.recv_fds(connection, 4, 3)
     if len(header) != 4 or len(streams) != 3:
@@ -396,12 +399,13 @@ def _receive_request(connection: socket.socket) -> tuple[Job, list[int]]:
             os.close(stream)
         raise ValueError("malformed request: no length or not three streams")
     try:
-        uid = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[
-            1
-        ]
+        credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+        peer, uid, _ = struct.unpack("3i", credentials)
         (size,) = struct.unpack("!I", header)
         if uid != os.getuid():
             raise ValueError(f"request from user {uid}, not {os.getuid()}")
+        if not _descends_from(peer, parent):
+            raise ValueError(f"request from process {peer}, not a job of process {parent}")
         if size > MAX_REQUEST_BYTES:
             raise ValueError(f"request of {size} bytes, over {MAX_REQUEST_BYTES}")
         payload = b""
@@ -425,6 +429,21 @@ def _receive_request(connection: socket.socket) -> tuple[Job, list[int]]:
         raise ValueError(f"malformed request: {type(error).__name__}: {error}") from error
     connection.settimeout(None)
     return job, list(streams)
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    """Whether ``pid`` is ``ancestor`` or one of its descendants (read from /proc)."""
+    for _ in range(256):
+        if pid == ancestor:
+            return True
+        if pid <= 1:
+            return False
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state: ppid
+    return False
 
 
 def _send(connection: socket.socket, message: dict) -> None:

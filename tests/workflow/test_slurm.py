@@ -173,8 +173,14 @@ def test_tiny_config_runs_through_sbatch_and_matches_a_local_run(
         assert states[job_id] == f"COMPLETED|{slurm_cluster.partition}", history
         record = scontrol_job(job_id)
         assert "JobState=COMPLETED" in record and f"WorkDir={workdir}" in record, record
-    # The aggregation (localrules) ran on the submitting host, not as SLURM jobs.
+    # The aggregation (localrules) ran on the submitting host, not as SLURM jobs, and there
+    # in the run's warm workers; the cluster jobs, which inherit the socket's address through
+    # `sbatch --export=ALL`, were refused by it and ran in their own processes.
     assert "localrule collect_results" in run.output
+    warm_log = "".join(p.read_text() for p in (workdir / ".snakemake/log").glob("warm_jobs.*"))
+    served = set(re.findall(r"^ran tmp\w+\.(\w+)\.py \(pid \d+\): exit 0$", warm_log, re.M))
+    assert {"collect_results", "make_tables", "make_summary"} <= served, warm_log
+    assert not served & {"prepare_dataset", "prepare_split", "score_detectors"}, warm_log
 
     # The same numbers as the same jobs run locally (timings aside).
     ours = pd.read_csv(workdir / "results/summary/results.csv")

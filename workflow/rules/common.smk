@@ -158,21 +158,21 @@ WARM_SERVER = []
 
 
 def start_warm_workers():
-    """The onstart hook's second half: local runs fork their jobs from one warm process.
+    """The onstart hook's second half: the jobs this host runs fork from one warm process.
 
-    Not where jobs run elsewhere (a cluster executor), in their own software environment
-    (--sdm conda or apptainer) or where DROC_WARM_JOBS=0; their jobs run in their own
-    processes, as they always can.
+    That is every job of a local run, and the aggregation rules (localrules) of a cluster
+    run. Not where jobs run in their own software environment (--sdm conda or apptainer) or
+    where DROC_WARM_JOBS=0. The server takes jobs of this Snakemake process only: a cluster
+    job that inherits the socket's address is refused and runs in its own process.
     """
-    if workflow.local_exec and not workflow.deployment_settings.deployment_method:
-        scripts = [
-            Path(
-                job.rule.basedir.join(job.rule.script).get_path_or_uri(secret_free=True)
-            )
-            for job in workflow.dag.needrun_jobs()
-            if job.rule.script
-        ]
-        WARM_SERVER.append(warm_jobs.start_server(scripts, Path(".snakemake") / "log"))
+    if workflow.deployment_settings.deployment_method:
+        return
+    scripts = [
+        Path(job.rule.basedir.join(job.rule.script).get_path_or_uri(secret_free=True))
+        for job in workflow.dag.needrun_jobs()
+        if job.rule.script and (workflow.local_exec or job.is_local)
+    ]
+    WARM_SERVER.append(warm_jobs.start_server(scripts, Path(".snakemake") / "log"))
 
 
 def stop_warm_workers():
