@@ -118,37 +118,11 @@ def test_exit_codes_and_tracebacks_come_back(server, tmp_path):
     assert json.loads(fails.stdout.splitlines()[0])["child"] == "1"
 
 
-def test_a_job_whose_client_dies_is_killed(server, tmp_path):
-    _, socket_path = server
+def _start_sleeping_job(tmp_path: Path, socket_path: Path) -> tuple[subprocess.Popen[str], int]:
+    """A handed-over job that sleeps; its client process and the pid of the forked job."""
     marker = tmp_path / "started"
     tail = f"open({str(marker)!r}, 'w').write(str(os.getpid()))\nimport time\ntime.sleep(120)"
     script = _script(tmp_path, "sleeps.py", tail=tail)
-    environment = {**os.environ, "PYTHONPATH": str(REPO), "DROC_WARM_SOCKET": str(socket_path)}
-    client = subprocess.Popen(
-        [sys.executable, str(script)],
-        env=environment,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    _wait_for(marker)
-    _wait_for_text(marker)
-    child = int(marker.read_text())
-    assert child != client.pid
-    client.kill()  # as Snakemake cancelling the job, or the fault tests, would
-    client.wait()
-    deadline = time.monotonic() + 10
-    while _running(child):
-        assert time.monotonic() < deadline, "the orphaned job kept running"
-        time.sleep(0.05)
-    # The kernel ended it (SIGIO from its client's closed connection), or the server did.
-    assert re.search(rf"client went away; killed|\(pid {child}\): exit -(29|9)\b", _log(tmp_path))
-
-
-def test_a_job_dies_with_its_server_and_its_client_fails(server, tmp_path):
-    process, socket_path = server
-    marker = tmp_path / "started"
-    tail = f"open({str(marker)!r}, 'w').write(str(os.getpid()))\nimport time\ntime.sleep(120)"
-    script = _script(tmp_path, "orphan.py", tail=tail)
     environment = {**os.environ, "PYTHONPATH": str(REPO), "DROC_WARM_SOCKET": str(socket_path)}
     client = subprocess.Popen(
         [sys.executable, str(script)],
@@ -159,10 +133,30 @@ def test_a_job_dies_with_its_server_and_its_client_fails(server, tmp_path):
     )
     _wait_for(marker)
     _wait_for_text(marker)
+    return client, int(marker.read_text())
+
+
+def test_a_job_whose_client_dies_is_killed(server, tmp_path):
+    _, socket_path = server
+    client, child = _start_sleeping_job(tmp_path, socket_path)
+    assert child != client.pid
+    client.kill()  # as Snakemake cancelling the job, or the fault tests, would
+    client.communicate()
+    deadline = time.monotonic() + 10
+    while _running(child):
+        assert time.monotonic() < deadline, "the orphaned job kept running"
+        time.sleep(0.05)
+    # The kernel ended it (SIGIO from its client's closed connection), or the server did.
+    assert re.search(rf"client went away; killed|\(pid {child}\): exit -(29|9)\b", _log(tmp_path))
+
+
+def test_a_job_dies_with_its_server_and_its_client_fails(server, tmp_path):
+    process, socket_path = server
+    client, child = _start_sleeping_job(tmp_path, socket_path)
     process.kill()  # the server dies (OOM killer), its job with it
     _, stderr = client.communicate(timeout=30)
     assert client.returncode == 1 and "stopped answering" in stderr
-    assert not _running(int(marker.read_text()))
+    assert not _running(child)
 
 
 def _wait_for_text(path: Path) -> None:
