@@ -553,6 +553,9 @@ def main(argv: list[str] | None = None) -> None:
             listener.close()
             with contextlib.suppress(OSError):
                 arguments.socket.unlink()
+                if arguments.socket.parent.name.startswith("droc-warm-"):  # start_server's own dir
+                    arguments.scripts.unlink()
+                    arguments.socket.parent.rmdir()
     if job is not None:
         run_job(job)
 
