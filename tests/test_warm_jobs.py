@@ -206,6 +206,14 @@ def test_bad_requests_are_refused_and_the_server_goes_on(server, tmp_path):
     assert after.returncode == 0 and json.loads(after.stdout)["child"] == "1"
 
 
+def _server_of(parent: int, socket_path: Path, script_list: Path, output) -> subprocess.Popen:
+    """A server started by hand, as start_server does, for the Snakemake process ``parent``."""
+    command = [sys.executable, "-m", "pipeline_lib.runtime.warm_jobs", str(socket_path)]
+    command += ["--parent", str(parent), "--scripts", str(script_list)]
+    environment = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(command, env=environment, stdout=output, stderr=output)
+
+
 def test_the_server_exits_with_its_snakemake_process(tmp_path, monkeypatch):
     script = tmp_path / "tiny.py"
     script.write_text("import json\n")
@@ -213,19 +221,7 @@ def test_the_server_exits_with_its_snakemake_process(tmp_path, monkeypatch):
     script_list.write_text(json.dumps([str(script)]))
     parent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     socket_path = tmp_path / "s.sock"
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pipeline_lib.runtime.warm_jobs",
-            str(socket_path),
-            "--parent",
-            str(parent.pid),
-            "--scripts",
-            str(script_list),
-        ],
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+    server = _server_of(parent.pid, socket_path, script_list, subprocess.DEVNULL)
     _wait_for(socket_path)
     parent.send_signal(signal.SIGKILL)
     parent.wait()
@@ -242,21 +238,7 @@ def test_a_process_outside_the_servers_run_is_refused_and_runs_cold(tmp_path):
     socket_path = tmp_path / "s.sock"
     log = tmp_path / "server.log"
     with open(log, "w") as handle:
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "pipeline_lib.runtime.warm_jobs",
-                str(socket_path),
-                "--parent",
-                str(other_run.pid),
-                "--scripts",
-                str(script_list),
-            ],
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-            stdout=handle,
-            stderr=handle,
-        )
+        server = _server_of(other_run.pid, socket_path, script_list, handle)
     try:
         _wait_for(socket_path)
         result = _run(_script(tmp_path, "job.py"), tmp_path, DROC_WARM_SOCKET=str(socket_path))
