@@ -100,38 +100,6 @@ def test_the_plans_job_counts_are_snakemakes_own_for_the_tiny_config() -> None:
     assert "score_detectors" in result.stats and "all" in result.stats
 
 
-def paper_config_at_one_seed(folder: Path) -> Path:
-    """config/paper.yaml and each of its study files with their first seed only: every rule
-    and grid shape of the paper, 5x fewer jobs to plan (every job names its seed)."""
-    config = yaml.safe_load((REPO / "config/paper.yaml").read_text())
-    config["seeds"] = config["seeds"][:1]
-    studies = []
-    for entry in config["studies"]:
-        study = yaml.safe_load((REPO / entry).read_text())
-        study["seeds"] = study["seeds"][:1]
-        path = folder / Path(entry).name
-        path.write_text(yaml.safe_dump(study))
-        studies.append(str(path))
-    config["studies"] = studies
-    path = folder / "paper_one_seed.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
-@pytest.mark.workflow
-def test_the_plans_job_counts_are_snakemakes_own_for_the_paper_config(tmp_path: Path) -> None:
-    """config/paper.yaml, its studies included, at one seed (about 4,700 jobs): every rule's
-    count is the DAG's; the main table's grid fixes the training models (43 classes per seed
-    and method, 5 trained methods) as tests/workflow/test_profiles.py counts them."""
-    result = plan_config(paper_config_at_one_seed(tmp_path), device="cuda", measure=False)
-    assert {rule: cost.jobs for rule, cost in result.costs.items()} == result.stats
-    training = result.costs["train_representation"].by_method
-    main_table = ("rotnet", "rotation", "denoising", "contrastive", "contrastive_da")
-    assert all(training[method].jobs >= 43 for method in main_table)
-    assert {"make_study", "measure_uniformity", "score_detectors_g"} <= set(result.stats)
-    assert result.stats["all"] == 1
-
-
 def test_training_hours_follow_epochs_images_and_rates() -> None:
     jobs = small_plan()
     config = {"datasets": {"cifar10": {}, "catvsdog": {}}, "train": {"epochs": 10}}
