@@ -44,6 +44,11 @@ from pipeline_lib.ssl.rotation import rotation_step
 from pipeline_lib.ssl.settings import TrainSettings
 from pipeline_lib.ssl.stepper import resolve_step_mode
 
+#: torch's optimisers import torch._dynamo (with sympy and half of torch besides) when the
+#: first one is built: about 4 s of CPU in every training job. A warm-worker server
+#: (pipeline_lib.runtime.warm_jobs) loads it once for all the training jobs of a run.
+WARM_PRELOAD = ("torch._dynamo",)
+
 __all__ = ["Run", "TrainingData", "TrainingState", "prepare_run", "stream_seed"]
 
 _AMP_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
