@@ -6,7 +6,8 @@ that use one of the session's shared runs (``tiny_run``: tests/configs/tiny.yaml
 once, on one worker. Units are ordered longest first (the shared runs' files, the other
 Snakemake runs, the real-data tests, then the unit tests), so the two workers finish
 together: the idle seconds of one (a SLURM job waiting for its status check, a server
-starting) are the other's working seconds.
+starting) are the other's working seconds. Within a unit the cluster tests come first: the
+SLURM run starts, and the unit's shared run is made while its jobs wait (test_slurm.py).
 
 xdist's own ``--dist loadgroup`` would do the grouping from ``xdist_group`` marks, but under
 pytest 9 it drops them (it renames ``item._nodeid``, which ``item.nodeid`` no longer reads),
@@ -110,7 +111,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         units.setdefault(_unit(item), []).append(item)
     ordered = sorted(units.values(), key=lambda unit_items: -_weight(unit_items))  # stable
-    items[:] = [item for unit_items in ordered for item in unit_items]
+    items[:] = [item for unit_items in ordered for item in sorted(unit_items, key=_cluster_last)]
+
+
+def _cluster_last(item: pytest.Item) -> bool:
+    """False (first in its unit) for a cluster test: the SLURM run starts, then the unit's
+    shared run is made while the cluster's jobs wait for their status checks."""
+    return item.get_closest_marker("cluster") is None
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -9,6 +9,7 @@ the recipe and grids here, the data sets' classes and splits
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import os
@@ -116,6 +117,13 @@ def _fill_defaults(instance: Any, schema: Mapping[str, Any]) -> None:
                 _fill_defaults(value, extra)
 
 
+@functools.cache
+def _load_schema(schema_path: str) -> dict[str, Any]:
+    """The schema, read once per process: every study grid is validated against it too (a
+    paper config parsed it eleven times, a second of every Snakemake start). Read-only."""
+    return yaml.safe_load(Path(schema_path).read_text())
+
+
 def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -> dict[str, Any]:
     """Validate ``config`` against the JSON schema and return a copy with defaults filled.
 
@@ -124,7 +132,7 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
     ConfigError
         For the first schema violation, naming the key and the allowed values.
     """
-    schema = yaml.safe_load(Path(schema_path).read_text())
+    schema = _load_schema(str(schema_path))
     config = _typed_command_line_values(config, schema)
     _check_renamed_values(config)
     validator = jsonschema.Draft202012Validator(schema)

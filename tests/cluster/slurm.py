@@ -305,31 +305,40 @@ class Run:
     killed: bool
 
 
-def run_killable(
-    command: Sequence[str], *, timeout_s: float, env: dict[str, str], log: Path
-) -> Run:
-    """``command`` in its own process group; SIGKILL to the whole group after ``timeout_s``.
+@dataclass
+class Started:
+    """A command running in its own process group (:func:`start_killable`)."""
 
-    The SLURM executor plugin can loop forever and ignores SIGTERM (a job it lost track of),
-    so a polite timeout is not enough.
-    """
-    started = time.monotonic()
-    with open(log, "w") as handle:
-        process = subprocess.Popen(
-            list(command),
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
+    process: subprocess.Popen[bytes]
+    log: Path
+    started: float
+
+    def wait(self, timeout_s: float) -> Run:
+        """Its :class:`Run`; SIGKILL to the whole group ``timeout_s`` after it started.
+
+        The SLURM executor plugin can loop forever and ignores SIGTERM (a job it lost track
+        of), so a polite timeout is not enough.
+        """
         killed = False
         try:
-            process.wait(timeout=timeout_s)
+            self.process.wait(timeout=max(0.0, self.started + timeout_s - time.monotonic()))
         except subprocess.TimeoutExpired:
             killed = True
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-    return Run(
-        process.returncode, log.read_text(errors="replace"), time.monotonic() - started, killed
-    )
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        return Run(
+            self.process.returncode,
+            self.log.read_text(errors="replace"),
+            time.monotonic() - self.started,
+            killed,
+        )
+
+
+def start_killable(command: Sequence[str], *, env: dict[str, str], log: Path) -> Started:
+    """``command`` in its own process group, its output in ``log``; returns at once."""
+    with open(log, "w") as handle:
+        process = subprocess.Popen(
+            list(command), stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    return Started(process, log, time.monotonic())

@@ -93,7 +93,7 @@ def cluster_overrides(cluster: slurm.Cluster) -> list[str]:
     ]
 
 
-def run_on_slurm(cluster: slurm.Cluster, workdir: Path, *args: str, timeout_s: float) -> slurm.Run:
+def start_on_slurm(cluster: slurm.Cluster, workdir: Path, *args: str) -> slurm.Started:
     command = [
         str(SNAKEMAKE),
         *args,  # first: targets after `--set-resources a:b=c ...` would be read as resources
@@ -109,9 +109,7 @@ def run_on_slurm(cluster: slurm.Cluster, workdir: Path, *args: str, timeout_s: f
     environment.pop("MLFLOW_TRACKING_URI", None)
     # Jobs get this environment through `sbatch --export=ALL`: the venv's python and, where
     # set, the PYTHONPATH that points at this checkout's pipeline_lib.
-    return slurm.run_killable(
-        command, timeout_s=timeout_s, env=environment, log=workdir.parent / "snakemake.log"
-    )
+    return slurm.start_killable(command, env=environment, log=workdir.parent / "snakemake.log")
 
 
 def submitted_job_ids(output: str) -> list[str]:
@@ -144,13 +142,21 @@ def tiny_subset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_tiny_config_runs_through_sbatch_and_matches_a_local_run(
-    slurm_cluster: slurm.Cluster, tiny_run: Path, tiny_subset: Path, tmp_path: Path
+    slurm_cluster: slurm.Cluster,
+    tiny_subset: Path,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     workdir = tmp_path / "run"
     workdir.mkdir()
-    run = run_on_slurm(
-        slurm_cluster, workdir, "--configfile", str(tiny_subset), timeout_s=RUN_TIMEOUT_S
-    )
+    started = start_on_slurm(slurm_cluster, workdir, "--configfile", str(tiny_subset))
+    # The local run to compare with (the session's tiny run, made here when this test is the
+    # first of its unit, tests/conftest.py) runs while the cluster's jobs do: most of a SLURM
+    # run's minutes are the executor's waits between status checks, which leave the cores
+    # idle.
+    tiny_run: Path = request.getfixturevalue("tiny_run")
+    request.getfixturevalue("damaged_run")  # the failing-job test's run, started now (below)
+    run = started.wait(RUN_TIMEOUT_S)
     assert not run.killed, f"killed after {RUN_TIMEOUT_S} s:\n{run.output[-4000:]}"
     assert run.returncode == 0, run.output[-6000:]
     print(f"SLURM run of the tiny config (class 0, seed 0, contamination 0): {run.seconds:.1f} s")
@@ -199,18 +205,31 @@ def test_tiny_config_runs_through_sbatch_and_matches_a_local_run(
     )
 
 
-def test_a_failing_slurm_job_fails_the_run(
-    slurm_cluster: slurm.Cluster, tiny_run: Path, tmp_path: Path
-) -> None:
-    # The data set cache damaged on the shared disk: the split job on the cluster fails.
-    workdir = tmp_path / "run"
+@pytest.fixture(scope="module")
+def damaged_run(
+    slurm_cluster: slurm.Cluster,
+    tiny_run: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
+) -> tuple[Path, slurm.Started]:
+    """A split job on the cluster whose data set cache is damaged on the shared disk.
+
+    Started by the first test that asks for it: the SLURM run test does, as soon as the
+    tiny run exists, so that the two runs' status-check waits overlap.
+    """
+    workdir = tmp_path_factory.mktemp("damaged") / "run"
     dataset = workdir / "results/digits/dataset.npz"
     dataset.parent.mkdir(parents=True)
     whole = (tiny_run / "results/digits/dataset.npz").read_bytes()
     dataset.write_bytes(whole[: len(whole) // 3])
-    run = run_on_slurm(
-        slurm_cluster, workdir, SPLIT, "--configfile", str(TINY), timeout_s=FAIL_TIMEOUT_S
-    )
+    started = start_on_slurm(slurm_cluster, workdir, SPLIT, "--configfile", str(TINY))
+    request.addfinalizer(lambda: started.wait(FAIL_TIMEOUT_S))  # killed if it hangs
+    return workdir, started
+
+
+def test_a_failing_slurm_job_fails_the_run(damaged_run: tuple[Path, slurm.Started]) -> None:
+    workdir, started = damaged_run
+    run = started.wait(FAIL_TIMEOUT_S)
     assert not run.killed, f"killed after {FAIL_TIMEOUT_S} s:\n{run.output[-4000:]}"
     assert run.returncode != 0, run.output[-4000:]
     assert run.seconds < 120, run.seconds
