@@ -278,11 +278,16 @@ def test_every_job_script_hands_over_before_its_other_imports(script):
 
 
 def test_preload_loads_what_library_modules_import_lazily():
-    """mlflow_store imports mlflow inside its functions; the server loads it up front."""
+    """mlflow_store imports mlflow inside its functions, and a training job's first optimiser
+    imports torch._dynamo: the server loads both up front, so a forked job imports neither."""
     probe = (
         "import sys; from pipeline_lib.runtime import warm_jobs; "
-        "failures = warm_jobs.preload(['pipeline_lib.tracking.mlflow_store', 'no_such_module']); "
+        "failures = warm_jobs.preload("
+        "['pipeline_lib.tracking.mlflow_store', 'pipeline_lib.ssl.run', 'no_such_module']); "
         "print(sorted(m for m in sys.modules if m in ('mlflow.tracking', 'mlflow.entities'))); "
+        "import torch; before = set(sys.modules); "
+        "torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1); "
+        "print(sorted(set(sys.modules) - before)); "
         "print(failures)"
     )
     result = subprocess.run(
@@ -293,6 +298,7 @@ def test_preload_loads_what_library_modules_import_lazily():
         timeout=120,
         check=True,
     )
-    loaded, failures = result.stdout.splitlines()
+    loaded, imported_by_the_optimiser, failures = result.stdout.splitlines()
     assert loaded == "['mlflow.entities', 'mlflow.tracking']"
+    assert imported_by_the_optimiser == "[]"
     assert "no_such_module: ModuleNotFoundError" in failures
