@@ -111,12 +111,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         units.setdefault(_unit(item), []).append(item)
     ordered = sorted(units.values(), key=lambda unit_items: -_weight(unit_items))  # stable
-    items[:] = [item for unit_items in ordered for item in sorted(unit_items, key=_cluster_last)]
+    items[:] = [
+        item for unit_items in ordered for item in sorted(unit_items, key=_cluster_tests_first)
+    ]
 
 
-def _cluster_last(item: pytest.Item) -> bool:
-    """False (first in its unit) for a cluster test: the SLURM run starts, then the unit's
-    shared run is made while the cluster's jobs wait for their status checks."""
+def _cluster_tests_first(item: pytest.Item) -> bool:
+    """Sort key: False (first in its unit) for a cluster test. The SLURM run starts, then the
+    unit's shared run is made while the cluster's jobs wait for their status checks."""
     return item.get_closest_marker("cluster") is None
 
 
