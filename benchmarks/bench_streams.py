@@ -11,8 +11,8 @@ seed, optimiser, generators, and :class:`~pipeline_lib.ssl.stepper.StaticStep`, 
 separate trainer's), stepped in turn from one host thread, run ``k``'s host phase and graph
 replay on stream ``k``. This script times that group alone, at K = 1, 2, 4, 8.
 
-Per method and K it trains one untimed epoch (each run captures at its fourth step) and
-``--repeats`` (default 3) timed epochs, each one call of the group's epoch of ``--steps``
+Per method and K it trains one epoch that captures (each run at its fourth step), timed
+apart, and ``--repeats`` (default 3) timed epochs, each one call of the group's epoch of ``--steps``
 batches of source images per run (default 200 on CUDA, 20 on the CPU; contrastive DA's
 expanded epoch is 4x as many steps), on random images of ``--image-size`` (32 or 64), and
 prints the K runs' total training instances/s (as bench_train.py counts them): the median
@@ -36,18 +36,31 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch._dynamo
 
+from pipeline_lib.models.embed import extract_embeddings
 from pipeline_lib.models.flops import training_tflops
-from pipeline_lib.planning.timing import RateLog, time_repeats
+from pipeline_lib.planning.rates import Overheads
+from pipeline_lib.planning.timing import (
+    RateLog,
+    Spread,
+    capture_seconds,
+    median_seconds,
+    time_repeats,
+)
 from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
 from pipeline_lib.runtime.devices import device_name
+from pipeline_lib.ssl.compiling import eager_copy
 from pipeline_lib.ssl.fused import ConcurrentGroup
+from pipeline_lib.ssl.loop import divergence, epoch_record, write_checkpoint
 from pipeline_lib.ssl.run import TrainingState
 from pipeline_lib.ssl.train import prepare_keyword_run
 
@@ -95,6 +108,69 @@ def _weights(state: TrainingState) -> dict[str, torch.Tensor]:
     }
 
 
+#: Images a measured embedding rate is timed over (at most; fewer in a smoke run).
+EMBED_IMAGES = 10_000
+
+
+def measure_overheads(
+    group: ConcurrentGroup,
+    losses: torch.Tensor,
+    first_epoch_s: float,
+    steady: Spread,
+    *,
+    repeats: int,
+    sync: Callable[[], object],
+) -> Overheads:
+    """The group's per-job costs besides its steps, by the trainer's own epoch-end and
+    checkpoint functions (:mod:`pipeline_lib.ssl.loop`), as the fused loop calls them."""
+    run = group.runs[0]
+    instances = len(group.runs) * run.data.steps_per_epoch * run.data.per_step
+    members = list(zip(group.runs, group.states, strict=True))
+
+    def epoch_end() -> None:
+        for index, (member, state) in enumerate(members):
+            error = divergence(member, losses[index], state.model, 0)
+            if error is not None:
+                raise error
+            epoch_record(member, 0, losses[index], 1.0, group.mode)
+
+    with tempfile.TemporaryDirectory(prefix="bench-checkpoints-") as folder:
+
+        def checkpoint() -> None:
+            for index, (member, state) in enumerate(members):
+                write_checkpoint(member, state, Path(folder) / f"run{index}.pt")
+
+        checkpoint_s = median_seconds(checkpoint, repeats=repeats, sync=sync)
+    return Overheads(
+        capture_s=capture_seconds(first_epoch_s, steady, instances),
+        epoch_end_s=median_seconds(epoch_end, repeats=repeats, sync=sync),
+        checkpoint_s=checkpoint_s,
+    )
+
+
+def embedding_rate(
+    state: TrainingState,
+    *,
+    images: int,
+    image_size: int,
+    batch_size: int,
+    device: torch.device,
+    repeats: int,
+    sync: Callable[[], object],
+) -> float:
+    """Images/s an uncompiled copy of the run's network embeds (``embed_trained``'s
+    :func:`~pipeline_lib.models.embed.extract_embeddings`), after one warm-up batch."""
+    model = eager_copy(state.model)
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, (images, image_size, image_size, 3), dtype=np.uint8)
+
+    def embed(part: np.ndarray = pixels) -> None:
+        extract_embeddings(model, part, batch_size=batch_size, device=device)
+
+    embed(pixels[:batch_size])
+    return images / median_seconds(embed, repeats=repeats, sync=sync)
+
+
 def measure(
     method: str,
     k: int,
@@ -107,8 +183,10 @@ def measure(
     step_mode: str = "auto",
     repeats: int = 1,
     image_size: int = 32,
+    embed_batch_size: int = 512,
 ) -> dict[str, Any]:
-    """Instances/s of K runs stepped side by side, run 0's weights and mode.
+    """Instances/s of K runs stepped side by side, run 0's weights and mode, the
+    overheads and (K = 1) the embedding rate.
 
     The rate (``spread``) is the median and range of ``repeats`` timed epochs after the
     epoch that captures; ``images_per_s`` is its median.
@@ -138,19 +216,39 @@ def measure(
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
+    last: list[torch.Tensor] = []
+
+    def epoch() -> None:
+        last[:] = [group.train_epoch()]
+
     with run.precision():  # amp none: float32 without TF32, as the trainer
-        group.train_epoch()  # captures
+        sync()
+        started = time.perf_counter()
+        epoch()  # captures
+        sync()
+        first_epoch_s = time.perf_counter() - started
         spread = time_repeats(
-            group.train_epoch,
+            epoch, repeats=repeats, instances=instances, clock=time.perf_counter, sync=sync
+        )
+    weights = _weights(group.states[0])
+    overheads = measure_overheads(group, last[0], first_epoch_s, spread, repeats=repeats, sync=sync)
+    embed = None
+    if k == 1:
+        embed = embedding_rate(
+            group.states[0],
+            images=min(EMBED_IMAGES, instances),
+            image_size=image_size,
+            batch_size=embed_batch_size,
+            device=device,
             repeats=repeats,
-            instances=instances,
-            clock=time.perf_counter,
             sync=sync,
         )
     return {
         "images_per_s": spread.median,
         "spread": spread,
-        "weights": _weights(group.states[0]),
+        "overheads": overheads,
+        "embed_images_per_s": embed,
+        "weights": weights,
         "initial": initial,
         "mode": group.mode,
         "peak_mib": torch.cuda.max_memory_allocated(device) / 2**20
@@ -187,6 +285,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=32,
         help="side of the training images (64: Cat-vs-Dog and CelebA; default 32)",
     )
+    parser.add_argument(
+        "--embed-batch-size",
+        type=int,
+        default=512,
+        help="images per forward pass of the embedding rate (config/paper.yaml's "
+        "embed.batch_size; default 512)",
+    )
     parser.add_argument("--amp", choices=["bfloat16", "none"], default="bfloat16")
     parser.add_argument("--peak-tflops", type=float, default=None, help="device peak TFLOP/s")
     parser.add_argument(
@@ -222,8 +327,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.steps is None:
         args.steps = 200 if args.device == "cuda" else 20
-    if args.steps < 1 or args.repeats < 1:
-        parser.error("--steps and --repeats must be >= 1")
+    if args.steps < 1 or args.repeats < 1 or args.embed_batch_size < 1:
+        parser.error("--steps, --repeats and --embed-batch-size must be >= 1")
     if 1 not in args.streams or min(args.streams) < 1:
         parser.error("--streams must hold 1 (the baseline) and positive values only")
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -245,11 +350,13 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
         f"{args.image_size}x{args.image_size}, median of {args.repeats} timed epochs of "
         f"{args.steps} steps per run after one epoch that captures, cuDNN {args.cudnn}, "
         f"step mode {args.step_mode}, draw ahead {args.draw_ahead}; "
-        "TFLOP/s: all K runs' model FLOPs"
+        "TFLOP/s: all K runs' model FLOPs; capture: the first epoch beyond a steady one; "
+        "end: an epoch's end; ckpt: one checkpoint of every run; embed: images/s embedded"
     )
     print(
         f"{'method':<16}{'K':>3}{'img/s':>11}{'range%':>8}{'vs K=1':>8}{'TFLOP/s':>9}{'% peak':>8}"
-        f"{'gap run 0':>11}{'MiB':>8}  ran"
+        f"{'gap run 0':>11}{'MiB':>8}{'capture s':>10}{'end ms':>8}{'ckpt s':>8}{'embed/s':>9}"
+        "  ran"
     )
     log = RateLog(
         args.rates_out,
@@ -280,12 +387,20 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
                 step_mode=args.step_mode,
                 repeats=args.repeats,
                 image_size=args.image_size,
+                embed_batch_size=args.embed_batch_size,
             )
             results[method][k] = result
             # Captured runs side by side are the trainer's fused job (graph, fuse K); on the
             # CPU the runs step in turn, uncaptured ("two_phase"): RateLog skips that row.
             if args.cudnn == "deterministic" and args.draw_ahead == "on":
-                log.add(method, result["mode"], k, result["spread"])
+                log.add(
+                    method,
+                    result["mode"],
+                    k,
+                    result["spread"],
+                    overheads=result["overheads"],
+                    embed_images_per_s=result["embed_images_per_s"],
+                )
             alone = results[method][1]
             result["ratio"] = result["images_per_s"] / alone["images_per_s"]
             result["gap"] = relative_gap(result["weights"], alone["weights"], alone["initial"])
@@ -298,11 +413,15 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
             spread = result["spread"]
             range_percent = 100 * (spread.high - spread.low) / spread.median
             share = f"{100 * tflops / args.peak_tflops:.1f}" if args.peak_tflops else "-"
+            cost = result["overheads"]
+            embed = result["embed_images_per_s"]
             print(
                 f"{method:<16}{k:>3}{result['images_per_s']:>11.1f}{range_percent:>8.1f}"
                 f"{result['ratio']:>8.2f}"
                 f"{tflops:>9.3f}{share:>8}"
-                f"{result['gap']:>11.1e}{result['peak_mib']:>8.0f}  {result['mode']}",
+                f"{result['gap']:>11.1e}{result['peak_mib']:>8.0f}"
+                f"{cost.capture_s:>10.2f}{1000 * cost.epoch_end_s:>8.1f}{cost.checkpoint_s:>8.2f}"
+                f"{'-' if embed is None else f'{embed:.0f}':>9}  {result['mode']}",
                 flush=True,
             )
     log.report()

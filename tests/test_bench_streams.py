@@ -45,4 +45,10 @@ def test_run_zero_of_two_interleaved_runs_is_the_run_alone(capsys) -> None:
         spread = two["spread"]
         assert spread.repeats == 2 and spread.low <= spread.median <= spread.high
         assert two["images_per_s"] == spread.median == (spread.low + spread.high) / 2
+        # What the planner adds per job, by the trainer's own epoch-end and checkpoint code.
+        for result in (alone, two):
+            costs = result["overheads"]
+            assert costs.capture_s >= 0 and costs.epoch_end_s > 0 and costs.checkpoint_s > 0
+        # The embedding rate is the network's: measured once, alone.
+        assert alone["embed_images_per_s"] > 0 and two["embed_images_per_s"] is None
     assert "rotnet            2" in capsys.readouterr().out

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_lib.config.fusing import group_members
+from pipeline_lib.config.grids import base_method
 from pipeline_lib.planning.defaults import (
+    DEFAULT_CHECKPOINT_EVERY,
     DEFAULT_IMAGES_PER_S,
     DEFAULT_JOB_SECONDS,
     DEFAULT_OTHER_SECONDS,
@@ -26,9 +28,11 @@ from pipeline_lib.planning.measured import (
     measured_output_bytes,
     median,
 )
+from pipeline_lib.planning.rate_choice import embedding_rate
 from pipeline_lib.planning.rates import Rate
 from pipeline_lib.planning.sizes import dataset_size, estimated_output_bytes
 from pipeline_lib.planning.training import TableQuery, TrainingSpec, training_rate, training_spec
+from pipeline_lib.registry import ROTATION_METHODS
 
 
 @dataclass
@@ -137,7 +141,7 @@ def plan_costs(
         if spec is not None:
             _add_training(cost, job, spec, config, sources)
         elif cost.hours is not None:
-            cost.hours += _job_seconds(cost, job.rule, measured) / 3600
+            cost.hours += _job_seconds(cost, job, config, measured, table) / 3600
     return costs
 
 
@@ -161,15 +165,42 @@ def _add_disk(cost: RuleCost, job: Job, config: Mapping[str, Any], measured: Mea
         cost.sources.add("disk estimated")
 
 
-def _job_seconds(cost: RuleCost, rule: str, measured: Measured) -> float:
-    """Wall seconds of one job that does not train: its rule's measured time, else a default."""
+def _job_seconds(
+    cost: RuleCost, job: Job, config: Mapping[str, Any], measured: Measured, table: TableQuery
+) -> float:
+    """Wall seconds of one job that does not train: its rule's time measured by an earlier
+    run, else (``embed_trained``) its images at a rate table's embedding rate, else a
+    default."""
+    rule = job.rule
     if rule in measured.job_seconds:
-        seconds = median(measured.job_seconds[rule])
         cost.sources.add("time measured")
-    else:
-        seconds = DEFAULT_JOB_SECONDS.get(rule, DEFAULT_OTHER_SECONDS)
-        cost.sources.add("time default")
-    return seconds
+        return median(measured.job_seconds[rule])
+    if rule == "embed_trained" and table.rates:
+        seconds, why = _embedding_seconds(job, config, table)
+        cost.sources.add(why)
+        if seconds is not None:
+            return seconds
+    cost.sources.add("time default")
+    return DEFAULT_JOB_SECONDS.get(rule, DEFAULT_OTHER_SECONDS)
+
+
+def _embedding_seconds(
+    job: Job, config: Mapping[str, Any], table: TableQuery
+) -> tuple[float | None, str]:
+    """An ``embed_trained`` job's forward passes at the table's embedding rate: the class's
+    training images and the test split, and for a rotation method the test split's four
+    rotations through the classifier (:func:`pipeline_lib.ssl.jobs.embed_trained`)."""
+    size, _ = dataset_size(config, job.wildcards.get("dataset", ""))
+    rate, why = embedding_rate(
+        table.rates, kind=table.kind, width=table.width, image_size=size.side
+    )
+    if rate is None:
+        return None, why
+    base = base_method(job.wildcards.get("method", ""), config.get("variants") or {})
+    images = size.train_per_class + size.n_test
+    if base in ROTATION_METHODS:
+        images += 4 * size.n_test
+    return images / rate, why
 
 
 def _add_training(
@@ -211,7 +242,30 @@ def _add_training(
     per_epoch = max(instances // batch, 1) * min(batch, instances)
     # The rate is for this data set's image size (a 32x32 rate scaled by pixels where
     # nothing was measured at that size: training_rate).
-    hours = models * spec.epochs * per_epoch / rate / 3600
+    seconds = models * spec.epochs * per_epoch / rate
+    if rates.table.rates:  # only rate tables measure overheads
+        seconds += _overhead_seconds(cost, by_method, spec, models, size.side, config, rates)
+    hours = seconds / 3600
     cost.hours += hours
     if by_method.hours is not None:
         by_method.hours += hours
+
+
+def _overhead_seconds(
+    cost: RuleCost,
+    by_method: MethodCost,
+    spec: TrainingSpec,
+    models: int,
+    image_size: int,
+    config: Mapping[str, Any],
+    rates: _RateSources,
+) -> float:
+    """A training job's compilation and capture, epoch ends and checkpoints, as the rate
+    table measured them for its setting; 0 (and said so) where it did not."""
+    overheads, why = rates.table.overheads(spec.base, models, image_size)
+    cost.sources.add("overheads measured" if overheads is not None else why)
+    by_method.sources.add(why)
+    if overheads is None:
+        return 0.0
+    every = (config.get("train") or {}).get("checkpoint_every") or DEFAULT_CHECKPOINT_EVERY
+    return overheads.job_seconds(spec.epochs, int(every))

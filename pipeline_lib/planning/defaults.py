@@ -58,3 +58,7 @@ DEFAULT_OTHER_SECONDS = 30.0
 
 #: The rules that train models (one alone, or fused).
 TRAINING_RULES: tuple[str, ...] = ("train_representation", "train_fused")
+
+#: Epochs between checkpoints of a config that does not set ``train.checkpoint_every``: the
+#: schema's default (workflow/schemas/config.schema.yaml), which a validated config holds.
+DEFAULT_CHECKPOINT_EVERY = 10

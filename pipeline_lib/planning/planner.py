@@ -38,6 +38,12 @@ own), then projects per rule (:mod:`pipeline_lib.planning.costs`):
 
   Sources 1, 3 and 4 are 32x32 rates: a 64x64 job scales them by pixels, and says so.
 
+  With rate tables, a training job also pays the overheads its setting's rows measured
+  (:class:`~pipeline_lib.planning.rates.Overheads`: compilation and capture once, an epoch
+  end per epoch, a checkpoint every ``train.checkpoint_every`` epochs and after the
+  last), or the plan says they are left out; an ``embed_trained`` job costs its forward
+  passes at the tables' embedding rate where one was measured.
+
   A rate given on the command line is the most deliberate; a table is chosen explicitly
   and names its device, setting and date, while histories are whatever happens to lie in
   the working directory (any code version, any load), so they rank below it. Seconds of

@@ -2,7 +2,9 @@
 
 A setting is a step mode and a fuse factor; each setting's rate is the median of its
 latest day's rows, at the job's image size when measured there, else scaled by pixels (and
-said so: :func:`size_label`).
+said so: :func:`size_label`), and its overheads the median of those rows' overheads where
+measured. The embedding rate is a property of the network, not of a setting
+(:func:`embedding_rate`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from pipeline_lib.planning.rates import LEGACY_IMAGE_SIZE, Rate, RateTableError
+from pipeline_lib.planning.rates import LEGACY_IMAGE_SIZE, Overheads, Rate, RateTableError
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ class Choice:
     #: Slowest and fastest timed call of those rows, per model at ``image_size``.
     low: float = 0.0
     high: float = 0.0
+    #: The median overheads of those rows that measured them (None: none did).
+    overheads: Overheads | None = None
 
     @property
     def device_images_per_s(self) -> float:
@@ -133,6 +137,49 @@ def _setting_choice(
         repeats=sum(row.repeats for row in latest),
         low=min(float(row.images_per_s_min or 0.0) for row in latest) * factor,
         high=max(float(row.images_per_s_max or 0.0) for row in latest) * factor,
+        overheads=_median_overheads(row.overheads for row in latest),
+    )
+
+
+def _median_overheads(measured: Iterable[Overheads | None]) -> Overheads | None:
+    """Each overhead's median over the rows that measured them; None if none did."""
+    rows = [overheads for overheads in measured if overheads is not None]
+    if not rows:
+        return None
+    return Overheads(
+        capture_s=float(statistics.median(o.capture_s for o in rows)),
+        epoch_end_s=float(statistics.median(o.epoch_end_s for o in rows)),
+        checkpoint_s=float(statistics.median(o.checkpoint_s for o in rows)),
+    )
+
+
+def embedding_rate(
+    rates: Iterable[Rate], *, kind: str, width: int, image_size: int
+) -> tuple[float | None, str]:
+    """Images/s an ``embed_trained`` job's network embeds on ``kind`` at ``width``, or why not.
+
+    The median of the latest day's rows that measured it at ``image_size``, else at a
+    smaller size scaled by pixels (a floor, as for training rates); every method's rows
+    count (the same ResNet-18 embeds).
+    """
+    rows = [
+        r
+        for r in rates
+        if r.kind == kind
+        and r.width == width
+        and r.embed_images_per_s is not None
+        and r.image_size <= image_size
+    ]
+    if not rows:
+        return None, f"no {kind} embedding rate at width {width}, {image_size} px or below"
+    measured = max(row.image_size for row in rows)
+    at_size = [row for row in rows if row.image_size == measured]
+    day = max(row.date[:10] for row in at_size)
+    latest = [float(row.embed_images_per_s or 0.0) for row in at_size if row.date[:10] == day]
+    rate = float(statistics.median(latest)) * (measured / image_size) ** 2
+    return rate, (
+        f"embedding {_figure(rate)} images/s measured {at_size[0].device} {day}, "
+        f"{size_label(image_size, measured)}"
     )
 
 

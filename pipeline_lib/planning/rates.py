@@ -29,12 +29,20 @@ One CSV row per measurement, with the columns of :data:`COLUMNS`:
 * ``repeats``: how many timed calls the median is of (1: a single sample);
 * ``amp``, ``steps``: autocast dtype (``none`` on the CPU) and timed steps of each call;
 * ``date``: when it was measured, ISO 8601 UTC (``2026-11-27T10:05:00Z``);
-* ``command``: the command line that measured it.
+* ``command``: the command line that measured it;
+* the job's costs besides its steps (:class:`Overheads`; empty where the benchmark did not
+  measure them): ``capture_s``, the first epoch's compilation and graph capture beyond a
+  steady epoch, once per job; ``epoch_end_s``, the trainer's end of each epoch
+  (divergence check and history record, every model of the setting); ``checkpoint_s``, one
+  checkpoint of every model; ``embed_images_per_s``, images per second the network embeds
+  in inference (the ``embed_trained`` job's forward passes; fuse-1 rows only).
 
 Tables written before the last four columns existed (:data:`LEGACY_COLUMNS`) stay readable:
 their rows were measured on 32x32 images in one timed call, so they read as ``image_size``
-32, ``repeats`` 1 and min = max = the rate (:attr:`Rate.single_sample`). A table's rows are
-appended under its own header, so new rows go to a table with the new header.
+32, ``repeats`` 1 and min = max = the rate (:attr:`Rate.single_sample`). Tables written
+before the overhead columns (:data:`OVERHEAD_COLUMNS`) read as rows without overheads. A
+table's rows are appended under its own header, so new rows go to a table with the new
+header.
 
 Files live in ``benchmarks/rates/<card>.csv`` (benchmarks/rates/README.md). This module is
 plain ``csv``: the planner reads tables without importing torch. Timing the rows is
@@ -74,6 +82,14 @@ SPREAD_COLUMNS: tuple[str, ...] = (
     "images_per_s_min",
     "images_per_s_max",
 )
+#: What a job costs besides its steps, and the embedding rate; a table has all or none, and
+#: an empty value means not measured.
+OVERHEAD_COLUMNS: tuple[str, ...] = (
+    "capture_s",
+    "epoch_end_s",
+    "checkpoint_s",
+    "embed_images_per_s",
+)
 #: The table's columns, in the order written.
 COLUMNS: tuple[str, ...] = (
     "device",
@@ -91,6 +107,7 @@ COLUMNS: tuple[str, ...] = (
     "steps",
     "date",
     "command",
+    *OVERHEAD_COLUMNS,
 )
 #: The image side of every row of a legacy table (bench_train.py trained on 32x32 then).
 LEGACY_IMAGE_SIZE = 32
@@ -101,6 +118,42 @@ STEP_MODES: tuple[str, ...] = tuple(mode for mode in TRAIN_STEP_MODES if mode !=
 
 class RateTableError(ValueError):
     """A rate table that cannot be read; the message names the file, line and column."""
+
+
+@dataclass(frozen=True)
+class Overheads:
+    """What a training job costs besides its steps, as measured for one setting.
+
+    A rate alone undercounts a job: the first epoch compiles and captures the step (20 s of
+    the 774 s full RotNet cell on an H200), and every epoch ends with a host sync and every
+    few epochs a checkpoint. Seconds for the setting's whole group of ``fuse`` models.
+    """
+
+    #: Once per job: the first epoch's time beyond a steady epoch's.
+    capture_s: float
+    #: Per epoch: divergence check and history record.
+    epoch_end_s: float
+    #: Per checkpoint written.
+    checkpoint_s: float
+
+    def times(self, factor: int) -> Overheads:
+        """The overheads of ``factor`` such groups (separate runs, one after the other)."""
+        return Overheads(
+            self.capture_s * factor, self.epoch_end_s * factor, self.checkpoint_s * factor
+        )
+
+    def describe(self) -> str:
+        """E.g. ``capture 20.0 s, epoch end 4.1 ms, checkpoint 0.31 s`` (a plan's source)."""
+        return (
+            f"capture {self.capture_s:.1f} s, epoch end {1000 * self.epoch_end_s:.1f} ms, "
+            f"checkpoint {self.checkpoint_s:.2f} s"
+        )
+
+    def job_seconds(self, epochs: int, checkpoint_every: int) -> float:
+        """The overhead of a job of ``epochs`` epochs that checkpoints every
+        ``checkpoint_every`` and after its last (as the trainer's ``checkpoint_due``)."""
+        checkpoints = epochs // checkpoint_every + (1 if epochs % checkpoint_every else 0)
+        return self.capture_s + epochs * self.epoch_end_s + checkpoints * self.checkpoint_s
 
 
 @dataclass(frozen=True)
@@ -127,6 +180,9 @@ class Rate:
     #: Slowest and fastest timed call (None: the median, as for a single sample).
     images_per_s_min: float | None = None
     images_per_s_max: float | None = None
+    #: None where not measured (older tables; benchmarks that do not time them).
+    overheads: Overheads | None = None
+    embed_images_per_s: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("images_per_s_min", "images_per_s_max"):
@@ -164,6 +220,34 @@ def _positive(row: dict[str, str], column: str, where: str, kind: type) -> float
     return value
 
 
+def _optional(row: dict[str, str], column: str, where: str, *, zero: bool) -> float | None:
+    """An overhead column's value: None when empty (not measured), else a finite float,
+    positive or (``zero``) non-negative."""
+    text = (row.get(column) or "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise RateTableError(f"{where}, column {column}: {text!r} is not a float") from None
+    if not (value >= 0 if zero else value > 0) or value == float("inf"):
+        bound = "non-negative" if zero else "positive"
+        raise RateTableError(f"{where}, column {column}: {text!r} must be {bound} and finite")
+    return value
+
+
+def _overheads(row: dict[str, str], where: str) -> Overheads | None:
+    """The row's :class:`Overheads`: all three measured or none (empty)."""
+    values = {c: _optional(row, c, where, zero=True) for c in OVERHEAD_COLUMNS[:3]}
+    given = [c for c, value in values.items() if value is not None]
+    if not given:
+        return None
+    if len(given) < len(values):
+        missing = [c for c in values if c not in given]
+        raise RateTableError(f"{where}, columns {missing}: empty where {given} are measured")
+    return Overheads(**values)  # type: ignore[arg-type]
+
+
 def _choice(row: dict[str, str], column: str, where: str, allowed: Sequence[str]) -> str:
     value = _field(row, column, where)
     if value not in allowed:
@@ -175,6 +259,7 @@ def parse_row(row: dict[str, str], where: str, *, legacy: bool = False) -> Rate:
     """One CSV row as a :class:`Rate`; ``where`` (``file, line N``) prefixes any error.
 
     ``legacy``: a row of a table without :data:`SPREAD_COLUMNS` (32x32, a single sample).
+    Overhead columns are read where the row has them (:data:`OVERHEAD_COLUMNS`).
     """
     median = float(_positive(row, "images_per_s_per_model", where, float))
     spread: dict[str, float | int] = {}
@@ -204,6 +289,8 @@ def parse_row(row: dict[str, str], where: str, *, legacy: bool = False) -> Rate:
         date=_field(row, "date", where),
         command=(row.get("command") or "").strip(),
         where=where,
+        overheads=_overheads(row, where),
+        embed_images_per_s=_optional(row, "embed_images_per_s", where, zero=False),
         **spread,  # type: ignore[arg-type]
     )
 
@@ -229,6 +316,8 @@ def read_rates(paths: Iterable[str | os.PathLike]) -> list[Rate]:
         spread = [column for column in SPREAD_COLUMNS if column in fields]
         if spread:  # all of them or none (a legacy table)
             missing += [column for column in SPREAD_COLUMNS if column not in fields]
+        if any(column in fields for column in OVERHEAD_COLUMNS):  # all or none, as well
+            missing += [column for column in OVERHEAD_COLUMNS if column not in fields]
         if missing:
             raise RateTableError(f"{path}, line 1: missing columns {missing}")
         for row in reader:
@@ -259,8 +348,9 @@ def append_rates(path: str | os.PathLike, rates: Iterable[Rate]) -> None:
         if header != COLUMNS:
             raise RateTableError(
                 f"{path}, line 1: the header {list(header)} is not {list(COLUMNS)} (a table "
-                "written before rates were medians of repeats?): append to a new table, "
-                "e.g. another file in benchmarks/rates/; droc-plan --rates reads several"
+                "written before rates were medians of repeats, or before the overhead "
+                "columns?): append to a new table, e.g. another file in benchmarks/rates/; "
+                "droc-plan --rates reads several"
             )
     with open(path, "a", newline="") as handle:
         writer = csv.writer(handle)
@@ -284,5 +374,22 @@ def append_rates(path: str | os.PathLike, rates: Iterable[Rate]) -> None:
                     rate.steps,
                     rate.date,
                     rate.command,
+                    *_overhead_cells(rate),
                 ]
             )
+
+
+def _overhead_cells(rate: Rate) -> list[str]:
+    """The overhead columns of ``rate``'s row: empty where not measured."""
+    overheads = rate.overheads
+    cells = (
+        ["", "", ""]
+        if overheads is None
+        else [
+            f"{overheads.capture_s:.4g}",
+            f"{overheads.epoch_end_s:.4g}",
+            f"{overheads.checkpoint_s:.4g}",
+        ]
+    )
+    embed = rate.embed_images_per_s
+    return [*cells, "" if embed is None else f"{embed:.5g}"]

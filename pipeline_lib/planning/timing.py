@@ -16,7 +16,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from pipeline_lib.planning.rates import LEGACY_IMAGE_SIZE, STEP_MODES, Rate, append_rates
+from pipeline_lib.planning.rates import (
+    LEGACY_IMAGE_SIZE,
+    STEP_MODES,
+    Overheads,
+    Rate,
+    append_rates,
+)
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,17 @@ class Spread:
         return Spread(self.median * factor, self.low * factor, self.high * factor, self.repeats)
 
 
+def _timed_call(
+    call: Callable[[], object], clock: Callable[[], float], sync: Callable[[], object]
+) -> float:
+    """Seconds of one call on ``clock``, with ``sync`` before the start and the stop."""
+    sync()
+    started = clock()
+    call()
+    sync()
+    return clock() - started
+
+
 def time_repeats(
     call: Callable[[], object],
     *,
@@ -77,15 +94,43 @@ def time_repeats(
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     samples = []
     for _ in range(repeats):
-        sync()
-        started = clock()
-        call()
-        sync()
-        seconds = clock() - started
+        seconds = _timed_call(call, clock, sync)
         if not seconds > 0:
             raise ValueError(f"a timed call took {seconds} s on the clock: no rate")
         samples.append(instances / seconds)
     return Spread.of(samples)
+
+
+def median_seconds(
+    call: Callable[[], object],
+    *,
+    repeats: int,
+    clock: Callable[[], float] = time.perf_counter,
+    sync: Callable[[], object] = lambda: None,
+) -> float:
+    """The median wall seconds of ``repeats`` calls of ``call`` (synced as
+    :func:`time_repeats`): an overhead's time, which trains no instances.
+
+    Raises
+    ------
+    ValueError
+        If ``repeats`` < 1 or the clock ran backwards.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    samples = []
+    for _ in range(repeats):
+        seconds = _timed_call(call, clock, sync)
+        if seconds < 0:
+            raise ValueError(f"a timed call took {seconds} s on the clock")
+        samples.append(seconds)
+    return float(statistics.median(samples))
+
+
+def capture_seconds(first_epoch_s: float, steady: Spread, instances: int) -> float:
+    """What the first epoch (warm-up steps, compilation, capture) took beyond a steady
+    epoch of the same ``instances`` at the ``steady`` rate; never below 0 (timing noise)."""
+    return max(0.0, first_epoch_s - instances / steady.median)
 
 
 class RateLog:
@@ -124,8 +169,18 @@ class RateLog:
         }
         self.rows: list[Rate] = []
 
-    def add(self, method: str, step_mode: str, fuse: int, total: Spread) -> None:
-        """Record ``fuse`` models' total rate (median and range) per model (total / fuse).
+    def add(
+        self,
+        method: str,
+        step_mode: str,
+        fuse: int,
+        total: Spread,
+        *,
+        overheads: Overheads | None = None,
+        embed_images_per_s: float | None = None,
+    ) -> None:
+        """Record ``fuse`` models' total rate (median and range) per model (total / fuse),
+        with the setting's overheads and the network's embedding rate where measured.
 
         A run whose capture failed (``uncaptured``) measured neither mode cleanly: skipped.
         """
@@ -141,6 +196,8 @@ class RateLog:
             images_per_s_min=per_model.low,
             images_per_s_max=per_model.high,
             repeats=per_model.repeats,
+            overheads=overheads,
+            embed_images_per_s=embed_images_per_s,
             **self.common,  # type: ignore[arg-type]
         )
         self.rows.append(row)

@@ -13,7 +13,7 @@ from pipeline_lib.config.grids import base_method, variant_train_size, variant_t
 from pipeline_lib.planning.defaults import DEFAULT_IMAGES_PER_S
 from pipeline_lib.planning.measured import median
 from pipeline_lib.planning.rate_choice import Choice, choose_rate, size_label
-from pipeline_lib.planning.rates import STEP_MODES, Rate
+from pipeline_lib.planning.rates import STEP_MODES, Overheads, Rate
 from pipeline_lib.registry import (
     CAPTURED_STEP_MODES,
     TRAINED_METHODS,
@@ -150,6 +150,29 @@ class TableQuery:
             f"fuse {models} not measured ({mode}): {models} separate runs ({why_alone}), "
             "an upper bound"
         )
+
+    def overheads(
+        self, method: str, models: int = 1, image_size: int = 32
+    ) -> tuple[Overheads | None, str]:
+        """What a job of ``models`` models pays besides its steps, from the rows its rate
+        comes from (:meth:`single`, :meth:`fused`), or why it is left out.
+
+        A fused job costed as fewer models side by side takes their overheads; one costed
+        as separate eager runs, that many times one run's.
+        """
+        mode = self.mode(method, models, image_size)
+        choice, _ = self._choose(method, mode, models, image_size)
+        copies = 1
+        if choice is None and models > 1:
+            if mode in CAPTURED_STEP_MODES:
+                choice = self._captured_fuse_at_most(method, mode, models, image_size)
+            else:
+                choice, _ = self._choose(method, "eager", 1, image_size)
+                copies = models
+        if choice is None or choice.overheads is None:
+            return None, "overheads not measured (left out)"
+        overheads = choice.overheads.times(copies)
+        return overheads, f"overheads measured at {choice.setting}: {overheads.describe()}"
 
     def _choose(
         self, method: str, step_mode: str, fuse: int, image_size: int
