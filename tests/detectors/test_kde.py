@@ -8,7 +8,7 @@ import torch
 from scipy.special import logsumexp
 from sklearn.neighbors import KernelDensity
 
-from pipeline_lib.detection.detectors import KernelDensityScore
+from pipeline_lib.detection.detectors import KernelDensityScore, kernels
 from tests.detectors._oracles import paper_gamma, unit_rows
 
 
@@ -112,3 +112,25 @@ def test_kde_cuda_equals_cpu(features) -> None:
     cpu = KernelDensityScore(device="cpu", dtype="float64").fit(fit).score_samples(test)
     cuda = KernelDensityScore(device="cuda", chunk_size=16).fit(fit).score_samples(test)
     np.testing.assert_allclose(cuda, cpu, rtol=0, atol=2e-6)
+
+
+def test_kde_blocks_stay_within_the_cache_bound_and_change_no_score(monkeypatch) -> None:
+    """A float64 block of 2048 x 2048 rows (32 MiB) leaves the last-level cache: the walk takes
+    fewer fit rows per block then; float32 blocks of that size (16 MiB) are walked as before."""
+    rng = np.random.default_rng(3)
+    fit, test = rng.standard_normal((3000, 8)), rng.standard_normal((2100, 8))
+    expected = naive_kde(unit_rows(fit), unit_rows(test), paper_gamma(unit_rows(fit)))
+    blocks: list[tuple[int, int]] = []
+    original = kernels.kde_log_kernel_sum
+
+    def recording(x, ref, ref_sq, gamma):
+        blocks.append((x.shape[0], ref.shape[0]))
+        return original(x, ref, ref_sq, gamma)
+
+    monkeypatch.setattr(kernels, "kde_log_kernel_sum", recording)
+    for dtype, size, fit_rows, atol in (("float64", 8, 1024, 1e-12), ("float32", 4, 2048, 2e-6)):
+        blocks.clear()
+        kde = KernelDensityScore(chunk_size=2048, dtype=dtype, device="cpu").fit(fit)
+        np.testing.assert_allclose(kde.score_samples(test), expected, rtol=0, atol=atol)
+        assert blocks[0] == (2048, fit_rows), dtype
+        assert max(b * c for b, c in blocks) * size <= kernels.KDE_BLOCK_BYTES
