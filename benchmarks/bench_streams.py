@@ -12,8 +12,8 @@ separate trainer's), stepped in turn from one host thread, run ``k``'s host phas
 replay on stream ``k``. This script times that group alone, at K = 1, 2, 4, 8.
 
 Per method and K it trains one epoch that captures (each run at its fourth step), timed
-apart, and ``--repeats`` (default 3) timed epochs, each one call of the group's epoch of ``--steps``
-batches of source images per run (default 200 on CUDA, 20 on the CPU; contrastive DA's
+apart, and ``--repeats`` (default 3) timed epochs, each one call of the group's epoch of
+``--steps`` batches of source images per run (default 200 on CUDA, 20 on the CPU; contrastive DA's
 expanded epoch is 4x as many steps), on random images of ``--image-size`` (32 or 64), and
 prints the K runs' total training instances/s (as bench_train.py counts them): the median
 of the timed epochs and their range (max - min, as a share of the median), the median's
@@ -222,11 +222,7 @@ def measure(
         last[:] = [group.train_epoch()]
 
     with run.precision():  # amp none: float32 without TF32, as the trainer
-        sync()
-        started = time.perf_counter()
-        epoch()  # captures
-        sync()
-        first_epoch_s = time.perf_counter() - started
+        first_epoch_s = median_seconds(epoch, repeats=1, sync=sync)  # captures
         spread = time_repeats(
             epoch, repeats=repeats, instances=instances, clock=time.perf_counter, sync=sync
         )

@@ -37,9 +37,10 @@ One CSV row per measurement, with the columns of :data:`COLUMNS`:
   checkpoint of every model; ``embed_images_per_s``, images per second the network embeds
   in inference (the ``embed_trained`` job's forward passes; fuse-1 rows only).
 
-Tables written before the last four columns existed (:data:`LEGACY_COLUMNS`) stay readable:
-their rows were measured on 32x32 images in one timed call, so they read as ``image_size``
-32, ``repeats`` 1 and min = max = the rate (:attr:`Rate.single_sample`). Tables written
+Tables written before the spread columns (:data:`SPREAD_COLUMNS`; their header is
+:data:`LEGACY_COLUMNS`) stay readable: their rows were measured on 32x32 images in one
+timed call, so they read as ``image_size`` 32, ``repeats`` 1 and min = max = the rate
+(:attr:`Rate.single_sample`). Tables written
 before the overhead columns (:data:`OVERHEAD_COLUMNS`) read as rows without overheads. A
 table's rows are appended under its own header, so new rows go to a table with the new
 header.
