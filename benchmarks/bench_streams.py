@@ -24,13 +24,17 @@ shared a cuBLAS workspace, and contrastive DA's run 0 ended 0.15 from the run al
 since each graph captures on its own stream). ``--cudnn default`` measures what the
 trainer's deterministic cuDNN kernels cost (nothing measurable there). On the CPU there are
 no streams: the runs step one after the other (a smoke run of the harness;
-tests/test_bench_streams.py).
+tests/test_bench_streams.py). ``--draws device`` times the candidate ``train.draws: device``
+(:mod:`pipeline_lib.ssl.draws`: the random numbers drawn on the GPU inside the captured step,
+no host drawing or copy), printed beside the host-drawn rows but not written to a rate
+table, which holds the trainer's default only.
 
 Usage::
 
     python benchmarks/bench_streams.py --device cuda                       # K = 1, 2, 4, 8
     python benchmarks/bench_streams.py --device cpu --width 4 --steps 2 --streams 1 2
     python benchmarks/bench_streams.py --device cuda --image-size 64 --rates-out rates.csv
+    python benchmarks/bench_streams.py --device cuda --image-size 64 --draws device
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ def make_group(
     step_mode: str = "auto",
     image_size: int = 32,
     epochs: int = 2,
+    draws: str = "host",
 ) -> ConcurrentGroup:
     """K runs of seeds 0..K-1, each on its own seeded random images, as the trainer groups
     captured fused runs (:class:`pipeline_lib.ssl.fused.ConcurrentGroup`)."""
@@ -91,6 +96,7 @@ def make_group(
             "amp": amp,
             "epochs": epochs,
             "step_mode": step_mode,
+            "draws": draws,
         }
         run, state = prepare_keyword_run(
             method, images.to(torch.uint8), seed=seed, device=device, **options
@@ -184,6 +190,7 @@ def measure(
     repeats: int = 1,
     image_size: int = 32,
     embed_batch_size: int = 512,
+    draws: str = "host",
 ) -> dict[str, Any]:
     """Instances/s of K runs stepped side by side, run 0's weights and mode, the
     overheads and (K = 1) the embedding rate.
@@ -205,6 +212,7 @@ def measure(
         step_mode=step_mode,
         image_size=image_size,
         epochs=1 + repeats,
+        draws=draws,
     )
     if cudnn == "default":
         torch.backends.cudnn.deterministic = False
@@ -314,6 +322,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(rates of 'off' are not written to --rates-out)",
     )
     parser.add_argument(
+        "--draws",
+        choices=["host", "device"],
+        default="host",
+        help="where the steps' random numbers are drawn (train.draws): host (the trainer's "
+        "default) or device, the candidate that draws them on the GPU inside the captured "
+        "step (rates of 'device' are not written to --rates-out)",
+    )
+    parser.add_argument(
         "--rates-out",
         type=Path,
         default=None,
@@ -345,7 +361,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
         f"device {name} ({args.device}, amp {amp}), ResNet-18 width {args.width}, "
         f"{args.image_size}x{args.image_size}, median of {args.repeats} timed epochs of "
         f"{args.steps} steps per run after one epoch that captures, cuDNN {args.cudnn}, "
-        f"step mode {args.step_mode}, draw ahead {args.draw_ahead}; "
+        f"step mode {args.step_mode}, draws {args.draws}, draw ahead {args.draw_ahead}; "
         "TFLOP/s: all K runs' model FLOPs; capture: the first epoch beyond a steady one; "
         "end: an epoch's end; ckpt: one checkpoint of every run; embed: images/s embedded"
     )
@@ -384,11 +400,12 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
                 repeats=args.repeats,
                 image_size=args.image_size,
                 embed_batch_size=args.embed_batch_size,
+                draws=args.draws,
             )
             results[method][k] = result
             # Captured runs side by side are the trainer's fused job (graph, fuse K); on the
             # CPU the runs step in turn, uncaptured ("two_phase"): RateLog skips that row.
-            if args.cudnn == "deterministic" and args.draw_ahead == "on":
+            if args.cudnn == "deterministic" and args.draw_ahead == "on" and args.draws == "host":
                 log.add(
                     method,
                     result["mode"],

@@ -12,7 +12,7 @@
 #   SIZE=64 COMPILED=1 METHODS=contrastive_da STREAMS=1 STREAMS_COMPILED="1 5 10" LIMIT=280 \
 #     OUT=/tmp/gpu bash benchmarks/gpu_session.sh
 #
-# Default steps (at most 460 s of limits): the CUDA tests of the graph-captured and compiled
+# Default steps (at most 500 s of limits): the CUDA tests of the graph-captured and compiled
 # steps (graph == eager bit for bit under deterministic cuDNN, separate and fused; resume; the
 # fallback warning; one capture per fused group, retrains after a leaked NaN; compiled:
 # resume, a fresh compilation and side-by-side runs repeat the run), fused ==
@@ -27,6 +27,9 @@
 # every rate to $OUT/rates.csv (pipeline_lib.planning.rates; committed as benchmarks/rates/h200.csv,
 # read by `droc-plan --rates`); COMPILED=1 runs bench_streams.py under `train.step_mode:
 # compiled` (K = 1, 4, 10; about 150 s, compile included), appending compiled fuse-K rows;
+# DRAWS=1 runs bench_streams.py again with `--draws device` (the steps' random numbers drawn
+# on the GPU inside the captured step, DRAWS_MODE=compiled for the compiled step; printed
+# beside the host-drawn rows, not written to rates.csv);
 # COMPILE=1 runs bench_compile.py (torch.compile reduce-overhead
 # beside the CUDA graph; inductor compiles a method in 25-50 s; 240 s); DETECTORS=1 the
 # detector benchmarks at the paper's sizes (80 s). The full-protocol cell
@@ -63,8 +66,8 @@ step() {  # step NAME SECONDS COMMAND...: run with a limit, keep its output, go 
 MODES=eager  # graph capture is CUDA-only (the CPU tests run in CI)
 if [ "$DEVICE" = cuda ]; then
   MODES=both
-  step graph_tests 200 "$PYTHON" -m pytest -q -p no:cacheprovider tests/ssl/test_compiling.py \
-    tests/ssl/test_stepper.py tests/test_devices.py -k on_cuda
+  step graph_tests 240 "$PYTHON" -m pytest -q -p no:cacheprovider tests/ssl/test_compiling.py \
+    tests/ssl/test_stepper.py tests/ssl/test_device_draws.py tests/test_devices.py -k on_cuda
 fi
 step check_fused 60 "$PYTHON" benchmarks/check_fused.py --device "$DEVICE" --k 4 --steps 3 \
   --width "$WIDTH"  # auto: on CUDA the captured fused job (models side by side on streams)
@@ -77,6 +80,14 @@ if [ "${COMPILED:-0}" = 1 ] && [ "$DEVICE" = cuda ]; then
     --steps "$STEPS" --repeats "$REPEATS" --image-size "$SIZE" --step-mode compiled \
     --streams $STREAMS_COMPILED --peak-tflops "$PEAK" \
     --rates-out "$OUT/rates.csv" --methods $METHODS
+fi
+if [ "${DRAWS:-0}" = 1 ] && [ "$DEVICE" = cuda ]; then
+  # The candidate `train.draws: device` beside the rows above (printed, not written to the
+  # rate table): same methods, K and step mode, the numbers drawn on the GPU in the graph.
+  step streams_device_draws "$LIMIT" "$PYTHON" benchmarks/bench_streams.py --device cuda \
+    --width "$WIDTH" --steps "$STEPS" --repeats "$REPEATS" --image-size "$SIZE" \
+    --step-mode "${DRAWS_MODE:-auto}" --streams $STREAMS --peak-tflops "$PEAK" --draws device \
+    --methods $METHODS
 fi
 if [ "${RATES:-0}" = 1 ]; then
   step train 290 "$PYTHON" benchmarks/bench_train.py --device "$DEVICE" --width "$WIDTH" \

@@ -93,10 +93,14 @@ INITS: tuple[str, ...] = ("released", "torch")
 VIEW_SETTINGS: tuple[str, ...] = ("view_flip", "view_jitter", "view_blur")
 #: ``train`` keys that say how training executes, not what a model learns: how many models
 #: one job trains (``fuse``), whether a step is graph-captured (``step_mode``) and how often
-#: the test split is scored during training as a diagnostic (``eval_every``). They are left
-#: out of a model's training arguments, of job params, of checkpoint fingerprints and of
-#: sweep ids.
-TRAIN_EXECUTION_SETTINGS: tuple[str, ...] = ("fuse", "step_mode", "eval_every")
+#: the test split is scored during training as a diagnostic (``eval_every``), and where a
+#: step's random numbers are drawn (``draws``). They are left out of a model's training
+#: arguments, of job params, of checkpoint fingerprints and of sweep ids.
+TRAIN_EXECUTION_SETTINGS: tuple[str, ...] = ("fuse", "step_mode", "eval_every", "draws")
+#: Values of ``train.draws`` (pipeline_lib.ssl.draws): the augmentation generator on the
+#: CPU (the default; the eager and graph steps draw the same numbers) or on the step's
+#: device (other numbers: a candidate execution setting awaiting a paired AUC check).
+DRAW_SOURCES: tuple[str, ...] = ("host", "device")
 #: Values of ``train.step_mode`` (pipeline_lib.ssl.stepper): one list for the trainer, the
 #: config check, the rate tables and the planner (the last three are torch-free).
 STEP_MODES: tuple[str, ...] = ("auto", "eager", "graph", "compiled")

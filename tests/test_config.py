@@ -691,6 +691,24 @@ def test_train_step_mode_is_an_execution_setting(config) -> None:
         )
 
 
+def test_train_draws_is_an_execution_setting(config) -> None:
+    """host or device: no default written, no effect on sweep ids or the training settings."""
+    from pipeline_lib.config.grids import variant_training
+
+    base = validate_config(config, SCHEMA)
+    assert "draws" not in base["train"]
+    for bad in ("gpu", 1, None):
+        config["train"] = {"draws": bad}
+        assert "config key 'train.draws'" in _error(copy.deepcopy(config)), bad
+    for where in ("host", "device"):
+        chosen = validate_config({**config, "train": {"draws": where}}, SCHEMA)
+        assert chosen["train"]["draws"] == where
+        assert sweep_id(chosen) == sweep_id(base)
+        assert variant_training("denoising", chosen["train"], {}) == variant_training(
+            "denoising", base["train"], {}
+        )
+
+
 def test_train_eval_every_is_an_execution_setting(config) -> None:
     """No default written, no effect on sweep ids or the training settings; fused jobs
     refuse it (the fused trainer has no evaluation hook)."""

@@ -37,7 +37,7 @@ from pipeline_lib.ssl.denoising import (
     denoising_target,
     reconstruction_loss,
 )
-from pipeline_lib.ssl.draws import Draws
+from pipeline_lib.ssl.draws import Draws, StaticDraws
 from pipeline_lib.ssl.loop import run_static_step
 from pipeline_lib.ssl.rotation import rotation_loss
 from pipeline_lib.ssl.run import Run, TrainingState
@@ -324,8 +324,14 @@ class ConcurrentGroup(_Group):
                             loss = step(orders[k][window])
                             state.scheduler.step()
                             losses[k, index] = loss  # a copy: a replayed step's loss is reused
-                        if self.draw_ahead and index + 1 < steps and step.recorded:
-                            ahead[k] = pool.submit(step.draws[0].fill)
+                        member_draws = step.draws[0]  # device draws have no host phase
+                        if (
+                            self.draw_ahead
+                            and isinstance(member_draws, StaticDraws)
+                            and index + 1 < steps
+                            and step.recorded
+                        ):
+                            ahead[k] = pool.submit(member_draws.fill)
             finally:
                 for drawing in ahead:  # an error left draws in flight: let them finish
                     if drawing is not None:

@@ -21,7 +21,7 @@ from pipeline_lib.data.split import OneClassSplit, training_subset
 from pipeline_lib.models.checkpoints import save_representation
 from pipeline_lib.models.embed import embed_split
 from pipeline_lib.models.proxy import ProxyModel
-from pipeline_lib.registry import ROTATION_METHODS, training_arguments
+from pipeline_lib.registry import DRAW_SOURCES, ROTATION_METHODS, training_arguments
 from pipeline_lib.runtime.io import save_json
 from pipeline_lib.ssl.fused import FusedResult, train_representations_fused
 from pipeline_lib.ssl.rotation import rotation_scores
@@ -42,6 +42,7 @@ def train_on_split(
     checkpoint_path: str | os.PathLike | None = None,
     progress: bool = False,
     step_mode: str = "auto",
+    draws: str = DRAW_SOURCES[0],
     evaluate: Callable[[ProxyModel], Mapping[str, float]] | None = None,
     eval_every: int = 0,
 ) -> tuple[ProxyModel, list[dict[str, Any]], dict[str, Any]]:
@@ -69,6 +70,9 @@ def train_on_split(
     progress : bool, default=False
     step_mode : {"auto", "eager", "graph", "compiled"}, default="auto"
         ``train.step_mode``: how steps execute (not part of ``arguments``, the recipe).
+    draws : {"host", "device"}, default="host"
+        ``train.draws``: where the steps' random numbers are drawn (not part of
+        ``arguments``; :mod:`pipeline_lib.ssl.draws`).
     evaluate : callable or None, default=None
         The per-epoch diagnostic of :func:`pipeline_lib.ssl.train.train_representation`
         (built by the caller, e.g. :func:`pipeline_lib.detection.epoch_eval.epoch_evaluator`).
@@ -93,6 +97,7 @@ def train_on_split(
         checkpoint_path=checkpoint_path,
         progress=progress,
         step_mode=step_mode,
+        draws=draws,
         evaluate=evaluate,
         eval_every=eval_every,
         settings=TrainSettings.from_config(method, training, width=width),
@@ -112,6 +117,7 @@ def train_on_splits_fused(
     width: int,
     checkpoint_paths: Sequence[str | os.PathLike | None] | None = None,
     step_mode: str = "auto",
+    draws: str = DRAW_SOURCES[0],
 ) -> tuple[list[FusedResult], dict[str, Any]]:
     """Train one model per split as :func:`train_on_split` would, fused into one computation.
 
@@ -136,6 +142,8 @@ def train_on_splits_fused(
         ``train.step_mode``, as for :func:`train_on_split` (not part of ``arguments``); under
         ``graph`` or ``compiled`` each model's step is captured as a CUDA graph and the
         models replay side by side.
+    draws : {"host", "device"}, default="host"
+        ``train.draws``, as for :func:`train_on_split`.
 
     Returns
     -------
@@ -160,6 +168,7 @@ def train_on_splits_fused(
         device=device,
         width=width,
         step_mode=step_mode,
+        draws=draws,
         **arguments,
     )
     return results, arguments

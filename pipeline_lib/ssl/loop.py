@@ -76,7 +76,7 @@ def resume(
         if run.use_scaler and saved.get("scaler"):
             state.scaler.load_state_dict(saved["scaler"])
         state.shuffle_generator.set_state(saved["rng"]["shuffle"])
-        state.augment_generator.set_state(saved["rng"]["augment"])
+        _restore_augment_generator(state.augment_generator, saved["rng"], run.method)
         torch.random.set_rng_state(saved["rng"]["torch"])
         if run.on_cuda and saved["rng"].get("cuda") is not None:
             torch.cuda.set_rng_state_all(saved["rng"]["cuda"])
@@ -99,6 +99,30 @@ def resume(
         )
         # Loading may have changed the model or optimiser half-way: rebuild everything.
         return run.new_state()
+
+
+def _restore_augment_generator(
+    generator: torch.Generator, saved_rng: dict[str, Any], method: str
+) -> None:
+    """Restore the augmentation generator, unless the checkpoint drew elsewhere.
+
+    A checkpoint written under the other ``train.draws`` (a CPU generator's state for a
+    device generator, or back) cannot be loaded into this one: the run goes on from the
+    weights with its generator as seeded (the run's augmentation seed), which a second
+    resume of the same checkpoint repeats. Checkpoints from before the setting drew on the
+    host.
+    """
+    saved_device = saved_rng.get("augment_device", "cpu")
+    if saved_device == generator.device.type:
+        generator.set_state(saved_rng["augment"])
+        return
+    log.info(
+        "%s: the checkpoint drew its random numbers on %s, this run draws them on %s "
+        "(train.draws); its generator starts from the run's augmentation seed",
+        method,
+        saved_device,
+        generator.device.type,
+    )
 
 
 def run_static_step(
@@ -266,6 +290,7 @@ def write_checkpoint(run: Run, state: TrainingState, checkpoint_path: str | os.P
                 "cuda": torch.cuda.get_rng_state_all() if run.on_cuda else None,
                 "shuffle": state.shuffle_generator.get_state(),
                 "augment": state.augment_generator.get_state(),
+                "augment_device": state.augment_generator.device.type,
             },
         },
     )

@@ -3,9 +3,9 @@
 One module for the single loop (:mod:`pipeline_lib.ssl.train`), the fused loop
 (:mod:`pipeline_lib.ssl.fused`), the tests and the benchmarks, so they all prepare a run the
 same way: :func:`prepare_run` turns :class:`~pipeline_lib.ssl.settings.TrainSettings`, the
-images, a seed and the execution settings (device, step mode) into a :class:`Run` (what the
-run fixes before its first step) and its fresh :class:`TrainingState`. What happens in and
-after each epoch lives in :mod:`pipeline_lib.ssl.loop`.
+images, a seed and the execution settings (device, step mode, draws) into a :class:`Run`
+(what the run fixes before its first step) and its fresh :class:`TrainingState`. What
+happens in and after each epoch lives in :mod:`pipeline_lib.ssl.loop`.
 
 PROTOCOL.md, "Training": ResNet-18 (3x3 stem, no max-pool), SGD with momentum 0.9,
 lr 0.01 with a single cosine decay to 0 and no warm-up (stepped once an epoch, as the
@@ -34,11 +34,12 @@ from torch import nn
 
 from pipeline_lib.models.checkpoints import plain
 from pipeline_lib.models.proxy import ProxyModel, build_proxy_model
-from pipeline_lib.registry import INITS
+from pipeline_lib.registry import DRAW_SOURCES, INITS
 from pipeline_lib.runtime.devices import use_deterministic_kernels
 from pipeline_lib.ssl.augment import ViewAugment, distribution_copies
 from pipeline_lib.ssl.contrastive import contrastive_step
 from pipeline_lib.ssl.denoising import denoising_step
+from pipeline_lib.ssl.draws import augment_generator_on
 from pipeline_lib.ssl.order import EpochOrder
 from pipeline_lib.ssl.rotation import rotation_step
 from pipeline_lib.ssl.settings import TrainSettings
@@ -232,8 +233,12 @@ def _fresh_state(
     cosine: Callable[[int], float],
     use_scaler: bool,
     init: str = INITS[0],
+    draws: str = DRAW_SOURCES[0],
 ) -> TrainingState:
-    """The untrained model, optimiser and generators of ``seed`` (the global RNG is untouched)."""
+    """The untrained model, optimiser and generators of ``seed`` (the global RNG is untouched).
+
+    The augmentation generator is on the CPU, or on ``device`` with ``draws="device"``.
+    """
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(stream_seed(seed, 0))
         model = build_proxy_model(method, init=init, **arch)
@@ -247,7 +252,7 @@ def _fresh_state(
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, cosine)
     scaler = torch.amp.GradScaler(device.type, enabled=use_scaler)
     shuffle_generator = torch.Generator().manual_seed(stream_seed(seed, 1))
-    augment_generator = torch.Generator().manual_seed(stream_seed(seed, 2))
+    augment_generator = augment_generator_on(stream_seed(seed, 2), device, draws)
     return TrainingState(model, optimizer, scheduler, scaler, shuffle_generator, augment_generator)
 
 
@@ -277,6 +282,9 @@ class Run:
     #: ``eager`` (today's loop), ``graph`` (:class:`~pipeline_lib.ssl.stepper.StaticStep`) or
     #: ``compiled`` (the same with the network compiled, :mod:`pipeline_lib.ssl.compiling`).
     step_mode: str = "eager"
+    #: Where the steps' random numbers are drawn (:mod:`pipeline_lib.ssl.draws`): ``host``
+    #: or ``device`` (the same on the CPU).
+    draws: str = DRAW_SOURCES[0]
 
     @property
     def on_cuda(self) -> bool:
@@ -367,6 +375,7 @@ def _state_factory(
     device: torch.device,
     cosine: Callable[[int], float],
     use_scaler: bool,
+    draws: str = DRAW_SOURCES[0],
 ) -> Callable[[], TrainingState]:
     """What builds the run's fresh state (:attr:`Run.new_state`): model, optimiser, schedule."""
     return functools.partial(
@@ -390,6 +399,7 @@ def _state_factory(
         cosine=cosine,
         use_scaler=use_scaler,
         init=s.init,
+        draws=draws,
     )
 
 
@@ -414,6 +424,7 @@ def prepare_run(
     device: torch.device | str = "cpu",
     step_mode: str = "eager",
     augment: ViewAugment | None = None,
+    draws: str = DRAW_SOURCES[0],
 ) -> tuple[Run, TrainingState]:
     """Load the data and build the run and fresh state of ``settings`` on ``images_uint8``.
 
@@ -431,6 +442,9 @@ def prepare_run(
     augment : ViewAugment or None, default=None
         The view augmentation; None builds the settings' one (none for denoising without
         views).
+    draws : {"host", "device"}, default="host"
+        An execution setting: where the steps' random numbers are drawn
+        (:mod:`pipeline_lib.ssl.draws`; on the CPU both are the host).
 
     Returns
     -------
@@ -440,8 +454,8 @@ def prepare_run(
     Raises
     ------
     ValueError
-        On bad images, a denoising patch that does not divide the side, or a step mode that
-        cannot run on ``device``.
+        On bad images, a denoising patch that does not divide the side, a step mode that
+        cannot run on ``device``, or an unknown ``draws``.
     """
     s = settings
     if augment is None and (s.method != "denoising" or s.denoising_views):
@@ -453,8 +467,16 @@ def prepare_run(
     cosine = _cosine_schedule(s.lr_schedule, data.steps_per_epoch, s.epochs * data.steps_per_epoch)
     use_scaler = on_cuda and s.amp == "float16"
     step_mode = resolve_step_mode(step_mode, device, float16_scaler=use_scaler)
+    if draws not in DRAW_SOURCES:
+        raise ValueError(f"unknown draws {draws!r}; allowed: {', '.join(DRAW_SOURCES)}")
     new_state = _state_factory(
-        s, seed=seed, side=data.side, device=device, cosine=cosine, use_scaler=use_scaler
+        s,
+        seed=seed,
+        side=data.side,
+        device=device,
+        cosine=cosine,
+        use_scaler=use_scaler,
+        draws=draws,
     )
     state = new_state()
     step_options = _step_options(s, augment)
@@ -478,5 +500,6 @@ def prepare_run(
         # the data's size decide it); each epoch's choices come from the shuffle generator.
         order=EpochOrder.build(s.epoch_order, len(data.images), seed=stream_seed(seed, 4)),
         step_mode=step_mode,
+        draws=draws,
     )
     return run, state

@@ -5,9 +5,9 @@ trainer and the argument checks; here they are built once, checked in one place 
 to the run API (:mod:`pipeline_lib.ssl.run`). The module imports no torch, so the config
 checks and the planner can build and validate settings at parse time.
 
-Execution settings (``step_mode``, ``fuse``, ``eval_every``, the device) are not settings of
-the recipe: they stay out of this class, of job params and of checkpoint fingerprints
-(:data:`pipeline_lib.registry.TRAIN_EXECUTION_SETTINGS`).
+Execution settings (``step_mode``, ``fuse``, ``eval_every``, ``draws``, the device) are not
+settings of the recipe: they stay out of this class, of job params and of checkpoint
+fingerprints (:data:`pipeline_lib.registry.TRAIN_EXECUTION_SETTINGS`).
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ from torch.optim.sgd import sgd as functional_sgd
 
 from pipeline_lib.registry import CAPTURED_STEP_MODES, STEP_MODES
 from pipeline_lib.ssl.compiling import check_compiler
-from pipeline_lib.ssl.draws import Draws, StaticDraws
+from pipeline_lib.ssl.draws import DeviceDraws, Draws, StaticDraws
 
 __all__ = [
     "STEP_MODES",
@@ -128,6 +128,18 @@ def resolve_step_mode(step_mode: str, device: torch.device, *, float16_scaler: b
     return "graph"
 
 
+def _step_draws(generator: torch.Generator, device: torch.device) -> StaticDraws | DeviceDraws:
+    """A member's draws: from its generator on the step's device (``train.draws: device``),
+    or from its CPU generator through static buffers."""
+    if generator.device.type != "cpu":
+        if generator.device.type != torch.device(device).type:
+            raise ValueError(
+                f"the augmentation generator is on {generator.device}, the step on {device}"
+            )
+        return DeviceDraws(generator)
+    return StaticDraws(generator, device)
+
+
 class StaticStep:
     """The two-phase training step of one run or of K stacked members (see the module docstring).
 
@@ -145,7 +157,9 @@ class StaticStep:
     per_step : int
         Instances per step and member (static).
     generators : sequence of torch.Generator
-        Each member's CPU augmentation generator (advanced exactly as by the eager step).
+        Each member's augmentation generator (advanced exactly as by the eager step): on the
+        CPU, drawn in the host phase; on the device (``train.draws: device``), drawn by the
+        device phase's kernels and, captured, by each replay.
     autocast : callable
         ``autocast(cache_enabled) -> context manager`` of the run's amp setting.
     capture : bool
@@ -194,7 +208,9 @@ class StaticStep:
         self.model, self.optimizer, self.step = model, optimizer, step
         self.images, self.autocast = list(images), autocast
         self.capture, self.compiled = capture, compiled
-        self.draws = [StaticDraws(generator, device) for generator in generators]
+        self.draws: list[StaticDraws | DeviceDraws] = [
+            _step_draws(generator, device) for generator in generators
+        ]
         self.indices = [torch.zeros(per_step, dtype=torch.long, device=device) for _ in self.images]
         self.device_lr = device.type == "cuda" if device_lr is None else device_lr
         if update not in SGD_UPDATES or (update == "foreach" and not self.device_lr):
@@ -355,6 +371,8 @@ class StaticStep:
             # runs replayed side by side ended 0.15 (of the distance moved) from the run
             # alone, while the same graphs replayed on one stream, or the members uncaptured
             # on four streams, matched it bit for bit.
+            for draws in self.draws:
+                draws.register(graph)  # device draws: each replay advances their generator
             with torch.cuda.graph(graph, stream=torch.cuda.Stream(self.images[0].device)):
                 loss = self._phase(cache_enabled=False)
         except Exception as error:  # capture support varies by op and driver: never fatal

@@ -59,6 +59,7 @@ from pipeline_lib.registry import (
     DEFAULT_DISTRIBUTIONS,
     DENOISING_DECODERS,
     DENOISING_TARGETS,
+    DRAW_SOURCES,
     EPOCH_ORDERS,
     INITS,
     LOSS_FORMS,
@@ -97,7 +98,7 @@ log = logging.getLogger(__name__)
 RECIPE_KEYWORDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(TrainSettings))
 
 #: Keywords of :func:`train_representation` that are execution settings: not the recipe.
-EXECUTION_KEYWORDS: tuple[str, ...] = ("augment", "device", "step_mode")
+EXECUTION_KEYWORDS: tuple[str, ...] = ("augment", "device", "step_mode", "draws")
 
 
 def prepare_keyword_run(
@@ -278,6 +279,7 @@ def train_representation(
     amp: str | None = "bfloat16",
     device: torch.device | str = "cpu",
     step_mode: str = "auto",
+    draws: str = DRAW_SOURCES[0],
     checkpoint_path: str | os.PathLike | None = None,
     checkpoint_every: int = 1,
     progress: bool = False,
@@ -307,8 +309,10 @@ def train_representation(
         ``view_blur``; ``denoising`` uses it only with ``denoising_views``.
     device : torch.device or str, default="cpu"
     step_mode : {"auto", "eager", "graph", "compiled"}, default="auto"
+    draws : {"host", "device"}, default="host"
     checkpoint_path : str or PathLike or None, default=None
-        How a step runs, and a resumable checkpoint (module docstring).
+        How a step runs, where its random numbers are drawn (:mod:`pipeline_lib.ssl.draws`),
+        and a resumable checkpoint (module docstring).
     checkpoint_every, log_every : int, default=1, 10
         Epochs between checkpoints and INFO log lines (last epoch: both; first: logged).
     progress : bool, default=False
@@ -338,7 +342,13 @@ def train_representation(
     """
     settings = _recipe(locals())
     run, state = prepare_run(
-        settings, images_uint8, seed=seed, device=device, step_mode=step_mode, augment=augment
+        settings,
+        images_uint8,
+        seed=seed,
+        device=device,
+        step_mode=step_mode,
+        augment=augment,
+        draws=draws,
     )
     state = resume(run, state, checkpoint_path)
     _train_epochs(run, state, settings, checkpoint_path, progress, callback, evaluate, eval_every)

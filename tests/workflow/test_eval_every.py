@@ -4,7 +4,8 @@ The session's studies toy run (tests/configs/studies_toy.yaml) sets eval_every 1
 RotNet on digits class 0 (3 epochs) holds the test AUCs of every epoch in its
 train_history.json, the last of them equal to what the detector jobs report for the trained
 model; the figure lies beside the history; MLflow has the curves stepped by epoch and the
-figure on the training run; and turning eval_every off re-runs nothing.
+figure on the training run; and turning eval_every off, or drawing the steps' random
+numbers on the device, re-runs nothing.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ TOY = yaml.safe_load((REPO / "tests/configs/studies_toy.yaml").read_text())
 MODEL = "results/digits/0/contam0/seed0/rotnet"
 
 
-def test_eval_every_records_curves_and_reruns_nothing_when_turned_off(
+def test_eval_every_records_curves_and_execution_settings_rerun_nothing(
     studies_run: Path, tmp_path: Path
 ) -> None:
     assert TOY["train"]["eval_every"] == 1
@@ -53,11 +54,14 @@ def test_eval_every_records_curves_and_reruns_nothing_when_turned_off(
     ]
     assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["eval_curve.png"]
 
-    # An execution setting: neither params nor checkpoints name it, so neither the model
-    # nor any result re-runs (the provenance page records the config itself, so it would).
+    # Execution settings (eval_every off, draws on the device): neither params nor
+    # checkpoints name them, so neither the model nor any result re-runs (the provenance
+    # page records the config itself, so it would).
     off = {**TOY, "train": {k: v for k, v in TOY["train"].items() if k != "eval_every"}}
-    config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump(off, sort_keys=False))  # params compare as written
+    elsewhere = {**TOY, "train": {**TOY["train"], "draws": "device"}}
     targets = (f"{MODEL}/model.pt", "results/summary/results.csv")
-    dry = run_snakemake(studies_run, *targets, "-n", "--configfile", str(config))
-    assert "Nothing to be done" in dry.stdout + dry.stderr
+    for name, changed in (("off", off), ("device_draws", elsewhere)):
+        config = tmp_path / f"{name}.yaml"
+        config.write_text(yaml.safe_dump(changed, sort_keys=False))  # params compare as written
+        dry = run_snakemake(studies_run, *targets, "-n", "--configfile", str(config))
+        assert "Nothing to be done" in dry.stdout + dry.stderr, name

@@ -49,6 +49,7 @@ with job_logging(snakemake.log[0]):
             # An execution setting, read from the config rather than a param, as in
             # train_representation.py: changing it re-runs no finished job.
             step_mode=snakemake.config["train"].get("step_mode", "auto"),
+            draws=snakemake.config["train"].get("draws", "host"),
         )
     folder = Path(snakemake.output.outcome).parent
     outcome = {}

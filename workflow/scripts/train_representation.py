@@ -53,6 +53,7 @@ with job_logging(snakemake.log[0]):
             checkpoint_path=checkpoint,
             progress=show_progress(),
             step_mode=snakemake.config["train"].get("step_mode", "auto"),
+            draws=snakemake.config["train"].get("draws", "host"),
             evaluate=evaluate,
             eval_every=eval_every,
         )
