@@ -24,3 +24,13 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def deterministic_cudnn():
+    """cuDNN's deterministic kernels for one test (the trainer's choice on CUDA, which the
+    bit-for-bit CUDA tests need); the previous setting restored."""
+    before = torch.backends.cudnn.deterministic
+    torch.backends.cudnn.deterministic = True
+    yield
+    torch.backends.cudnn.deterministic = before

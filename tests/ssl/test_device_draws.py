@@ -137,15 +137,6 @@ def test_a_checkpoint_drawn_elsewhere_resumes_the_weights_from_the_seeded_genera
 # --- CUDA only: run on a GPU session -------------------------------------------------------
 
 
-@pytest.fixture
-def deterministic_cudnn():
-    """cuDNN's deterministic kernels for one test; the previous setting restored."""
-    before = torch.backends.cudnn.deterministic
-    torch.backends.cudnn.deterministic = True
-    yield
-    torch.backends.cudnn.deterministic = before
-
-
 @needs_cuda
 @pytest.mark.parametrize("case", list(CASES))
 def test_device_draws_graph_matches_eager_on_cuda(case, images, deterministic_cudnn) -> None:

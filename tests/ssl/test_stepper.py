@@ -677,15 +677,6 @@ def test_fused_device_phase_copies_nothing_from_the_host(case, images, monkeypat
 # bfloat16, separate and fused: the tests below demand exactly that.
 
 
-@pytest.fixture
-def deterministic_cudnn():
-    """cuDNN's deterministic kernels for one test; the previous setting restored."""
-    before = torch.backends.cudnn.deterministic
-    torch.backends.cudnn.deterministic = True
-    yield
-    torch.backends.cudnn.deterministic = before
-
-
 @needs_cuda
 @pytest.mark.parametrize("case", list(CASES))
 def test_graph_matches_eager_on_cuda(case, images, deterministic_cudnn) -> None:
