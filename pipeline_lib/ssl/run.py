@@ -455,7 +455,8 @@ def prepare_run(
     ------
     ValueError
         On bad images, a denoising patch that does not divide the side, a step mode that
-        cannot run on ``device``, or an unknown ``draws``.
+        cannot run on ``device``, or an unknown ``draws`` (from the fresh state's
+        :func:`~pipeline_lib.ssl.draws.augment_generator_on`).
     """
     s = settings
     if augment is None and (s.method != "denoising" or s.denoising_views):
@@ -467,8 +468,6 @@ def prepare_run(
     cosine = _cosine_schedule(s.lr_schedule, data.steps_per_epoch, s.epochs * data.steps_per_epoch)
     use_scaler = on_cuda and s.amp == "float16"
     step_mode = resolve_step_mode(step_mode, device, float16_scaler=use_scaler)
-    if draws not in DRAW_SOURCES:
-        raise ValueError(f"unknown draws {draws!r}; allowed: {', '.join(DRAW_SOURCES)}")
     new_state = _state_factory(
         s,
         seed=seed,
