@@ -282,9 +282,6 @@ class Run:
     #: ``eager`` (today's loop), ``graph`` (:class:`~pipeline_lib.ssl.stepper.StaticStep`) or
     #: ``compiled`` (the same with the network compiled, :mod:`pipeline_lib.ssl.compiling`).
     step_mode: str = "eager"
-    #: Where the steps' random numbers are drawn (:mod:`pipeline_lib.ssl.draws`): ``host``
-    #: or ``device`` (the same on the CPU).
-    draws: str = DRAW_SOURCES[0]
 
     @property
     def on_cuda(self) -> bool:
@@ -499,6 +496,5 @@ def prepare_run(
         # the data's size decide it); each epoch's choices come from the shuffle generator.
         order=EpochOrder.build(s.epoch_order, len(data.images), seed=stream_seed(seed, 4)),
         step_mode=step_mode,
-        draws=draws,
     )
     return run, state
