@@ -42,6 +42,20 @@ The compiled device phase (dynamo, with ``--backend``):
 * The images, batch indices, rates and momentum buffers are marked static addresses, so the
   CUDA graphs neither copy them every step nor skip the update graph for mutating an input.
 
+Two candidates of a faster trainer step, measured with the same script:
+
+* ``--capture``: the whole step compiled (views, network, loss, backward, SGD) *and*
+  captured as the StaticStep's own CUDA graph after its uncaptured warm-up steps, as the
+  trainer captures ``graph`` and ``compiled`` steps, instead of inductor's CUDA-graph trees
+  (three graphs per step). Only modes whose kernels inductor launches itself
+  (:data:`CAPTURE_MODES`) can be captured so; the row says whether the capture held.
+* ``--mode max-autotune-no-cudagraphs --cache-dir DIR``: inductor benchmarks kernel
+  configurations and keeps the winners in DIR (its FX-graph and autotuning caches). The
+  choice depends on timings, so two fresh processes may pick different kernels and train
+  different weights; a process that finds DIR filled reuses them. The ``weights sha256``
+  line tells: run twice with one DIR and compare the compiled digests (``AUTOTUNE=1
+  benchmarks/gpu_session.sh`` does, and a third time with a fresh DIR).
+
 Weights: after the last epoch the script prints ``gap a-b = ||w_a - w_b|| / ||w_b - w_0||``
 (parameters and BatchNorm buffers as one vector) for graph against eager, compiled against
 eager and against graph, and a *floor*: the graph mode again with the model in the other
@@ -71,14 +85,19 @@ Usage::
     python benchmarks/bench_compile.py --device cuda                  # inductor, reduce-overhead
     python benchmarks/bench_compile.py --device cuda --methods rotnet contrastive --steps 10
     python benchmarks/bench_compile.py --backend eager --width 8 --steps 2   # CPU smoke run
+    python benchmarks/bench_compile.py --device cuda --capture --mode max-autotune-no-cudagraphs \
+        --cache-dir /tmp/inductor --methods contrastive_da    # twice: the same digests
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import os
 import time
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -103,6 +122,10 @@ MODES: tuple[str, ...] = (
     "max-autotune",
     "max-autotune-no-cudagraphs",
 )
+
+#: The modes whose compiled phase the StaticStep can capture (``--capture``): inductor
+#: launches their kernels itself, so the step's one CUDA graph holds them all.
+CAPTURE_MODES: tuple[str, ...] = ("default", "max-autotune-no-cudagraphs")
 
 #: How the compiled step updates the weights (see the module docstring).
 UPDATES: tuple[str, ...] = ("traced", "library")
@@ -145,6 +168,18 @@ def _mark_static(step: StaticStep) -> None:
         torch._dynamo.mark_static_address(tensor)
 
 
+def check_capture(device: torch.device, mode: str | None) -> None:
+    """Refuse a captured compiled phase that cannot run: off CUDA, or under a mode whose
+    CUDA-graph trees would capture inside the StaticStep's own capture."""
+    if device.type != "cuda":
+        raise ValueError(f"--capture needs a CUDA device, got {device.type!r}")
+    if mode not in CAPTURE_MODES:
+        raise ValueError(
+            f"--capture needs an inductor mode without CUDA graphs of its own "
+            f"({', '.join(CAPTURE_MODES)}), got {mode!r}"
+        )
+
+
 def compile_static_step(
     run: Run,
     state: TrainingState,
@@ -152,8 +187,9 @@ def compile_static_step(
     backend: str,
     mode: str | None = None,
     update: str = "traced",
+    capture: bool = False,
 ) -> StaticStep:
-    """The run's uncaptured two-phase step with its device phase ``torch.compile``'d.
+    """The run's two-phase step with its device phase ``torch.compile``'d.
 
     Built through the library's public hooks: the rate in a device tensor (``device_lr``),
     the traceable foreach update (``update="foreach"``) for ``traced``, and
@@ -168,18 +204,26 @@ def compile_static_step(
     mode : str or None, default=None
         An inductor mode (:data:`MODES`); None for the other backends.
     update : {"traced", "library"}, default="traced"
+    capture : bool, default=False
+        Capture the compiled phase as the StaticStep's own CUDA graph, as the trainer
+        captures its step (the whole-step candidate; :data:`CAPTURE_MODES` only, whose
+        kernels inductor launches itself). False: uncaptured, CUDA graphs only through
+        ``mode``.
 
     Raises
     ------
     ValueError
-        On an unknown update, or a mode with a backend other than inductor.
+        On an unknown update, a mode with a backend other than inductor, or ``capture``
+        off CUDA or with a mode that replays CUDA graphs of its own.
     """
     if update not in UPDATES:
         raise ValueError(f"unknown update {update!r}; allowed: {', '.join(UPDATES)}")
     if mode is not None and backend != "inductor":
         raise ValueError(f"mode {mode!r} is an inductor mode; backend is {backend!r}")
+    if capture:
+        check_capture(run.device, mode)
     step = run_static_step(
-        run, state, capture=False, update=LIBRARY_UPDATES[update], device_lr=True
+        run, state, capture=capture, update=LIBRARY_UPDATES[update], device_lr=True
     )
     # The per-run jitter orders: pure, cached, and built with a torch.Generator (a graph
     # break if traced); dynamo calls it at trace time and keeps the result as a constant.
@@ -273,6 +317,7 @@ def measure_method(
     backend: str,
     mode: str | None,
     update: str,
+    capture: bool = False,
 ) -> dict[str, Any]:
     """Each step mode's timings and final weights, and the compiled step's dynamo counts.
 
@@ -290,7 +335,7 @@ def measure_method(
         "graph": lambda s: run_static_step(run, s, capture=device.type == "cuda"),
         "floor": lambda s: run_static_step(run, s, capture=device.type == "cuda"),
         "compiled": lambda s: compile_static_step(
-            run, s, backend=backend, mode=mode, update=update
+            run, s, backend=backend, mode=mode, update=update, capture=capture
         ),
     }
     modes: dict[str, dict[str, Any]] = {}
@@ -308,6 +353,8 @@ def measure_method(
             modes[name] = {"error": f"{type(error).__name__}: {error}"}
             continue
         timing["ran"] = step.mode if name == "graph" and step is not None else name
+        if name == "compiled" and step is not None and step.capture:
+            timing["captured"] = step.graph is not None  # False: capture failed (warned)
         timing["weights"] = float_weights(fresh.model)
         modes[name] = timing
     results["graphs"] = int(counters["stats"]["unique_graphs"])
@@ -333,13 +380,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--update", choices=UPDATES, default="traced")
     parser.add_argument("--tolerance", type=float, default=TOLERANCE)
+    parser.add_argument(
+        "--capture",
+        action="store_true",
+        help="capture the compiled phase as the step's own CUDA graph, as the trainer does "
+        f"(CUDA; --mode {' or '.join(CAPTURE_MODES)}, default {CAPTURE_MODES[0]})",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="inductor's cache folder (TORCHINDUCTOR_CACHE_DIR): a second process with the "
+        "same folder reuses the first's compiled kernels and autotuning choices",
+    )
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error("--steps must be >= 1")
     if args.mode is not None and args.backend != "inductor":
         parser.error(f"--mode is an inductor mode; --backend is {args.backend}")
     if args.backend == "inductor" and args.mode is None:
-        args.mode = "reduce-overhead"
+        args.mode = CAPTURE_MODES[0] if args.capture else "reduce-overhead"
+    if args.capture:
+        try:
+            check_capture(torch.device(args.device), args.mode)
+        except ValueError as error:
+            parser.error(str(error))
     if args.amp == "float16" and args.device == "cuda":
         parser.error("--amp float16 needs the GradScaler, which the static step cannot run")
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -354,6 +419,16 @@ GAPS: tuple[tuple[str, str], ...] = (
     ("compiled", "eager"),
     ("compiled", "graph"),
 )
+
+
+def weights_digest(weights: dict[str, torch.Tensor]) -> str:
+    """The first 16 hex digits of a SHA-256 of the weights in name order: the same in two
+    processes exactly when they trained the same weights bit for bit."""
+    digest = hashlib.sha256()
+    for name in sorted(weights):
+        digest.update(name.encode())
+        digest.update(weights[name].numpy().tobytes())
+    return digest.hexdigest()[:16]
 
 
 def weight_gaps(result: dict[str, Any]) -> dict[tuple[str, str], float]:
@@ -396,7 +471,16 @@ def format_row(method: str, result: dict[str, Any], tolerance: float) -> str:
     cells.append(f"{'-' if match is None else 'yes' if match else 'NO':>6}")
     cells.append(f"{result['graphs']:>7}{result['breaks']:>7}{result['cudagraph_skips']:>8}")
     cells.append(f"  {modes.get('graph', {}).get('ran', '-')}")
+    captured = modes.get("compiled", {}).get("captured")
+    if captured is not None:
+        cells.append(", compiled captured" if captured else ", compiled capture FAILED")
     row = "".join(cells)
+    digests = [
+        f"{name} {weights_digest(entry['weights'])}"
+        for name, entry in modes.items()
+        if "weights" in entry
+    ]
+    row += "\n  weights sha256: " + ", ".join(digests)
     for name, entry in modes.items():
         if "error" in entry:
             row += f"\n  {name} failed: {entry['error'][:400]}"
@@ -405,6 +489,8 @@ def format_row(method: str, result: dict[str, Any], tolerance: float) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.cache_dir is not None:  # read by inductor whenever it opens its caches
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(args.cache_dir.resolve())
     # Dynamo traces through the library's lru_caches: _stream_orders is marked constant and
     # draws._cached_constant only builds a tensor from its arguments, so both trace exactly.
     warnings.filterwarnings("ignore", message="Dynamo detected a call to a `functools.lru_cache`")
@@ -415,7 +501,9 @@ def main(argv: list[str] | None = None) -> None:
         f"device {name} ({args.device}, amp {amp or 'off'}, {torch.get_num_threads()} CPU "
         f"threads), torch {torch.__version__}, ResNet-18 width {args.width}, 32x32; per mode "
         f"{warmup_epochs(args.steps)} warm-up epoch(s) of {args.steps} steps, then one timed; "
-        f"compiled: backend {args.backend}, mode {args.mode or '-'}, update {args.update}",
+        f"compiled: backend {args.backend}, mode {args.mode or '-'}, update {args.update}, "
+        f"{'captured by the step' if args.capture else 'uncaptured'}, inductor cache "
+        f"{args.cache_dir or 'default'}",
         flush=True,
     )
     print(
@@ -424,7 +512,8 @@ def main(argv: list[str] | None = None) -> None:
         "f: floor (graph with the model in the other memory format); match: compiled gaps <= "
         f"max({FLOOR_FACTOR:g} x gap f-g, {args.tolerance:g}); graphs / breaks / cg-skip: "
         "dynamo graphs, graph breaks and CUDA-graph skips of the compiled step; ran: what the "
-        "graph mode ran",
+        "graph mode ran (and with --capture whether the compiled phase was captured); weights "
+        "sha256: equal across processes only for bit-identical weights",
         flush=True,
     )
     print(
@@ -444,6 +533,7 @@ def main(argv: list[str] | None = None) -> None:
             backend=args.backend,
             mode=args.mode,
             update=args.update,
+            capture=args.capture,
         )
         print(format_row(method, result, args.tolerance), flush=True)
 

@@ -12,10 +12,11 @@
 #   SIZE=64 COMPILED=1 METHODS=contrastive_da STREAMS=1 STREAMS_COMPILED="1 5 10" LIMIT=280 \
 #     OUT=/tmp/gpu bash benchmarks/gpu_session.sh
 #
-# Default steps (at most 500 s of limits): the CUDA tests of the graph-captured and compiled
+# Default steps (at most 560 s of limits): the CUDA tests of the graph-captured and compiled
 # steps (graph == eager bit for bit under deterministic cuDNN, separate and fused; resume; the
 # fallback warning; one capture per fused group, retrains after a leaked NaN; compiled:
-# resume, a fresh compilation and side-by-side runs repeat the run), fused ==
+# resume, a fresh compilation and side-by-side runs repeat the run; device draws; the whole
+# step compiled and captured stays near the graph run), fused ==
 # separate on the device (check_fused.py), and bench_streams.py: K = 1, 2, 4, 8 separate
 # captured runs replayed side by side on K streams, the candidate for filling the GPU that
 # stacking and process packing were not (CHANGELOG.md); its rates go to $OUT/rates.csv as
@@ -31,8 +32,12 @@
 # on the GPU inside the captured step, DRAWS_MODE=compiled for the compiled step; printed
 # beside the host-drawn rows, not written to rates.csv);
 # COMPILE=1 runs bench_compile.py (torch.compile reduce-overhead
-# beside the CUDA graph; inductor compiles a method in 25-50 s; 240 s); DETECTORS=1 the
-# detector benchmarks at the paper's sizes (80 s). The full-protocol cell
+# beside the CUDA graph; inductor compiles a method in 25-50 s; 240 s); COMPILE_CAPTURE=1
+# the same with the whole compiled step captured as the trainer's own graph (the whole-step
+# candidate); AUTOTUNE=1 max-autotune, captured, in three processes (AUTOTUNE_METHODS,
+# default rotnet; AUTOTUNE_STEPS, 50; AUTOTUNE_LIMIT each, 180 s): two on one saved cache,
+# whose compiled weights must agree, and one on a fresh cache (autotune_digests.txt);
+# DETECTORS=1 the detector benchmarks at the paper's sizes (80 s). The full-protocol cell
 # (config/experiments/cifar10_fullcell.yaml) needs about 12.4 minutes of training even compiled (one
 # model: fusing does not speed it up): benchmarks/full_cell.sh, in a session of its own.
 set -uo pipefail
@@ -66,8 +71,9 @@ step() {  # step NAME SECONDS COMMAND...: run with a limit, keep its output, go 
 MODES=eager  # graph capture is CUDA-only (the CPU tests run in CI)
 if [ "$DEVICE" = cuda ]; then
   MODES=both
-  step graph_tests 240 "$PYTHON" -m pytest -q -p no:cacheprovider tests/ssl/test_compiling.py \
-    tests/ssl/test_stepper.py tests/ssl/test_device_draws.py tests/test_devices.py -k on_cuda
+  step graph_tests 300 "$PYTHON" -m pytest -q -p no:cacheprovider tests/ssl/test_compiling.py \
+    tests/ssl/test_stepper.py tests/ssl/test_device_draws.py tests/test_devices.py \
+    tests/test_bench_compile.py -k on_cuda
 fi
 step check_fused 60 "$PYTHON" benchmarks/check_fused.py --device "$DEVICE" --k 4 --steps 3 \
   --width "$WIDTH"  # auto: on CUDA the captured fused job (models side by side on streams)
@@ -98,6 +104,27 @@ if [ "${COMPILE:-0}" = 1 ]; then
   BACKEND=inductor; [ "$DEVICE" = cuda ] || BACKEND=eager  # on the CPU: no compiler needed
   step train_compile 240 "$PYTHON" benchmarks/bench_compile.py --device "$DEVICE" \
     --width "$WIDTH" --steps "$STEPS" --backend "$BACKEND"
+fi
+if [ "${COMPILE_CAPTURE:-0}" = 1 ] && [ "$DEVICE" = cuda ]; then
+  # The whole-step candidate: views, network, loss, backward and SGD compiled by inductor
+  # and captured as the step's own CUDA graph (not inductor's three graphs per step).
+  step train_compile_captured 240 "$PYTHON" benchmarks/bench_compile.py --device cuda \
+    --width "$WIDTH" --steps "$STEPS" --capture --mode default --methods $METHODS
+fi
+if [ "${AUTOTUNE:-0}" = 1 ] && [ "$DEVICE" = cuda ]; then
+  # max-autotune with a saved cache: two processes on one cache folder must train the same
+  # weights (equal compiled digests); a third on a fresh folder shows what the cache fixes.
+  cache=${AUTOTUNE_CACHE:-/tmp/droc-inductor-autotune}
+  rm -rf "$cache" "$cache-fresh"
+  for name in autotune_first autotune_cached autotune_fresh; do
+    folder=$cache; [ "$name" = autotune_fresh ] && folder=$cache-fresh
+    step "$name" "${AUTOTUNE_LIMIT:-180}" "$PYTHON" benchmarks/bench_compile.py --device cuda \
+      --width "$WIDTH" --steps "${AUTOTUNE_STEPS:-50}" --capture --mode max-autotune-no-cudagraphs \
+      --cache-dir "$folder" --methods ${AUTOTUNE_METHODS:-rotnet}
+  done
+  for name in autotune_first autotune_cached autotune_fresh; do
+    echo "$name: $(grep -o 'compiled [0-9a-f]\{16\}' "$OUT/$name.txt" | tr '\n' ' ')"
+  done | tee "$OUT/autotune_digests.txt"
 fi
 if [ "${DETECTORS:-0}" = 1 ]; then
   # shellcheck disable=SC2086  # DETECT is a list of options

@@ -60,10 +60,10 @@ def images() -> torch.Tensor:
     return torch.randint(0, 256, (16, 32, 32, 3), generator=generator).to(torch.uint8)
 
 
-def _run(bench, images):
+def _run(bench, images, device: str = "cpu"):
     options = {"batch_size": 8, "width": 8, "lr": 0.05, "lr_schedule": "per_step", "amp": None}
     options["epochs"] = 2
-    return bench.prepared_run("rotnet", images, device=torch.device("cpu"), **options)
+    return bench.prepared_run("rotnet", images, device=torch.device(device), **options)
 
 
 @pytest.fixture(scope="module")
@@ -100,3 +100,53 @@ def test_compiled_step_matches_and_compiles_once(bench, images, reference) -> No
     initial = bench.float_weights(_run(bench, images)[1].model)
     assert bench.relative_gap(model_weights, reference, initial) <= TRACED_TOLERANCE
     assert torch.equal(model.state_dict()["backbone.stem.1.num_batches_tracked"], torch.tensor(4))
+
+
+def test_a_captured_compiled_phase_is_refused_where_it_cannot_run(bench) -> None:
+    """Off CUDA, or under a mode whose CUDA-graph trees would capture inside the step's own
+    capture: a named error before anything compiles (also from the command line)."""
+    with pytest.raises(ValueError, match="needs a CUDA device"):
+        bench.check_capture(torch.device("cpu"), "default")
+    with pytest.raises(ValueError, match="without CUDA graphs of its own"):
+        bench.check_capture(torch.device("cuda"), "reduce-overhead")
+    bench.check_capture(torch.device("cuda"), "max-autotune-no-cudagraphs")
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--capture"])
+    assert bench.parse_args([]).mode == "reduce-overhead"
+
+
+def test_the_weights_digest_tells_bit_identical_weights_apart(bench, reference) -> None:
+    """Equal weights give one digest; one weight a last bit away gives another."""
+    copy = {name: value.clone() for name, value in reference.items()}
+    assert bench.weights_digest(copy) == bench.weights_digest(reference)
+    name = next(iter(copy))
+    flat = copy[name].view(-1)
+    flat[0] = torch.nextafter(flat[0], flat[0] + 1)
+    assert bench.weights_digest(copy) != bench.weights_digest(reference)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.filterwarnings("ignore:Dynamo detected a call to a `functools.lru_cache`")
+def test_the_whole_compiled_step_captured_trains_the_graph_run_on_cuda(bench, images) -> None:
+    """``--capture``: the compiled phase (inductor, no CUDA graphs of its own) captured as the
+    step's graph after its warm-up, trained near the uncompiled captured step (other
+    kernels, so other rounding: within the benchmark's tolerance, not bit for bit)."""
+    run, state = _run(bench, images, "cuda")
+    initial = bench.float_weights(state.model)
+    graph = run_static_step(run, state, capture=True)
+    bench.train_epochs(run, state, graph, warmup=1)
+    captured_run, compiled_state = _run(bench, images, "cuda")
+    torch._dynamo.reset()
+    counters.clear()
+    step = bench.compile_static_step(
+        captured_run, compiled_state, backend="inductor", mode="default", capture=True
+    )
+    bench.train_epochs(captured_run, compiled_state, step, warmup=1)
+    graphs = int(counters["stats"]["unique_graphs"])
+    torch._dynamo.reset()
+    assert graphs >= 2  # views to loss, and SGD: what was captured was compiled
+    assert step.graph is not None and step.failure is None  # captured, not fallen back
+    gap = bench.relative_gap(
+        bench.float_weights(compiled_state.model), bench.float_weights(state.model), initial
+    )
+    assert gap <= bench.TOLERANCE
