@@ -37,7 +37,8 @@
 # candidate); AUTOTUNE=1 max-autotune, captured, in three processes (AUTOTUNE_METHODS,
 # default rotnet; AUTOTUNE_STEPS, 50; AUTOTUNE_LIMIT each, 180 s): two on one saved cache,
 # whose compiled weights must agree, and one on a fresh cache (autotune_digests.txt);
-# DETECTORS=1 the detector benchmarks at the paper's sizes (80 s). The full-protocol cell
+# PROFILE=1 profile_step.py's kernel categories per method at K = 1 and 8 (PROFILE_MODE
+# auto or compiled; $OUT/profiles.csv; 200 s); DETECTORS=1 the detector benchmarks at the paper's sizes (80 s). The full-protocol cell
 # (config/experiments/cifar10_fullcell.yaml) needs about 12.4 minutes of training even compiled (one
 # model: fusing does not speed it up): benchmarks/full_cell.sh, in a session of its own.
 set -uo pipefail
@@ -125,6 +126,13 @@ if [ "${AUTOTUNE:-0}" = 1 ] && [ "$DEVICE" = cuda ]; then
   for name in autotune_first autotune_cached autotune_fresh; do
     echo "$name: $(grep -o 'compiled [0-9a-f]\{16\}' "$OUT/$name.txt" | tr '\n' ' ')"
   done | tee "$OUT/autotune_digests.txt"
+fi
+if [ "${PROFILE:-0}" = 1 ]; then
+  # Where a step's time goes, one row per kernel category into $OUT/profiles.csv (the
+  # summaries behind the performance claims): K = 1 and 8, PROFILE_MODE (auto or compiled).
+  step profile "${PROFILE_LIMIT:-200}" "$PYTHON" benchmarks/profile_step.py --device "$DEVICE" \
+    --width "$WIDTH" --image-size "$SIZE" --step-mode "${PROFILE_MODE:-auto}" \
+    --streams ${PROFILE_STREAMS:-1 8} --methods $METHODS --summary-out "$OUT/profiles.csv"
 fi
 if [ "${DETECTORS:-0}" = 1 ]; then
   # shellcheck disable=SC2086  # DETECT is a list of options

@@ -14,15 +14,24 @@ span in which at least one kernel ran (busy), kernel time by category, and the k
 take the most time. On the CPU there are no kernels: the CPU operators are reported the same
 way (a smoke run of the harness; tests/test_profile_step.py).
 
+``--summary-out FILE`` appends each profile's time per category to a CSV
+(:data:`SUMMARY_COLUMNS`: what was profiled, then one row per category and a ``total``), the
+summary to commit beside a claim about where a step's time goes (``PROFILE=1
+benchmarks/gpu_session.sh`` writes ``$OUT/profiles.csv``).
+
 Usage::
 
     python benchmarks/profile_step.py --device cuda --methods contrastive_da rotnet --streams 1 8
+    python benchmarks/profile_step.py --device cuda --image-size 64 --step-mode compiled \
+        --summary-out profiles.csv
     python benchmarks/profile_step.py --device cpu --width 4 --steps 2 --methods rotnet
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import datetime
 import re
 import time
 from collections import defaultdict
@@ -34,7 +43,7 @@ import torch
 from bench_streams import make_group  # a sibling script: run from benchmarks/ or its parent
 from torch.profiler import ProfilerActivity, profile
 
-from pipeline_lib.registry import TRAINED_METHODS
+from pipeline_lib.registry import DRAW_SOURCES, TRAINED_METHODS
 
 #: Kernel (or CPU operator) name patterns of each category, tried in this order.
 CATEGORIES: tuple[tuple[str, str], ...] = (
@@ -87,6 +96,7 @@ class Profile:
     model_steps: int
     wall_us: float
     intervals: list[tuple[str, float, float]] = field(default_factory=list)  # name, start, end
+    step_mode: str = ""  # what the runs stepped through: eager, graph or compiled
 
     @property
     def busy_us(self) -> float:
@@ -138,9 +148,23 @@ def profile_group(
     device: torch.device,
     amp: str | None,
     trace: Path | None = None,
+    step_mode: str = "auto",
+    image_size: int = 32,
+    draws: str = "host",
 ) -> Profile:
-    """Profile the third epoch of K side-by-side runs (``bench_streams.make_group``)."""
-    group = make_group(method, k, width=width, steps=steps, device=device, amp=amp)
+    """Profile the third epoch of K side-by-side runs (``bench_streams.make_group``, with
+    the trainer's ``step_mode`` and ``draws``)."""
+    group = make_group(
+        method,
+        k,
+        width=width,
+        steps=steps,
+        device=device,
+        amp=amp,
+        step_mode=step_mode,
+        image_size=image_size,
+        draws=draws,
+    )
     for _ in range(2):  # capture, then one warm epoch
         group.train_epoch()
     if device.type == "cuda":
@@ -155,7 +179,9 @@ def profile_group(
     if trace is not None:
         prof.export_chrome_trace(str(trace))
     run = group.runs[0]
-    result = Profile(model_steps=k * run.data.steps_per_epoch, wall_us=wall * 1e6)
+    result = Profile(
+        model_steps=k * run.data.steps_per_epoch, wall_us=wall * 1e6, step_mode=run.step_mode
+    )
     result.intervals = _device_intervals(prof, device)
     if device.type == "cpu":  # nested CPU operators would count twice: keep the outermost
         result.intervals = _outermost(result.intervals)
@@ -192,6 +218,79 @@ def report(method: str, k: int, result: Profile, *, top: int) -> None:
         print(f"  {name[:68]:<70}{step(spent):>10.1f}{step(count):>10.2f}{spent / count:>10.1f}")
 
 
+#: The columns of ``--summary-out``: one row per profile and kernel category, with what was
+#: profiled; the ``total`` row holds the whole step (its share is 100).
+SUMMARY_COLUMNS: tuple[str, ...] = (
+    "date",
+    "device",
+    "torch",
+    "method",
+    "k",
+    "step_mode",
+    "image_size",
+    "width",
+    "amp",
+    "draws",
+    "model_steps",
+    "wall_us_per_step",
+    "busy_pct",
+    "category",
+    "us_per_step",
+    "share_pct",
+    "kernels_per_step",
+)
+
+
+def summary_rows(result: Profile, context: dict[str, Any]) -> list[dict[str, Any]]:
+    """The profile as :data:`SUMMARY_COLUMNS` rows: ``total``, then each category by time."""
+    total = sum(end - start for _, start, end in result.intervals)
+    step = result.per_step
+    shared = {
+        **context,
+        "step_mode": result.step_mode,
+        "model_steps": result.model_steps,
+        "wall_us_per_step": round(step(result.wall_us), 2),
+        "busy_pct": round(100 * result.busy_us / max(result.wall_us, 1e-9), 2),
+    }
+    by_category = sorted(result.by(category).items(), key=lambda item: -item[1][1])
+    entries = [("total", (len(result.intervals), total)), *by_category]
+    return [
+        {
+            **shared,
+            "category": label,
+            "us_per_step": round(step(spent), 2),
+            "share_pct": round(100 * spent / total, 2) if total else 0.0,
+            "kernels_per_step": round(step(count), 3),
+        }
+        for label, (count, spent) in entries
+    ]
+
+
+def append_summary(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Append ``rows`` to the CSV at ``path``, writing the header into a new file.
+
+    Raises
+    ------
+    ValueError
+        If an existing file has other columns (a summary of another version of this script).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = not path.exists() or path.stat().st_size == 0
+    if not new:
+        with path.open(newline="") as existing:
+            header = next(csv.reader(existing), [])
+        if tuple(header) != SUMMARY_COLUMNS:
+            raise ValueError(
+                f"{path} has columns {header}, not {list(SUMMARY_COLUMNS)}: write the summary "
+                "to a new file"
+            )
+    with path.open("a", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=SUMMARY_COLUMNS)
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
@@ -202,7 +301,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--amp", choices=["bfloat16", "none"], default="bfloat16")
     parser.add_argument("--top", type=int, default=15, help="kernels listed (default 15)")
     parser.add_argument("--trace-dir", type=Path, default=None, help="write Chrome traces here")
+    parser.add_argument(
+        "--step-mode",
+        choices=["auto", "compiled"],
+        default="auto",
+        help="the trainer's step mode (compiled: CUDA only)",
+    )
+    parser.add_argument("--image-size", type=int, default=32, help="image side (default 32)")
+    parser.add_argument("--draws", choices=DRAW_SOURCES, default="host", help="train.draws")
+    parser.add_argument(
+        "--summary-out",
+        type=Path,
+        default=None,
+        help="append each profile's per-category rows to this CSV (SUMMARY_COLUMNS)",
+    )
     args = parser.parse_args(argv)
+    if args.step_mode == "compiled" and args.device != "cuda":
+        parser.error("--step-mode compiled needs --device cuda")
     if min(args.streams) < 1:
         parser.error("--streams must be positive")
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -218,8 +333,18 @@ def main(argv: list[str] | None = None) -> dict[tuple[str, int], Profile]:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(
         f"device {name} ({args.device}, amp {amp}), ResNet-18 width {args.width}, "
+        f"{args.image_size}x{args.image_size}, step mode {args.step_mode}, draws {args.draws}, "
         f"{args.steps} profiled steps per run"
     )
+    context = {
+        "date": datetime.date.today().isoformat(),
+        "device": name,
+        "torch": torch.__version__,
+        "image_size": args.image_size,
+        "width": args.width,
+        "amp": amp or "none",
+        "draws": args.draws,
+    }
     results = {}
     for method in args.methods:
         for k in args.streams:
@@ -228,9 +353,21 @@ def main(argv: list[str] | None = None) -> dict[tuple[str, int], Profile]:
                 args.trace_dir.mkdir(parents=True, exist_ok=True)
                 trace = args.trace_dir / f"{method}_k{k}.json"
             result = profile_group(
-                method, k, width=args.width, steps=args.steps, device=device, amp=amp, trace=trace
+                method,
+                k,
+                width=args.width,
+                steps=args.steps,
+                device=device,
+                amp=amp,
+                trace=trace,
+                step_mode=args.step_mode,
+                image_size=args.image_size,
+                draws=args.draws,
             )
             report(method, k, result, top=args.top)
+            if args.summary_out is not None:
+                rows = summary_rows(result, {**context, "method": method, "k": k})
+                append_summary(args.summary_out, rows)
             results[method, k] = result
     return results
 
