@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from pipeline_lib.planning.jobs import Job, PlanError, snakemake_jobs
 from pipeline_lib.planning.planner import main, plan_config, without_studies
 from pipeline_lib.planning.rate_choice import Setting, choose_rate
 from pipeline_lib.planning.rates import Rate, RateTableError, append_rates, read_rates
-from pipeline_lib.planning.report import format_plan, format_settings
+from pipeline_lib.planning.report import SourceNotes, format_plan, format_settings
 from pipeline_lib.planning.sizes import DATASET_SIZES, dataset_size
 from pipeline_lib.planning.timing import RateLog, Spread
 from pipeline_lib.planning.training import training_spec
@@ -115,7 +117,8 @@ def test_training_hours_follow_epochs_images_and_rates() -> None:
         DEFAULT_JOB_SECONDS["prepare_split"] / 3600
     )
     assert "rate default (cpu)" in costs["train_representation"].sources
-    total = format_plan("x", costs, device="cpu").splitlines()[-1]
+    plan = format_plan("x", costs, device="cpu").splitlines()
+    total = next(line for line in plan if line.startswith("total:"))
     torch_hours = costs["train_representation"].hours
     other_hours = costs["prepare_split"].hours + costs["all"].hours
     assert f"{torch_hours:,.1f} cpu-hours on the torch rules" in total
@@ -267,11 +270,8 @@ def test_plan_of_the_tiny_config_matches_its_grid(capsys: pytest.CaptureFixture[
     config = yaml.safe_load(config_path.read_text())
     assert main(["--configfile", str(config_path), "--device", "cpu", "--no-measured"]) == 0
     printed = capsys.readouterr().out
-    counts = {
-        line.split()[0]: int(line.split()[1].replace(",", ""))
-        for line in printed.splitlines()[2:]
-        if line and not line.startswith("total")
-    }
+    rows = itertools.takewhile(lambda line: not line.startswith("total"), printed.splitlines()[2:])
+    counts = {line.split()[0]: int(line.split()[1].replace(",", "")) for line in rows}
     splits = (
         len(config["datasets"]["digits"]["classes"])
         * len(config["splits"]["contamination"])
@@ -482,7 +482,7 @@ def test_a_table_at_another_width_is_reported_not_scaled(table: list[Rate]) -> N
     config = {"train": {"epochs": 2}, "datasets": {"cifar10": {}}, "embed": {"width": 32}}
     costs = plan_costs(rotnet_jobs(["cat"]), config, device="cuda", rates=table)
     training = costs["train_representation"]
-    assert "no rate-table row for rotnet at width 32 (measured: [64])" in training.sources
+    assert "no rate-table row for rotnet at width 32 (measured: 64)" in training.sources
     assert "rate default (cuda)" in training.sources  # the next source in the order
     assert training.hours == pytest.approx(IMAGES / DEFAULT_IMAGES_PER_S["cuda"]["rotnet"] / 3600)
 
@@ -755,19 +755,57 @@ def test_the_plan_says_per_method_and_setting_whether_a_rate_is_measured_or_extr
     # Every measured setting, one line per method; a legacy table's rows are single samples.
     both = [*table, *read_rates([legacy])]
     settings = setting_costs(jobs, config, device="cuda", rates=both)
-    lines = format_settings(
+    text = format_settings(
         "x.yaml", plan_costs(jobs, config, device="cuda", rates=both), settings, device="cuda"
-    ).splitlines()
-    assert (
-        "  rate at eager, fuse 1: contrastive_da: eager, fuse 1, measured NVIDIA H200 "
-        "2026-11-27, 64 px extrapolated from 32 px (rate x 0.25), single sample; "
-        "overheads not measured (left out)" in lines
     )
-    eager_rotnet = next(
-        line for line in lines if line.startswith("  rate at eager, fuse 1: rotnet")
-    )
+    assert rates_at(text, "eager, fuse 1", "contrastive_da") == {
+        "eager, fuse 1, measured NVIDIA H200 2026-11-27, 64 px extrapolated from 32 px "
+        "(rate x 0.25), single sample",
+        "overheads not measured (left out)",
+    }
+    eager_rotnet = " | ".join(rates_at(text, "eager, fuse 1", "rotnet"))
     assert "no rate-table row for rotnet at width 64 with eager, fuse 1" in eager_rotnet
     assert "rate default (cuda), 64 px extrapolated from 32 px (rate x 0.25)" in eager_rotnet
+
+
+def legend(text: str) -> dict[str, str]:
+    """The ``[n] source`` lines below a plan: number -> source."""
+    return dict(re.findall(r"^  \[(\d+)\] (.*)$", text, flags=re.MULTILINE))
+
+
+def rates_at(text: str, setting: str, method: str) -> set[str]:
+    """The sources a plan's ``rates at <setting>`` line cites for ``method``."""
+    line = next(row for row in text.splitlines() if row.startswith(f"  rates at {setting}: "))
+    match = re.search(rf"(?:: |, ){method} ((?:\[\d+\] ?)+)", line)
+    assert match, (method, line)
+    sources = legend(text)
+    return {sources[number] for number in re.findall(r"\[(\d+)\]", match.group(1))}
+
+
+def test_sources_are_numbered_once_and_every_citation_is_in_the_legend(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Many rows share a source: the tables cite ``[n]``, one legend below says each once."""
+    notes = SourceNotes()
+    assert notes.cite({"b", "a"}) == "[1] [2]"  # new sources: the next numbers, by name
+    assert notes.cite({"c", "b"}) == "[2] [3]"  # a known source keeps its number
+    assert notes.legend().splitlines() == ["sources:", "  [1] a", "  [2] b", "  [3] c"]
+    assert SourceNotes().legend() == ""
+    # The command: the plan, the config's settings and its main table's (it has studies)
+    # cite one legend. The toy trains width 8, which the H200 table never measured.
+    argv = ["--configfile", str(REPO / "tests/configs/studies_toy.yaml"), "--device", "cuda"]
+    assert main([*argv, "--rates", str(REPO / "benchmarks/rates/h200.csv")]) == 0
+    printed = capsys.readouterr().out
+    sources = legend(printed)
+    cited = set(re.findall(r"\[(\d+)\]", printed.split("\nsources:\n")[0]))
+    assert cited == set(sources) == {str(n) for n in range(1, len(sources) + 1)}
+    assert printed.count("\nsources:\n") == 1 and len(set(sources.values())) == len(sources)
+    assert printed.count("  rates at eager, fuse 1: ") == 2  # the config's and its main table's
+    assert rates_at(printed, "eager, fuse 1", "contrastive_da") == {
+        "no rate-table row for contrastive_da at width 8 (measured: 64)",
+        "overheads not measured (left out)",
+        "rate default (cuda)",
+    }
 
 
 def test_the_planner_predicts_the_measured_full_cell_from_the_h200_table() -> None:

@@ -208,7 +208,7 @@ def test_a_32_px_job_never_takes_a_64_px_row_scaled_up(tmp_path: Path) -> None:
     assert only_larger is None
     assert why == (
         "no rate-table row for rotnet at width 64 with compiled, fuse 5 at 32 px or below "
-        "(measured: [64] px; smaller images fill a GPU less, so a larger size's rate is not "
+        "(measured: 64 px; smaller images fill a GPU less, so a larger size's rate is not "
         "scaled down)"
     )
     # Any fuse: the 32 px row of fuse 4, though fuse 5 scaled up would look faster.

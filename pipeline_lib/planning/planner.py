@@ -87,7 +87,7 @@ from pipeline_lib.planning.costs import RuleCost, plan_costs
 from pipeline_lib.planning.defaults import DEFAULT_IMAGES_PER_S
 from pipeline_lib.planning.jobs import REPO, PlanError, snakemake_jobs
 from pipeline_lib.planning.rates import Rate, RateTableError, read_rates
-from pipeline_lib.planning.report import format_plan, format_settings
+from pipeline_lib.planning.report import SourceNotes, format_plan, format_settings
 from pipeline_lib.registry import TRAINED_METHODS
 
 #: The schema the Snakefile validates a config with (defaults filled, studies merged).
@@ -235,11 +235,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"no such config file: {configfile}")
         try:
             result = plan_config(configfile, **options)  # type: ignore[arg-type]
-            print(format_plan(str(configfile), result.costs, device=args.device))
+            notes = SourceNotes()  # one legend of sources below all of this config's tables
+            print(format_plan(str(configfile), result.costs, device=args.device, notes=notes))
             if table:
                 name = str(configfile)
-                print(format_settings(name, result.costs, result.settings, device=args.device))
-                _print_main_table(configfile, options, device=args.device)
+                print(
+                    format_settings(
+                        name, result.costs, result.settings, device=args.device, notes=notes
+                    )
+                )
+                _print_main_table(configfile, options, device=args.device, notes=notes)
+            if legend := notes.legend():
+                print(legend)
         except (PlanError, RateTableError) as error:
             print(f"{configfile}: {error}", file=sys.stderr)
             return 1
@@ -247,7 +254,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _print_main_table(configfile: Path, options: Mapping[str, Any], *, device: str) -> None:
+def _print_main_table(
+    configfile: Path, options: Mapping[str, Any], *, device: str, notes: SourceNotes
+) -> None:
     """The best-setting line of ``configfile`` without its studies, if it has any."""
     with tempfile.TemporaryDirectory(prefix="droc-plan-main-") as folder:
         main_table = without_studies(configfile, folder)
@@ -255,7 +264,7 @@ def _print_main_table(configfile: Path, options: Mapping[str, Any], *, device: s
             return
         result = plan_config(main_table, **options)
     name = f"{configfile} without its studies (main table)"
-    print(format_settings(name, result.costs, result.settings, device=device))
+    print(format_settings(name, result.costs, result.settings, device=device, notes=notes))
 
 
 if __name__ == "__main__":

@@ -222,7 +222,7 @@ def choose_rate(
         )
     at_width = [r for r in rows if r.width == width]
     if not at_width:
-        widths = sorted({r.width for r in rows})
+        widths = ", ".join(str(w) for w in sorted({r.width for r in rows}))
         return None, f"no rate-table row for {method} at width {width} (measured: {widths})"
     allowed = [
         r
@@ -245,7 +245,7 @@ def choose_rate(
         for setting, group in by_setting.items()
     ]
     if not choices:
-        sizes = sorted({r.image_size for r in allowed})
+        sizes = ", ".join(str(size) for size in sorted({r.image_size for r in allowed}))
         return None, (
             f"no rate-table row for {method} {where} at {image_size} px or below (measured: "
             f"{sizes} px; smaller images fill a GPU less, so a larger size's rate is not "

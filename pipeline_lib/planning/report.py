@@ -1,10 +1,14 @@
 """The plan as text: one row per rule (and per trained method), the totals, and the best
 measured setting with where each of its rates came from.
+
+Where a number came from (a rate-table row, measured or extrapolated by pixels, a median of
+repeats or one sample; a default) is a sentence that many rows share: the rows cite it as
+``[n]`` and :class:`SourceNotes` prints each sentence once, below the tables.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from pipeline_lib.planning.best_setting import SettingCost, training_hours
 from pipeline_lib.planning.costs import RuleCost
@@ -19,8 +23,48 @@ def _human_bytes(value: float) -> str:
     raise AssertionError("unreachable")
 
 
-def format_plan(name: str, costs: Mapping[str, RuleCost], *, device: str) -> str:
-    """A plain-text table: jobs, hours (device-hours for the torch rules) and disk per rule."""
+class SourceNotes:
+    """Numbered sources: :meth:`cite` gives ``[n]`` marks, :meth:`legend` the texts once."""
+
+    def __init__(self) -> None:
+        self._numbers: dict[str, int] = {}
+
+    def cite(self, sources: Iterable[str]) -> str:
+        """``[n]`` marks of ``sources`` in number order; new sources get the next numbers."""
+        for source in sorted(set(sources) - self._numbers.keys()):
+            self._numbers[source] = len(self._numbers) + 1
+        return " ".join(
+            f"[{self._numbers[source]}]" for source in sorted(set(sources), key=self._numbers.get)
+        )
+
+    def legend(self) -> str:
+        """``sources:`` and one line per cited source, or nothing if none was cited."""
+        if not self._numbers:
+            return ""
+        lines = ["sources:"]
+        lines += [f"  [{number}] {source}" for source, number in self._numbers.items()]
+        return "\n".join(lines)
+
+
+def _with_legend(text: str, notes: SourceNotes) -> str:
+    legend = notes.legend()
+    return f"{text}\n{legend}" if legend else text
+
+
+def format_plan(
+    name: str,
+    costs: Mapping[str, RuleCost],
+    *,
+    device: str,
+    notes: SourceNotes | None = None,
+) -> str:
+    """A plain-text table: jobs, hours (device-hours for the torch rules) and disk per rule.
+
+    Sources are cited as ``[n]`` from ``notes``, whose legend the caller prints after all
+    its tables; without ``notes`` the legend follows this table.
+    """
+    own = notes is None
+    notes = SourceNotes() if notes is None else notes
     lines = [f"plan of {name} (device {device})"]
     lines.append(f"{'rule':<28}{'jobs':>8}{'hours':>12}  {'on':<7}{'disk':>12}  source")
     totals = {"jobs": 0, "device": 0.0, "cpu": 0.0, "disk": 0.0}
@@ -30,7 +74,7 @@ def format_plan(name: str, costs: Mapping[str, RuleCost], *, device: str) -> str
         hours = "unknown" if cost.hours is None else f"{cost.hours:,.1f}"
         lines.append(
             f"{rule:<28}{cost.jobs:>8,}{hours:>12}  {on:<7}{_human_bytes(cost.disk_bytes):>12}"
-            f"  {', '.join(sorted(cost.sources))}"
+            f"  {notes.cite(cost.sources)}"
         )
         totals["jobs"] += cost.jobs
         totals["disk"] += cost.disk_bytes
@@ -46,7 +90,7 @@ def format_plan(name: str, costs: Mapping[str, RuleCost], *, device: str) -> str
             lines.append(
                 f"  {method:<26}{part.jobs:>8,}{part_hours:>12}  {on:<7}{'':>12}  "
                 f"{spec.base}, {spec.epochs} epochs, batch {spec.batch_size}, "
-                f"train size {subset}; {', '.join(sorted(part.sources))}"
+                f"train size {subset}; {notes.cite(part.sources)}"
             )
     device_hours = "unknown" if unknown else f"{totals['device']:,.1f}"
     lines.append(
@@ -54,20 +98,28 @@ def format_plan(name: str, costs: Mapping[str, RuleCost], *, device: str) -> str
         f"{totals['cpu']:,.1f} CPU-hours on the others, {_human_bytes(totals['disk'])} of "
         f"outputs"
     )
-    return "\n".join(lines)
+    text = "\n".join(lines)
+    return _with_legend(text, notes) if own else text
 
 
 def format_settings(
-    name: str, costs: Mapping[str, RuleCost], settings: Sequence[SettingCost], *, device: str
+    name: str,
+    costs: Mapping[str, RuleCost],
+    settings: Sequence[SettingCost],
+    *,
+    device: str,
+    notes: SourceNotes | None = None,
 ) -> str:
     """The cheapest measured setting's device-hours beside the planned ones, then the rates.
 
     The first line names the cheapest setting; the torch rules other than training
     (embedding) are the same in every setting and are added to give the device-hours of the
-    whole config. Then one line per setting and trained base method: where its rate came
-    from, whether measured at the data's image size or extrapolated by pixels, and whether
-    a median of repeats or a single sample.
+    whole config. Then one line per setting: each trained base method with the ``[n]`` of
+    where its rates came from (measured at the data's image size or extrapolated by pixels,
+    a median of repeats or a single sample); ``notes`` as for :func:`format_plan`.
     """
+    own = notes is None
+    notes = SourceNotes() if notes is None else notes
     planned = training_hours(costs)
     other = sum(
         cost.hours or 0.0
@@ -87,6 +139,7 @@ def format_settings(
         f"{planned:,.1f} of training); every setting: {every}"
     ]
     for cost in settings:
-        for method, sources in cost.sources.items():
-            lines.append(f"  rate at {cost.setting}: {method}: {'; '.join(sources)}")
-    return "\n".join(lines)
+        cited = [f"{method} {notes.cite(sources)}" for method, sources in cost.sources.items()]
+        lines.append(f"  rates at {cost.setting}: {', '.join(cited)}")
+    text = "\n".join(lines)
+    return _with_legend(text, notes) if own else text
