@@ -353,7 +353,7 @@ def measure_method(
             modes[name] = {"error": f"{type(error).__name__}: {error}"}
             continue
         timing["ran"] = step.mode if name == "graph" and step is not None else name
-        if name == "compiled" and step is not None and step.capture:
+        if name == "compiled" and capture and step is not None:
             timing["captured"] = step.graph is not None  # False: capture failed (warned)
         timing["weights"] = float_weights(fresh.model)
         modes[name] = timing

@@ -143,28 +143,13 @@ def profile_group(
     method: str,
     k: int,
     *,
-    width: int,
-    steps: int,
     device: torch.device,
-    amp: str | None,
     trace: Path | None = None,
-    step_mode: str = "auto",
-    image_size: int = 32,
-    draws: str = "host",
+    **options: Any,
 ) -> Profile:
-    """Profile the third epoch of K side-by-side runs (``bench_streams.make_group``, with
-    the trainer's ``step_mode`` and ``draws``)."""
-    group = make_group(
-        method,
-        k,
-        width=width,
-        steps=steps,
-        device=device,
-        amp=amp,
-        step_mode=step_mode,
-        image_size=image_size,
-        draws=draws,
-    )
+    """Profile the third epoch of K side-by-side runs: ``bench_streams.make_group`` with
+    ``options`` (width, steps, amp, the trainer's step_mode and draws, image_size)."""
+    group = make_group(method, k, device=device, **options)
     for _ in range(2):  # capture, then one warm epoch
         group.train_epoch()
     if device.type == "cuda":
@@ -345,6 +330,14 @@ def main(argv: list[str] | None = None) -> dict[tuple[str, int], Profile]:
         "amp": amp or "none",
         "draws": args.draws,
     }
+    options = {
+        "width": args.width,
+        "steps": args.steps,
+        "amp": amp,
+        "step_mode": args.step_mode,
+        "image_size": args.image_size,
+        "draws": args.draws,
+    }
     results = {}
     for method in args.methods:
         for k in args.streams:
@@ -352,18 +345,7 @@ def main(argv: list[str] | None = None) -> dict[tuple[str, int], Profile]:
             if args.trace_dir is not None:
                 args.trace_dir.mkdir(parents=True, exist_ok=True)
                 trace = args.trace_dir / f"{method}_k{k}.json"
-            result = profile_group(
-                method,
-                k,
-                width=args.width,
-                steps=args.steps,
-                device=device,
-                amp=amp,
-                trace=trace,
-                step_mode=args.step_mode,
-                image_size=args.image_size,
-                draws=args.draws,
-            )
+            result = profile_group(method, k, device=device, trace=trace, **options)
             report(method, k, result, top=args.top)
             if args.summary_out is not None:
                 rows = summary_rows(result, {**context, "method": method, "k": k})
