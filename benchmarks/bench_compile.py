@@ -18,7 +18,8 @@ warm-up epochs of ``--steps`` steps (contrastive DA: ``4 * --steps``, its traini
 the images with their three rotated copies), as many as make :data:`WARMUP_STEPS` steps
 (the recording step, then the compilation at the second step and CUDA-graph trees'
 recording at the third, or the graph mode's three uncaptured steps and its capture at the
-fourth; "warm s": their seconds), then one timed epoch. Images/s are training instances
+fourth; "warm s": their seconds), then ``--repeats`` timed epochs (default 3), whose median
+rate is the row's and whose range is printed below it. Images/s are training instances
 per second as bench_train.py counts them (contrastive DA: rotated copies).
 
 The compiled device phase (dynamo, with ``--backend``):
@@ -94,7 +95,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -104,6 +104,7 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
+from pipeline_lib.planning.timing import median_seconds, time_repeats
 from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
 from pipeline_lib.ssl import augment
 from pipeline_lib.ssl.loop import run_static_step, train_epoch
@@ -137,7 +138,7 @@ LIBRARY_UPDATES: dict[str, str] = {"traced": "foreach", "library": "fused"}
 FLOOR_FACTOR = 3.0
 TOLERANCE = 1e-2
 
-#: Steps before the timed epoch: the graph mode captures its fourth step, the compiled
+#: Steps before the timed epochs: the graph mode captures its fourth step, the compiled
 #: step compiles its second and CUDA-graph trees record its third.
 WARMUP_STEPS = 4
 
@@ -258,27 +259,34 @@ def _synchronize(device: torch.device) -> None:
 
 
 def warmup_epochs(steps_per_epoch: int) -> int:
-    """Untimed epochs before the timed one: at least :data:`WARMUP_STEPS` steps in all."""
+    """Untimed epochs before the timed ones: at least :data:`WARMUP_STEPS` steps in all."""
     return -(-WARMUP_STEPS // steps_per_epoch)
 
 
 def train_epochs(
-    run: Run, state: TrainingState, step: StaticStep | None, *, warmup: int
-) -> dict[str, float]:
-    """``warmup`` untimed epochs, then one timed: seconds (each ending with a host sync)."""
-    seconds, losses = [], []
-    for _ in range(warmup + 1):
+    run: Run, state: TrainingState, step: StaticStep | None, *, warmup: int, repeats: int = 1
+) -> dict[str, Any]:
+    """``warmup`` untimed epochs, then ``repeats`` timed ones (each synced at both ends).
+
+    ``images_per_s`` is the median of the timed epochs' rates and ``spread`` their range
+    (:class:`~pipeline_lib.planning.timing.Spread`); ``warmup_s`` the warm-up's seconds.
+    """
+    losses: list[torch.Tensor] = []
+
+    def epoch() -> None:
+        losses.append(train_epoch(run, state, step))
+
+    def sync() -> None:
         _synchronize(run.device)
-        started = time.perf_counter()
-        epoch_losses = train_epoch(run, state, step)
-        losses.append(float(epoch_losses.mean()))  # the host sync that ends the epoch
-        seconds.append(time.perf_counter() - started)
+
+    warmup_s = sum(median_seconds(epoch, repeats=1, sync=sync) for _ in range(warmup))
     instances = run.data.steps_per_epoch * run.data.per_step
+    spread = time_repeats(epoch, repeats=repeats, instances=instances, sync=sync)
     return {
-        "warmup_s": sum(seconds[:-1]),
-        "timed_s": seconds[-1],
-        "images_per_s": instances / seconds[-1],
-        "loss": losses[-1],
+        "warmup_s": warmup_s,
+        "images_per_s": spread.median,
+        "spread": spread,
+        "loss": float(losses[-1].mean()),
     }
 
 
@@ -318,8 +326,10 @@ def measure_method(
     mode: str | None,
     update: str,
     capture: bool = False,
+    repeats: int = 1,
 ) -> dict[str, Any]:
-    """Each step mode's timings and final weights, and the compiled step's dynamo counts.
+    """Each step mode's timings (``repeats`` timed epochs) and final weights, and the
+    compiled step's dynamo counts.
 
     A mode that raises is reported (``error``) and the others still run.
     """
@@ -327,7 +337,7 @@ def measure_method(
     generator = torch.Generator().manual_seed(0)
     images = torch.randint(0, 256, (batch * steps, 32, 32, 3), generator=generator)
     warmup = warmup_epochs(steps)  # contrastive DA's epochs are longer: never fewer steps
-    options = {"batch_size": batch, "width": width, "amp": amp, "epochs": warmup + 1}
+    options = {"batch_size": batch, "width": width, "amp": amp, "epochs": warmup + repeats}
     run, state = prepared_run(method, images.to(torch.uint8), device=device, **options)
     initial = float_weights(state.model)
     builders: dict[str, Callable[[TrainingState], StaticStep | None]] = {
@@ -348,7 +358,7 @@ def measure_method(
             fresh.model.to(memory_format=_other_memory_format(device))  # parameters kept
         try:
             step = build(fresh)
-            timing = train_epochs(run, fresh, step, warmup=warmup)
+            timing = train_epochs(run, fresh, step, warmup=warmup, repeats=repeats)
         except Exception as error:  # report it, measure the other modes
             modes[name] = {"error": f"{type(error).__name__}: {error}"}
             continue
@@ -367,6 +377,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--steps", type=int, default=10, help="steps per epoch (default 10)")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="timed epochs per mode, rate = median (default 3)"
+    )
     parser.add_argument("--width", type=int, default=64, help="ResNet-18 width (default 64)")
     parser.add_argument(
         "--methods", nargs="+", choices=TRAINED_METHODS, default=list(TRAINED_METHODS)
@@ -394,8 +407,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "same folder reuses the first's compiled kernels and autotuning choices",
     )
     args = parser.parse_args(argv)
-    if args.steps < 1:
-        parser.error("--steps must be >= 1")
+    if args.steps < 1 or args.repeats < 1:
+        parser.error("--steps and --repeats must be >= 1")
     if args.mode is not None and args.backend != "inductor":
         parser.error(f"--mode is an inductor mode; --backend is {args.backend}")
     if args.backend == "inductor" and args.mode is None:
@@ -480,6 +493,13 @@ def format_row(method: str, result: dict[str, Any], tolerance: float) -> str:
         for name, entry in modes.items()
         if "weights" in entry
     ]
+    ranges = [
+        f"{name} {entry['spread'].low:,.1f}-{entry['spread'].high:,.1f} "
+        f"({entry['spread'].repeats} epochs)"
+        for name, entry in modes.items()
+        if "spread" in entry
+    ]
+    row += "\n  img/s range: " + ", ".join(ranges)
     row += "\n  weights sha256: " + ", ".join(digests)
     for name, entry in modes.items():
         if "error" in entry:
@@ -500,14 +520,16 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"device {name} ({args.device}, amp {amp or 'off'}, {torch.get_num_threads()} CPU "
         f"threads), torch {torch.__version__}, ResNet-18 width {args.width}, 32x32; per mode "
-        f"{warmup_epochs(args.steps)} warm-up epoch(s) of {args.steps} steps, then one timed; "
+        f"{warmup_epochs(args.steps)} warm-up epoch(s) of {args.steps} steps, then "
+        f"{args.repeats} timed; "
         f"compiled: backend {args.backend}, mode {args.mode or '-'}, update {args.update}, "
         f"{'captured by the step' if args.capture else 'uncaptured'}, inductor cache "
         f"{args.cache_dir or 'default'}",
         flush=True,
     )
     print(
-        "img/s: instances per second in the timed epoch; ratios of img/s; warm s: the warm-up "
+        "img/s: instances per second, the median of the timed epochs (img/s range: their "
+        "range); ratios of img/s; warm s: the warm-up "
         "epochs (capture, compilation); gap a-b: ||w_a - w_b|| / ||w_b - w_0|| at the end, "
         "f: floor (graph with the model in the other memory format); match: compiled gaps <= "
         f"max({FLOOR_FACTOR:g} x gap f-g, {args.tolerance:g}); graphs / breaks / cg-skip: "
@@ -534,6 +556,7 @@ def main(argv: list[str] | None = None) -> None:
             mode=args.mode,
             update=args.update,
             capture=args.capture,
+            repeats=args.repeats,
         )
         print(format_row(method, result, args.tolerance), flush=True)
 

@@ -104,13 +104,14 @@ fi
 if [ "${COMPILE:-0}" = 1 ]; then
   BACKEND=inductor; [ "$DEVICE" = cuda ] || BACKEND=eager  # on the CPU: no compiler needed
   step train_compile 240 "$PYTHON" benchmarks/bench_compile.py --device "$DEVICE" \
-    --width "$WIDTH" --steps "$STEPS" --backend "$BACKEND"
+    --width "$WIDTH" --steps "$STEPS" --repeats "$REPEATS" --backend "$BACKEND"
 fi
 if [ "${COMPILE_CAPTURE:-0}" = 1 ] && [ "$DEVICE" = cuda ]; then
   # The whole-step candidate: views, network, loss, backward and SGD compiled by inductor
   # and captured as the step's own CUDA graph (not inductor's three graphs per step).
   step train_compile_captured 240 "$PYTHON" benchmarks/bench_compile.py --device cuda \
-    --width "$WIDTH" --steps "$STEPS" --capture --mode default --methods $METHODS
+    --width "$WIDTH" --steps "$STEPS" --repeats "$REPEATS" --capture --mode default \
+    --methods $METHODS
 fi
 if [ "${AUTOTUNE:-0}" = 1 ] && [ "$DEVICE" = cuda ]; then
   # max-autotune with a saved cache: two processes on one cache folder must train the same

@@ -102,6 +102,17 @@ def test_compiled_step_matches_and_compiles_once(bench, images, reference) -> No
     assert torch.equal(model.state_dict()["backbone.stem.1.num_batches_tracked"], torch.tensor(4))
 
 
+def test_timed_epochs_give_the_median_rate_and_its_range(bench, images) -> None:
+    """``repeats`` timed epochs after the warm-up: the rate is their median, within their
+    range, and each epoch trained (two of two steps: four BatchNorm updates)."""
+    run, state = _run(bench, images)
+    result = bench.train_epochs(run, state, None, warmup=0, repeats=2)
+    spread = result["spread"]
+    assert spread.repeats == 2 and spread.low <= result["images_per_s"] <= spread.high
+    tracked = state.model.state_dict()["backbone.stem.1.num_batches_tracked"]
+    assert torch.equal(tracked, torch.tensor(4))
+
+
 def test_a_captured_compiled_phase_is_refused_where_it_cannot_run(bench) -> None:
     """Off CUDA, or under a mode whose CUDA-graph trees would capture inside the step's own
     capture: a named error before anything compiles (also from the command line)."""
