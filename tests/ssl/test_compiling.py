@@ -24,17 +24,10 @@ from pipeline_lib.ssl.fused import train_representations_fused
 from pipeline_lib.ssl.loop import run_static_step, train_epoch
 from pipeline_lib.ssl.stepper import resolve_step_mode
 from pipeline_lib.ssl.train import prepare_keyword_run, train_representation
-
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+from tests.ssl.tiny_runs import TINY_RUNS, needs_cuda
 
 #: Tiny runs: 4 steps an epoch on 48 images.
-CASES = {
-    "rotnet": ("rotnet", {"batch_size": 12}),
-    "contrastive_da": (
-        "contrastive_da",
-        {"batch_size": 24, "head_depth": 1, "head_hidden": 32, "proj_dim": 16},
-    ),
-}
+CASES = {name: TINY_RUNS[name] for name in ("rotnet", "contrastive_da")}
 
 
 @pytest.fixture(autouse=True)

@@ -20,18 +20,10 @@ from pipeline_lib.ssl.draws import DeviceDraws, GeneratorDraws, as_draws, augmen
 from pipeline_lib.ssl.fused import train_representations_fused
 from pipeline_lib.ssl.loop import resume
 from pipeline_lib.ssl.train import prepare_keyword_run, train_representation
-
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+from tests.ssl.tiny_runs import TINY_RUNS, needs_cuda
 
 #: Tiny runs of the methods whose steps draw the most kinds of numbers.
-CASES = {
-    "rotnet": ("rotnet", {"batch_size": 12}),
-    "contrastive_da": (
-        "contrastive_da",
-        {"batch_size": 24, "head_depth": 1, "head_hidden": 32, "proj_dim": 16},
-    ),
-    "denoising": ("denoising", {"batch_size": 12}),
-}
+CASES = TINY_RUNS
 
 
 @pytest.fixture
