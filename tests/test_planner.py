@@ -269,7 +269,13 @@ def test_plan_of_the_tiny_config_matches_its_grid(capsys: pytest.CaptureFixture[
     config_path = REPO / "tests/configs/tiny.yaml"
     config = yaml.safe_load(config_path.read_text())
     assert main(["--configfile", str(config_path), "--device", "cpu", "--no-measured"]) == 0
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
+    # The DAG's build is said on stderr (it is silent and takes half a minute for the paper).
+    assert captured.err.startswith(f"droc-plan: building the DAG of {config_path} ...\n")
+    assert re.search(
+        rf"droc-plan: {re.escape(str(config_path))} planned in \d+\.\d s", captured.err
+    )
     rows = itertools.takewhile(lambda line: not line.startswith("total"), printed.splitlines()[2:])
     counts = {line.split()[0]: int(line.split()[1].replace(",", "")) for line in rows}
     splits = (
