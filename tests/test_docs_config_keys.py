@@ -1,0 +1,151 @@
+"""The guides name only config keys and values the schema accepts.
+
+A user copies `train.step_mode: graph` from a doc into a config; a key renamed in the schema
+but not in the docs would fail validation with no hint of where the doc went wrong.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline_lib.registry import DETECTOR_DEFAULTS
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+GUIDES = sorted(
+    [REPO / "README.md", *(REPO / "docs").glob("*.md"), *(REPO / "benchmarks").glob("*/README.md")]
+)
+#: Sections whose next level is a user's id (a data set, a detector, a variant).
+FREE_FORM = {"datasets", "detectors", "variants"}
+
+
+def _sections() -> dict[str, dict]:
+    return {
+        name: node
+        for name, node in SCHEMA["properties"].items()
+        if "properties" in node or name in FREE_FORM
+    }
+
+
+def _node(key: str) -> dict | None:
+    """The schema node of a dotted key, None when the schema does not accept it."""
+    node: dict = SCHEMA
+    parts = key.split(".")
+    for depth, part in enumerate(parts):
+        if node.get("type") == "array" and isinstance(node.get("items"), dict):
+            node = node["items"]
+        if part in node.get("properties", {}):
+            node = node["properties"][part]
+        elif parts[depth - 1] == "detectors" and part in DETECTOR_DEFAULTS:
+            params = parts[depth + 1 : depth + 2]
+            return node if all(p in DETECTOR_DEFAULTS[part] for p in params) else None
+        elif depth and parts[depth - 1] in FREE_FORM:
+            return {}  # a user's id: what follows is that id's own options
+        else:
+            return None
+    return node
+
+
+def _is_module(key: str) -> bool:
+    """`deploy.export` in a doc is the module pipeline_lib.deploy.export, not a key."""
+    try:
+        return importlib.util.find_spec(f"pipeline_lib.{key}") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _mentions() -> list[tuple[str, str, str | None]]:
+    """(where, dotted key, value or None) for each backticked `section.key[: value]`."""
+    sections = "|".join(sorted(_sections()))
+    pattern = re.compile(rf"`((?:{sections})(?:\.[a-z_][a-z0-9_]*)+)(?:\s*[:=]\s*([^`|\s]+))?")
+    found = []
+    for guide in GUIDES:
+        for number, line in enumerate(guide.read_text().splitlines(), 1):
+            for match in pattern.finditer(line):
+                found.append((f"{guide.relative_to(REPO)}:{number}", *match.groups()))
+    return found
+
+
+def test_the_guides_name_config_keys() -> None:
+    mentions = _mentions()
+    assert len(mentions) > 50  # the pattern still finds what the guides write
+    unknown = [
+        (where, key) for where, key, _ in mentions if _node(key) is None and not _is_module(key)
+    ]
+    assert not unknown, f"keys the schema does not have: {unknown}"
+
+
+def _wrong_values(mentions: list[tuple[str, str, str | None]]) -> list[tuple]:
+    wrong = []
+    for where, key, value in mentions:
+        allowed = (_node(key) or {}).get("enum")
+        if value is not None and allowed is not None and yaml.safe_load(value) not in allowed:
+            wrong.append((where, key, value, allowed))
+    return wrong
+
+
+def test_the_guides_give_enum_keys_allowed_values() -> None:
+    assert not _wrong_values(_mentions())
+    assert _wrong_values([("x.md:1", "train.step_mode", "jit")])
+    assert not _wrong_values([("x.md:1", "train.amp", "null")])
+
+
+def test_the_studies_guide_lists_every_variant_setting() -> None:
+    variant = SCHEMA["properties"]["variants"]["additionalProperties"]
+    allowed = variant["properties"]["train"]["propertyNames"]["enum"]
+    text = (REPO / "docs/studies.md").read_text()
+    paragraph = text[text.index("* **Variants**") : text.index("optionally `train_size`")]
+    assert re.findall(r"`([a-z_]+)`", paragraph) == allowed
+
+
+@pytest.mark.parametrize(
+    ("key", "known"),
+    [
+        ("train.step_mode", True),
+        ("mvtec.embed.max_fit_patches", True),
+        ("embed.max_fit_patches", False),
+        ("detectors.kde.chunk_size", True),
+        ("detectors.kde.no_such_parameter", False),
+        ("datasets.catvsdog.options.layout", True),
+        ("train.no_such_key", False),
+    ],
+)
+def test_key_lookup(key: str, known: bool) -> None:
+    assert (_node(key) is not None) is known
+
+
+def _resolves(dotted: str) -> bool:
+    """A module, or a module's attribute (a class, a function, a table)."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            target = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attribute in parts[cut:]:
+            if not hasattr(target, attribute):
+                return False
+            target = getattr(target, attribute)
+        return True
+    return False
+
+
+def test_the_guides_name_code_and_files_that_exist() -> None:
+    names, paths = set(), set()
+    for guide in GUIDES:
+        text = guide.read_text()
+        names |= set(re.findall(r"\bpipeline_lib(?:\.[A-Za-z_]\w*)+", text))
+        for path in re.findall(
+            r"`((?:tests|benchmarks|pipeline_lib|workflow|config|docs)/[^`\s]+)`", text
+        ):
+            if not any(mark in path for mark in "*{}<"):
+                paths.add(path.split("::")[0].rstrip("/."))
+    assert len(names) > 20 and len(paths) > 20
+    assert not sorted(name for name in names if not _resolves(name))
+    assert not sorted(path for path in paths if not (REPO / path).exists())
+    assert not _resolves("pipeline_lib.registry.NO_SUCH_TABLE")
