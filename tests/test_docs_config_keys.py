@@ -24,9 +24,10 @@ GUIDES = sorted(
 FREE_FORM = {"datasets", "detectors", "variants"}
 
 
-def _sections() -> dict[str, dict]:
+def _sections() -> set[str]:
+    """Top-level keys a doc writes as `section.key`."""
     return {
-        name: node
+        name
         for name, node in SCHEMA["properties"].items()
         if "properties" in node or name in FREE_FORM
     }
@@ -41,7 +42,7 @@ def _node(key: str) -> dict | None:
             node = node["items"]
         if part in node.get("properties", {}):
             node = node["properties"][part]
-        elif parts[depth - 1] == "detectors" and part in DETECTOR_DEFAULTS:
+        elif depth and parts[depth - 1] == "detectors" and part in DETECTOR_DEFAULTS:
             params = parts[depth + 1 : depth + 2]
             return node if all(p in DETECTOR_DEFAULTS[part] for p in params) else None
         elif depth and parts[depth - 1] in FREE_FORM:
