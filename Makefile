@@ -10,7 +10,7 @@ export PATH := $(BIN):$(PATH)
 # Snakemake runs, no real data sets, no SLURM cluster, no network trained or exported.
 FAST := not workflow and not realdata and not cluster and not slow
 
-.PHONY: demo test test-fast lint rulegraph report clean
+.PHONY: demo test test-fast lint rulegraph report clean reference-env
 
 # uv installs the same pins as pip several times faster (it downloads and unpacks in
 # parallel); it is given the package indexes and wheel folders pip is configured with, and
@@ -52,6 +52,15 @@ test: lint
 
 test-fast: lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --no-loadscope-reorder -m "$(FAST)" -q
+
+# The authors' released code as an oracle (benchmarks/reference/README.md): TensorFlow CPU with
+# tf-keras in an environment of its own, never part of `make test`.
+REFERENCE_VENV ?= .venv-reference
+reference-env: $(REFERENCE_VENV)/.installed
+$(REFERENCE_VENV)/.installed: benchmarks/reference/requirements.txt
+	test -x $(REFERENCE_VENV)/bin/python || $(PYTHON) -m venv $(REFERENCE_VENV)
+	$(REFERENCE_VENV)/bin/pip install --quiet -r benchmarks/reference/requirements.txt
+	touch $@
 
 # The rule graph drawn in README.md (needs Graphviz's `dot`).
 rulegraph: $(VENV)/.installed
