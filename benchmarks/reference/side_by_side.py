@@ -195,6 +195,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--epochs", type=int, default=EPOCHS, help="other than 30: a smoke run")
     parser.add_argument("--csv", type=Path, default=RESULTS)
     parser.add_argument(
+        "--threads",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="torch's threads for --impl ours (default: every core); on a machine shared "
+        "with other work 1 avoids OpenMP's spinning threads, which slowed a step 4x here",
+    )
+    parser.add_argument(
         "--workdir",
         type=Path,
         default=Path(tempfile.gettempdir()) / "side_by_side",
@@ -228,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         from side_by_side_ours import OursRunner
 
-        runner = OursRunner(root)
+        runner = OursRunner(root, threads=args.threads)
     for method, seed in todo:
         started = time.perf_counter()
         result = runner.run(method, seed, epochs=args.epochs)
