@@ -100,8 +100,11 @@ def released_flags(
 class ReleasedRunner:
     """Imports the released code once; each :meth:`run` trains and scores one model."""
 
-    def __init__(self, checkout: Path, data_root: Path, *, workdir: Path) -> None:
+    def __init__(self, checkout: Path, data_root: Path, *, threads: int, workdir: Path) -> None:
         self.released = load_released(checkout)
+        # Before the first operation runs; TensorFlow's default is every core.
+        self.released.tf.config.threading.set_intra_op_parallelism_threads(threads)
+        self.released.tf.config.threading.set_inter_op_parallelism_threads(threads)
         keep_first_inliers(TRAIN_IMAGES)
         # Importing the binary defines its absl flags (and their defaults) without running it.
         self.loop = self.released.module("train_and_eval_loop")
