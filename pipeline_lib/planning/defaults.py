@@ -30,7 +30,8 @@ DEFAULT_IMAGES_PER_S: dict[str, dict[str, float | None]] = {
     # benchmarks/rates/h200.csv (the median of a day's rows, as --rates takes them; device
     # sessions of 2026-11-27). The eager step trained 2.5-6.3x slower in the same run (those
     # rows: `--rates` with that file and `train.step_mode: eager`); a fused job of K captured
-    # models side by side trains 1.3-2.4x one job's images (`train.fuse`, CHANGELOG.md).
+    # models side by side trains 1.3-2.4x one job's images (`train.fuse`;
+    # benchmarks/rates/README.md).
     "cuda": {
         "rotnet": 11297.0,
         "rotation": 10687.0,
