@@ -10,10 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from mlflow.tracking import MlflowClient
 
 from pipeline_lib.detection.auroc_intervals import INTERVAL_FIELDS, INTERVAL_OMITTED
 from pipeline_lib.paper.intervals import INTERVAL_LABELS
 from pipeline_lib.results.tidy_table import load_results_csv
+from pipeline_lib.tracking.mlflow_store import INTERVAL_OMITTED_TAG, KEY_TAG
 from tests.workflow.conftest import ONE_THREAD_PER_JOB, REPO, run_snakemake
 
 pytestmark = pytest.mark.workflow
@@ -55,3 +57,16 @@ def test_tables_say_why_the_cell_has_no_interval(one_test_image_run) -> None:
     study = pd.read_csv(one_test_image_run / "results/studies/main/main.csv")
     assert study["ci_over"].tolist() == ["omitted"] and np.isnan(study["ci_low"]).all()
     assert shown in (summary / "index.md").read_text(encoding="utf-8")
+
+
+def test_the_jobs_mlflow_run_says_why_it_has_no_interval(one_test_image_run) -> None:
+    client = MlflowClient(tracking_uri=f"sqlite:///{one_test_image_run}/results/mlflow/mlflow.db")
+    runs = [
+        run
+        for experiment in client.search_experiments()
+        for run in client.search_runs([experiment.experiment_id])
+        if run.data.tags.get(KEY_TAG) == str(Path(RESULT).parent)
+    ]
+    assert runs  # the sweep's job run (and the main study's)
+    for run in runs:
+        assert "9 outlier(s) and 1 inlier(s)" in run.data.tags[INTERVAL_OMITTED_TAG]
