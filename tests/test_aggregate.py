@@ -377,3 +377,23 @@ def test_one_seed_of_one_class_shows_the_jobs_interval_over_the_test_set(results
     single = main_table(one[(one["inlier"] == "a0") & (one["detector"] == "kde")])
     assert single.loc[0, "ci_over"] == "test set"
     assert format_main_table(single).loc[0, "toy_a"] == "81.0 (n=1) [79.8, 81.8] over the test set"
+
+
+def test_one_job_whose_test_split_gave_no_interval_says_so(results) -> None:
+    one = results[(results["seed"] == 1) & (results["dataset"] == "toy_a")].copy()
+    one["auroc_low"], one["auroc_high"] = one["auroc"] - 1.25, one["auroc"] + 0.75
+    single = one[(one["inlier"] == "a0") & (one["detector"] == "kde")].copy()
+    single[["auroc_low", "auroc_high"]] = np.nan
+    single["auroc_interval_omitted"] = "the test split has 9 outlier(s) and 1 inlier(s); ..."
+    main = main_table(single)
+    assert main.loc[0, "ci_over"] == "omitted" and np.isnan(main.loc[0, "ci_low"])
+    assert format_main_table(main).loc[0, "toy_a"] == (
+        "81.0 (n=1) [no interval: a single inlier or outlier in the test set]"
+    )
+    # beside jobs that have theirs, only its own cell says so
+    rest = one[~((one["inlier"] == "a0") & (one["detector"] == "kde"))]
+    per_class = per_class_table(pd.concat([single, rest]), "toy_a").set_index(
+        ["detector", "inlier"]
+    )
+    assert per_class.loc[("kde", "a0"), "ci_over"] == "omitted"
+    assert per_class.loc[("kde", "a1"), "ci_over"] == "test set"

@@ -5,10 +5,19 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
-from pipeline_lib.paper.intervals import cell_interval, interval_note, t_interval
+from pipeline_lib.detection.auroc_intervals import INTERVAL_OMITTED
+from pipeline_lib.paper.intervals import (
+    INTERVAL_LABELS,
+    cell_interval,
+    interval_note,
+    single_job_interval,
+    t_interval,
+)
+from pipeline_lib.results.table_files import format_mean_std
 
 EPS = np.finfo(np.float64).eps
 
@@ -52,3 +61,28 @@ def test_cell_interval_is_clipped_to_the_auc_range():
     # unclipped: 65 -+ t(0.975, 1) * sample std 7.07 / sqrt(2) = 65 -+ 63.5
     assert low == pytest.approx(65.0 - stats.t.ppf(0.975, 1) * 5.0, rel=16 * EPS)
     assert (high, over) == (100.0, "classes")
+
+
+def test_a_job_without_an_interval_says_so_in_its_cell():
+    reason = "the test split has 9 outlier(s) and 1 inlier(s); ..."
+    job = pd.DataFrame({"auroc": [82.0], "auroc_low": [np.nan], INTERVAL_OMITTED: [reason]})
+    assert single_job_interval(job) == {"job_interval_omitted": True}
+    low, high, over = cell_interval([82.0], [82.0], **single_job_interval(job))
+    assert over == "omitted" and np.isnan(low) and np.isnan(high)
+    text = format_mean_std(
+        82.0, 0.0, n_seeds=1, interval=(low, high), interval_label=INTERVAL_LABELS[over]
+    )
+    assert text == "82.0 (n=1) [no interval: a single inlier or outlier in the test set]"
+    # a class-averaged or multi-seed cell keeps its own interval whatever one job lacks
+    assert cell_interval([82.0], [80.0, 84.0], job_interval_omitted=True)[2] == "classes"
+    assert cell_interval([82.0, 84.0], [], job_interval_omitted=True)[2] == "seeds"
+
+
+def test_single_job_interval_reads_one_row_only():
+    job = pd.DataFrame({"auroc_low": [81.0], "auroc_high": [83.5], INTERVAL_OMITTED: [""]})
+    assert single_job_interval(job) == {"job_interval": (81.0, 83.5)}
+    assert single_job_interval(pd.concat([job, job])) == {}
+    assert single_job_interval(pd.DataFrame({"auroc": [82.0]})) == {}
+    # a tidy CSV read back holds NaN where a job gave its interval
+    nan_reason = job.assign(**{INTERVAL_OMITTED: [np.nan]})
+    assert single_job_interval(nan_reason) == {"job_interval": (81.0, 83.5)}

@@ -14,6 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from pipeline_lib.tracking.mlflow_store import (
     HASH_TAG,
+    INTERVAL_OMITTED_TAG,
     KEY_TAG,
     KIND_TAG,
     SWEEP_TAG,
@@ -134,6 +135,23 @@ def test_log_sweep_creates_children_and_one_parent(store: dict) -> None:
         }
     # every job's run id, by result key: what the summary page links
     assert summary["run_ids"] == {key: run.info.run_id for key, run in by_key.items()}
+
+
+def test_a_job_without_an_interval_says_why_on_its_run(store: dict) -> None:
+    reason = "the test split has 9 outlier(s) and 1 inlier(s); ..."
+    with_interval, without = _records(2)
+    with_interval |= {"auroc_low": 88.0, "auroc_high": 92.0, "auroc_interval_omitted": ""}
+    without |= {"auroc_low": float("nan"), "auroc_high": float("nan")}
+    without["auroc_interval_omitted"] = reason
+    summary = _log(store, [with_interval, without], "omitted")
+    runs = {
+        run.data.tags[KEY_TAG]: run
+        for run in _runs(store, summary["experiment_id"])
+        if run.data.tags[KIND_TAG] == "job"
+    }
+    assert runs[without["result_key"]].data.tags[INTERVAL_OMITTED_TAG] == reason
+    assert INTERVAL_OMITTED_TAG not in runs[with_interval["result_key"]].data.tags
+    assert runs[with_interval["result_key"]].data.metrics["auroc_low"] == 88.0
 
 
 def test_log_sweep_is_idempotent_and_updates_changed_records(store: dict) -> None:

@@ -23,6 +23,7 @@ from pipeline_lib.paper.intervals import (
     INTERVAL_COLUMNS,
     INTERVAL_LABELS,
     cell_interval,
+    single_job_interval,
 )
 from pipeline_lib.paper.published import METHOD_DISPLAY, display_name, load_published
 from pipeline_lib.results.table_files import format_mean_std
@@ -119,12 +120,10 @@ def _label(method: str, detector: str) -> str:
     return f"{display_name('method', method)} + {display_name('detector', detector)}"
 
 
-def _job_interval(rows: pd.DataFrame, metric: str) -> tuple[float, float] | None:
-    """The image AUC's interval over the test set of a one-seed cell (None: not recorded)."""
-    if metric != "image_auroc" or len(rows) != 1 or "auroc_low" not in rows.columns:
-        return None
-    low, high = rows["auroc_low"].iloc[0], rows["auroc_high"].iloc[0]
-    return float(low), float(high)
+def _job_interval(rows: pd.DataFrame, metric: str) -> dict[str, Any]:
+    """:func:`cell_interval`'s job arguments: a one-seed cell's image AUC interval over the
+    test set, or its omission (nothing for other metrics)."""
+    return single_job_interval(rows) if metric == "image_auroc" else {}
 
 
 def per_category_table(results: pd.DataFrame, *, metric: str) -> pd.DataFrame:
@@ -149,7 +148,7 @@ def per_category_table(results: pd.DataFrame, *, metric: str) -> pd.DataFrame:
         values = pd.to_numeric(one[metric], errors="coerce")
         finite = values.dropna()
         low, high, over = cell_interval(
-            finite.to_numpy(), job_interval=_job_interval(one[values.notna()], metric)
+            finite.to_numpy(), **_job_interval(one[values.notna()], metric)
         )
         rows.append(
             dict(zip(keys, key, strict=True))
@@ -290,7 +289,7 @@ def group_summary(
                 low, high, over = cell_interval(
                     per_seed.to_numpy(),
                     first[metric].to_numpy(),
-                    job_interval=_job_interval(first, metric),
+                    **_job_interval(first, metric),
                 )
                 ref = (
                     paper.get((published_metric, group, method, detector), (np.nan, np.nan))

@@ -14,7 +14,8 @@ frames, and the display tables show ``"(n=1)"`` instead of ``"± 0.0"``.
 Every cell also carries a 95 % interval (``ci_low``, ``ci_high``) and what it is over
 (``ci_over``): the t-interval over seeds (``ddof=1``, whatever ``ddof`` the std uses) from two
 seeds on; with one seed the t-interval over classes of a class-averaged cell, or the job's
-own bootstrap interval over the test set (:mod:`pipeline_lib.paper.intervals`).
+own bootstrap interval over the test set (:mod:`pipeline_lib.paper.intervals`), or
+``"omitted"`` where that job's test split gave none.
 
 Missing jobs are never hidden: every cell carries ``n_seeds``, ``n_results`` and their
 expected counts, and ``complete`` is False when any (class, seed) result is missing.
@@ -31,8 +32,9 @@ import numpy as np
 import pandas as pd
 
 from pipeline_lib.config.keys import KEY_COLUMNS
+from pipeline_lib.detection.auroc_intervals import INTERVAL_OMITTED
 from pipeline_lib.paper.display import format_main_table, format_per_class_table
-from pipeline_lib.paper.intervals import cell_interval
+from pipeline_lib.paper.intervals import cell_interval, single_job_interval
 from pipeline_lib.paper.long_frames import (
     MAIN_COLUMNS,
     PER_CLASS_COLUMNS,
@@ -47,6 +49,7 @@ from pipeline_lib.paper.published import (
     PAPER_DATASET_CLASSES,
 )
 from pipeline_lib.paper.verdict import table_verdicts
+from pipeline_lib.results.tidy_table import interval_omissions
 
 __all__ = [
     "MAIN_COLUMNS",
@@ -71,10 +74,9 @@ _JOB_INTERVAL = ("auroc_low", "auroc_high")
 
 def _interval(group: pd.DataFrame, seed_means: pd.Series) -> tuple[float, float, str]:
     """The interval of a cell from its jobs (one seed: its classes or its single job)."""
-    job = None
-    if len(group) == 1:
-        job = (float(group["auroc_low"].iloc[0]), float(group["auroc_high"].iloc[0]))
-    return cell_interval(seed_means.to_numpy(), group["auroc"].to_numpy(), job)
+    return cell_interval(
+        seed_means.to_numpy(), group["auroc"].to_numpy(), **single_job_interval(group)
+    )
 
 
 def select_results(
@@ -102,7 +104,9 @@ def select_results(
     DataFrame
         The selected rows, columns ``dataset, inlier, method, detector, seed, auroc,
         auroc_low, auroc_high`` (the job's interval over the test set; NaN when the
-        results do not have it), with string ids, int seeds and float AUCs.
+        results do not have it) and ``auroc_interval_omitted`` (why a job has none; ``""``
+        when it has one or the results do not say), with string ids, int seeds and float
+        AUCs.
 
     Raises
     ------
@@ -115,10 +119,11 @@ def select_results(
         raise ValueError(f"results frame lacks columns {missing}; has {list(results.columns)}")
     mask = np.isclose(results["contamination"].astype(float), contamination)
     mask &= results["fitset"].astype(str).to_numpy() == fitset
-    intervals = [col for col in _JOB_INTERVAL if col in results.columns]
+    intervals = [col for col in (*_JOB_INTERVAL, INTERVAL_OMITTED) if col in results.columns]
     selected = results.loc[mask, [*_KEY, "auroc", *intervals]].copy()
     for col in _JOB_INTERVAL:
         selected[col] = selected[col].astype(float) if col in intervals else np.nan
+    selected[INTERVAL_OMITTED] = interval_omissions(selected)
     for col in ("dataset", "inlier", "method", "detector"):
         selected[col] = selected[col].astype(str)
     selected["seed"] = selected["seed"].astype(int)

@@ -16,12 +16,16 @@ A table cell is the mean over seeds of the per-seed class mean (the paper's rule
   bootstrap stratified by label (:mod:`pipeline_lib.detection.auroc_intervals`), labelled
   ``"test set"``.
 
-A cell with neither (one value and no job interval) has no interval (``ci_over`` ``""``).
+A cell with neither (one value and no job interval) has no interval (``ci_over`` ``""``);
+one whose job recorded why it has none (a test split with a single inlier or outlier,
+:data:`~pipeline_lib.detection.auroc_intervals.INTERVAL_OMITTED`) has ``ci_over``
+``"omitted"``, and its table cell says so.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -30,6 +34,7 @@ from pipeline_lib.detection.auroc_intervals import (
     BOOTSTRAP_METHOD,
     BOOTSTRAP_RESAMPLES,
     CONFIDENCE,
+    INTERVAL_OMITTED,
 )
 
 __all__ = [
@@ -37,6 +42,7 @@ __all__ = [
     "INTERVAL_LABELS",
     "cell_interval",
     "interval_note",
+    "single_job_interval",
     "t_interval",
 ]
 
@@ -48,6 +54,7 @@ INTERVAL_LABELS: dict[str, str] = {
     "seeds": "",
     "classes": "over classes",
     "test set": "over the test set",
+    "omitted": "no interval: a single inlier or outlier in the test set",
     "": "",
 }
 
@@ -74,6 +81,8 @@ def cell_interval(
     class_values: Sequence[float] | np.ndarray = (),
     job_interval: tuple[float, float] | None = None,
     bounds: tuple[float, float] = (0.0, 100.0),
+    *,
+    job_interval_omitted: bool = False,
 ) -> tuple[float, float, str]:
     """A cell's interval by the module's rule, clipped to ``bounds``.
 
@@ -90,12 +99,14 @@ def cell_interval(
         With one seed of one class: that job's interval over the test set (NaN: unknown).
     bounds : (float, float), default=(0.0, 100.0)
         The range of the value (AUC x 100).
+    job_interval_omitted : bool, default=False
+        With one seed of one class: that job recorded why its test split gives no interval.
 
     Returns
     -------
     (low, high, over) : tuple
-        ``over`` is ``"seeds"``, ``"classes"``, ``"test set"`` or ``""`` (no interval; the
-        ends are NaN).
+        ``over`` is ``"seeds"``, ``"classes"``, ``"test set"``, ``"omitted"`` (the job's
+        test split gave none) or ``""`` (no interval); without an interval the ends are NaN.
     """
     means = np.asarray(seed_means, dtype=float)
     means = means[np.isfinite(means)]
@@ -107,9 +118,30 @@ def cell_interval(
         (low, high), over = t_interval(classes), "classes"
     elif means.size == 1 and job_interval is not None and np.all(np.isfinite(job_interval)):
         (low, high), over = job_interval, "test set"
+    elif means.size == 1 and job_interval_omitted:
+        return np.nan, np.nan, "omitted"
     else:
         return np.nan, np.nan, ""
     return float(np.clip(low, *bounds)), float(np.clip(high, *bounds)), over
+
+
+def single_job_interval(rows: Any) -> dict[str, Any]:
+    """:func:`cell_interval`'s job arguments from a cell's rows of a results table.
+
+    A cell of one row (one seed of one class) passes its job's interval over the test set
+    (``auroc_low``, ``auroc_high``) or, where the job recorded why it has none
+    (:data:`~pipeline_lib.detection.auroc_intervals.INTERVAL_OMITTED`), that it was
+    omitted; any other cell, or a table without those columns, passes nothing.
+    """
+    if len(rows) != 1:
+        return {}
+    row = rows.iloc[0]
+    reason = row.get(INTERVAL_OMITTED)
+    if isinstance(reason, str) and reason:
+        return {"job_interval_omitted": True}
+    if "auroc_low" not in rows.columns:
+        return {}
+    return {"job_interval": (float(row["auroc_low"]), float(row["auroc_high"]))}
 
 
 def interval_note(ddof: int) -> str:

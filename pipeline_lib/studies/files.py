@@ -118,8 +118,9 @@ def write_comparisons(frame: pd.DataFrame, out_dir: Path, name: str) -> list[Pat
 
     ``<name>_wilcoxon.csv`` holds one row per pair of compared rows
     (:func:`~pipeline_lib.paper.paired.study_comparisons`: data set, the two rows, classes
-    used, median difference, statistic, raw and Holm-adjusted p) and ``<name>_wilcoxon.md``
-    the p-value matrices with, below 6 classes, the smallest attainable p.
+    used and how many of them differ, median difference, statistic, raw and Holm-adjusted p)
+    and ``<name>_wilcoxon.md`` the p-value matrices with, where a pair has fewer than 6
+    non-zero class differences, the smallest attainable p.
 
     Parameters
     ----------

@@ -9,7 +9,12 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from pipeline_lib.paper.intervals import INTERVAL_COLUMNS, cell_interval, interval_note
+from pipeline_lib.paper.intervals import (
+    INTERVAL_COLUMNS,
+    cell_interval,
+    interval_note,
+    single_job_interval,
+)
 
 #: What :func:`cell_stats` adds to a cell's ``by`` columns (the head of a study table's
 #: statistics, :data:`~pipeline_lib.studies.contract.STAT_COLUMNS`).
@@ -46,7 +51,8 @@ def cell_stats(
     :mod:`pipeline_lib.paper.aggregate`) of those seed means, with a 95 % interval
     (``ci_low``, ``ci_high``, ``ci_over``: over seeds, or with one seed over classes or the
     job's test set; :func:`pipeline_lib.paper.intervals.cell_interval`; the job's own
-    interval is read from ``auroc_low`` / ``auroc_high`` when ``cells`` has them). A seed
+    interval is read from ``auroc_low`` / ``auroc_high`` when ``cells`` has them, its
+    omission from ``auroc_interval_omitted``). A seed
     with some classes missing
     still contributes, but the cell's ``n_missing`` says so and the formatted tables and
     the summary mark it.
@@ -95,10 +101,8 @@ def cell_stats(
         seed_means = present.groupby("seed")[value].mean().to_numpy()
         mean = float(seed_means.mean()) if seed_means.size else np.nan
         std = float(np.std(seed_means, ddof=ddof)) if seed_means.size > ddof else np.nan
-        job = None
-        if len(present) == 1 and value == "auroc" and "auroc_low" in present.columns:
-            job = (float(present["auroc_low"].iloc[0]), float(present["auroc_high"].iloc[0]))
-        low, high, over = cell_interval(seed_means, present[value].to_numpy(), job)
+        job = single_job_interval(present) if value == "auroc" else {}
+        low, high, over = cell_interval(seed_means, present[value].to_numpy(), **job)
         rows.append(
             dict(zip(by, key, strict=True))
             | {

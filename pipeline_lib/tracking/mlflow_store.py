@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_lib.config.keys import KEY_COLUMNS
+from pipeline_lib.detection.auroc_intervals import INTERVAL_OMITTED
 from pipeline_lib.runtime.io import exclusive_lock
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,9 @@ SWEEP_TAG = "droc.sweep"
 KEY_TAG = "droc.result_key"
 HASH_TAG = "droc.content_hash"
 KIND_TAG = "droc.kind"
+#: Why a job run has no AUC interval (its NaN ``auroc_low`` / ``auroc_high`` metrics): the
+#: record's :data:`~pipeline_lib.detection.auroc_intervals.INTERVAL_OMITTED`.
+INTERVAL_OMITTED_TAG = f"droc.{INTERVAL_OMITTED}"
 #: A job run's MLflow params: the result's key columns.
 PARAM_COLUMNS = KEY_COLUMNS
 
@@ -396,6 +400,9 @@ class _SweepRuns:
                 and not isinstance(value, bool)
             ]
             run_tags = [RunTag(HASH_TAG, digest)]
+            omitted = record.get(INTERVAL_OMITTED)
+            if isinstance(omitted, str) and omitted:
+                run_tags.append(RunTag(INTERVAL_OMITTED_TAG, omitted))
             if run is None:
                 name = "/".join(str(record[n]) for n in PARAM_COLUMNS if n in record)
                 run_id = self._child(key, "job", name)

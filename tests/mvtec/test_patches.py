@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from pipeline_lib.data.mvtec import read_mvtec_category
-from pipeline_lib.detection.auroc_intervals import auroc_interval_record
+from pipeline_lib.detection.auroc_intervals import INTERVAL_OMITTED, auroc_interval_record
 from pipeline_lib.detection.detectors.kde import KernelDensityScore
 from pipeline_lib.models.proxy import build_proxy_model
 from pipeline_lib.mvtec.localize import (
@@ -210,6 +210,19 @@ def test_random_features_find_easy_synthetic_defects(mvtec_category, model):
         category, features, detector="rotation_classifier", patch_size=16, stride=4
     )
     assert record["n_fit"] == 0 and 0 <= record["image_auroc"] <= 100
+
+
+def test_a_single_defective_test_image_keeps_the_auc_without_an_interval(mvtec_category):
+    folder = mvtec_category(size=48, n_train=2, n_good=4, defects={"scratch": 1})
+    category = read_mvtec_category(folder, image_size=48)
+    assert category.test_labels.tolist() == [0, 0, 0, 0, 1]
+    rng = np.random.default_rng(0)  # patch features of a 9 x 9 grid per test image
+    features = {"f_fit": rng.normal(size=(60, 4)), "f_test": rng.normal(size=(5 * 81, 4))}
+    record, arrays = score_category(category, features, detector="kde", patch_size=16, stride=4)
+    assert 0.0 <= record["image_auroc"] <= 100.0
+    assert "auroc_low" not in record and "auroc_se_delong" not in record
+    assert "1 outlier(s) and 4 inlier(s)" in record[INTERVAL_OMITTED]
+    assert arrays["image_score"].shape == (5,)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

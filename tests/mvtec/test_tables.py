@@ -113,6 +113,14 @@ def test_one_seed_has_no_std():
     # the interval over the test set is the image AUC's: none for the pixel AUC
     pixel = per_category_table(mvtec_results_frame(records), metric="pixel_auroc")
     assert (pixel["ci_over"] == "").all()
+    # a job whose test split had a single good or defective image says why it has none
+    reason = {"auroc_interval_omitted": "the test split has 1 outlier(s) and 4 inlier(s); ..."}
+    records = [r | reason for r in _records() if not r["seed"]]
+    table = per_category_table(mvtec_results_frame(records), metric="image_auroc")
+    assert (table["ci_over"] == "omitted").all()
+    assert format_per_category(table).iloc[0, 0] == (
+        "90.0 (n=1) [no interval: a single inlier or outlier in the test set]"
+    )
 
 
 def _all_categories(extra: dict[str, str] | None = None) -> list[dict]:
