@@ -93,7 +93,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--report-only",
         action="store_true",
         help="measure nothing: rebuild summary.json and README.md from OUT's results.csv and "
-        "summary.json (doses, dose sources, settings, command and wall time kept)",
+        "summary.json (doses, dose sources, settings, command, wall time and machine kept)",
     )
     args = parser.parse_args(argv)
     unknown = sorted(set(args.representations) - set(REPRESENTATIONS))

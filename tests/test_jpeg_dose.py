@@ -120,6 +120,7 @@ def test_summary_slopes_predictions_and_keys(jpeg, tmp_path: Path) -> None:
         seeds=[0, 1],
         command="python benchmarks/jpeg_dose.py",
         wall_s=1.0,
+        machine="Measuring CPU (2 CPUs), 1 torch thread per worker",
     )
     assert set(jpeg.summary.SUMMARY_KEYS) <= set(summary)
     fit = summary["slopes"]["rotnet/kde"]
@@ -163,6 +164,7 @@ def test_summary_slopes_predictions_and_keys(jpeg, tmp_path: Path) -> None:
     assert rebuilt["slopes"]["rotnet/kde"]["slope"] == pytest.approx(-0.3, abs=1e-4)
     assert rebuilt["predicted_kde_change"] == pytest.approx(kde, abs=1e-3)
     assert rebuilt["command"] == summary["command"] and rebuilt["can_move_kde_half_point"]
+    assert rebuilt["machine"] == summary["machine"]  # the measuring machine, not this one
     # The script's --report-only is that rebuild: run on its own output, it rewrites the same
     # bytes (the rows are already rounded, so nothing moves a second time).
     written = {name: (tmp_path / name).read_bytes() for name in FILES}

@@ -27,7 +27,8 @@ def rebuild_report(out: Path) -> dict[str, Any]:
     """summary.json and README.md again from ``out``'s results.csv and summary.json.
 
     For a change of the report's wording or fit without measuring again: the doses, the
-    lossless sources, the settings, the command and its wall time come from the old summary.
+    lossless sources, the settings, the command, its wall time and the machine it ran on come
+    from the old summary.
     """
     old = json.loads((out / "summary.json").read_text())
     rows = read_rows(out / "results.csv")
@@ -42,6 +43,7 @@ def rebuild_report(out: Path) -> dict[str, Any]:
         seeds=seeds,
         command=old["command"],
         wall_s=old["wall_s"],
+        machine=old["machine"],
     )
     write_outputs(out, rows, summary)
     return summary

@@ -103,8 +103,13 @@ def build_summary(
     seeds: Sequence[int],
     command: str,
     wall_s: float,
+    machine: str | None = None,
 ) -> dict[str, Any]:
-    """summary.json: the fit, the dose estimates, the predictions and the conclusion."""
+    """summary.json: the fit, the dose estimates, the predictions and the conclusion.
+
+    ``machine`` is where the rows were measured: this machine unless given (a rebuilt report
+    keeps the one of its measurements, as it keeps their wall time).
+    """
     slopes = slopes_from_rows(rows, doses)
     further = doses.get(f"q{CALIBRATION_QUALITY}")
     estimates = q75_dose_estimates(lossless, further)
@@ -118,7 +123,7 @@ def build_summary(
         "schema_version": 1,
         "command": command,
         "wall_s": round(wall_s, 1),
-        "machine": f"{processor_name()}, 1 torch thread per worker",
+        "machine": machine or f"{processor_name()}, 1 torch thread per worker",
         "inlier": settings.inlier,
         "settings": {**asdict(settings), "seeds": list(seeds)},
         "doses": dict(doses),
