@@ -70,8 +70,8 @@ def not_regular_reason(path: str | os.PathLike, *, follow_symlinks: bool = True)
     Returns
     -------
     str or None
-        ``"a FIFO (named pipe)"``, ``"a symlink to a character device (/dev/zero)"``,
-        ``"a dangling symlink (to gone.png)"``, ``"missing"``, ...
+        ``"a FIFO (named pipe)"``, ``"a symlink to /dev/zero, a character device"``,
+        ``"a dangling symlink to gone.png"``, ``"missing"``, ...
     """
     try:
         link = os.lstat(path)
@@ -86,18 +86,18 @@ def not_regular_reason(path: str | os.PathLike, *, follow_symlinks: bool = True)
     except OSError:
         target = "?"
     if not follow_symlinks:
-        return f"a symlink (to {target})"
+        return f"a symlink to {target}"
     try:
         status = os.stat(path)
     except FileNotFoundError:
-        return f"a dangling symlink (to {target})"
+        return f"a dangling symlink to {target}"
     except OSError as error:
         if error.errno == errno.ELOOP:
-            return f"a symlink loop (to {target})"
-        return f"a symlink to something not readable ({target}: {error.strerror or error})"
+            return f"a looping symlink to {target}"
+        return f"a symlink to {target}, not readable ({error.strerror or error})"
     if stat.S_ISREG(status.st_mode):
         return None
-    return f"a symlink to {describe_mode(status.st_mode).removeprefix('a ')} ({target})"
+    return f"a symlink to {target}, {describe_mode(status.st_mode)}"
 
 
 def split_regular(paths: Iterable[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:

@@ -447,7 +447,7 @@ def test_special_entries_are_skipped_and_named_in_both_layouts(tmp_path, write_p
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 3
     assert "skipped 1 of 8 image entries" in warnings[0] and "pipe.jpg (a FIFO" in warnings[0]
-    assert "zero.jpg (a symlink to character device (/dev/zero))" in warnings[1]
+    assert "zero.jpg (a symlink to /dev/zero, a character device)" in warnings[1]
     assert "skipped 1 of 13 image entries" in warnings[2] and "cat.777.jpg" in warnings[2]
     assert [Path(path).name for path, _ in skipped] == ["pipe.jpg", "zero.jpg", "cat.777.jpg"]
     assert np.bincount(pets.train_labels).tolist() == [4, 4]

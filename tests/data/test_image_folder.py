@@ -168,13 +168,13 @@ def test_special_entries_are_skipped_named_logged_and_recorded(tmp_path, flat_tr
     cat, dog = warnings
     assert "skipped 1 of 6 image entries" in cat and "pipe.png (a FIFO (named pipe))" in cat
     assert "skipped 2 of 7 image entries" in dog
-    assert "zero.png (a symlink to character device (/dev/zero))" in dog
+    assert "zero.png (a symlink to /dev/zero, a character device)" in dog
     assert "gone.jpg (a dangling symlink" in dog
     skipped = {Path(row["path"]).name: row["reason"] for row in record["skipped"]}
     assert skipped == {
         "pipe.png": "a FIFO (named pipe)",
-        "zero.png": "a symlink to character device (/dev/zero)",
-        "gone.jpg": f"a dangling symlink (to {root / 'nowhere.jpg'})",
+        "zero.png": "a symlink to /dev/zero, a character device",
+        "gone.jpg": f"a dangling symlink to {root / 'nowhere.jpg'}",
     }
     data = load_dataset("image_folder", path=root, image_size=8)
     assert np.bincount(np.concatenate([data.train_labels, data.test_labels])).tolist() == [5, 5, 6]

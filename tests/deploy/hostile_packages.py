@@ -134,7 +134,7 @@ def _spec(method: str, **arch: int) -> Callable[[Path, Path], None]:
 
 def cases() -> Iterator[Case]:
     """Every damage of every package file, then specs raised to :data:`ARCH_BOUNDS`."""
-    symlink = "a symlink (to "
+    symlink = "a symlink to "
     for file in PACKAGE_FILES:
         yield Case("symlink_dev_zero", file, _symlink_to("/dev/zero"), symlink)
         yield Case("symlink_dev_urandom", file, _symlink_to("/dev/urandom"), symlink)

@@ -248,7 +248,7 @@ def test_a_folder_with_a_fifo_and_a_device_link_scores_the_images_and_names_the_
     }
     assert errors == {
         "pipe.png": "not a regular file: a FIFO (named pipe); not opened",
-        "zero.png": "not a regular file: a symlink to character device (/dev/zero); not opened",
+        "zero.png": "not a regular file: a symlink to /dev/zero, a character device; not opened",
     }
     assert "2 error(s)" in capsys.readouterr().err
 

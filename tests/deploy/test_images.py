@@ -104,11 +104,11 @@ def test_entries_that_are_not_regular_files_are_errors_never_opened(tmp_path) ->
     assert files == [folder / "a.png", folder / "sub" / "linked.png"]
     reasons = {Path(path).name: reason for path, reason in errors}
     assert reasons == {
-        "gone.jpg": f"not a regular file: a dangling symlink (to {tmp_path / 'nowhere.jpg'}); "
+        "gone.jpg": f"not a regular file: a dangling symlink to {tmp_path / 'nowhere.jpg'}; "
         "not opened",
-        "loop.png": f"not a regular file: a symlink loop (to {folder / 'loop.png'}); not opened",
+        "loop.png": f"not a regular file: a looping symlink to {folder / 'loop.png'}; not opened",
         "pipe.png": "not a regular file: a FIFO (named pipe); not opened",
-        "zero.png": "not a regular file: a symlink to character device (/dev/zero); not opened",
+        "zero.png": "not a regular file: a symlink to /dev/zero, a character device; not opened",
         "named.png": "not a regular file: a FIFO (named pipe); not opened",
     }
 

@@ -185,5 +185,5 @@ def test_special_entries_are_skipped_and_named_in_the_log(mvtec_category, caplog
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 2
     assert "skipped 1 of 4 image entries" in warnings[0] and "pipe.png (a FIFO" in warnings[0]
-    assert "zero.png (a symlink to character device (/dev/zero))" in warnings[1]
+    assert "zero.png (a symlink to /dev/zero, a character device)" in warnings[1]
     assert len(category.train_images) == 3 and category.test_defects == ("good", "spot")
