@@ -183,22 +183,29 @@ def open_archive(
         ``max_members`` members or declares more than ``max_bytes`` uncompressed bytes.
     """
     path = file.path
+
+    def damaged(exc: Exception) -> PackageError:
+        return error(
+            f"{path} is not a zip archive, or a truncated or damaged one "
+            f"({type(exc).__name__}: {exc}); {REDEPLOY}"
+        )
+
     try:
         entries, directory = _declared_directory(file)
-        if entries > max_members or directory > max_members * MAX_ENTRY_BYTES:
-            raise error(
-                f"{path} declares a zip directory of {entries:,} members in {directory:,} "
-                f"bytes, over the limit of {max_members} members of at most {MAX_ENTRY_BYTES} "
-                f"bytes each; refused unread. {REDEPLOY}"
-            )
+    except (OSError, EOFError, ValueError, struct.error, zipfile.BadZipFile) as exc:
+        raise damaged(exc) from exc
+    if entries > max_members or directory > max_members * MAX_ENTRY_BYTES:
+        raise error(
+            f"{path} declares a zip directory of {entries:,} members in {directory:,} bytes, "
+            f"over the limit of {max_members} members of at most {MAX_ENTRY_BYTES} bytes "
+            f"each; refused unread. {REDEPLOY}"
+        )
+    try:
         file.handle.seek(0)
         archive = zipfile.ZipFile(file.handle)
         members = archive.infolist()
-    except (OSError, EOFError, struct.error, zipfile.BadZipFile) as exc:
-        raise error(
-            f"{path} is not a zip archive, or a truncated or damaged one "
-            f"({type(exc).__name__}: {exc}); {REDEPLOY}"
-        ) from exc
+    except (OSError, EOFError, ValueError, NotImplementedError, zipfile.BadZipFile) as exc:
+        raise damaged(exc) from exc
     if len(members) > max_members:
         raise error(
             f"{path} holds {len(members)} members, over the limit of {max_members}; refused "

@@ -37,8 +37,9 @@ MAX_REPRESENTATION_MEMBERS = 4096
 #: Most tensor bytes ``representation.pt`` may declare (the paper's ResNet-18 with its
 #: 8-layer head holds 45 MB).
 MAX_REPRESENTATION_BYTES = 4 * 2**30
-#: Most bytes of its pickled structure (``data.pkl``: the spec and the tensors' names,
-#: shapes and dtypes; 13 kB for the paper's RotNet).
+#: Most bytes of a member that is not tensor data: the pickled structure (``data.pkl``: the
+#: spec and the tensors' names, shapes and dtypes; 13 kB for the paper's RotNet), the
+#: version and byte-order records.
 MAX_PICKLE_BYTES = 2**20
 #: A tensor storage of a ``torch.save`` archive: ``<archive>/data/<key>``.
 _STORAGE_MEMBER = re.compile(r"^[^/]+/data/[^/]+$")
@@ -220,15 +221,17 @@ def _check_members(path: Path, members: list[zipfile.ZipInfo]) -> int:
     ``torch.save`` writes ``<archive>/data.pkl`` (the pickled structure: spec, names,
     shapes) and one ``<archive>/data/<key>`` per tensor storage.
     """
-    pickles = [m for m in members if m.filename.endswith("/data.pkl")]
-    if len(pickles) != 1:
+    if sum(m.filename.endswith("/data.pkl") for m in members) != 1:
         raise PackageError(f"{path} is not a torch.save archive (no data.pkl); {REDEPLOY}")
-    if pickles[0].file_size > MAX_PICKLE_BYTES:
-        raise PackageError(
-            f"{path}: its data.pkl declares {pickles[0].file_size:,} bytes, over the limit of "
-            f"{MAX_PICKLE_BYTES:,} for a spec and tensor names; refused unread. {REDEPLOY}"
-        )
-    return sum(m.file_size for m in members if _STORAGE_MEMBER.match(m.filename))
+    storages = [m for m in members if _STORAGE_MEMBER.match(m.filename)]
+    for member in members:  # data.pkl, version, byteorder: read whole by torch
+        if member not in storages and member.file_size > MAX_PICKLE_BYTES:
+            raise PackageError(
+                f"{path}: its member {member.filename} declares {member.file_size:,} bytes, "
+                f"over the limit of {MAX_PICKLE_BYTES:,} for anything but tensor data; "
+                f"refused unread. {REDEPLOY}"
+            )
+    return sum(m.file_size for m in storages)
 
 
 def _torch_load(file: PackageFile, device: str) -> Any:

@@ -6,6 +6,7 @@ import json
 import os
 import pickle
 import re
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ from pipeline_lib.deploy.cli import main as droc
 from pipeline_lib.deploy.detector_state import ARRAYS_FILE, STATE_FILE
 from pipeline_lib.deploy.package import PACKAGE_FORMAT, PackagedDetector, PackageError
 from pipeline_lib.deploy.packages import load_package_folder
-from pipeline_lib.deploy.representation_file import check_representation_spec
+from pipeline_lib.deploy.representation_file import MAX_PICKLE_BYTES, check_representation_spec
 from tests.deploy.conftest import SMALL_SIZE, small_package
 
 
@@ -251,3 +252,12 @@ def test_the_package_folder_may_be_a_symlink(tmp_path: Path) -> None:
     np.testing.assert_array_equal(
         loaded.anomaly_scores(_images(5)), package.anomaly_scores(_images(5))
     )
+
+
+def test_a_representation_member_that_is_not_tensor_data_is_bounded(tmp_path: Path) -> None:
+    small_package(tmp_path / "package")
+    path = tmp_path / "package" / "representation.pt"
+    with zipfile.ZipFile(path, "a") as archive:  # torch reads such records whole
+        archive.writestr("representation/byteorder_extra", b"\0" * (2 * MAX_PICKLE_BYTES))
+    with pytest.raises(PackageError, match=r"member representation/byteorder_extra declares"):
+        load_package_folder(tmp_path / "package")
