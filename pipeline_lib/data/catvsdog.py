@@ -57,6 +57,7 @@ from pipeline_lib.data.image_files import (
     open_image,
 )
 from pipeline_lib.data.image_folder import IMAGE_EXTENSIONS
+from pipeline_lib.data.regular_files import image_entries, note_skipped, split_regular
 
 __all__ = [
     "CATVSDOG_CLASSES",
@@ -249,11 +250,7 @@ def _log_skipped(skipped: list[str], n_files: int, folder: Path) -> None:
 
 def _read_class(folder: Path) -> np.ndarray:
     """Readable images of one class folder in sorted file-name order, (n, 64, 64, 3) uint8."""
-    files = sorted(
-        f
-        for f in folder.iterdir()
-        if f.is_file() and not f.name.startswith(".") and f.suffix.lower() in IMAGE_EXTENSIONS
-    )
+    files = image_entries(folder, IMAGE_EXTENSIONS)
     images = np.empty((len(files), CATVSDOG_SIZE, CATVSDOG_SIZE, 3), dtype=np.uint8)
     n_read, skipped = 0, []
     for path in files:
@@ -393,7 +390,10 @@ def _kaggle_label(name: str, folder: Path) -> int:
 
 def _kaggle_files(folder: Path) -> tuple[list[str], np.ndarray]:
     """The released file list: sorted ``.jpg`` names of ``folder`` and their 0/1 labels."""
-    names = sorted(n for n in os.listdir(folder) if n.endswith(".jpg") and (folder / n).is_file())
+    entries = sorted(folder / n for n in os.listdir(folder) if n.endswith(".jpg"))
+    files, skipped = split_regular(entries)
+    note_skipped(folder, skipped, len(entries))
+    names = [path.name for path in files]
     labels = np.array([_kaggle_label(name, folder) for name in names], dtype=np.int64)
     return names, labels
 

@@ -28,6 +28,7 @@ import numpy as np
 from PIL import Image
 
 from pipeline_lib.data.base import DataError, ImageDataset, MissingDataError
+from pipeline_lib.data.regular_files import split_regular
 
 __all__ = [
     "CELEBA_ATTR_FILE",
@@ -284,12 +285,15 @@ def read_celeba(root: Path) -> ImageDataset:
             )
     image_dir = folder / CELEBA_IMAGE_DIR
     # Check every file before decoding ~170,000 images, so a gap is reported at once.
-    missing = [n for n in (*train_names, *test_names) if not (image_dir / n).is_file()]
-    if missing:
+    # A listed entry that is not a regular file (a FIFO, a device, a dangling symlink) is
+    # named with what it is, never opened; the split is fixed, so none is left out silently.
+    _, unusable = split_regular(image_dir / n for n in (*train_names, *test_names))
+    if unusable:
+        shown = ", ".join(f"{path} ({reason})" for path, reason in unusable[:_N_LISTED])
         raise DataError(
-            f"{len(missing)} image(s) listed in {folder / CELEBA_PARTITION_FILE} are missing "
-            f"from {image_dir}/: {', '.join(str(image_dir / n) for n in missing[:_N_LISTED])}"
-            f"{', ...' if len(missing) > _N_LISTED else ''}; unzip img_align_celeba.zip again"
+            f"{len(unusable)} image(s) listed in {folder / CELEBA_PARTITION_FILE} are missing "
+            f"from {image_dir}/ or not regular files: {shown}"
+            f"{', ...' if len(unusable) > _N_LISTED else ''}; unzip img_align_celeba.zip again"
         )
     test_labels = np.array([attributes[n][column] == 1 for n in test_names], dtype=np.int64)
     logger.info(

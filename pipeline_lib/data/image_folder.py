@@ -35,6 +35,7 @@ from pipeline_lib.data.image_files import (
     crop_resize_shape,
     open_image,
 )
+from pipeline_lib.data.regular_files import image_entries
 from pipeline_lib.data.split import holdout_split
 
 __all__ = [
@@ -162,11 +163,7 @@ def _read_classes(
 ) -> tuple[np.ndarray, np.ndarray]:
     images, labels = [], []
     for label, name in enumerate(class_names):
-        files = sorted(
-            f
-            for f in class_dirs[name].iterdir()
-            if f.is_file() and not f.name.startswith(".") and f.suffix.lower() in IMAGE_EXTENSIONS
-        )
+        files = image_entries(class_dirs[name], IMAGE_EXTENSIONS)
         if not files:
             raise DataError(
                 f"class folder {class_dirs[name]}/ holds no images "

@@ -38,6 +38,7 @@ from PIL import Image
 from pipeline_lib.data.base import DataError, MissingDataError, check_class_name
 from pipeline_lib.data.image_files import open_image
 from pipeline_lib.data.image_folder import IMAGE_EXTENSIONS
+from pipeline_lib.data.regular_files import image_entries
 
 __all__ = [
     "MASK_MODES",
@@ -142,13 +143,7 @@ def category_group(name: str, groups: Mapping[str, str] | None = None) -> str:
 
 
 def _image_files(folder: Path) -> list[Path]:
-    return sorted(
-        path
-        for path in folder.iterdir()
-        if path.is_file()
-        and not path.name.startswith(".")
-        and path.suffix.lower() in IMAGE_EXTENSIONS
-    )
+    return image_entries(folder, IMAGE_EXTENSIONS)
 
 
 def _is_category(folder: Path) -> bool:

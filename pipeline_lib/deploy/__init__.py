@@ -16,7 +16,10 @@ Small modules, one job each:
 * :mod:`~pipeline_lib.deploy.detector_state`: the fitted detector as ``detector.npz`` +
   ``detector.json``, read back from an allow-list of classes, never unpickled;
 * :mod:`~pipeline_lib.deploy.representation_file`: ``representation.pt``, its spec bounded
-  and its weights read without unpickling;
+  and built on the meta device against its weights before anything real, its weights read
+  without unpickling;
+* :mod:`~pipeline_lib.deploy.package_files`: a package's files opened once each, as regular
+  files of bounded sizes (no symlink, FIFO or device is read), and its zip directories bounded;
 * :mod:`~pipeline_lib.deploy.errors`: :class:`~pipeline_lib.deploy.errors.PackageError` and
   the package format;
 * :mod:`~pipeline_lib.deploy.packages`: open a package folder of either kind;

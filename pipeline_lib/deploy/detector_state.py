@@ -4,8 +4,9 @@ Why not pickle: unpickling calls whatever the file names, so a package handed ov
 anyone could run code under ``droc score --model FOLDER``. Here a load builds only classes
 of an explicit allow-list (:data:`ALLOWED_CLASSES`: the project's detectors and the
 scikit-learn estimators they hold), calls their constructors with the stored parameters and
-sets the stored fitted attributes; arrays are read with ``allow_pickle=False``, and the file
-sizes are checked before anything is read (:data:`MAX_STATE_BYTES`, :data:`MAX_JSON_BYTES`).
+sets the stored fitted attributes; arrays are read with ``allow_pickle=False``, each file is
+opened once as a regular file (:mod:`pipeline_lib.deploy.package_files`), and the sizes are
+checked before anything is read (:data:`MAX_STATE_BYTES`, :data:`MAX_JSON_BYTES`).
 
 ``detector.json``::
 
@@ -26,11 +27,13 @@ checked for consistent shapes and dtypes (:func:`check_one_class_svm`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import re
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +44,12 @@ from sklearn.svm import OneClassSVM
 from sklearn.utils.validation import check_is_fitted
 
 from pipeline_lib.deploy.errors import PackageError
+from pipeline_lib.deploy.package_files import (
+    PackageFile,
+    archive_file_limit,
+    open_archive,
+    open_package_file,
+)
 from pipeline_lib.detection.detectors import DETECTORS
 from pipeline_lib.runtime.io import atomic_path
 
@@ -105,16 +114,44 @@ def load_detector(folder: str | os.PathLike) -> BaseEstimator:
     Raises
     ------
     DetectorStateError
-        If a file is missing, too large, not of this format, names a class outside
-        :data:`ALLOWED_CLASSES`, holds an array of a non-numeric (object, string) dtype or a
-        value of an unknown form, or the restored estimator's values are inconsistent.
+        If a file is missing, not a regular file, too large, not of this format, names a
+        class outside :data:`ALLOWED_CLASSES`, holds an array of a non-numeric (object,
+        string) dtype or a value of an unknown form, or the restored estimator's values are
+        inconsistent.
     """
-    folder = Path(folder)
-    json_path = folder / STATE_FILE
-    state = read_json(json_path, error=DetectorStateError)
+    with open_detector_files(Path(folder)) as (state_file, arrays_file):
+        return read_detector(state_file, arrays_file)
+
+
+@contextlib.contextmanager
+def open_detector_files(folder: Path) -> Iterator[tuple[PackageFile, PackageFile]]:
+    """``detector.json`` and ``detector.npz`` opened as regular files, sizes checked.
+
+    Raises
+    ------
+    DetectorStateError
+        As :func:`~pipeline_lib.deploy.package_files.open_package_file`.
+    """
+    limit = archive_file_limit(MAX_STATE_BYTES, MAX_STATE_ARRAYS)
+    with (
+        open_json_file(folder / STATE_FILE, error=DetectorStateError) as state_file,
+        open_package_file(
+            folder / ARRAYS_FILE,
+            max_bytes=limit,
+            what="a detector state archive",
+            error=DetectorStateError,
+        ) as arrays_file,
+    ):
+        yield state_file, arrays_file
+
+
+def read_detector(state_file: PackageFile, arrays_file: PackageFile) -> BaseEstimator:
+    """The detector of files from :func:`open_detector_files` (as :func:`load_detector`)."""
+    json_path = state_file.path
+    state = parse_json(state_file, error=DetectorStateError)
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         raise DetectorStateError(f"{json_path} is not a {STATE_FORMAT} file; {_RERUN}")
-    arrays = _read_arrays(folder / ARRAYS_FILE)
+    arrays = _read_arrays(arrays_file)
     detector = _decode_estimator(state.get("estimator"), arrays, json_path, "estimator", 0)
     if type(detector) not in DETECTORS.values():
         raise DetectorStateError(
@@ -125,62 +162,47 @@ def load_detector(folder: str | os.PathLike) -> BaseEstimator:
 
 
 def read_json(path: Path, *, error: type[PackageError] = PackageError) -> Any:
-    """Parse a package's JSON file after checking its size against :data:`MAX_JSON_BYTES`.
+    """Parse a package's JSON file, opened as a regular file of at most :data:`MAX_JSON_BYTES`.
 
     Raises
     ------
     PackageError
-        (of class ``error``) If the file is missing, over the size limit or not JSON.
+        (of class ``error``) If the file is missing, not a regular file, over the size limit
+        or not JSON (:func:`~pipeline_lib.deploy.package_files.open_package_file`).
     """
-    try:
-        size = path.stat().st_size
-        if size > MAX_JSON_BYTES:
-            raise error(
-                f"{path} holds {size:,} bytes, over the limit of {MAX_JSON_BYTES:,} for a "
-                f"package's JSON file; {_RERUN}"
-            )
-        return json.loads(path.read_bytes(), parse_constant=_refuse_constant)
-    except (OSError, ValueError, RecursionError) as exc:
-        if isinstance(exc, PackageError):
-            raise
-        raise error(f"{path} is missing or not JSON ({exc}); {_RERUN}") from exc
+    with open_json_file(path, error=error) as file:
+        return parse_json(file, error=error)
 
 
-def check_archive(
-    path: Path, *, max_bytes: int | None = None, max_members: int | None = None
-) -> list[zipfile.ZipInfo]:
-    """The members of a zip archive (``.npz``, ``torch.save``), refused when over the limits.
+def open_json_file(
+    path: Path, *, error: type[PackageError] = PackageError
+) -> contextlib.AbstractContextManager[PackageFile]:
+    """A package's JSON file opened as a regular file of at most :data:`MAX_JSON_BYTES`."""
+    return open_package_file(
+        path, max_bytes=MAX_JSON_BYTES, what="a package's JSON file", error=error
+    )
 
-    Reads only the zip's central directory: the declared uncompressed sizes bound what a
-    later read inflates (Python's zip reader stops at the declared size), so a zip bomb is
-    refused here, before any member is read. ``max_bytes`` and ``max_members`` default to
-    :data:`MAX_STATE_BYTES` and :data:`MAX_STATE_ARRAYS`.
+
+def parse_json(file: PackageFile, *, error: type[PackageError] = PackageError) -> Any:
+    """The JSON value of an open package file (:func:`open_json_file`).
 
     Raises
     ------
     PackageError
-        If the file is missing or not a zip archive, holds more than ``max_members`` members
-        or declares more than ``max_bytes`` uncompressed bytes.
+        (of class ``error``) If it cannot be read, grew past :data:`MAX_JSON_BYTES` since
+        it was opened, or is not (standard) JSON.
     """
-    max_bytes = MAX_STATE_BYTES if max_bytes is None else max_bytes
-    max_members = MAX_STATE_ARRAYS if max_members is None else max_members
+    limit, path = MAX_JSON_BYTES, file.path
     try:
-        with zipfile.ZipFile(path) as archive:
-            members = archive.infolist()
-    except (OSError, zipfile.BadZipFile) as exc:
-        raise PackageError(f"{path} is missing or not a zip archive ({exc}); {_RERUN}") from exc
-    if len(members) > max_members:
-        raise PackageError(
-            f"{path} holds {len(members)} members, over the limit of {max_members}; refused "
-            f"unread. {_RERUN}"
-        )
-    declared = sum(member.file_size for member in members)
-    if declared > max_bytes:
-        raise PackageError(
-            f"{path} declares {declared:,} uncompressed bytes, over the limit of {max_bytes:,} "
-            f"(MAX_STATE_BYTES); refused unread as a possible zip bomb. {_RERUN}"
-        )
-    return members
+        data = file.handle.read(limit + 1)
+    except OSError as exc:
+        raise error(f"{path} cannot be read ({exc}); {_RERUN}") from exc
+    if len(data) > limit:  # grew after its size was checked
+        raise error(f"{path} grew past the limit of {limit:,} bytes while read; {_RERUN}")
+    try:
+        return json.loads(data, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as exc:
+        raise error(f"{path} is not JSON ({exc}); {_RERUN}") from exc
 
 
 def check_one_class_svm(svm: OneClassSVM, where: str) -> None:
@@ -307,19 +329,22 @@ def _number(value: Any) -> Any:
     return value
 
 
-def _read_arrays(path: Path) -> dict[str, np.ndarray]:
-    """Every array of ``detector.npz``, after checking sizes and headers member by member."""
+def _read_arrays(file: PackageFile) -> dict[str, np.ndarray]:
+    """Every array of an open ``detector.npz``, after checking sizes and headers.
+
+    Its zip directory is checked before any member is read, each member's ``.npy`` header
+    before ``np.load`` reads the same file object.
+    """
+    path = file.path
+    archive, members = open_archive(
+        file, max_bytes=MAX_STATE_BYTES, max_members=MAX_STATE_ARRAYS, error=DetectorStateError
+    )
     try:
-        members = check_archive(path)
-    except DetectorStateError:
-        raise
-    except PackageError as exc:
-        raise DetectorStateError(str(exc)) from exc
-    try:
-        with zipfile.ZipFile(path) as archive:
+        with archive:
             for member in members:
                 _check_member(path, archive, member)
-        with np.load(path, allow_pickle=False) as npz:
+        file.handle.seek(0)
+        with np.load(file.handle, allow_pickle=False) as npz:
             return {key: npz[key] for key in npz.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         if isinstance(exc, PackageError):

@@ -23,10 +23,13 @@ the one :func:`package_cell`, which takes what differs from a
 :class:`~pipeline_lib.deploy.protocols.CellProtocol`.
 
 Safe to open: reading a package runs no code from it and its memory is bounded. Nothing is
-unpickled; the archives' declared sizes and the JSON files' sizes are checked before they
-are read (:data:`~pipeline_lib.deploy.detector_state.MAX_STATE_BYTES`,
-:data:`~pipeline_lib.deploy.detector_state.MAX_JSON_BYTES`), and the network's size is
-bounded (:data:`~pipeline_lib.deploy.representation_file.ARCH_BOUNDS`). Formats 1 and 2
+unpickled; each file is opened once, as a regular file (no symlink, FIFO or device), and
+its size checked before it is read (:mod:`pipeline_lib.deploy.package_files`); the
+archives' declared sizes and the JSON files' sizes are bounded
+(:data:`~pipeline_lib.deploy.detector_state.MAX_STATE_BYTES`,
+:data:`~pipeline_lib.deploy.detector_state.MAX_JSON_BYTES`), and the network is no larger
+than the weights the file holds, within
+:data:`~pipeline_lib.deploy.representation_file.ARCH_BOUNDS`. Formats 1 and 2
 held the detector as a pickle (``detector.pkl``); they are refused, with the deploy step to
 re-run, and their pickle is never opened.
 
@@ -53,7 +56,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from torch import nn
 
-from pipeline_lib.deploy.detector_state import STATE_FILE, load_detector, read_json, save_detector
+from pipeline_lib.deploy.detector_state import (
+    STATE_FILE,
+    open_detector_files,
+    read_detector,
+    read_json,
+    save_detector,
+)
 from pipeline_lib.deploy.errors import (
     PACKAGE_FORMAT,
     PICKLE_FORMATS,
@@ -72,9 +81,11 @@ from pipeline_lib.deploy.export import (
     onnx_scorer,
     torchscript_scorer,
 )
+from pipeline_lib.deploy.package_files import resolve_package_folder
 from pipeline_lib.deploy.representation_file import (
     cell_representation,
-    load_representation,
+    open_representation_file,
+    read_representation,
     write_representation,
 )
 from pipeline_lib.detection.evaluate import to_anomaly_scores
@@ -168,8 +179,24 @@ class SavedPackage:
             If a file is missing, unreadable or of another format or kind (the message
             names it).
         """
-        folder = Path(folder)
+        folder = resolve_package_folder(folder)
         document = read_document(folder, kind=cls.kind)
+        return cls.from_document(folder, document, batch_size=batch_size)
+
+    @classmethod
+    def from_document(
+        cls, folder: Path, document: dict[str, Any], *, batch_size: int | None = None
+    ) -> Any:
+        """The package of a resolved ``folder`` whose ``package.json`` is ``document``.
+
+        What :meth:`load` and :func:`~pipeline_lib.deploy.packages.load_package_folder` do
+        after reading ``package.json`` (once) and choosing the class by its kind.
+
+        Raises
+        ------
+        PackageError
+            As :meth:`load`.
+        """
         representation, detector = read_model_files(folder)
         own = {name: kind(document[name]) for name, kind in cls.settings.items()}
         return cls(
@@ -231,8 +258,9 @@ def write_model_files(
 def read_model_files(folder: Path) -> tuple[nn.Module, Any]:
     """The representation (inference mode) and the fitted detector of a package folder.
 
-    Never unpickles: the representation is read with ``weights_only`` after its size and
-    spec are checked, the detector from ``detector.npz`` + ``detector.json``.
+    Never unpickles: the three files are opened first, each once, as regular files of
+    bounded sizes; the detector is read from ``detector.npz`` + ``detector.json``, the
+    representation with ``weights_only`` after its spec is checked against its weights.
 
     Raises
     ------
@@ -240,13 +268,19 @@ def read_model_files(folder: Path) -> tuple[nn.Module, Any]:
         If a file is missing, too large or invalid, or the folder holds only a pickled
         ``detector.pkl`` (formats 1 and 2: refused unread).
     """
-    if not (folder / STATE_FILE).exists() and (folder / "detector.pkl").exists():
+    if not os.path.lexists(folder / STATE_FILE) and os.path.lexists(folder / "detector.pkl"):
         raise PackageError(
             f"{folder} holds detector.pkl, a pickled detector of a package format before "
             f"{PACKAGE_FORMAT}; it is not loaded (unpickling can run code). {REDEPLOY}"
         )
-    representation = load_representation(folder / "representation.pt")
-    return representation, load_detector(folder)
+    # Every file opened (and refused if it is not a regular file of a bounded size) before
+    # any is read: a symlinked detector.npz is named before a network is built.
+    with (
+        open_representation_file(folder / "representation.pt") as representation_file,
+        open_detector_files(folder) as (state_file, arrays_file),
+    ):
+        detector = read_detector(state_file, arrays_file)
+        return read_representation(representation_file), detector
 
 
 def write_document(folder: Path, header: dict[str, Any], info: dict[str, Any]) -> None:
@@ -257,16 +291,17 @@ def write_document(folder: Path, header: dict[str, Any], info: dict[str, Any]) -
 
 
 def read_document(folder: str | os.PathLike, *, kind: str | None = None) -> dict[str, Any]:
-    """``package.json`` of a package folder (size-checked before it is parsed).
+    """``package.json`` of a package folder (opened as a regular file, size-checked first).
 
     Raises
     ------
     PackageError
-        If the file is missing, too large or not JSON, of an unknown or pickle-era format
+        If the file is missing, not a regular file, too large or not JSON, of an unknown or
+        pickle-era format
         (1 or 2), or (with ``kind``) of another kind.
     """
     meta_path = Path(folder) / "package.json"
-    if not meta_path.is_file():
+    if not os.path.lexists(meta_path):
         raise PackageError(
             f"{meta_path} is missing; --model must name a package folder written by the "
             "deploy step, or an MLflow model URI"

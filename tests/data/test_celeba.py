@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -143,6 +145,16 @@ def test_missing_image_is_named(tmp_path, write_celeba):
         load_dataset("celeba", root=tmp_path, download=True)
     assert not isinstance(info.value, MissingDataError)  # a download would not fix it
     assert str(folder / "img_align_celeba" / "000010.jpg") in str(info.value)
+
+
+def test_a_listed_image_that_is_not_a_regular_file_is_named_unopened(tmp_path, write_celeba):
+    folder = write_celeba(tmp_path)
+    image = folder / "img_align_celeba" / "000010.jpg"
+    image.unlink()
+    os.mkfifo(image)  # opening it would wait for a writer
+    with pytest.raises(DataError, match=r"1 image\(s\) .* not regular files") as info:
+        load_dataset("celeba", root=tmp_path)
+    assert f"{image} (a FIFO (named pipe))" in str(info.value)
 
 
 def test_corrupt_or_wrong_size_image_is_named(tmp_path, write_celeba):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import io
+import os
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -85,6 +87,39 @@ def test_folders_expand_and_empty_ones_are_errors(tmp_path) -> None:
     assert files == [tmp_path / "a" / "x.PNG"]
     assert [path for path, _ in errors] == [str(tmp_path / "empty"), str(tmp_path / "nope")]
     assert "no image files" in errors[0][1]
+
+
+def test_entries_that_are_not_regular_files_are_errors_never_opened(tmp_path) -> None:
+    folder = tmp_path / "line"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.png").write_bytes(b"1")
+    (folder / "sub" / "linked.png").symlink_to(folder / "a.png")  # a link to a file: kept
+    os.mkfifo(folder / "pipe.png")
+    (folder / "zero.png").symlink_to("/dev/zero")
+    (folder / "gone.jpg").symlink_to(tmp_path / "nowhere.jpg")
+    (folder / "loop.png").symlink_to(folder / "loop.png")
+    (folder / "folder.png").mkdir()  # a folder named like an image is walked, not read
+    os.mkfifo(tmp_path / "named.png")
+    files, errors = collect_image_files([folder, tmp_path / "named.png"])
+    assert files == [folder / "a.png", folder / "sub" / "linked.png"]
+    reasons = {Path(path).name: reason for path, reason in errors}
+    assert reasons == {
+        "gone.jpg": f"not a regular file: a dangling symlink to {tmp_path / 'nowhere.jpg'}; "
+        "not opened",
+        "loop.png": f"not a regular file: a looping symlink to {folder / 'loop.png'}; not opened",
+        "pipe.png": "not a regular file: a FIFO (named pipe); not opened",
+        "zero.png": "not a regular file: a symlink to /dev/zero, a character device; not opened",
+        "named.png": "not a regular file: a FIFO (named pipe); not opened",
+    }
+
+
+def test_a_fifo_put_in_place_of_a_listed_file_is_refused_without_waiting(tmp_path) -> None:
+    os.mkfifo(tmp_path / "late.png")  # as if swapped in after the folder was listed
+    good, errors = read_images([tmp_path / "late.png"], size=8)
+    assert good == []
+    assert errors == [
+        (str(tmp_path / "late.png"), "not a regular file: a FIFO (named pipe); not opened")
+    ]
 
 
 def test_predict_reports_bad_rows_and_scores_the_others(kde_package) -> None:

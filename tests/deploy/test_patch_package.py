@@ -149,7 +149,7 @@ def test_droc_score_writes_a_heatmap_per_image(cell: dict, tmp_path: Path) -> No
     expected = package.score(category.test_images[chosen])
     for k, i in enumerate(chosen):
         row = rows[f"img{i}.png"]
-        assert abs(float(row["score"]) - expected.scores[k]) < 1e-9
+        assert abs(float(row["anomaly_score"]) - expected.scores[k]) < 1e-9
         assert row["is_anomaly"] == str(bool(expected.is_anomaly[k]))
         heatmap = Path(row["heatmap"])
         assert heatmap == output.with_name("scores_heatmaps") / f"img{i}_heatmap.png"
