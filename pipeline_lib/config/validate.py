@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ import yaml
 from pipeline_lib.config.dataset_checks import check_dataset_settings, resolve_classes
 from pipeline_lib.config.errors import ConfigError
 from pipeline_lib.config.grids import (
+    Grid,
     GridError,
     check_methods,
     load_study,
@@ -39,6 +40,7 @@ from pipeline_lib.config.section_checks import (
     check_explain,
     check_mvtec,
 )
+from pipeline_lib.data import DataError, dataset_class_names
 from pipeline_lib.registry import (
     CAPTURED_STEP_MODES,
     HEADLESS_METHODS,
@@ -56,6 +58,7 @@ __all__ = [
     "ConfigError",
     "check_dataset_settings",
     "export_data_settings",
+    "grid_classes",
     "merge_detectors",
     "resolve_classes",
     "sweep_id",
@@ -183,15 +186,40 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
     return filled
 
 
+def grid_classes(grids: Sequence[Grid], root: str | None) -> dict[str, dict[str, list[str]]]:
+    """Per grid (the main table, each study): data set -> its inlier classes.
+
+    ``"all"`` expanded and requested names checked against each data set's classes (an
+    image folder's are its subfolders, so this reads the folder), every unknown class of
+    every data set reported at once.
+
+    Raises
+    ------
+    ConfigError
+        Naming each ``datasets.<id>.classes`` at fault, or a data set that cannot be read.
+    """
+    problems = _ProblemList()
+    classes: dict[str, dict[str, list[str]]] = {}
+    for grid in grids:
+        classes[grid.name] = {}
+        for name, settings in grid.datasets.items():
+            with problems.collect():
+                available = dataset_class_names(name, root=root, **settings.get("options", {}))
+                requested = settings.get("classes", "all")
+                classes[grid.name][name] = resolve_classes(name, requested, available)
+    problems.raise_if_any()
+    return classes
+
+
 class _ProblemList(list):
     """The problems found so far; raised together as one :class:`ConfigError`."""
 
     @contextlib.contextmanager
     def collect(self) -> Iterator[None]:
-        """Record a check's :class:`ConfigError` and go on with the next check."""
+        """Record a check's :class:`ConfigError` (or unreadable data) and go on."""
         try:
             yield
-        except ConfigError as error:
+        except (ConfigError, DataError) as error:
             self.append(str(error))
 
     def raise_if_any(self) -> None:

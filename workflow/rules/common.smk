@@ -10,8 +10,8 @@ from pathlib import Path
 from pipeline_lib.config.validate import (
     ConfigError,
     export_data_settings,
+    grid_classes,
     merge_detectors,
-    resolve_classes,
     sweep_id,
     validate_config,
 )
@@ -22,8 +22,9 @@ from pipeline_lib.config.keys import (
     ResultKey,
     contamination_text,
 )
+from pipeline_lib.config.experiment import anchor_paths, claim_folder, experiment_folder
 from pipeline_lib.config.gpus import GPU_RULES, gpu_warning, visible_cuda_devices
-from pipeline_lib.data import DataError, dataset_class_names, resolve_data_root
+from pipeline_lib.data import DataError, resolve_data_root
 from pipeline_lib.data.presence import missing_data
 from pipeline_lib.config.fusing import FUSED_GROUP
 from pipeline_lib.config.fusing import fused_groups as group_fused_models
@@ -53,35 +54,44 @@ try:
     _validated = validate_config(
         config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
     )
+    # Per grid (main table, each study): data set -> inlier classes. Read where Snakemake
+    # started (an image folder's classes are its subfolders), before the move below.
+    GRID_CLASSES = grid_classes(
+        study_grids(_validated, _validated["studies"]), _validated["data"]["root"]
+    )
+    # The run's working directory: experiments/<experiment>/ (pipeline_lib.config.experiment),
+    # unless --directory chose one. The Snakefile moves there after this file.
+    EXPERIMENT_FOLDER = (
+        experiment_folder(_validated["experiment"])
+        if workflow.overwrite_workdir is None
+        else None
+    )
+    # Environment-like settings travel as environment variables, not params, so moving the
+    # data, the ImageNet weights file or the tracking store never re-runs finished jobs.
+    # Made absolute here, where Snakemake started: the data root too when the run moves
+    # (its default ./data is this folder's). validate_config has already stopped a
+    # resnet50_imagenet sweep without its weights file.
+    _data_root = _validated["data"]["root"]
+    export_data_settings(
+        root=(
+            str(resolve_data_root(_data_root).resolve())
+            if EXPERIMENT_FOLDER is not None
+            else _data_root
+        ),
+        download=_validated["data"]["download"],
+        imagenet_weights=_validated["embed"]["imagenet_weights"],
+    )
+    if EXPERIMENT_FOLDER is not None:
+        # Paths the jobs (and the MVTec helpers) read in the experiment's folder.
+        _validated = anchor_paths(_validated, EXPERIMENT_FOLDER)
+        if workflow.is_main_process:
+            claim_folder(EXPERIMENT_FOLDER, _validated["experiment"], CONFIGFILES)
     GRIDS = study_grids(_validated, _validated["studies"])
-    # Per grid (main table, each study): data set -> inlier classes.
-    GRID_CLASSES = {
-        grid.name: {
-            name: resolve_classes(
-                name,
-                settings.get("classes", "all"),
-                dataset_class_names(
-                    name, root=_validated["data"]["root"], **settings.get("options", {})
-                ),
-            )
-            for name, settings in grid.datasets.items()
-        }
-        for grid in GRIDS
-    }
     DATASET_SETTINGS = merge_datasets(GRIDS)
 except (ConfigError, DataError, GridError) as error:
     sys.exit(f"Invalid config: {error}")
 config.clear()
 config.update(_validated)
-
-# Environment-like settings travel as environment variables, not params, so moving the
-# data, the ImageNet weights file or the tracking store never re-runs finished jobs.
-# (validate_config has already stopped a resnet50_imagenet sweep without its weights file.)
-export_data_settings(
-    root=config["data"]["root"],
-    download=config["data"]["download"],
-    imagenet_weights=config["embed"]["imagenet_weights"],
-)
 
 
 # Outputs of the rules that read a data set's raw files: while one of them is missing, the
@@ -114,11 +124,6 @@ def _missing_image_data():
         ]
         if reason
     ]
-
-
-# Checked when the Snakefile is parsed, so a dry run plans without data (and says what is
-# missing); a real run stops in the onstart hook, before its first job (check_before_jobs).
-MISSING_DATA = _missing_image_data()
 
 
 def _missing_data_note(missing):
