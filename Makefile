@@ -28,11 +28,14 @@ $(VENV)/.installed: pyproject.toml
 	|| $(BIN)/pip install --quiet -e ".[dev]"
 	touch $@
 
+# The embedded default runs in its experiment's folder (docs/usage.md, "Experiments apart"),
+# which is also where the report's path is read from.
+DEMO := experiments/droc-demo
 demo: $(VENV)/.installed
 	$(BIN)/python benchmarks/measure_command.py -- $(BIN)/snakemake --cores $(CORES)
 	$(BIN)/snakemake --cores $(CORES) --report results/report.html
-	@echo "Tables and plots: results/summary/   Report: results/report.html"
-	@echo "MLflow: $(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/results/mlflow/mlflow.db"
+	@echo "Tables and plots: $(DEMO)/results/summary/   Report: $(DEMO)/results/report.html"
+	@echo "MLflow: $(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/$(DEMO)/results/mlflow/mlflow.db"
 
 # Style and structure: ruff (lint and format), snakefmt, the import layering contracts
 # (pyproject's [tool.importlinter]) and Snakemake's own linter.
@@ -67,4 +70,4 @@ rulegraph: $(VENV)/.installed
 	$(BIN)/snakemake --rulegraph --configfile config/paper.yaml | dot -Tsvg > docs/rulegraph.svg
 
 clean:
-	rm -rf results .snakemake
+	rm -rf experiments results .snakemake

@@ -851,3 +851,53 @@ def test_the_planner_predicts_the_measured_full_cell_from_the_h200_table() -> No
     images *= training["batch_size"]
     steady = images / training["images_per_s_last_epoch"]
     assert predicted == pytest.approx(steady, rel=0.01)
+
+
+def _prepare_split_seconds(experiment: Path, seconds: float) -> None:
+    """A benchmark file of one prepare_split job, as an earlier run of ``experiment`` left it."""
+    bench = experiment / "results/benchmarks/prepare_split/digits/0/contam0"
+    bench.mkdir(parents=True)
+    (bench / "seed0.tsv").write_text(f"s\th:m:s\tmax_rss\n{seconds}\t0:00:00\t10\n")
+
+
+def test_the_plan_measures_the_runs_of_its_own_experiment_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Another config's timings in the same checkout are not this config's measurements."""
+    monkeypatch.chdir(tmp_path)
+    _prepare_split_seconds(tmp_path / "experiments/someone-else", 3600.0)
+    argv = ["--configfile", str(TINY), "--device", "cpu"]
+
+    def prepare_split_row() -> str:
+        assert main(argv) == 0
+        printed = capsys.readouterr().out
+        return next(line for line in printed.splitlines() if line.startswith("prepare_split "))
+
+    assert prepare_split_row().split()[2] == "0.0"  # 8 jobs at the 5 s default
+    # The tiny config's experiment is droc-tiny: its folder's timings are measured.
+    _prepare_split_seconds(tmp_path / "experiments/droc-tiny", 3600.0)
+    assert prepare_split_row().split()[2] == "8.0"  # 8 jobs at the measured hour each
+
+
+def test_a_gpu_plan_says_when_the_torch_jobs_would_get_no_gpu(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The rules declare gpu=0: as configured, the GPU-hours of the plan would be CPU-hours."""
+    argv = ["--configfile", str(TINY), "--device", "cuda", "--no-measured"]
+    assert main(argv) == 0
+    note = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
+    # The tiny config's one torch rule: each frozen representation embeds once per seed.
+    config = yaml.safe_load(TINY.read_text())
+    embeddings = len(config["methods"]) * len(config["seeds"])
+    assert note == [
+        f"note: as configured, embed_frozen_dataset ({embeddings} jobs) ask for no GPU "
+        "(their rules declare gpu=0): a `snakemake --resources gpu=N` runs them on the CPU, "
+        "not on cuda as costed above. Run with --profile profiles/gpu (and plan with it), or "
+        "give them a GPU with --set-resources RULE:gpu=1."
+    ]
+    # Planned with the profile the run uses, they get one: nothing to say.
+    assert main([*argv, "--profile", str(REPO / "profiles/gpu")]) == 0
+    assert "note:" not in capsys.readouterr().out
+    # A CPU plan costs them on the CPU anyway.
+    assert main([*argv[:3], "cpu", "--no-measured"]) == 0
+    assert "note:" not in capsys.readouterr().out

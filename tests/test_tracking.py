@@ -13,6 +13,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from pipeline_lib.tracking.mlflow_store import (
+    EXPERIMENT_KIND,
+    EXPERIMENT_KIND_TAG,
     HASH_TAG,
     INTERVAL_OMITTED_TAG,
     KEY_TAG,
@@ -97,6 +99,20 @@ def test_ensure_experiment_creates_it_once(store: dict) -> None:
     assert experiment.artifact_location == artifacts.resolve().as_uri()
     names = [e.name for e in store["client"].search_experiments() if e.name == "once"]
     assert names == ["once"]
+    # MLflow 3's UI opens an experiment of this kind on its runs (the value its UI writes).
+    assert experiment.tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND == "custom_model_development"
+
+
+def test_ensure_experiment_declares_the_kind_of_an_older_experiment_only_once(store: dict) -> None:
+    client = store["client"]
+    older = client.create_experiment("older", artifact_location=(store["root"] / "a").as_uri())
+    assert EXPERIMENT_KIND_TAG not in client.get_experiment(older).tags
+    assert ensure_experiment(store["uri"], "older", artifact_dir=None)["experiment_id"] == older
+    assert client.get_experiment(older).tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
+    # A kind someone chose in the UI is theirs.
+    chosen = client.create_experiment("chosen", tags={EXPERIMENT_KIND_TAG: "genai_development"})
+    ensure_experiment(store["uri"], "chosen", artifact_dir=None)
+    assert client.get_experiment(chosen).tags[EXPERIMENT_KIND_TAG] == "genai_development"
 
 
 def test_log_sweep_creates_children_and_one_parent(store: dict) -> None:

@@ -14,9 +14,10 @@ import contextlib
 import io
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -27,11 +28,13 @@ class PlanError(RuntimeError):
 
 @dataclass(frozen=True)
 class Job:
-    """One job of the DAG: its rule, wildcards and output paths (relative to the workdir)."""
+    """One job of the DAG: its rule, wildcards and output paths (relative to the workdir),
+    and the GPUs it asks for (its rule's ``gpu`` resource; a job without one uses the CPU)."""
 
     rule: str
     wildcards: dict[str, str]
     outputs: tuple[str, ...]
+    gpus: int = 0
 
 
 def snakemake_jobs(
@@ -39,9 +42,15 @@ def snakemake_jobs(
     *,
     workdir: str | os.PathLike,
     snakefile: str | os.PathLike = REPO / "Snakefile",
+    resources: Mapping[str, Any] | None = None,
+    overwrite_resources: Mapping[str, Any] | None = None,
 ) -> tuple[list[Job], dict[str, int]]:
     """Every job of the DAG of ``configfiles`` in ``workdir`` (all of them, as ``--forceall``
     plans), and Snakemake's own job count per rule.
+
+    ``resources`` and ``overwrite_resources`` are a command line's ``--resources`` and
+    ``--set-resources`` (name -> value; rule -> name -> value), e.g. a command line's
+    (:func:`command_resources`) or a profile's (:func:`profile_resources`).
 
     Jobs come in the order Snakemake's job stats list them: by topological level, then rule
     name, then wildcards (deterministic: the same config gives the same plan text).
@@ -57,7 +66,13 @@ def snakemake_jobs(
     printed = io.StringIO()
     try:
         with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-            jobs, stats = _dag_jobs(configfiles, Path(workdir), Path(snakefile))
+            jobs, stats = _dag_jobs(
+                configfiles,
+                Path(workdir),
+                Path(snakefile),
+                resources={**(resources or {})},
+                overwrite_resources={**(overwrite_resources or {})},
+            )
     # The Snakefile's own code can raise anything; it refuses a bad config with sys.exit.
     except (Exception, SystemExit) as error:
         raise PlanError(
@@ -71,7 +86,12 @@ def snakemake_jobs(
 
 
 def _dag_jobs(
-    configfiles: Sequence[str | os.PathLike], workdir: Path, snakefile: Path
+    configfiles: Sequence[str | os.PathLike],
+    workdir: Path,
+    snakefile: Path,
+    *,
+    resources: Mapping[str, Any],
+    overwrite_resources: Mapping[str, Any],
 ) -> tuple[list[Job], dict[str, int]]:
     """The DAG's jobs (topological level, rule, wildcards) and its job stats, total left out."""
     # Imported here: costing a list of jobs (tests, benchmarks) needs no Snakemake.
@@ -87,7 +107,9 @@ def _dag_jobs(
     output = OutputSettings(quiet={Quietness.ALL}, enable_file_logging=False)
     with SnakemakeApi(output) as api:
         workflow_api = api.workflow(
-            resource_settings=ResourceSettings(cores=1),
+            resource_settings=ResourceSettings(
+                cores=1, resources=resources, overwrite_resources=overwrite_resources
+            ),
             config_settings=ConfigSettings(configfiles=[Path(f) for f in configfiles]),
             snakefile=snakefile,
             workdir=workdir,
@@ -98,12 +120,59 @@ def _dag_jobs(
         workflow._build_dag()
         levels = workflow.dag.toposorted(set(workflow.dag.needrun_jobs()))
         jobs = [
-            Job(job.rule.name, dict(job.wildcards.items()), tuple(map(str, job.output)))
+            Job(
+                job.rule.name,
+                dict(job.wildcards.items()),
+                tuple(map(str, job.output)),
+                _integer(job.rule.resources.get("gpu")),
+            )
             for level in levels
             for job in sorted(level, key=_order)
         ]
         _, stats = workflow.dag.stats()
     return jobs, {rule: count for rule, count in stats.items() if rule != "total"}
+
+
+def _integer(resource: Any) -> int:
+    """A rule's resource as an integer (a Snakemake ``Resource``); 0 when absent or not one."""
+    value = getattr(resource, "value", resource)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def command_resources(argv: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``--resources`` and ``--set-resources`` a ``snakemake`` command line runs with.
+
+    ``argv`` without the program name; its profiles (``--profile``, and the workflow's own)
+    are read by Snakemake's own command-line parser, so a plan sees the resources
+    ``snakemake ARGV`` would run with: name -> value, and rule -> name -> value.
+
+    Raises
+    ------
+    PlanError
+        If Snakemake cannot parse the command line (or read a profile).
+    """
+    from snakemake.cli import parse_args
+
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+            _, args = parse_args([*argv, "--snakefile", str(REPO / "Snakefile")])
+    except (Exception, SystemExit) as error:
+        raise PlanError(
+            f"snakemake could not parse {' '.join(argv)}: {error}\n{printed.getvalue()[-2000:]}"
+        ) from error
+
+    def values(resources: Any) -> dict[str, Any]:
+        return {name: getattr(value, "value", value) for name, value in resources.items()}
+
+    return values(args.resources or {}), {
+        rule: values(resources) for rule, resources in (args.set_resources or {}).items()
+    }
+
+
+def profile_resources(profile: str | os.PathLike) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The resources ``snakemake --profile PROFILE`` runs with (:func:`command_resources`)."""
+    return command_resources(["--profile", str(profile)])
 
 
 def _order(job) -> tuple:

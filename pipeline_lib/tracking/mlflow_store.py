@@ -51,6 +51,10 @@ KIND_TAG = "droc.kind"
 #: Why a job run has no AUC interval (its NaN ``auroc_low`` / ``auroc_high`` metrics): the
 #: record's :data:`~pipeline_lib.detection.auroc_intervals.INTERVAL_OMITTED`.
 INTERVAL_OMITTED_TAG = f"droc.{INTERVAL_OMITTED}"
+#: MLflow 3's UI opens an experiment on the view of its kind; without this tag it guesses the
+#: GenAI overview (traces, tokens), which is empty for this pipeline's runs.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
 #: A job run's MLflow params: the result's key columns.
 PARAM_COLUMNS = KEY_COLUMNS
 
@@ -204,6 +208,9 @@ def ensure_experiment(
 ) -> dict[str, Any]:
     """Create the store and experiment once, before any fan-out writes to it.
 
+    The experiment declares its kind (:data:`EXPERIMENT_KIND_TAG`), so ``mlflow ui`` opens it
+    on its runs rather than on the GenAI overview.
+
     ``artifact_dir`` is used for a local store only: a tracking server keeps the artifacts of
     the experiments it creates (``mlflow server --artifacts-destination``) and takes them over
     HTTP, so the UI can show them without sharing a file system with the cluster.
@@ -246,11 +253,18 @@ def ensure_experiment(
         }
     if found is not None:
         experiment_id = found.experiment_id
+        # An experiment made before the kind was declared gets it; a kind set by hand stays.
+        if EXPERIMENT_KIND_TAG not in found.tags:
+            client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
     else:
         local = artifact_dir is not None and not is_server_uri(uri)
         location = Path(artifact_dir).resolve().as_uri() if local else None
         try:
-            experiment_id = client.create_experiment(experiment, artifact_location=location)
+            experiment_id = client.create_experiment(
+                experiment,
+                artifact_location=location,
+                tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
+            )
         except MlflowException:
             # Another writer (another cluster, another user) created it a moment ago.
             found = client.get_experiment_by_name(experiment)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.workflow.conftest import REPO, run_snakemake
+from tests.workflow.conftest import REPO, run_snakemake, start_snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -86,6 +86,13 @@ def test_missing_data_root_warns_in_a_dry_run_and_stops_a_real_run_before_any_jo
     assert "Warning: data not found" in planned.stderr and expected in planned.stderr
     assert "data_batch_1..5, test_batch and batches.meta" in planned.stderr
     assert "prepare_dataset" in planned.stdout  # the plan is made all the same
+    # Said again after the job list, which would have scrolled it away: in the one stream a
+    # terminal shows, the last lines.
+    process = start_snakemake(tmp_path, "-n", "--configfile", str(config), env=env)
+    shown, _ = process.communicate(timeout=600)
+    assert process.returncode == 0
+    last = shown.rsplit("This was a dry-run (flag -n).", 1)[1]
+    assert "Warning: data not found" in last and expected in last
 
     ran = run_snakemake(tmp_path, "--cores", "1", "--configfile", str(config), check=False, env=env)
     output = ran.stdout + ran.stderr

@@ -1,15 +1,17 @@
 """Config validation, wildcard constraints and target/param helpers. No rules here."""
 
+import atexit
 import os
 import re
 import sys
+import weakref
 from pathlib import Path
 
 from pipeline_lib.config.validate import (
     ConfigError,
     export_data_settings,
+    grid_classes,
     merge_detectors,
-    resolve_classes,
     sweep_id,
     validate_config,
 )
@@ -20,7 +22,9 @@ from pipeline_lib.config.keys import (
     ResultKey,
     contamination_text,
 )
-from pipeline_lib.data import DataError, dataset_class_names, resolve_data_root
+from pipeline_lib.config.experiment import anchor_paths, claim_folder, experiment_folder
+from pipeline_lib.config.gpus import GPU_RULES, gpu_warning, visible_cuda_devices
+from pipeline_lib.data import DataError, resolve_data_root
 from pipeline_lib.data.presence import missing_data
 from pipeline_lib.config.fusing import FUSED_GROUP
 from pipeline_lib.config.fusing import fused_groups as group_fused_models
@@ -50,35 +54,44 @@ try:
     _validated = validate_config(
         config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
     )
+    # Per grid (main table, each study): data set -> inlier classes. Read where Snakemake
+    # started (an image folder's classes are its subfolders), before the move below.
+    GRID_CLASSES = grid_classes(
+        study_grids(_validated, _validated["studies"]), _validated["data"]["root"]
+    )
+    # The run's working directory: experiments/<experiment>/ (pipeline_lib.config.experiment),
+    # unless --directory chose one. The Snakefile moves there after this file.
+    EXPERIMENT_FOLDER = (
+        experiment_folder(_validated["experiment"])
+        if workflow.overwrite_workdir is None
+        else None
+    )
+    # Environment-like settings travel as environment variables, not params, so moving the
+    # data, the ImageNet weights file or the tracking store never re-runs finished jobs.
+    # Made absolute here, where Snakemake started: the data root too when the run moves
+    # (its default ./data is this folder's). validate_config has already stopped a
+    # resnet50_imagenet sweep without its weights file.
+    _data_root = _validated["data"]["root"]
+    export_data_settings(
+        root=(
+            str(resolve_data_root(_data_root).resolve())
+            if EXPERIMENT_FOLDER is not None
+            else _data_root
+        ),
+        download=_validated["data"]["download"],
+        imagenet_weights=_validated["embed"]["imagenet_weights"],
+    )
+    if EXPERIMENT_FOLDER is not None:
+        # Paths the jobs (and the MVTec helpers) read in the experiment's folder.
+        _validated = anchor_paths(_validated, EXPERIMENT_FOLDER)
+        if workflow.is_main_process:
+            claim_folder(EXPERIMENT_FOLDER, _validated["experiment"], CONFIGFILES)
     GRIDS = study_grids(_validated, _validated["studies"])
-    # Per grid (main table, each study): data set -> inlier classes.
-    GRID_CLASSES = {
-        grid.name: {
-            name: resolve_classes(
-                name,
-                settings.get("classes", "all"),
-                dataset_class_names(
-                    name, root=_validated["data"]["root"], **settings.get("options", {})
-                ),
-            )
-            for name, settings in grid.datasets.items()
-        }
-        for grid in GRIDS
-    }
     DATASET_SETTINGS = merge_datasets(GRIDS)
 except (ConfigError, DataError, GridError) as error:
     sys.exit(f"Invalid config: {error}")
 config.clear()
 config.update(_validated)
-
-# Environment-like settings travel as environment variables, not params, so moving the
-# data, the ImageNet weights file or the tracking store never re-runs finished jobs.
-# (validate_config has already stopped a resnet50_imagenet sweep without its weights file.)
-export_data_settings(
-    root=config["data"]["root"],
-    download=config["data"]["download"],
-    imagenet_weights=config["embed"]["imagenet_weights"],
-)
 
 
 # Outputs of the rules that read a data set's raw files: while one of them is missing, the
@@ -113,29 +126,77 @@ def _missing_image_data():
     ]
 
 
-# Checked when the Snakefile is parsed, so a dry run plans without data (and says what is
-# missing); a real run stops in the onstart hook, before its first job (check_before_jobs).
-MISSING_DATA = _missing_image_data()
+def _missing_data_note(missing):
+    return (
+        "Warning: data not found; a dry run plans anyway, a real run stops before its "
+        "first job:\n  " + "\n  ".join(missing)
+    )
 
 
 def warn_missing_data(missing):
-    """Parse-time note (dry runs too) on missing data; the main Snakemake process only."""
-    if missing and workflow.is_main_process:
-        print(
-            "Warning: data not found; a dry run plans anyway, a real run stops before its "
-            "first job:\n  " + "\n  ".join(missing),
-            file=sys.stderr,
-        )
+    """Parse-time note (dry runs too) on missing data; the main Snakemake process only.
+
+    A dry run prints it again after its job list, which would scroll it away
+    (_notes_after_dry_run).
+    """
+    if not workflow.is_main_process:
+        return
+    if missing:
+        print(_missing_data_note(missing), file=sys.stderr)
+    atexit.register(_notes_after_dry_run, weakref.ref(workflow), missing)
+
+
+def _notes_after_dry_run(workflow_ref, missing):
+    """At the end of a dry run (the process exits): the missing data and unused GPUs.
+
+    Snakemake has no hook after a dry run; this runs at the exit of the process that parsed
+    the workflow, and says nothing unless that process ran a dry run (not a real run, whose
+    onstart hook says the same before its jobs, nor a plan built through the API).
+    """
+    workflow = workflow_ref()
+    if workflow is None or not workflow.dryrun or workflow.dag is None:
+        return
+    # The dry run has marked its jobs done: the DAG's jobs are those it listed (and any done
+    # before, which still name the rules of this config).
+    notes = [gpu_note(workflow, workflow.dag.jobs)]
+    notes += [_missing_data_note(missing)] if missing else []
+    for note in filter(None, notes):
+        print(note, file=sys.stderr, flush=True)
+
+
+def _resource_int(resource):
+    """A resource's integer value (a Snakemake Resource, a number or None); 0 otherwise."""
+    value = getattr(resource, "value", resource)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def gpu_note(workflow, jobs):
+    """The warning of pipeline_lib.config.gpus for ``jobs`` of this run, or None."""
+    rule_gpus = {
+        job.rule.name: _resource_int(job.rule.resources.get("gpu"))
+        for job in jobs
+        if job.rule.name in GPU_RULES
+    }
+    local = workflow.local_exec and not workflow.remote_exec
+    return gpu_warning(
+        rule_gpus,
+        declared=_resource_int(workflow.global_resources.get("gpu")) or None,
+        cuda_devices=visible_cuda_devices() if local else 0,
+    )
 
 
 def check_before_jobs(missing):
     """The onstart hook: real runs only, after the plan is made, before any job starts.
 
     Raises WorkflowError (Snakemake prints it and exits with 1) when data is missing, and
-    warns when a SQLite tracking store is used while jobs run on other hosts.
+    warns when a SQLite tracking store is used while jobs run on other hosts, or when the
+    run has GPUs but its training and embedding jobs ask for none.
     """
     from snakemake.exceptions import WorkflowError
 
+    note = gpu_note(workflow, workflow.dag.needrun_jobs())
+    if note:
+        print(note, file=sys.stderr)
     if config["tracking"]["enabled"] and not workflow.local_exec:
         uri = default_tracking_uri("results/mlflow")
         if uri.startswith("sqlite:"):
