@@ -64,3 +64,62 @@ def detector_inputs(seed: int = DETECTOR_SEED) -> dict[str, np.ndarray]:
         "test_labels": labels,
         "rotation_logits": logits.astype(np.float32),
     }
+
+
+def colour_images(rng: np.random.Generator) -> np.ndarray:
+    """(6, 8, 8, 3) float32: three images in [0, 1] (random pixels; a smooth field; pure and
+    grey colours, ties between channels, zeros and ones), then the same stretched to
+    [-0.25, 1.25]."""
+    noise = rng.integers(0, 256, (8, 8, 3)) / 255.0
+    ramp = np.linspace(0.0, 1.0, 8)
+    smooth = np.stack(
+        [ramp[:, None] * np.ones(8), np.ones(8)[:, None] * ramp, np.outer(ramp, ramp[::-1])], -1
+    )
+    palette = np.array(
+        [
+            [1, 0, 0],
+            [0, 1, 0],
+            [0, 0, 1],
+            [1, 1, 0],
+            [0, 1, 1],
+            [1, 0, 1],
+            [0, 0, 0],
+            [1, 1, 1],
+            [0.5, 0.5, 0.5],
+            [0.2, 0.2, 0.7],
+            [0.7, 0.2, 0.2],
+            [0.3, 0.6, 0.6],
+            [0.9, 0.1, 0.9],
+            [0.25, 0.75, 0.75],
+            [0.6, 0.6, 0.1],
+            [0.1, 0.4, 0.4],
+        ]
+    )
+    special = palette[rng.integers(0, len(palette), 64)].reshape(8, 8, 3)
+    base = np.stack([noise, smooth, special]).astype(np.float32)
+    stretched = (base * np.float32(1.5) - np.float32(0.25)).astype(np.float32)
+    return np.concatenate([base, stretched])
+
+
+def coordinates(side: int) -> np.ndarray:
+    """(side, side, 2) float32: each pixel's row and column."""
+    rows, cols = np.meshgrid(np.arange(side), np.arange(side), indexing="ij")
+    return np.stack([rows, cols], -1).astype(np.float32)
+
+
+def crop_parameters(ramps: np.ndarray, size: int) -> tuple[int, int, int, bool]:
+    """Side, top, left and flip of a crop resized to ``size``, read from its ``(size, size,
+    2)`` coordinate channels (:func:`coordinates` of the source, cropped and resized).
+
+    TF's half-pixel bilinear reads output pixel ``j`` at crop position
+    ``(j + 0.5) s / size - 0.5``, clamped at 0: output 0 reads the crop's first pixel
+    exactly (``s <= size``), output ``size - 1`` reads ``(size - 0.5) s / size - 0.5`` on
+    the linear coordinate ramp, so ``s`` follows from the two ends' difference. A flip swaps
+    the two ends of the column channel.
+    """
+    rows, cols = ramps[..., 0], ramps[..., 1]
+    span = float(rows[-1, 0] - rows[0, 0])
+    side = round((span + 0.5) * size / (size - 0.5))
+    flipped = bool(cols[0, 0] > cols[0, -1])
+    left = cols[0, -1] if flipped else cols[0, 0]
+    return side, round(float(rows[0, 0])), round(float(left)), flipped
