@@ -13,15 +13,23 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+import yaml
 from distribution import as_differences, continuous, discrete
 from inputs import coordinates, crop_parameters
 from parity import Difference, relative_difference
 
-from pipeline_lib.ssl.augment import ViewAugment, crop_and_resize, random_grayscale
+from pipeline_lib.ssl.augment import (
+    ViewAugment,
+    crop_and_resize,
+    distribution_copies,
+    random_grayscale,
+    rotate90,
+)
 from pipeline_lib.ssl.color_ops import (
     adjust_brightness,
     adjust_contrast,
@@ -35,6 +43,9 @@ from pipeline_lib.ssl.run import prepare_run
 from pipeline_lib.ssl.settings import TrainSettings
 
 FAMILY = "augment"
+DISTRIBUTION_SETS = (
+    Path(__file__).resolve().parents[2] / "config" / "studies" / "distribution_sets.yaml"
+)
 EPS32 = float(np.finfo(np.float32).eps)
 #: Our draws per parameter (as many as the released trace's) and their seed.
 N_OURS = 10000
@@ -165,6 +176,18 @@ def _op_differences(trace: dict[str, np.ndarray]) -> list[Difference]:
             f"{[tuple(p) for p in parameters[:, 1:].tolist()]}",
         )
     )
+    for k in (1, 2, 3):
+        ours = _nhwc(rotate90(images, k))
+        records.append(
+            Difference(
+                FAMILY,
+                f"rotate{90 * k} on fixed images (rotation prediction's views)",
+                relative_difference(ours, trace[f"rotate{90 * k}"]),
+                0.0,
+                "max |ours - released| / max |released|",
+                "tf.image.rot90 and torch.rot90 move pixels, both counter-clockwise",
+            )
+        )
     released_blur = float(np.max(np.abs(trace["blur_training"] - trace["colour_images"])))
     records.append(
         Difference(
@@ -231,10 +254,10 @@ def our_crop_draws(generator: torch.Generator) -> np.ndarray:
 
 
 def _only(augment: ViewAugment, **kept: float) -> ViewAugment:
-    """The augmentation with an identity crop, no flip, no grey and only ``kept`` jitter."""
+    """The augmentation with an identity crop, no flip, grey or blur, and only ``kept`` jitter."""
     off = dict.fromkeys(("brightness", "contrast", "saturation", "hue"), 0.0)
     return dataclasses.replace(
-        augment, crop_min_scale=1.0, flip_p=0.0, grayscale_p=0.0, **{**off, **kept}
+        augment, crop_min_scale=1.0, flip_p=0.0, grayscale_p=0.0, blur_p=0.0, **{**off, **kept}
     )
 
 
@@ -329,10 +352,12 @@ def orders_used(
     augment: ViewAugment, images: torch.Tensor, streams: int, seed: int
 ) -> list[set[int]]:
     """For each image, the jitter orders (indices into :data:`PERMUTATIONS`) that reproduce
-    its view: the view made with an identity crop, no flip and no grey, and the jitter
+    its view: the view made with an identity crop, no flip, grey or blur, and the jitter
     re-applied in each of the 24 orders with the uniforms the view drew (the last ``(n, 4)``
     draw before grey's ``(n,)``)."""
-    augment = dataclasses.replace(augment, crop_min_scale=1.0, flip_p=0.0, grayscale_p=0.0)
+    augment = dataclasses.replace(
+        augment, crop_min_scale=1.0, flip_p=0.0, grayscale_p=0.0, blur_p=0.0
+    )
     draws = RecordingDraws(torch.Generator().manual_seed(seed))
     views = augment(images, draws, streams=streams)
     n = len(images)
@@ -408,8 +433,34 @@ def _our_epochs(run: Any, state: Any, epochs: int) -> tuple[np.ndarray, int]:
     return np.stack(orders), equal
 
 
+def _figure_sets_difference(trace: dict[str, np.ndarray]) -> Difference:
+    """The distribution sets of the paper's figure (config/studies/distribution_sets.yaml)
+    against the released ``geotrans_array_deterministic``: the first ``1 + m`` transforms."""
+    variants = yaml.safe_load(DISTRIBUTION_SETS.read_text())["variants"]
+    images = _nchw(trace["da/images"])
+    released = trace["da/geotrans8"]
+    largest = 0.0
+    for variant in variants.values():
+        distributions = variant["train"]["distributions"]
+        ours = _nhwc(distribution_copies(images, distributions).images)
+        wanted = released[: len(ours)]
+        same = ours.shape == wanted.shape
+        largest = max(
+            largest, float(np.abs(ours.astype(np.int16) - wanted).max()) if same else np.inf
+        )
+    return Difference(
+        FAMILY,
+        "distribution sets of the paper's figure (pixels)",
+        largest,
+        0.0,
+        f"grey levels over the {len(variants)} sets of config/studies/distribution_sets.yaml",
+        "geotrans_array_deterministic: original, hflip, rot90, rot90 + hflip, rot180, ...; "
+        "each copy a pixel permutation",
+    )
+
+
 def _batch_differences(trace: dict[str, np.ndarray]) -> list[Difference]:
-    records = []
+    records = [_figure_sets_difference(trace)]
     for name, method in (("da", "contrastive_da"), ("plain", "contrastive")):
         label = "contrastive DA" if name == "da" else "plain contrastive"
         ids = trace[f"{name}/batch_ids"].astype(np.int64)  # (epochs, steps, batch)

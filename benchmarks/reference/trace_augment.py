@@ -8,8 +8,9 @@ Three traces:
     (``random_brightness`` -> ``tf.image.adjust_brightness(x, delta)``, ``random_contrast``
     -> ``adjust_contrast``, ``random_saturation`` -> ``adjust_saturation``, ``random_hue`` ->
     ``adjust_hue``), on images in [0, 1] and on the same images stretched to [-0.25, 1.25]
-    (values an unclipped earlier jitter operation leaves). Grey and blur are the released
-    ``RandomGrayScale(prob=1)`` and ``RandomBlur`` (training). The crop is the released
+    (values an unclipped earlier jitter operation leaves). Grey, blur and the rotations of
+    rotation prediction are the released ``RandomGrayScale(prob=1)``, ``RandomBlur``
+    (training) and ``Rotate90``, ``Rotate180``, ``Rotate270``. The crop is the released
     ``RandomCropAndResize(32, 0.5)`` followed by ``RandomFlipLeftRight``, run on images with
     two more channels holding each pixel's row and column, from which the drawn side, offsets
     and flip are read back exactly.
@@ -23,7 +24,8 @@ Three traces:
     32, the two-view ``--aug_list`` of ``script/run_contrastive_da.sh``) and the plain
     contrastive one (``distaug_type=1``, the flag's default, the identity expansion) on small
     images: the instance ids of every batch, the expanded training set, the two views of the
-    first batch and how often the loader asked ``ColorJitter`` for an order.
+    first batch and how often the loader asked ``ColorJitter`` for an order; and
+    ``geotrans_array_deterministic(images, 8)``, the distribution sets of the paper's figure.
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ def _ops(released: Any, rng: np.random.Generator) -> dict[str, np.ndarray]:
         arrays[f"{name}_values"] = np.array(values, np.float32)
     gray = ops.RandomGrayScale(prob=1.0)
     arrays["gray"] = np.stack([gray(image).numpy() for image in x])
+    for k, rotate in ((1, ops.Rotate90()), (2, ops.Rotate180()), (3, ops.Rotate270())):
+        arrays[f"rotate{90 * k}"] = np.stack([rotate(image).numpy() for image in x])
     blur = ops.RandomBlur(prob=0.5)
     arrays["blur_training"] = np.stack([blur(image, is_training=True).numpy() for image in x])
     # Crop and flip: the released objects on [image | row | column] stacks of two images.
@@ -179,6 +183,8 @@ def _batches(released: Any, rng: np.random.Generator) -> dict[str, np.ndarray]:
                 if first is None:
                     first = [np.asarray(view) for view in batch[:2]]
             expanded = cifar.rotate_array_deterministic(images) if distaug == "rot" else images
+            if distaug == "rot":  # the figure's sets: original, hflip, rot90, rot90 + hflip, ...
+                arrays["da/geotrans8"] = cifar.geotrans_array_deterministic(images, 8)
             arrays.update(
                 {
                     f"{name}/images": images,

@@ -10,9 +10,10 @@
   ours, a two-sample test each (KS for continuous, chi-square or Fisher's exact test for
   discrete), none rejected by Holm's procedure over the family's 10 tests at family-wise
   alpha = 0.01 (``distribution.py``).
-- One jitter order per view stream for the whole run; no blur in training; contrastive DA
-  batches of 32 instances of the once-expanded set, plain contrastive the identity
-  expansion, two independent views each.
+- The rotations of rotation prediction and the distribution sets of the paper's figure
+  pixel for pixel; one jitter order per view stream for the whole run; no blur in training;
+  contrastive DA batches of 32 instances of the once-expanded set, plain contrastive the
+  identity expansion, two independent views each.
 """
 
 from __future__ import annotations
@@ -40,7 +41,20 @@ def _within(records: list, *prefixes: str) -> None:
     assert not failing, failing
 
 
-@pytest.mark.parametrize("op", ["brightness", "contrast", "saturation", "hue", "gray", "crop"])
+@pytest.mark.parametrize(
+    "op",
+    [
+        "brightness",
+        "contrast",
+        "saturation",
+        "hue",
+        "gray",
+        "crop",
+        "rotate90",
+        "rotate180",
+        "rotate270",
+    ],
+)
 def test_each_operation_matches_on_fixed_parameters(records, op: str) -> None:
     _within(records, f"{op} on fixed images")
 
@@ -62,3 +76,13 @@ def test_training_views_are_never_blurred(records) -> None:
 
 def test_contrastive_batches_are_drawn_from_the_expanded_set(records) -> None:
     _within(records, "contrastive DA:", "plain contrastive:")
+
+
+def test_the_figure_distribution_sets_are_the_released_copies(records) -> None:
+    _within(records, "distribution sets of the paper's figure")
+
+
+def test_no_record_is_left_unchecked(records) -> None:
+    """Every comparison the family makes holds, also ones no test above names."""
+    failing = [r.record() for r in records if not r.within]
+    assert not failing, failing
