@@ -163,6 +163,7 @@ DATASETS: Mapping[str, DatasetSpec] = MappingProxyType(
             read_celeba,
             CELEBA_CLASSES,
             download_celeba,
+            options=frozenset({"resize"}),
             inliers=("no_eyeglasses",),
             inlier_reason=_CELEBA_REASON,
             contamination_reason=(
@@ -235,7 +236,8 @@ def load_dataset(
     **options : Any
         Reader options: ``image_folder`` takes ``path``, ``image_size`` and
         ``test_fraction``; ``catvsdog`` takes ``layout`` (``auto``, ``kaggle`` or
-        ``petimages``), ``n_train_per_class`` and ``n_test_per_class``; the others take none.
+        ``petimages``), ``n_train_per_class`` and ``n_test_per_class``; ``celeba`` takes
+        ``resize`` (``bicubic``, the released code's, or ``bilinear``); the others take none.
 
     Returns
     -------

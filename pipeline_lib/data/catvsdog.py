@@ -68,6 +68,7 @@ __all__ = [
     "catvsdog_candidates",
     "kaggle_candidates",
     "read_catvsdog",
+    "released_split",
     "resize_and_crop",
 ]
 
@@ -398,11 +399,24 @@ def _kaggle_files(folder: Path) -> tuple[list[str], np.ndarray]:
     return names, labels
 
 
-def _released_split(labels: np.ndarray, n_train: int, n_test: int) -> dict[str, np.ndarray]:
+def released_split(labels: np.ndarray, n_train: int, n_test: int) -> dict[str, np.ndarray]:
     """Indices of the released ``data/dogvscat.py`` split, per class and split, cats first.
 
     One ``RandomState(0)`` draws the cats' permutation, then the dogs': the dogs' split
     depends on the number of cats, as in the released code's ``np.random.seed(0)``.
+
+    Parameters
+    ----------
+    labels : ndarray of shape (n,), int
+        0 (cat) or 1 (dog) per image of the released file list.
+    n_train, n_test : int
+        Per class: the first ``n_train`` of its permutation train, the next ``n_test`` test.
+
+    Returns
+    -------
+    dict of str to ndarray
+        ``train_0``, ``test_0``, ``train_1``, ``test_1``: indices into ``labels``, each in
+        permutation order.
     """
     rng = np.random.RandomState(_SPLIT_SEED)
     split: dict[str, np.ndarray] = {}
@@ -439,7 +453,7 @@ def _read_kaggle(folder: Path, n_train: int, n_test: int) -> ImageDataset:
             f"the released split needs more than n_train_per_class = {n_train} of each; "
             "lower it or complete the folder"
         )
-    split = _released_split(labels, n_train, n_test)
+    split = released_split(labels, n_train, n_test)
     parts: dict[str, list[np.ndarray]] = {"train_x": [], "train_y": [], "test_x": [], "test_y": []}
     for name in ("train", "test"):
         for label in range(len(CATVSDOG_CLASSES)):

@@ -49,11 +49,20 @@ def test_crop_matches_numpy_slicing_oracle(tmp_path, write_celeba):
     Image.fromarray(noise).save(folder / "img_align_celeba" / "000009.jpg", quality=90)
     with Image.open(folder / "img_align_celeba" / "000009.jpg") as img:
         decoded = np.asarray(img.convert("RGB"))
-    expected = np.asarray(
-        Image.fromarray(decoded[40:-20, 10:-10]).resize((64, 64), Image.Resampling.BILINEAR)
-    )
+    crop = Image.fromarray(decoded[40:-20, 10:-10])
+    # PIL's default filter (bicubic), as the released script/prepare_celeba.py resizes
     data = load_dataset("celeba", root=tmp_path)
-    np.testing.assert_array_equal(data.test_images[0], expected)
+    np.testing.assert_array_equal(data.test_images[0], np.asarray(crop.resize((64, 64))))
+    bilinear = load_dataset("celeba", root=tmp_path, resize="bilinear")
+    expected = np.asarray(crop.resize((64, 64), Image.Resampling.BILINEAR))
+    np.testing.assert_array_equal(bilinear.test_images[0], expected)
+    assert not np.array_equal(bilinear.test_images[0], data.test_images[0])
+
+
+def test_an_unknown_resize_filter_is_refused(tmp_path, write_celeba):
+    write_celeba(tmp_path)
+    with pytest.raises(DataError, match="celeba option resize must be one of bicubic, bilinear"):
+        load_dataset("celeba", root=tmp_path, resize="lanczos")
 
 
 def test_files_directly_under_root_are_found(tmp_path, write_celeba):
