@@ -13,8 +13,9 @@ from mlflow.models import Model
 from mlflow.models.model import MODEL_CODE_PATH
 from mlflow.tracking import MlflowClient
 
-from pipeline_lib.deploy.package import PackageError
-from pipeline_lib.deploy.pyfunc import DrocPyfunc, load_package, log_and_register, model_arguments
+from pipeline_lib.deploy.mlflow_model import load_package, log_and_register, model_arguments
+from pipeline_lib.deploy.package_format import PackageError
+from pipeline_lib.deploy.serving import DrocPyfunc
 from tests.deploy.conftest import SMALL_SIZE, small_package
 
 
@@ -66,3 +67,4 @@ def test_a_model_logged_as_a_pickle_is_refused_unread(tmp_path: Path) -> None:
     with pytest.raises(PackageError, match="not a model logged from code.*register_model"):
         load_package(str(tmp_path / "model"))
     assert not marker.exists()
+
