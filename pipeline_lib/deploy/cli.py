@@ -57,8 +57,8 @@ from pipeline_lib.deploy.images import (
     image_file_pixels,
     read_images,
 )
-from pipeline_lib.deploy.package import PackageError
-from pipeline_lib.deploy.packages import Package, has_maps, load_package_folder
+from pipeline_lib.deploy.package_format import PackageError
+from pipeline_lib.deploy.package_kinds import Package, has_maps, load_package_folder
 from pipeline_lib.runtime.io import atomic_path, replace_durably
 
 #: Most files read and scored together (one progress step, one flush of the CSVs).
@@ -108,7 +108,7 @@ def load_model(uri: str, *, tracking_uri: str | None = None) -> Package:
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    from pipeline_lib.deploy.pyfunc import load_package
+    from pipeline_lib.deploy.mlflow_model import load_package
 
     if tracking_uri:
         mlflow.set_tracking_uri(tracking_uri)

@@ -5,8 +5,9 @@ anyone could run code under ``droc score --model FOLDER``. Here a load builds on
 of an explicit allow-list (:data:`ALLOWED_CLASSES`: the project's detectors and the
 scikit-learn estimators they hold), calls their constructors with the stored parameters and
 sets the stored fitted attributes; arrays are read with ``allow_pickle=False``, each file is
-opened once as a regular file (:mod:`pipeline_lib.deploy.package_files`), and the sizes are
-checked before anything is read (:data:`MAX_STATE_BYTES`, :data:`MAX_JSON_BYTES`).
+opened once as a regular file (:mod:`pipeline_lib.deploy.bounded_files`), and the sizes are
+checked before anything is read (:data:`MAX_STATE_BYTES`,
+:data:`~pipeline_lib.deploy.bounded_files.MAX_JSON_BYTES`).
 
 ``detector.json``::
 
@@ -43,13 +44,15 @@ from sklearn.mixture import GaussianMixture
 from sklearn.svm import OneClassSVM
 from sklearn.utils.validation import check_is_fitted
 
-from pipeline_lib.deploy.errors import PackageError
-from pipeline_lib.deploy.package_files import (
+from pipeline_lib.deploy.bounded_files import (
     PackageFile,
     archive_file_limit,
     open_archive,
+    open_json_file,
     open_package_file,
+    parse_json,
 )
+from pipeline_lib.deploy.package_format import REWRITE, PackageError
 from pipeline_lib.detection.detectors import DETECTORS
 from pipeline_lib.runtime.io import atomic_path
 
@@ -62,8 +65,6 @@ STATE_FILE = "detector.json"
 MAX_STATE_BYTES = 4 * 2**30
 #: Most members (arrays) a state archive may hold.
 MAX_STATE_ARRAYS = 1024
-#: Most bytes of a JSON file of a package (``detector.json``, ``package.json``).
-MAX_JSON_BYTES = 16 * 2**20
 #: Deepest nesting of values in ``detector.json``.
 MAX_DEPTH = 16
 #: Classes a state may name: the project's detectors by class name, and the scikit-learn
@@ -79,10 +80,6 @@ _NUMERIC_KINDS = "biuf"
 _SPECIAL_FLOATS = ("nan", "inf", "-inf")
 _ATTRIBUTE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ARRAY_KEY = re.compile(r"^a[0-9]+$")
-_RERUN = (
-    "re-run the deploy step (snakemake --forcerun deploy_model ... with the same config) to "
-    "write the package again"
-)
 
 
 class DetectorStateError(PackageError):
@@ -130,7 +127,7 @@ def open_detector_files(folder: Path) -> Iterator[tuple[PackageFile, PackageFile
     Raises
     ------
     DetectorStateError
-        As :func:`~pipeline_lib.deploy.package_files.open_package_file`.
+        As :func:`~pipeline_lib.deploy.bounded_files.open_package_file`.
     """
     limit = archive_file_limit(MAX_STATE_BYTES, MAX_STATE_ARRAYS)
     with (
@@ -150,59 +147,15 @@ def read_detector(state_file: PackageFile, arrays_file: PackageFile) -> BaseEsti
     json_path = state_file.path
     state = parse_json(state_file, error=DetectorStateError)
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-        raise DetectorStateError(f"{json_path} is not a {STATE_FORMAT} file; {_RERUN}")
+        raise DetectorStateError(f"{json_path} is not a {STATE_FORMAT} file; {REWRITE}")
     arrays = _read_arrays(arrays_file)
     detector = _decode_estimator(state.get("estimator"), arrays, json_path, "estimator", 0)
     if type(detector) not in DETECTORS.values():
         raise DetectorStateError(
             f"{json_path}: the stored estimator is a {type(detector).__name__}, not one of the "
-            f"project's detectors; {_RERUN}"
+            f"project's detectors; {REWRITE}"
         )
     return detector
-
-
-def read_json(path: Path, *, error: type[PackageError] = PackageError) -> Any:
-    """Parse a package's JSON file, opened as a regular file of at most :data:`MAX_JSON_BYTES`.
-
-    Raises
-    ------
-    PackageError
-        (of class ``error``) If the file is missing, not a regular file, over the size limit
-        or not JSON (:func:`~pipeline_lib.deploy.package_files.open_package_file`).
-    """
-    with open_json_file(path, error=error) as file:
-        return parse_json(file, error=error)
-
-
-def open_json_file(
-    path: Path, *, error: type[PackageError] = PackageError
-) -> contextlib.AbstractContextManager[PackageFile]:
-    """A package's JSON file opened as a regular file of at most :data:`MAX_JSON_BYTES`."""
-    return open_package_file(
-        path, max_bytes=MAX_JSON_BYTES, what="a package's JSON file", error=error
-    )
-
-
-def parse_json(file: PackageFile, *, error: type[PackageError] = PackageError) -> Any:
-    """The JSON value of an open package file (:func:`open_json_file`).
-
-    Raises
-    ------
-    PackageError
-        (of class ``error``) If it cannot be read, grew past :data:`MAX_JSON_BYTES` since
-        it was opened, or is not (standard) JSON.
-    """
-    limit, path = MAX_JSON_BYTES, file.path
-    try:
-        data = file.handle.read(limit + 1)
-    except OSError as exc:
-        raise error(f"{path} cannot be read ({exc}); {_RERUN}") from exc
-    if len(data) > limit:  # grew after its size was checked
-        raise error(f"{path} grew past the limit of {limit:,} bytes while read; {_RERUN}")
-    try:
-        return json.loads(data, parse_constant=_refuse_constant)
-    except (ValueError, RecursionError) as exc:
-        raise error(f"{path} is not JSON ({exc}); {_RERUN}") from exc
 
 
 def check_one_class_svm(svm: OneClassSVM, where: str) -> None:
@@ -267,10 +220,6 @@ def check_one_class_svm(svm: OneClassSVM, where: str) -> None:
         raise ValueError(f"{where}.shape_fit_ / n_features_in_ disagree with {d} features")
     if not np.isfinite(float(svm.__dict__.get("_gamma", np.nan))):
         raise ValueError(f"{where}._gamma must be a finite number")
-
-
-def _refuse_constant(name: str) -> None:
-    raise ValueError(f"non-standard JSON constant {name}")
 
 
 def _encode_estimator(estimator: BaseEstimator, arrays: dict[str, np.ndarray], where: str) -> dict:
@@ -349,7 +298,7 @@ def _read_arrays(file: PackageFile) -> dict[str, np.ndarray]:
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         if isinstance(exc, PackageError):
             raise
-        raise DetectorStateError(f"{path} cannot be read ({exc}); {_RERUN}") from exc
+        raise DetectorStateError(f"{path} cannot be read ({exc}); {REWRITE}") from exc
 
 
 def _check_member(path: Path, archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> None:
@@ -362,7 +311,7 @@ def _check_member(path: Path, archive: zipfile.ZipFile, member: zipfile.ZipInfo)
     if not member.filename.endswith(".npy") or not _ARRAY_KEY.match(key):
         raise DetectorStateError(
             f"{path} holds a member {member.filename!r}; a detector state holds a0.npy, "
-            f"a1.npy, ... only. {_RERUN}"
+            f"a1.npy, ... only. {REWRITE}"
         )
     with archive.open(member) as handle:
         version = np.lib.format.read_magic(handle)
@@ -371,17 +320,17 @@ def _check_member(path: Path, archive: zipfile.ZipFile, member: zipfile.ZipInfo)
         elif version == (2, 0):
             shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
         else:
-            raise DetectorStateError(f"{path}: array {key!r} has .npy version {version}; {_RERUN}")
+            raise DetectorStateError(f"{path}: array {key!r} has .npy version {version}; {REWRITE}")
     if dtype.hasobject or dtype.kind not in _NUMERIC_KINDS:
         raise DetectorStateError(
             f"{path}: array {key!r} has dtype {dtype}; a detector state holds bool, integer and "
-            f"float arrays only (object arrays would need pickle). {_RERUN}"
+            f"float arrays only (object arrays would need pickle). {REWRITE}"
         )
     declared = math.prod(shape) * dtype.itemsize
     if declared > member.file_size:
         raise DetectorStateError(
             f"{path}: array {key!r} declares shape {shape} ({declared:,} bytes) in a member of "
-            f"{member.file_size:,} bytes; refused unread. {_RERUN}"
+            f"{member.file_size:,} bytes; refused unread. {REWRITE}"
         )
 
 
@@ -390,24 +339,24 @@ def _decode_estimator(
 ) -> BaseEstimator:
     if not isinstance(node, dict) or set(node) != {"class", "params", "fitted"}:
         raise DetectorStateError(
-            f"{path}: {where} must be an object with keys class, params, fitted; {_RERUN}"
+            f"{path}: {where} must be an object with keys class, params, fitted; {REWRITE}"
         )
     name = node["class"]
     cls = ALLOWED_CLASSES.get(name) if isinstance(name, str) else None
     if cls is None:
         raise DetectorStateError(
             f"{path}: {where}.class is {name!r}, not a class this version loads "
-            f"({sorted(ALLOWED_CLASSES)}); nothing was imported. {_RERUN}"
+            f"({sorted(ALLOWED_CLASSES)}); nothing was imported. {REWRITE}"
         )
     params, fitted = node["params"], node["fitted"]
     if not isinstance(params, dict) or not isinstance(fitted, dict):
-        raise DetectorStateError(f"{path}: {where}.params and .fitted must be objects; {_RERUN}")
+        raise DetectorStateError(f"{path}: {where}.params and .fitted must be objects; {REWRITE}")
     accepted = set(cls._get_param_names())
     unknown = sorted(set(params) - accepted)
     if unknown:
         raise DetectorStateError(
             f"{path}: {where}.params has {unknown}, not parameters of {name} "
-            f"({sorted(accepted)}); {_RERUN}"
+            f"({sorted(accepted)}); {REWRITE}"
         )
     try:
         estimator = cls(
@@ -426,7 +375,7 @@ def _decode_estimator(
             ):
                 raise DetectorStateError(
                     f"{path}: {where}.fitted.{attribute} is not a fitted attribute {name} may "
-                    f"hold (it names a parameter, a class member or a dunder); {_RERUN}"
+                    f"hold (it names a parameter, a class member or a dunder); {REWRITE}"
                 )
             decoded = _decode(value, arrays, path, f"{where}.fitted.{attribute}", depth + 1)
             setattr(estimator, attribute, decoded)
@@ -434,7 +383,9 @@ def _decode_estimator(
     except DetectorStateError:
         raise
     except (TypeError, ValueError, AttributeError) as exc:
-        raise DetectorStateError(f"{path}: {where} ({name}) is not valid: {exc}; {_RERUN}") from exc
+        raise DetectorStateError(
+            f"{path}: {where} ({name}) is not valid: {exc}; {REWRITE}"
+        ) from exc
     return estimator
 
 
@@ -451,7 +402,7 @@ def _check_restored(estimator: BaseEstimator, where: str) -> None:
 
 def _decode(node: Any, arrays: dict[str, np.ndarray], path: Path, where: str, depth: int) -> Any:
     if depth > MAX_DEPTH:
-        raise DetectorStateError(f"{path}: {where} nests deeper than {MAX_DEPTH}; {_RERUN}")
+        raise DetectorStateError(f"{path}: {where} nests deeper than {MAX_DEPTH}; {REWRITE}")
     if node is None or isinstance(node, bool | int | float | str):
         return node
     if isinstance(node, list):
@@ -476,7 +427,7 @@ def _decode(node: Any, arrays: dict[str, np.ndarray], path: Path, where: str, de
     raise DetectorStateError(
         f"{path}: {where} is {json.dumps(node)[:80]}, not a value this format defines (a "
         f"number, string, list, or an array/scalar/float/tuple/dict/estimator tag naming an "
-        f"existing array or an allowed dtype); {_RERUN}"
+        f"existing array or an allowed dtype); {REWRITE}"
     )
 
 
@@ -513,8 +464,10 @@ def _scalar(dtype: str, value: Any, path: Path, where: str) -> np.generic:
         )
     )
     if not valid:
-        raise DetectorStateError(f"{path}: {where} holds {value!r}, not a {dtype}; {_RERUN}")
+        raise DetectorStateError(f"{path}: {where} holds {value!r}, not a {dtype}; {REWRITE}")
     try:
         return _SCALAR_TYPES[dtype](float(value) if kind == "f" else value)
     except OverflowError as exc:
-        raise DetectorStateError(f"{path}: {where}: {value!r} overflows {dtype}; {_RERUN}") from exc
+        raise DetectorStateError(
+            f"{path}: {where}: {value!r} overflows {dtype}; {REWRITE}"
+        ) from exc

@@ -18,13 +18,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from pipeline_lib.deploy.errors import REDEPLOY, PackageError
-from pipeline_lib.deploy.package_files import (
+from pipeline_lib.deploy.bounded_files import (
     PackageFile,
     archive_file_limit,
     open_archive,
     open_package_file,
 )
+from pipeline_lib.deploy.package_format import REDEPLOY, PackageError
 from pipeline_lib.models.checkpoints import load_trained_representation
 from pipeline_lib.models.proxy import build_proxy_model
 from pipeline_lib.models.representation import build_representation

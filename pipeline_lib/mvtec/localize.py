@@ -107,7 +107,7 @@ def upsampling_matrix(
 ) -> np.ndarray:
     """``U`` of :func:`upsample_score_maps`, ``(size, grid)``: column ``r`` holds the profile.
 
-    Public so that the exported MVTec graph (:mod:`pipeline_lib.deploy.patch_protocol`) builds
+    Public so that the exported MVTec graph (:mod:`pipeline_lib.deploy.patch_package`) builds
     the same matrix.
     """
     size = (grid - 1) * stride + patch_size

@@ -5,7 +5,7 @@ and the package reader once (one thread), builds a tiny real package (a RotNet o
 and a GDE, :func:`small_trained_package`), then, for every case of :func:`cases`, copies
 the package, damages one file and forks a child that opens it the way ``droc score`` does
 (:func:`pipeline_lib.deploy.cli.main`) and the way a served model does
-(:meth:`pipeline_lib.deploy.pyfunc.DrocPyfunc.load_context`). The parent takes the child's
+(:meth:`pipeline_lib.deploy.serving.DrocPyfunc.load_context`). The parent takes the child's
 wall time and peak RSS from ``os.wait4`` and prints one JSON line per run.
 
 A child that regresses cannot take the machine with it: its address space is capped
@@ -32,10 +32,11 @@ import numpy as np
 import torch
 
 from pipeline_lib.deploy import cli
-from pipeline_lib.deploy.package import PackagedDetector, PackageError
-from pipeline_lib.deploy.packages import load_package_folder
-from pipeline_lib.deploy.pyfunc import ARTIFACT, DrocPyfunc
+from pipeline_lib.deploy.image_package import PackagedDetector
+from pipeline_lib.deploy.package_format import PackageError
+from pipeline_lib.deploy.package_kinds import load_package_folder
 from pipeline_lib.deploy.representation_file import ARCH_BOUNDS, representation_spec
+from pipeline_lib.deploy.serving import ARTIFACT, DrocPyfunc
 from pipeline_lib.detection.detectors import make_detector
 from pipeline_lib.models.embed import extract_embeddings
 from pipeline_lib.models.proxy import build_proxy_model

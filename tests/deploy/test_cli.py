@@ -14,8 +14,8 @@ import pytest
 from PIL import Image
 
 from pipeline_lib.deploy import cli
+from pipeline_lib.deploy.image_package import PackagedDetector
 from pipeline_lib.deploy.images import ImageSizeError, read_image_file
-from pipeline_lib.deploy.package import PackagedDetector
 from pipeline_lib.runtime.io import load_image_dataset
 from tests.data.hostile_images import forbid_decoding, wide_png
 from tests.deploy.conftest import png_bytes, small_package

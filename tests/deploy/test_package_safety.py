@@ -17,8 +17,9 @@ from PIL import Image
 from pipeline_lib.deploy import representation_file
 from pipeline_lib.deploy.cli import main as droc
 from pipeline_lib.deploy.detector_state import ARRAYS_FILE, STATE_FILE
-from pipeline_lib.deploy.package import PACKAGE_FORMAT, PackagedDetector, PackageError
-from pipeline_lib.deploy.packages import load_package_folder
+from pipeline_lib.deploy.image_package import PackagedDetector
+from pipeline_lib.deploy.package_format import PACKAGE_FORMAT, PackageError
+from pipeline_lib.deploy.package_kinds import load_package_folder
 from pipeline_lib.deploy.representation_file import MAX_PICKLE_BYTES, check_representation_spec
 from tests.deploy.conftest import SMALL_SIZE, small_package
 

@@ -26,8 +26,8 @@ from PIL import Image
 from pipeline_lib.data import load_dataset
 from pipeline_lib.data.mvtec import category_from_arrays
 from pipeline_lib.data.split import one_class_split, save_split
-from pipeline_lib.deploy.packages import load_package_folder
-from pipeline_lib.deploy.pyfunc import decode_map
+from pipeline_lib.deploy.package_kinds import load_package_folder
+from pipeline_lib.deploy.serving import decode_map
 from pipeline_lib.detection.metrics import auroc
 from pipeline_lib.models.checkpoints import save_representation
 from pipeline_lib.models.embed import embed_dataset, embed_split

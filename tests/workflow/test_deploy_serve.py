@@ -18,7 +18,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from pipeline_lib.data.split import load_split
-from pipeline_lib.deploy.package import PackagedDetector
+from pipeline_lib.deploy.image_package import PackagedDetector
 from pipeline_lib.detection.metrics import auroc
 from pipeline_lib.runtime.io import load_image_dataset, load_json
 from tests.deploy.conftest import png_bytes

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline_lib.deploy.step import register_package
+from pipeline_lib.deploy.workflow_step import register_package
 from pipeline_lib.runtime.io import load_json, save_json
 from pipeline_lib.runtime.logs import job_logging
 from pipeline_lib.tracking.mlflow_store import default_tracking_uri, ensure_experiment

@@ -1,12 +1,14 @@
-"""Open any package folder: image cells and MVTec patch cells, chosen by ``package.json``'s kind."""
+"""The package kinds (image, patch) and opening a folder of either, by ``package.json``'s kind."""
 
 from __future__ import annotations
 
 import os
 
-from pipeline_lib.deploy.package import PackagedDetector, PackageError, read_document
-from pipeline_lib.deploy.package_files import resolve_package_folder
-from pipeline_lib.deploy.patch_protocol import PackagedPatchDetector
+from pipeline_lib.deploy.bounded_files import resolve_package_folder
+from pipeline_lib.deploy.image_package import PackagedDetector
+from pipeline_lib.deploy.package_format import PackageError
+from pipeline_lib.deploy.patch_package import PackagedPatchDetector
+from pipeline_lib.deploy.saved_package import read_document
 
 #: Either kind of package; both have ``image_size``, ``resize``, ``threshold`` and
 #: ``anomaly_scores``; only patch packages have ``score`` with maps.
@@ -22,7 +24,7 @@ def load_package_folder(folder: str | os.PathLike) -> Package:
     """The package in ``folder``, of the class its ``kind`` names.
 
     ``folder`` may be a symlink (resolved once); every file in it is opened once, as a
-    regular file (:mod:`pipeline_lib.deploy.package_files`).
+    regular file (:mod:`pipeline_lib.deploy.bounded_files`).
 
     Raises
     ------

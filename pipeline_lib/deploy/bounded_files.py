@@ -21,13 +21,16 @@ Archives (``detector.npz``, ``representation.pt``) are zip files: :func:`open_ar
 the end-of-archive record first and bounds the central directory it points to (members x
 :data:`MAX_ENTRY_BYTES`), so the zip reader never parses a directory of millions of entries,
 then checks the member count and the declared uncompressed sizes (a zip bomb declares more
-than it may inflate, and Python's zip reader stops at the declared size).
+than it may inflate, and Python's zip reader stops at the declared size). JSON files
+(``package.json``, ``detector.json``) are read by :func:`read_json`: at most
+:data:`MAX_JSON_BYTES`, standard JSON only.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import stat
 import struct
@@ -35,10 +38,10 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from pipeline_lib.data.regular_files import describe_mode, not_regular_reason
-from pipeline_lib.deploy.errors import REDEPLOY, PackageError
+from pipeline_lib.deploy.package_format import REDEPLOY, REWRITE, PackageError
 
 #: ``open`` flags of a package file: read only, no symlink, no waiting on a FIFO, not
 #: inherited by child processes.
@@ -51,6 +54,8 @@ OPEN_FLAGS = (
 #: Most bytes one member may take in the zip's central directory (46 fixed bytes, its name,
 #: its extra fields). torch and numpy write under 100 (``archive/data/17``, ``a3.npy``).
 MAX_ENTRY_BYTES = 1024
+#: Most bytes of a JSON file of a package (``detector.json``, ``package.json``).
+MAX_JSON_BYTES = 16 * 2**20
 #: End-of-archive records (zip's "end of central directory", and its zip64 form).
 _EOCD = struct.Struct("<4s4H2LH")
 _EOCD_SIGNATURE = b"PK\x05\x06"
@@ -150,6 +155,54 @@ def open_package_file(
         raise
     with handle:
         yield PackageFile(path, handle, status.st_size)
+
+
+def read_json(path: Path, *, error: type[PackageError] = PackageError) -> Any:
+    """Parse a package's JSON file, opened as a regular file of at most :data:`MAX_JSON_BYTES`.
+
+    Raises
+    ------
+    PackageError
+        (of class ``error``) If the file is missing, not a regular file, over the size limit
+        or not JSON (:func:`open_package_file`).
+    """
+    with open_json_file(path, error=error) as file:
+        return parse_json(file, error=error)
+
+
+def open_json_file(
+    path: Path, *, error: type[PackageError] = PackageError
+) -> contextlib.AbstractContextManager[PackageFile]:
+    """A package's JSON file opened as a regular file of at most :data:`MAX_JSON_BYTES`."""
+    return open_package_file(
+        path, max_bytes=MAX_JSON_BYTES, what="a package's JSON file", error=error
+    )
+
+
+def parse_json(file: PackageFile, *, error: type[PackageError] = PackageError) -> Any:
+    """The JSON value of an open package file (:func:`open_json_file`).
+
+    Raises
+    ------
+    PackageError
+        (of class ``error``) If it cannot be read, grew past :data:`MAX_JSON_BYTES` since
+        it was opened, or is not (standard) JSON.
+    """
+    limit, path = MAX_JSON_BYTES, file.path
+    try:
+        data = file.handle.read(limit + 1)
+    except OSError as exc:
+        raise error(f"{path} cannot be read ({exc}); {REWRITE}") from exc
+    if len(data) > limit:  # grew after its size was checked
+        raise error(f"{path} grew past the limit of {limit:,} bytes while read; {REWRITE}")
+    try:
+        return json.loads(data, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as exc:
+        raise error(f"{path} is not JSON ({exc}); {REWRITE}") from exc
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"non-standard JSON constant {name}")
 
 
 def archive_file_limit(max_bytes: int, max_members: int) -> int:
