@@ -3,7 +3,7 @@
 Layout: ``<root>/celeba/img_align_celeba/*.jpg``, ``<root>/celeba/list_attr_celeba.txt`` and
 ``<root>/celeba/list_eval_partition.txt`` (or the same directly under ``<root>/``).
 
-Protocol (PROTOCOL.md, "Datasets and splits"): each 218x178 aligned image is cropped to
+Protocol (docs/protocol.md, "Datasets and splits"): each 218x178 aligned image is cropped to
 ``[40:-20, 10:-10]`` (rows 40..197, columns 10..167: 158x158), resized to 64x64 (bilinear)
 and converted to RGB. The training split is the training partition *without* eyeglasses; the
 test split is the whole test partition, where eyeglasses mark the outliers. The validation
