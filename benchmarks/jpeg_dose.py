@@ -2,7 +2,7 @@
 lossless originals.
 
 The CIFAR-10 copy used here is a JPEG quality 75 (4:2:0) re-encoding, not the official
-lossless binaries (``../shared/data/README.md``). This measures a dose-response curve and
+lossless binaries. This measures a dose-response curve and
 extrapolates it:
 
 1. The shared copy is re-encoded as a whole at lower qualities (PIL, 4:2:0); a second q75
@@ -64,14 +64,22 @@ from jpeg.rows import read_rows, write_rows
 from jpeg.summary import build_summary
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_MVTEC = REPO.parent / "shared" / "data" / "mvtec_ad" / "bottle"
+#: MVTec AD's ``bottle`` PNGs (lossless photographs): ``--mvtec-root``, else under
+#: ``$DROC_SHARED``, the development data, by default the folder ``shared`` beside the checkout.
+SHARED = Path(os.environ.get("DROC_SHARED") or REPO.parent / "shared")
+DEFAULT_MVTEC = SHARED / "data" / "mvtec_ad" / "bottle"
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-root", default=None, help="CIFAR-10 root (else $DROC_DATA_ROOT)")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "jpeg")
-    parser.add_argument("--mvtec-root", type=Path, default=DEFAULT_MVTEC)
+    parser.add_argument(
+        "--mvtec-root",
+        type=Path,
+        default=DEFAULT_MVTEC,
+        help="MVTec AD category folder of lossless PNGs (default: %(default)s)",
+    )
     parser.add_argument("--qualities", type=int, nargs="+", default=[75, 50, 30])
     parser.add_argument(
         "--rotnet-doses",

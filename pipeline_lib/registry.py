@@ -30,7 +30,7 @@ TRAINED_METHODS: tuple[str, ...] = (
     "contrastive_da",
 )
 
-#: Every representation id of the main table (PROTOCOL.md, "Representations").
+#: Every representation id of the main table (docs/protocol.md, "Representations").
 METHODS: tuple[str, ...] = FROZEN_METHODS + TRAINED_METHODS
 
 #: Representations trained by rotation prediction, whose classifier is itself a detector.
@@ -194,7 +194,7 @@ DEFAULT_BATCH_SIZE_OTHERS = 64
 
 
 def default_batch_size(method: str) -> int:
-    """The paper's instances per step for a trained ``method`` (PROTOCOL.md, "Training")."""
+    """The paper's instances per step for ``method`` (docs/protocol.md, "Training recipe")."""
     return DEFAULT_BATCH_SIZE.get(method, DEFAULT_BATCH_SIZE_OTHERS)
 
 
@@ -218,11 +218,11 @@ def instances_per_image(method: str, training: Mapping[str, Any]) -> int:
 
 
 #: Trained methods without an MLP head: RotNet classifies rotations from the features
-#: directly and the denoising autoencoder decodes them (PROTOCOL.md). A head depth has no
-#: meaning for them. The one statement of that fact: every head check reads it.
+#: directly and the denoising autoencoder decodes them (docs/protocol.md, "Representations").
+#: A head depth has no meaning for them. The one statement of that fact: every head check reads it.
 HEADLESS_METHODS: tuple[str, ...] = ("rotnet", "denoising")
 
-#: Head depth per trained method when a run leaves ``head_depth`` None (PROTOCOL.md): the
+#: Head depth per trained method when ``head_depth`` is None (docs/protocol.md, "Heads"): the
 #: MLP heads have 8 hidden layers; the methods of :data:`HEADLESS_METHODS` have depth 0.
 DEFAULT_HEAD_DEPTH: dict[str, int] = {
     method: 0 if method in HEADLESS_METHODS else 8 for method in TRAINED_METHODS

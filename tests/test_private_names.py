@@ -1,7 +1,7 @@
 """No module imports another module's private names or another package's private modules.
 
-STYLE.md: "A module never imports another module's ``_private`` names: if two modules need
-the same thing, it becomes public in one of them." The check reads every ``.py`` file under
+docs/architecture.md, "Conventions": a module never imports another module's private names;
+when two modules need the same thing, one makes it public. The check reads every ``.py`` file under
 ``pipeline_lib/``, ``benchmarks/`` and ``workflow/`` with :mod:`ast` (imports inside functions
 included) and reports, per file and line:
 

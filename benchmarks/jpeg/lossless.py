@@ -36,7 +36,7 @@ def read_pngs(folder: Path) -> list[np.ndarray]:
     if not paths:
         raise ValueError(
             f"no PNG under {folder}: pass --mvtec-root, the MVTec AD category folder "
-            "(train/good, test/<defect>)"
+            "(train/good, test/<defect>), or set DROC_SHARED to the folder of data/mvtec_ad/"
         )
     images = []
     for path in paths:

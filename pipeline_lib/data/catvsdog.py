@@ -18,7 +18,7 @@ read the way that code prepares and splits it:
 
 ``petimages``: ``<root>/PetImages/{Cat,Dog}/*.jpg`` (or the same under ``<root>/catvsdog/``),
 as unzipped from the Microsoft Download Center's "Kaggle Cats and Dogs Dataset" (the same
-photos, other names, a few unreadable files). Protocol (PROTOCOL.md, "Datasets and splits"):
+photos, other names, a few unreadable files). Protocol (docs/protocol.md, "Datasets and splits"):
 images are converted to RGB, resized so that the shorter side is 64 (bilinear) and
 centre-cropped to 64x64. The train/test split is the fixed seed-0 split: per class,
 ``np.random.default_rng(0).permutation`` of the class's readable images in sorted file-name

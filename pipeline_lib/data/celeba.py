@@ -3,10 +3,10 @@
 Layout: ``<root>/celeba/img_align_celeba/*.jpg``, ``<root>/celeba/list_attr_celeba.txt`` and
 ``<root>/celeba/list_eval_partition.txt`` (or the same directly under ``<root>/``).
 
-Protocol (docs/protocol.md): each 218x178 aligned image is cropped to ``[40:-20, 10:-10]``
-(rows 40..197, columns 10..167: 158x158), resized to 64x64 and converted to RGB. The paper
-does not name the filter; the authors' ``script/prepare_celeba.py`` calls PIL's ``resize``
-without one, which is bicubic (Pillow >= 7; the released code pins 8.0), so
+Protocol (docs/protocol.md, "Datasets and splits"): each 218x178 aligned image is cropped to
+``[40:-20, 10:-10]`` (rows 40..197, columns 10..167: 158x158), resized to 64x64 and converted
+to RGB. The paper does not name the filter; the authors' ``script/prepare_celeba.py`` calls
+PIL's ``resize`` without one, which is bicubic (Pillow >= 7; the released code pins 8.0), so
 ``resize="bicubic"`` is the default and ``"bilinear"`` this reader's former filter. The
 training split is the training partition *without* eyeglasses; the test split is the whole
 test partition, where eyeglasses mark the outliers. The validation partition is not used.

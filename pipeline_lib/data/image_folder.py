@@ -7,8 +7,8 @@ Two layouts are accepted:
   draw (``test_fraction``, seed 0).
 
 Images are converted to RGB, resized so that the shorter side is ``image_size`` (bilinear)
-and centre-cropped to ``image_size`` x ``image_size`` (PROTOCOL.md: "shorter side to 64,
-centre crop").
+and centre-cropped to ``image_size`` x ``image_size`` (docs/protocol.md,
+"Datasets and splits").
 
 A file that cannot be used stops the read with an error naming it (as a corrupt file always
 did): a format other than PNG, JPEG/MPO, BMP, GIF, TIFF or WEBP, an aspect ratio whose resize

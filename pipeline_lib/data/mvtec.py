@@ -11,7 +11,7 @@ A category is found by name under the MVTec root (``<root>/<category>/``), or gi
 path, so an industrial user can point the pipeline at their own product images in this
 layout.
 
-Protocol (PROTOCOL.md, "MVTec AD"; paper App. E.2): every image is resized to
+Protocol (docs/protocol.md, "MVTec AD"; paper App. E.2): every image is resized to
 ``image_size`` x ``image_size`` (256; bilinear) and converted to RGB (the grey-scale
 categories are replicated to three channels). Masks are resized with nearest neighbour, so
 they stay binary, and any non-zero mask value marks a defective pixel.

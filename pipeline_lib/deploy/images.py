@@ -6,8 +6,8 @@ stop the batch (or a server) on it. Every reader here returns the image or raise
 :class:`ImageError` with a message that says what is wrong and what is accepted; callers
 turn that into a row of their error list.
 
-Resizing follows :mod:`pipeline_lib.data.image_folder` (PROTOCOL.md "shorter side to s,
-centre crop"): RGB, shorter side to ``size`` (bilinear), centre crop to ``size x size``.
+Resizing follows :mod:`pipeline_lib.data.image_folder` (docs/protocol.md,
+"Datasets and splits"): RGB, shorter side to ``size`` (bilinear), centre crop to ``size x size``.
 An image already ``size x size`` (CIFAR, the digits cache) passes through unchanged.
 MVTec patch models were trained on whole images resized to a square without cropping
 (:mod:`pipeline_lib.data.mvtec`), so their packages ask for ``resize="stretch"``: the whole
@@ -101,7 +101,7 @@ def resize_to(
     """uint8 ``(h, w, 3)`` -> ``(size, size, 3)`` as the training reader did.
 
     ``crop``: shorter side to ``size`` (bilinear), centre crop (the image-folder readers,
-    PROTOCOL.md). ``stretch``: the whole image to ``size x size`` (bilinear; the MVTec
+    docs/protocol.md). ``stretch``: the whole image to ``size x size`` (bilinear; the MVTec
     reader).
 
     Raises

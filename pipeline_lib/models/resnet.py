@@ -1,4 +1,4 @@
-"""ResNet backbones for small images (PROTOCOL.md, "Training").
+"""ResNet backbones for small images (docs/protocol.md, "Training recipe").
 
 The paper's ResNet-18 differs from the ImageNet one only in its stem: a 3x3 stride-1
 convolution and no max-pool, so 32x32 inputs keep enough spatial resolution.

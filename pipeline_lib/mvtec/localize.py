@@ -1,12 +1,12 @@
 """Score maps to image scores, pixel maps and metrics: the MVTec protocol's numpy side.
 
-Paper, Sec. 4.4 and App. E.2 (PROTOCOL.md, "MVTec AD"): the image score is the maximum of
+Paper, Sec. 4.4 and App. E.2 (docs/protocol.md, "MVTec AD"): the image score is the maximum of
 its patch score map. For localisation the ``grid`` x ``grid`` map (57 x 57) is brought back
 to the image size by a transposed convolution with one 32x32 Gaussian kernel at stride 4
 (``(57 - 1) * 4 + 32 = 256``); pixel AUC and the per-region overlap (:mod:`pipeline_lib.mvtec.pro`)
 compare it with the masks.
 
-The Gaussian's width is not given in the paper or PROTOCOL.md. The paper cites FCDD
+The Gaussian's width is not given in the paper. The paper cites FCDD
 (Liznerski et al., ICLR 2021) for the up-sampling, whose released ``kernel_size_to_std``
 gives ``sigma = 10`` pixels for kernels of 32 or more; that is :data:`DEFAULT_SIGMA`, a
 config value (``mvtec.localize.sigma``).

@@ -1,6 +1,6 @@
 """The MVTec patch protocol, torch side: patch sampling, dense patch embedding, scoring.
 
-Paper, Sec. 4.4 and App. E.2 (PROTOCOL.md, "MVTec AD"): representations are learned on
+Paper, Sec. 4.4 and App. E.2 (docs/protocol.md, "MVTec AD"): representations are learned on
 32x32 patches of 256x256 images. At test time the patches of every image are embedded
 densely with stride 4, which gives a ``(256 - 32) / 4 + 1 = 57`` by 57 map of patch scores
 per image (the appendix prints ``256 - 224`` for ``256 - 32``, a typo: only 32 gives 57).

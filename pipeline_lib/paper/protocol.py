@@ -3,7 +3,7 @@
 Every table that sits beside published numbers carries one line saying so, above the table:
 a run with 20 epochs, width 16 or 2,000 training images per class is not the paper's
 experiment, and its "deviations from the paper" must not read as if it were. The line lists
-each difference with the paper's value (PROTOCOL.md; Sohn et al., ICLR 2021): training
+each difference with the paper's value (docs/protocol.md; Sohn et al., ICLR 2021): training
 epochs (2048), ResNet-18 width (64), the number of seeds (5), subsets of the images or
 classes, variants that are not the paper's, other training settings, the contamination of
 the main table (0), the training precision (float32 in the released code; bf16 autocast on

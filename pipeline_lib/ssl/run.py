@@ -7,7 +7,7 @@ images, a seed and the execution settings (device, step mode, draws) into a :cla
 (what the run fixes before its first step) and its fresh :class:`TrainingState`. What
 happens in and after each epoch lives in :mod:`pipeline_lib.ssl.loop`.
 
-PROTOCOL.md, "Training": ResNet-18 (3x3 stem, no max-pool), SGD with momentum 0.9,
+docs/protocol.md, "Training recipe": ResNet-18 (3x3 stem, no max-pool), SGD with momentum 0.9,
 lr 0.01 with a single cosine decay to 0 and no warm-up (stepped once an epoch, as the
 released code's default ``--sched_freq=epoch``), L2 weight decay
 3e-4 on every parameter, BatchNorm included (the released code's ``--regularize_bn=false``

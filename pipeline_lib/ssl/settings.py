@@ -197,7 +197,7 @@ class TrainSettings:
 
     @property
     def default_head_depth(self) -> int:
-        """The head depth ``head_depth=None`` stands for (PROTOCOL.md)."""
+        """The head depth ``head_depth=None`` stands for (docs/protocol.md, "Heads")."""
         return DEFAULT_HEAD_DEPTH[self.method]
 
     @property

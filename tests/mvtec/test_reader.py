@@ -23,7 +23,9 @@ from pipeline_lib.data.mvtec import (
     resolve_category_paths,
 )
 
-REAL_BOTTLE = Path(__file__).resolve().parents[2].parent / "shared/data/mvtec_ad/bottle"
+#: MVTec AD's bottle, in the development data: $DROC_SHARED, else ``shared`` beside the checkout.
+SHARED = os.environ.get("DROC_SHARED") or Path(__file__).resolve().parents[2].parent / "shared"
+REAL_BOTTLE = Path(SHARED) / "data/mvtec_ad/bottle"
 
 
 def test_reads_layout_labels_files_and_masks(mvtec_category):
@@ -167,7 +169,7 @@ def test_categories_by_name_all_and_user_paths(tmp_path, mvtec_category):
         resolve_category_paths(tmp_path / "missing", "all")
 
 
-@pytest.mark.skipif(not REAL_BOTTLE.is_dir(), reason="needs ../shared/data/mvtec_ad/bottle")
+@pytest.mark.skipif(not REAL_BOTTLE.is_dir(), reason=f"needs {REAL_BOTTLE} (DROC_SHARED)")
 def test_real_bottle_copy_has_no_masks():
     category = read_mvtec_category(REAL_BOTTLE, max_train=3)
     assert category.train_images.shape == (3, 256, 256, 3)

@@ -128,7 +128,7 @@ def _tracking_config(tmp_path: Path) -> Path:
 
 
 def _writes_mlflow(rule: str) -> bool:
-    """The rule's script opens the tracking store (one script per rule, STYLE.md)."""
+    """The rule's script opens the tracking store (docs/architecture.md, "Conventions")."""
     script = REPO / "workflow/scripts" / f"{rule}.py"
     text = script.read_text() if script.exists() else ""
     writers = ("tracking.mlflow_store import", "tracking.loggers import", "register_package")
