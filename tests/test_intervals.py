@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pipeline_lib.paper.intervals import cell_interval, interval_note, t_interval
+from pipeline_lib.paper.intervals import (
+    MIN_CLASSES,
+    SEED_STD_DDOF,
+    cell_interval,
+    interval_note,
+    seed_std,
+    t_interval,
+)
 
 EPS = np.finfo(np.float64).eps
 
@@ -42,13 +49,52 @@ def test_cell_interval_rule():
     assert cell_interval([], [], None)[2] == ""
 
 
-def test_note_names_both_spreads():
-    note = interval_note(0)
-    assert "ddof=0" in note and "ddof=1" in note and "over the test set" in note
+def test_two_classes_give_way_to_the_test_set():
+    # a 2-class cell of one seed (Cat-vs-Dog): a t-interval over classes would have one
+    # degree of freedom (t = 12.7) and be clipped to [0, 100]; the test set's is shown
+    assert MIN_CLASSES == 3
+    assert cell_interval([51.0], [50.0, 52.0], (48.5, 53.75)) == (48.5, 53.75, "test set")
+    # without a test-set interval the cell has none, never a t-interval over two classes
+    low, high, over = cell_interval([65.0], [60.0, 70.0])
+    assert over == "" and np.isnan(low) and np.isnan(high)
+
+
+def test_an_interval_covering_the_whole_range_gives_way():
+    # two seeds 40 and 60: 50 -+ t(0.975, 1) * 14.1 / sqrt(2) = 50 -+ 127, all of [0, 100]
+    assert t_interval([40.0, 60.0])[0] < 0 and t_interval([40.0, 60.0])[1] > 100
+    assert cell_interval([40.0, 60.0], [], (45.0, 55.0)) == (45.0, 55.0, "test set")
+    low, high, over = cell_interval([40.0, 60.0])
+    assert over == "" and np.isnan(low)
+    # three classes 10, 50, 90: 50 -+ 4.30 * 40 / sqrt(3) = 50 -+ 99.4, all of [0, 100]
+    assert cell_interval([50.0], [10.0, 50.0, 90.0], (47.0, 52.0))[2] == "test set"
+    # seeds that agree exactly (nothing varied with the seed): a zero-width interval over
+    # seeds says nothing about the value; the test set's is shown
+    assert cell_interval([99.5, 99.5], [], (98.0, 100.0)) == (98.0, 100.0, "test set")
+    assert cell_interval([100.0], [100.0], (100.0, 100.0))[2] == ""
+    # clipped at one end only: still informative, shown clipped
+    low, high, over = cell_interval([97.0, 99.0])
+    assert (high, over) == (100.0, "seeds") and 0.0 < low < 97.0
+
+
+def test_note_states_the_ddof_once_and_counts_the_rules():
+    note = interval_note()
+    assert note.count("ddof") == 1 and f"ddof={SEED_STD_DDOF}" in note
+    assert SEED_STD_DDOF == 1 and "paper" not in note
+    assert "over the test set" in note and f"from {MIN_CLASSES} classes on" in note
+    counted = interval_note(["seeds", "seeds", "test set", ""])
+    assert counted.endswith(
+        "here: 2 cells over seeds, 1 cell over the test set, 1 cell without an interval"
+    )
+
+
+def test_seed_std_is_the_sample_std():
+    assert seed_std([1.0, 3.0]) == pytest.approx(math.sqrt(2.0), rel=4 * EPS)
+    assert np.isnan(seed_std([1.0])) and np.isnan(seed_std([np.nan, 2.0]))
 
 
 def test_cell_interval_is_clipped_to_the_auc_range():
-    low, high, over = cell_interval([65.0], [60.0, 70.0])
-    # unclipped: 65 -+ t(0.975, 1) * sample std 7.07 / sqrt(2) = 65 -+ 63.5
-    assert low == pytest.approx(65.0 - stats.t.ppf(0.975, 1) * 5.0, rel=16 * EPS)
+    low, high, over = cell_interval([65.0], [60.0, 70.0, 65.0])
+    # unclipped: 65 -+ t(0.975, 2) * sample std 5 / sqrt(3) = 65 -+ 12.4
+    assert low == pytest.approx(65.0 - stats.t.ppf(0.975, 2) * 5.0 / math.sqrt(3), rel=16 * EPS)
+    low, high, over = cell_interval([95.0], [90.0, 100.0, 95.0])
     assert (high, over) == (100.0, "classes")
