@@ -26,7 +26,14 @@ from __future__ import annotations
 import numpy as np
 from scipy import ndimage
 
-__all__ = ["DEFAULT_MAX_FPR", "aupro", "pro_curve", "pro_curve_reference", "truncated_area"]
+__all__ = [
+    "DEFAULT_MAX_FPR",
+    "aupro",
+    "defect_components",
+    "pro_curve",
+    "pro_curve_reference",
+    "truncated_area",
+]
 
 #: FPR limit of the AUPRO (MVTec AD's convention: 30 %).
 DEFAULT_MAX_FPR = 0.3
@@ -52,7 +59,7 @@ def _check(anomaly_maps: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.
     return maps, truth
 
 
-def _components(truth: np.ndarray) -> np.ndarray:
+def defect_components(truth: np.ndarray) -> np.ndarray:
     """Component id per pixel (0 = defect-free, 1..K over all images), shape of ``truth``."""
     labels = np.zeros(truth.shape, dtype=np.int64)
     offset = 0
@@ -86,7 +93,7 @@ def pro_curve(anomaly_maps: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, 
         defect-free pixel.
     """
     maps, truth = _check(anomaly_maps, masks)
-    labels = _components(truth).ravel()
+    labels = defect_components(truth).ravel()
     n_regions = int(labels.max())
     sizes = np.bincount(labels, minlength=n_regions + 1).astype(np.float64)
     n_normal = sizes[0]
@@ -112,7 +119,7 @@ def pro_curve_reference(
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`pro_curve` straight from the definition, one threshold at a time (slow; tests)."""
     maps, truth = _check(anomaly_maps, masks)
-    labels = _components(truth)
+    labels = defect_components(truth)
     regions = [labels == k for k in range(1, int(labels.max()) + 1)]
     normal = ~truth
     fprs, pros = [0.0], [0.0]

@@ -169,6 +169,9 @@ def test_perfect_maps_score_100_and_no_masks_give_image_auc_only():
     metrics = evaluate_score_maps(maps, labels, masks, patch_size=16, stride=4, sigma=4.0)
     assert metrics["image_auroc"] == 100.0
     assert metrics["pixel_auroc"] > 90.0 and metrics["aupro"] > 80.0
+    # each localisation metric carries its interval over the test images
+    for name in ("pixel_auroc", "aupro"):
+        assert 50.0 < metrics[f"{name}_low"] <= metrics[f"{name}_high"] <= 100.0
     assert evaluate_score_maps(maps, labels, None, patch_size=16, stride=4) == {
         "image_auroc": 100.0
     }
