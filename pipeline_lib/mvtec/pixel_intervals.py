@@ -33,7 +33,7 @@ from pipeline_lib.detection.auroc_intervals import (
     BOOTSTRAP_SEED,
     CONFIDENCE,
 )
-from pipeline_lib.mvtec.pro import DEFAULT_MAX_FPR, defect_components
+from pipeline_lib.mvtec.pro import DEFAULT_MAX_FPR, check_maps_and_masks, defect_components
 
 __all__ = [
     "LOCALIZATION_INTERVAL_FIELDS",
@@ -102,17 +102,9 @@ def pixel_counts(pixel_maps: np.ndarray, masks: np.ndarray, *, n_bins: int = N_B
     Raises
     ------
     ValueError
-        If the shapes differ or a score is not finite.
+        As :func:`pipeline_lib.mvtec.pro.check_maps_and_masks`.
     """
-    maps = np.asarray(pixel_maps, dtype=np.float64)
-    truth = np.asarray(masks) > 0
-    if maps.ndim != 3 or maps.shape != truth.shape:
-        raise ValueError(
-            f"pixel_maps and masks must both have shape (n, h, w), got {maps.shape} and "
-            f"{truth.shape}"
-        )
-    if not np.all(np.isfinite(maps)):
-        raise ValueError("pixel_maps holds NaN or infinite values")
+    maps, truth = check_maps_and_masks(pixel_maps, masks)
     n_images = len(maps)
     codes, n_codes = _bin_codes(maps, n_bins)
     labels = defect_components(truth)  # 0 = defect-free, 1..K over all images

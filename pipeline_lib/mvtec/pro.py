@@ -29,6 +29,7 @@ from scipy import ndimage
 __all__ = [
     "DEFAULT_MAX_FPR",
     "aupro",
+    "check_maps_and_masks",
     "defect_components",
     "pro_curve",
     "pro_curve_reference",
@@ -41,7 +42,17 @@ DEFAULT_MAX_FPR = 0.3
 _EIGHT_CONNECTED = np.ones((3, 3), dtype=int)
 
 
-def _check(anomaly_maps: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def check_maps_and_masks(
+    anomaly_maps: np.ndarray, masks: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The maps as float64 and the masks as booleans, both (n, h, w).
+
+    Raises
+    ------
+    ValueError
+        If the shapes differ, a score is not finite, or the masks hold no defective or no
+        defect-free pixel.
+    """
     maps = np.asarray(anomaly_maps, dtype=np.float64)
     truth = np.asarray(masks)
     if maps.ndim != 3 or maps.shape != truth.shape:
@@ -92,7 +103,7 @@ def pro_curve(anomaly_maps: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, 
         If the shapes differ, a score is not finite, or the masks hold no defective or no
         defect-free pixel.
     """
-    maps, truth = _check(anomaly_maps, masks)
+    maps, truth = check_maps_and_masks(anomaly_maps, masks)
     labels = defect_components(truth).ravel()
     n_regions = int(labels.max())
     sizes = np.bincount(labels, minlength=n_regions + 1).astype(np.float64)
@@ -118,7 +129,7 @@ def pro_curve_reference(
     anomaly_maps: np.ndarray, masks: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`pro_curve` straight from the definition, one threshold at a time (slow; tests)."""
-    maps, truth = _check(anomaly_maps, masks)
+    maps, truth = check_maps_and_masks(anomaly_maps, masks)
     labels = defect_components(truth)
     regions = [labels == k for k in range(1, int(labels.max()) + 1)]
     normal = ~truth
