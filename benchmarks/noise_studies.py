@@ -141,8 +141,8 @@ def render(
     seeds = int(contamination["n_seeds"].max())
     lines = [
         f"`snakemake --cores 2 --configfile {CONFIG}` ({run['wall_s'] / 60:.0f} min wall on "
-        f"{run['machine']}); AUC x 100, mean ± std over {seeds} seeds (ddof 0, as the "
-        "paper's tables) of the classes' mean.",
+        f"{run['machine']}); AUC x 100, mean ± sample std (ddof 1, as every table) over "
+        f"{seeds} seeds of the classes' mean.",
         "",
         "**Contaminated training sets** (the detector is fitted on them):",
         "",

@@ -30,6 +30,7 @@ import numpy as np
 
 from pipeline_lib.data.mvtec import MVTecCategory
 from pipeline_lib.detection.metrics import auroc
+from pipeline_lib.mvtec.pixel_intervals import localization_intervals
 from pipeline_lib.mvtec.pro import DEFAULT_MAX_FPR, aupro
 from pipeline_lib.paper.published import display_name
 
@@ -199,7 +200,9 @@ def evaluate_score_maps(
     Returns
     -------
     dict of str to float
-        ``image_auroc`` and, with masks, ``pixel_auroc`` and ``aupro`` (all x 100).
+        ``image_auroc`` and, with masks, ``pixel_auroc`` and ``aupro`` with their 95 %
+        intervals over the test images (``pixel_auroc_low`` ... ``aupro_high``:
+        :func:`pipeline_lib.mvtec.pixel_intervals.localization_intervals`), all x 100.
 
     Raises
     ------
@@ -221,7 +224,7 @@ def evaluate_score_maps(
     truth = (np.asarray(masks) > 0).ravel()
     result["pixel_auroc"] = auroc(pixels.ravel(), truth.astype(np.int8))
     result["aupro"] = aupro(pixels, masks, max_fpr=pro_max_fpr)
-    return result
+    return result | localization_intervals(pixels, masks, is_defective, max_fpr=pro_max_fpr)
 
 
 def localization_panels(

@@ -38,6 +38,7 @@ from pipeline_lib.mvtec.localize import (
     grid_side,
     image_scores,
 )
+from pipeline_lib.mvtec.pixel_intervals import LOCALIZATION_INTERVAL_FIELDS
 from pipeline_lib.mvtec.pro import DEFAULT_MAX_FPR
 from pipeline_lib.registry import ROTATION_DETECTORS
 from pipeline_lib.ssl.rotation import rotation_view_logits, scores_from_rotation_logits
@@ -516,6 +517,8 @@ def score_category(
         "image_auroc": metrics["image_auroc"],
         "pixel_auroc": metrics.get("pixel_auroc"),
         "aupro": metrics.get("aupro"),
+        # their intervals over the test images (None without masks)
+        **{field: metrics.get(field) for field in LOCALIZATION_INTERVAL_FIELDS},
         "has_masks": category.has_masks,
         "n_train_images": int(len(category.train_images)),
         "n_test": int(n_test),

@@ -27,11 +27,7 @@ from typing import Any
 
 import yaml
 
-from pipeline_lib.paper.protocol import (
-    PAPER_PROTOCOL,
-    precision_difference,
-    protocol_differences,
-)
+from pipeline_lib.paper.protocol import PAPER_PROTOCOL, protocol_differences
 from pipeline_lib.paper.published import display_name, load_published
 from pipeline_lib.paper.verdict import reproduction_verdict
 from pipeline_lib.registry import RECIPE_READERS
@@ -174,8 +170,6 @@ def cell_rows(run: Mapping[str, Any], *, source: str) -> list[dict[str, Any]]:
             seeds=list(range(PAPER_PROTOCOL["seeds"])),
             contamination=[contamination],
         )
-        # Precision is listed by _precision (what ran on which device), not as a break.
-        breaks = [b for b in breaks if b != precision_difference(config.get("train") or {})]
         differences = [
             _data(run),
             _precision(config, results[0].get("device", "cpu")),

@@ -123,7 +123,7 @@ def check_options(options: Mapping[str, Any], allowed: Iterable[str], kind: str)
     ValueError
         Naming the unknown keys and the allowed ones.
     """
-    allowed = set(allowed) | {"decimals", "ddof"}
+    allowed = set(allowed) | {"decimals"}
     unknown = sorted(set(options) - allowed)
     if unknown:
         raise ValueError(

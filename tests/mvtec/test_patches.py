@@ -31,6 +31,7 @@ from pipeline_lib.mvtec.patches import (
     sample_positions,
     score_category,
 )
+from pipeline_lib.mvtec.pixel_intervals import LOCALIZATION_INTERVAL_FIELDS
 from pipeline_lib.registry import ROTATION_DETECTORS
 from pipeline_lib.ssl.rotation import rotation_scores
 
@@ -169,6 +170,9 @@ def test_perfect_maps_score_100_and_no_masks_give_image_auc_only():
     metrics = evaluate_score_maps(maps, labels, masks, patch_size=16, stride=4, sigma=4.0)
     assert metrics["image_auroc"] == 100.0
     assert metrics["pixel_auroc"] > 90.0 and metrics["aupro"] > 80.0
+    # each localisation metric carries its interval over the test images
+    for name in ("pixel_auroc", "aupro"):
+        assert 50.0 < metrics[f"{name}_low"] <= metrics[f"{name}_high"] <= 100.0
     assert evaluate_score_maps(maps, labels, None, patch_size=16, stride=4) == {
         "image_auroc": 100.0
     }
@@ -223,6 +227,10 @@ def test_a_single_defective_test_image_keeps_the_auc_without_an_interval(mvtec_c
     assert "auroc_low" not in record and "auroc_se_delong" not in record
     assert "1 outlier(s) and 4 inlier(s)" in record[INTERVAL_OMITTED]
     assert arrays["image_score"].shape == (5,)
+    # with masks, the localisation metrics stand too; their intervals resample the same
+    # five images by label, so they are NaN for the same reason (not a failed job)
+    assert category.has_masks and 0.0 <= record["pixel_auroc"] <= 100.0
+    assert all(np.isnan(record[field]) for field in LOCALIZATION_INTERVAL_FIELDS)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -32,6 +32,8 @@ from pipeline_lib.detection.metrics import auroc
 from pipeline_lib.models.checkpoints import save_representation
 from pipeline_lib.models.embed import embed_dataset, embed_split
 from pipeline_lib.models.representation import build_representation
+from pipeline_lib.mvtec.tables import INTERVAL_FIELDS
+from pipeline_lib.paper.published import display_name
 from pipeline_lib.runtime.io import load_npz, save_image_dataset, save_npz
 from pipeline_lib.ssl.train import train_representation
 from tests.deploy.conftest import png_bytes
@@ -113,14 +115,33 @@ def test_tables_and_heat_map_are_written(mvtec_run):
     assert "widget" in note and "per category" in note
     per_category = pd.read_csv(mvtec_run / SUMMARY / "per_category_aupro.csv", index_col=0)
     assert list(per_category.index) == ["widget (object)"]
-    # one seed of one category: each detection cell carries its job's interval over the
-    # test set, in the main tables' format
-    detection = pd.read_csv(mvtec_run / SUMMARY / "per_category_image_auroc.csv", index_col=0)
+    # one seed of one category: each cell of every metric carries its job's interval over
+    # the test set, in the main tables' format (none where the bootstrap has zero width, as
+    # for a perfect detector: an interval [100.0, 100.0] says nothing)
     results = pd.read_csv(mvtec_run / SUMMARY / "results.csv")
-    for cell in detection.loc["widget (object)"]:
-        assert re.fullmatch(r"\d+\.\d \(n=1\) \[\d+\.\d, \d+\.\d\] over the test set", cell), cell
+    for metric, (low, high) in INTERVAL_FIELDS.items():
+        table = pd.read_csv(mvtec_run / SUMMARY / f"per_category_{metric}.csv", index_col=0)
+        for column, cell in table.loc["widget (object)"].items():
+            method, detector = column.split(" + ")
+            job = results[
+                (results["method"].map(lambda m: display_name("method", m)) == method)
+                & (results["detector"].map(lambda d: display_name("detector", d)) == detector)
+            ].iloc[0]
+            assert job[low] <= job[high], (metric, column)
+            if job[low] < job[high]:
+                pattern = r"\d+\.\d \(n=1\) \[\d+\.\d, \d+\.\d\] over the test set"
+            else:
+                pattern = r"\d+\.\d \(n=1\)"
+            assert re.fullmatch(pattern, cell), (metric, cell)
     assert (results["auroc_low"] <= results["image_auroc"]).all()
-    assert summary.loc["Detection on object"].str.endswith("over the test set").all()
+    assert not summary.apply(lambda c: c.str.contains(r"\[0\.0, 100\.0\]")).any(axis=None)
+    # what ran, from the models' own records: RotNet trained on the CPU, in float32; and the
+    # spread's one ddof, stated once
+    for name in ("summary", "per_category_aupro"):
+        text = (mvtec_run / SUMMARY / f"{name}.md").read_text()
+        assert "Training: float32 on the CPU (1 model)." in text
+        assert "autocast" not in text
+        assert text.count("ddof") == 1 and "ddof=1" in text
     with Image.open(mvtec_run / SUMMARY / "heatmaps" / "widget.png") as image:
         pixels = np.asarray(image.convert("RGB"))
     assert pixels.shape[0] > 200 and pixels.std() > 10  # drawn, not blank

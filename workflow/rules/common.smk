@@ -428,8 +428,10 @@ def roc_score_files(dataset):
     ]
 
 
-def training_histories():
-    """Per-epoch loss / learning-rate records of every trained model of every grid."""
+def training_histories(grids=None):
+    """Per-epoch loss / learning-rate records of every trained model of ``grids`` (default:
+    every grid); they also say on what device and in which precision each model trained.
+    """
     paths = [
         os.path.join(
             SPLIT.format(
@@ -441,7 +443,7 @@ def training_histories():
             method,
             "train_history.json",
         )
-        for grid in GRIDS
+        for grid in (GRIDS if grids is None else grids)
         for name, classes in GRID_CLASSES[grid.name].items()
         for inlier in classes
         for contamination in grid.contamination

@@ -189,7 +189,9 @@ if MVTEC:
 
     rule make_mvtec_tables:
         input:
-            mvtec_results(),
+            results=mvtec_results(),
+            # what each model trained on, in which precision: the tables' training line
+            histories=mvtec_histories(),
         output:
             results=f"{MVTEC_SUMMARY}/results.csv",
             tables=mvtec_table_outputs(),

@@ -41,6 +41,7 @@ rule make_tables:
     input:
         "results/summary/results.csv",
         provenance=data_provenance_files(MAIN_DATASETS),
+        histories=training_histories([MAIN]) if MAIN else [],
     output:
         main=report(
             multiext("results/summary/main_table", ".csv", ".md", ".tex", ".html"),

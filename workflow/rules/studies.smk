@@ -87,6 +87,9 @@ if STUDIES:
                 uniformity_files(STUDY_BY_NAME[wildcards.study]).values()
             ),
             provenance=study_provenance,
+            histories=lambda wildcards: training_histories(
+                [STUDY_BY_NAME[wildcards.study]]
+            ),
         output:
             results=os.path.join(STUDY, "results.csv"),
             expected=os.path.join(STUDY, "expected.csv"),
@@ -149,6 +152,7 @@ if MAIN:
                 "results/summary/main_table", ".csv", ".md", ".tex", ".html"
             ),
             provenance=study_provenance,
+            histories=training_histories([MAIN]),
         output:
             results=os.path.join(STUDY, "results.csv"),
             expected=os.path.join(STUDY, "expected.csv"),
@@ -182,6 +186,18 @@ if MAIN:
             ranks=RANK_PLOT,
             results="results/summary/results.csv",
             logged=image_tracking_log(),
+            # what the page shows inline or links, besides the studies: every table and
+            # figure of the summary folder
+            histories=training_histories([MAIN]),
+            per_class=rules.make_tables.output.per_class,
+            comparisons=rules.make_tables.output.comparisons,
+            bars=expand(rules.plot_per_class.output[0], dataset=MAIN_DATASETS),
+            roc=expand(rules.plot_roc_curves.output[0], dataset=MAIN_DATASETS),
+            run_provenance=rules.write_provenance.output,
+            mvtec=lambda wildcards: (
+                [*mvtec_table_outputs(), *mvtec_heatmap_outputs()] if MVTEC else []
+            ),
+            explanations=lambda wildcards: explanation_outputs(),
         output:
             html=report(
                 "results/summary/index.html",
@@ -199,9 +215,12 @@ if MAIN:
             runtime=30,
         params:
             studies=[grid.name for grid in STUDIES],
+            datasets=MAIN_DATASETS,
             n_datasets=len(MAIN_DATASETS),
             protocol=protocol_notes(config, MAIN),
             breaks=protocol_breaks(config),
+            # one job of each ROC figure: its class, seed and contamination name the figure
+            roc_jobs=[roc_score_files(dataset)[0] for dataset in MAIN_DATASETS],
         script:
             "../scripts/make_summary.py"
 
