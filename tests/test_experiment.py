@@ -29,7 +29,7 @@ def test_a_config_without_a_name_is_named_after_its_file() -> None:
     assert default_experiment(["base.yaml", "cifar10 run (2).yml"]) == "cifar10-run-2"
     assert default_experiment([]) == DEFAULT_EXPERIMENT
     assert default_experiment(["...yaml"]) == DEFAULT_EXPERIMENT
-    assert experiment_folder("my_data") == Path("experiments/my_data")
+    assert experiment_folder("my_data") == Path("results/my_data")
 
 
 @pytest.mark.parametrize("name", [".", "..", "-x", "a/b", ""])
@@ -46,7 +46,7 @@ def test_an_experiment_name_cannot_leave_its_folder(name: str) -> None:
 
 
 def test_relative_paths_are_rebased_onto_the_experiment_folder() -> None:
-    folder = Path("experiments/mine")
+    folder = Path("results/mine")
     config = {
         "data": {"root": "data", "download": False},
         "embed": {"imagenet_weights": "weights/resnet50.pth", "width": 64},
@@ -89,7 +89,7 @@ def test_the_folder_records_its_config_files_and_refuses_others(
         claim_folder(folder, "mine", [tmp_path / "configs/copy.yaml"])
     message = str(refused.value)
     assert message.startswith(
-        "config key 'experiment': experiments/mine/ holds the runs of configs/mine.yaml, and "
+        "config key 'experiment': results/mine/ holds the runs of configs/mine.yaml, and "
         "this run of configs/copy.yaml has the same experiment name 'mine'."
     )
     assert "--config experiment=NAME" in message and f"delete {folder / CONFIG_RECORD}" in message

@@ -1,12 +1,15 @@
-"""Where a run lives: ``experiments/<experiment>/``, one folder per config.
+"""Where a run lives: ``results/<experiment>/``, one folder per config.
 
-Every path of the workflow is relative to its working directory (``results/``, its logs, its
-``benchmark:`` timings, the MLflow store, Snakemake's ``.snakemake/``): the layout
-Snakemake's standardized workflows use. Two configs run in one folder would therefore share
-all of it, and the second would rebuild the first one's summary from both sweeps. So the
-Snakefile makes the folder of the config's ``experiment`` (its MLflow experiment name too)
-the working directory, Snakemake's own ``workdir:``; an explicit ``--directory`` wins, as
-Snakemake's command line always does. The cost planner reads the same folder's timings.
+Every path of the workflow is relative to its working directory (every result, the summary,
+``logs/``, the ``benchmark:`` timings, the MLflow store, Snakemake's ``.snakemake/``): the
+layout Snakemake's standardized workflows use. Two configs run in one folder would therefore
+share all of it, and the second would rebuild the first one's summary from both sweeps. So
+the Snakefile makes the folder of the config's ``experiment`` (its MLflow experiment name
+too) under ``results/`` the working directory, Snakemake's own ``workdir:``; the rules write
+directly into it (no second ``results/`` inside), so a run's summary is
+``results/<experiment>/summary/index.html``. An explicit ``--directory`` wins, as
+Snakemake's command line always does: the outputs then lie directly in that folder. The cost
+planner reads the same folder's timings.
 
 Torch-free: the Snakefile imports this at parse time.
 """
@@ -32,8 +35,9 @@ __all__ = [
     "experiment_folder",
 ]
 
-#: The folder, relative to where Snakemake starts, that holds one folder per experiment.
-EXPERIMENTS = "experiments"
+#: The folder, relative to where Snakemake starts, that holds one folder per experiment: the
+#: checkout's one output folder.
+EXPERIMENTS = "results"
 #: The name of a run whose config came from no file (only ``--config`` values).
 DEFAULT_EXPERIMENT = "droc-bench"
 #: In an experiment's folder: the config files whose runs it holds, one a line.

@@ -117,7 +117,7 @@ def _cell_anchors(page: str) -> list[tuple[str, str]]:
 
 def test_summary_page_in_a_headless_browser(tiny_run: Path, tmp_path: Path) -> None:
     chromium = _chromium()
-    page = tiny_run / "results/summary/index.html"
+    page = tiny_run / "summary/index.html"
     assert page.is_file()
     url = page.resolve().as_uri()
 
@@ -149,7 +149,7 @@ def test_summary_page_in_a_headless_browser(tiny_run: Path, tmp_path: Path) -> N
     assert opening.lstrip().startswith("Reproduction: not comparable")
     assert opening.index("Reproduction: not comparable") < opening.index(protocol)
     assert opening.index(protocol) < opening.index("Main table")
-    main = pd.read_csv(tiny_run / "results/summary/main_table.csv", dtype=str)
+    main = pd.read_csv(tiny_run / "summary/main_table.csv", dtype=str)
     section = text.split("Main table", 1)[1].split("Largest deviations", 1)[0]
     assert protocol in section
     assert list(main.columns) in parser.rows  # the header, then every row
@@ -167,10 +167,10 @@ def test_summary_page_in_a_headless_browser(tiny_run: Path, tmp_path: Path) -> N
     assert "mdhtml" not in text
     # each cell of ours links the MLflow runs behind it (2 classes x 2 seeds), and every
     # linked run exists in the run's store and is a job of that cell
-    runs = _store_runs(tiny_run / "results/mlflow/mlflow.db")
+    runs = _store_runs(tiny_run / "mlflow/mlflow.db")
     anchors = _cell_anchors(page.read_text())
     assert len(anchors) == len(main)  # one data set: one linked cell per row
-    results = pd.read_csv(tiny_run / "results/summary/results.csv", dtype=str)
+    results = pd.read_csv(tiny_run / "summary/results.csv", dtype=str)
     for cell, href in anchors:
         assert cell in ours
         query = urllib.parse.parse_qs(urllib.parse.urlsplit(href).fragment.split("?", 1)[1])
