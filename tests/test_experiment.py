@@ -13,10 +13,12 @@ import pytest
 from pipeline_lib.config.experiment import (
     CONFIG_RECORD,
     DEFAULT_EXPERIMENT,
+    RUN_FOLDER_ENV,
     anchor_paths,
     claim_folder,
     default_experiment,
     experiment_folder,
+    run_folder,
 )
 from pipeline_lib.config.validate import ConfigError, validate_config
 
@@ -97,3 +99,28 @@ def test_the_folder_records_its_config_files_and_refuses_others(
     (folder / CONFIG_RECORD).unlink()
     claim_folder(folder, "mine", [Path("configs/copy.yaml")])
     assert (folder / CONFIG_RECORD).read_text() == "configs/copy.yaml\n"
+
+
+def test_a_job_step_works_where_its_run_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job's own Snakemake process (a SLURM job step) starts where the run started and is
+    not told about --directory: it moves as the run did, or stays where the run stayed."""
+    monkeypatch.chdir(tmp_path)
+    here = tmp_path.resolve()
+
+    def folder(*, given: bool, main: bool, environ: dict[str, str]) -> Path | None:
+        return run_folder("mine", directory_given=given, main_process=main, environ=environ)
+
+    # Run without --directory: into results/mine/, and so does its job step.
+    environ: dict[str, str] = {}
+    assert folder(given=False, main=True, environ=environ) == Path("results/mine")
+    assert environ == {RUN_FOLDER_ENV: str(here / "results/mine")}
+    assert folder(given=False, main=False, environ=environ) == Path("results/mine")
+    # Run given --directory: it works there, and so does its job step, started there.
+    environ = {}
+    assert folder(given=True, main=True, environ=environ) is None
+    assert environ == {RUN_FOLDER_ENV: str(here)}
+    assert folder(given=False, main=False, environ=environ) is None
+    # A job step that inherits no record moves as a run does.
+    assert folder(given=False, main=False, environ={}) == Path("results/mine")

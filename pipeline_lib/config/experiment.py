@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +29,12 @@ __all__ = [
     "CONFIG_RECORD",
     "DEFAULT_EXPERIMENT",
     "EXPERIMENTS",
+    "RUN_FOLDER_ENV",
     "anchor_paths",
     "claim_folder",
     "default_experiment",
     "experiment_folder",
+    "run_folder",
 ]
 
 #: The folder, relative to where Snakemake starts, that holds one folder per experiment: the
@@ -42,6 +44,9 @@ EXPERIMENTS = "results"
 DEFAULT_EXPERIMENT = "droc-bench"
 #: In an experiment's folder: the config files whose runs it holds, one a line.
 CONFIG_RECORD = "config_files.txt"
+#: The run's working directory, absolute, as the main Snakemake process chose it; its jobs'
+#: own Snakemake processes inherit it (:func:`run_folder`).
+RUN_FOLDER_ENV = "DROC_RUN_FOLDER"
 
 _NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -61,6 +66,31 @@ def default_experiment(configfiles: Sequence[str | os.PathLike]) -> str:
 def experiment_folder(experiment: str) -> Path:
     """The working directory of ``experiment``'s runs, relative to where Snakemake starts."""
     return Path(EXPERIMENTS) / experiment
+
+
+def run_folder(
+    experiment: str,
+    *,
+    directory_given: bool,
+    main_process: bool,
+    environ: MutableMapping[str, str] = os.environ,
+) -> Path | None:
+    """The folder this Snakemake process moves into (relative to where it starts), or None
+    when it works where it is; the main process records its choice in ``environ``.
+
+    None when ``--directory`` chose the working directory (``directory_given``). A job's own
+    Snakemake process (a SLURM job step, ``main_process`` false) starts where the run
+    started and is not told about ``--directory`` on a shared file system: it moves as the
+    run did, unless it already starts in the run's working directory, which the main
+    process recorded in :data:`RUN_FOLDER_ENV` (a run given ``--directory``).
+    """
+    folder = None if directory_given else experiment_folder(experiment)
+    here = Path.cwd().resolve()
+    if main_process:
+        environ[RUN_FOLDER_ENV] = str(here / folder if folder is not None else here)
+    elif folder is not None and environ.get(RUN_FOLDER_ENV) == str(here):
+        folder = None
+    return folder
 
 
 def _rebased(path: str | None, folder: Path) -> str | None:

@@ -22,7 +22,7 @@ from pipeline_lib.config.keys import (
     ResultKey,
     contamination_text,
 )
-from pipeline_lib.config.experiment import anchor_paths, claim_folder, experiment_folder
+from pipeline_lib.config.experiment import anchor_paths, claim_folder, run_folder
 from pipeline_lib.config.gpus import GPU_RULES, gpu_warning, visible_cuda_devices
 from pipeline_lib.data import DataError, resolve_data_root
 from pipeline_lib.data.presence import missing_data
@@ -60,11 +60,12 @@ try:
         study_grids(_validated, _validated["studies"]), _validated["data"]["root"]
     )
     # The run's working directory: results/<experiment>/ (pipeline_lib.config.experiment),
-    # unless --directory chose one. The Snakefile moves there after this file.
-    EXPERIMENT_FOLDER = (
-        experiment_folder(_validated["experiment"])
-        if workflow.overwrite_workdir is None
-        else None
+    # unless --directory chose one (then None, as in a job step already there). The
+    # Snakefile moves there after this file.
+    EXPERIMENT_FOLDER = run_folder(
+        _validated["experiment"],
+        directory_given=workflow.overwrite_workdir is not None,
+        main_process=workflow.is_main_process,
     )
     # Environment-like settings travel as environment variables, not params, so moving the
     # data, the ImageNet weights file or the tracking store never re-runs finished jobs.
