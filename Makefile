@@ -30,12 +30,12 @@ $(VENV)/.installed: pyproject.toml
 
 # The embedded default runs in its experiment's folder (docs/usage.md, "Experiments apart"),
 # which is also where the report's path is read from.
-DEMO := experiments/droc-demo
+DEMO := results/droc-demo
 demo: $(VENV)/.installed
 	$(BIN)/python benchmarks/measure_command.py -- $(BIN)/snakemake --cores $(CORES)
-	$(BIN)/snakemake --cores $(CORES) --report results/report.html
-	@echo "Tables and plots: $(DEMO)/results/summary/   Report: $(DEMO)/results/report.html"
-	@echo "MLflow: $(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/$(DEMO)/results/mlflow/mlflow.db"
+	$(BIN)/snakemake --cores $(CORES) --report report.html
+	@echo "Summary: $(DEMO)/summary/index.html   Report: $(DEMO)/report.html"
+	@echo "MLflow: $(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/$(DEMO)/mlflow/mlflow.db"
 
 # Style and structure: ruff (lint and format), snakefmt, the import layering contracts
 # (pyproject's [tool.importlinter]) and Snakemake's own linter.
@@ -70,4 +70,4 @@ rulegraph: $(VENV)/.installed
 	$(BIN)/snakemake --rulegraph --configfile config/paper.yaml | dot -Tsvg > docs/rulegraph.svg
 
 clean:
-	rm -rf experiments results .snakemake
+	rm -rf results .snakemake

@@ -20,7 +20,7 @@ if not config:
     CONFIGFILES = [Path(workflow.basedir) / "config" / "config.yaml"]
     with open(CONFIGFILES[0]) as handle:
         config.update(yaml.safe_load(handle))
-# A config without an experiment name is named after its file (experiments/<name>/).
+# A config without an experiment name is named after its file (results/<name>/).
 config.setdefault("experiment", default_experiment(CONFIGFILES))
 
 

@@ -3,7 +3,7 @@
 Usage::
 
     snakemake --cores 2 --configfile config/experiments/noise_studies.yaml
-    python benchmarks/noise_studies.py experiments/droc-noise-studies/results/studies --wall-s 1234
+    python benchmarks/noise_studies.py results/droc-noise-studies/studies --wall-s 1234
 
 copies the two studies' tables (``noise_contamination.csv``, ``noise_semi_supervised.csv``:
 mean and std over seeds per cell, as the study rules write them) to
@@ -195,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "studies",
         nargs="?",
         type=Path,
-        help="the run's results/studies (in experiments/droc-noise-studies/)",
+        help="the run's studies folder (results/droc-noise-studies/studies)",
     )
     parser.add_argument("--wall-s", type=float, help="the run's wall time in seconds")
     parser.add_argument("--machine", default="2 CPU cores")

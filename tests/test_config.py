@@ -606,7 +606,7 @@ def test_study_detector_parameters_equal_after_defaults_merge(config) -> None:
 # as workflow/rules/common.smk (validate_config, the study grids, each grid's classes), whose
 # ConfigError, DataError or GridError the Snakefile prints as "Invalid config: ..." before any
 # job. tests/workflow/test_config_errors.py keeps one such case end to end through
-# `snakemake -n` (the message, the exit status, no results/ folder).
+# `snakemake -n` (the message, the exit status, no output written).
 TINY = yaml.safe_load((ROOT / "tests" / "configs" / "tiny.yaml").read_text())
 
 

@@ -227,11 +227,28 @@ def test_result_paths_in_the_guides_are_the_result_keys() -> None:
 
     written = []
     for guide in GUIDES:
-        written += re.findall(r"`(results/\{dataset\}/\{inlier\}/[^`]*)`", guide.read_text())
+        # In the experiment's folder, or with it in front as seen from the checkout.
+        pattern = r"`(?:results/<experiment>/)?(\{dataset\}/\{inlier\}/[^`]*)`"
+        written += re.findall(pattern, guide.read_text())
     assert len(written) >= 3
     assert not [path for path in written if not path.startswith(SPLIT)]
     for guide in ("README.md", "docs/usage.md", "docs/architecture.md"):
         assert RESULT in (REPO / guide).read_text(), guide
+
+
+def test_the_guides_place_outputs_in_the_experiment_folder() -> None:
+    """A run's outputs lie directly in its experiment's folder, results/<experiment>/: no
+    guide, config README or config comment names a second results/ inside it, or a folder
+    of the run's outputs straight under results/."""
+    inside = "{|summary|studies|mlflow|logs|benchmarks|deploy|mvtec|report"
+    stale = re.compile(rf"(?<![\w./-])(?:results/(?:{inside})|experiments/(?:<|droc-))")
+    texts = [*GUIDES, REPO / "config/README.md", *(REPO / "config").rglob("*.yaml")]
+    found = [
+        f"{path.relative_to(REPO)}: {match.group(0)}"
+        for path in texts
+        for match in stale.finditer(path.read_text())
+    ]
+    assert not found
 
 
 def test_the_workflow_catalog_file_describes_the_usage() -> None:

@@ -13,10 +13,12 @@ import pytest
 from pipeline_lib.config.experiment import (
     CONFIG_RECORD,
     DEFAULT_EXPERIMENT,
+    RUN_FOLDER_ENV,
     anchor_paths,
     claim_folder,
     default_experiment,
     experiment_folder,
+    run_folder,
 )
 from pipeline_lib.config.validate import ConfigError, validate_config
 
@@ -29,7 +31,7 @@ def test_a_config_without_a_name_is_named_after_its_file() -> None:
     assert default_experiment(["base.yaml", "cifar10 run (2).yml"]) == "cifar10-run-2"
     assert default_experiment([]) == DEFAULT_EXPERIMENT
     assert default_experiment(["...yaml"]) == DEFAULT_EXPERIMENT
-    assert experiment_folder("my_data") == Path("experiments/my_data")
+    assert experiment_folder("my_data") == Path("results/my_data")
 
 
 @pytest.mark.parametrize("name", [".", "..", "-x", "a/b", ""])
@@ -46,7 +48,7 @@ def test_an_experiment_name_cannot_leave_its_folder(name: str) -> None:
 
 
 def test_relative_paths_are_rebased_onto_the_experiment_folder() -> None:
-    folder = Path("experiments/mine")
+    folder = Path("results/mine")
     config = {
         "data": {"root": "data", "download": False},
         "embed": {"imagenet_weights": "weights/resnet50.pth", "width": 64},
@@ -89,7 +91,7 @@ def test_the_folder_records_its_config_files_and_refuses_others(
         claim_folder(folder, "mine", [tmp_path / "configs/copy.yaml"])
     message = str(refused.value)
     assert message.startswith(
-        "config key 'experiment': experiments/mine/ holds the runs of configs/mine.yaml, and "
+        "config key 'experiment': results/mine/ holds the runs of configs/mine.yaml, and "
         "this run of configs/copy.yaml has the same experiment name 'mine'."
     )
     assert "--config experiment=NAME" in message and f"delete {folder / CONFIG_RECORD}" in message
@@ -97,3 +99,28 @@ def test_the_folder_records_its_config_files_and_refuses_others(
     (folder / CONFIG_RECORD).unlink()
     claim_folder(folder, "mine", [Path("configs/copy.yaml")])
     assert (folder / CONFIG_RECORD).read_text() == "configs/copy.yaml\n"
+
+
+def test_a_job_step_works_where_its_run_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job's own Snakemake process (a SLURM job step) starts where the run started and is
+    not told about --directory: it moves as the run did, or stays where the run stayed."""
+    monkeypatch.chdir(tmp_path)
+    here = tmp_path.resolve()
+
+    def folder(*, given: bool, main: bool, environ: dict[str, str]) -> Path | None:
+        return run_folder("mine", directory_given=given, main_process=main, environ=environ)
+
+    # Run without --directory: into results/mine/, and so does its job step.
+    environ: dict[str, str] = {}
+    assert folder(given=False, main=True, environ=environ) == Path("results/mine")
+    assert environ == {RUN_FOLDER_ENV: str(here / "results/mine")}
+    assert folder(given=False, main=False, environ=environ) == Path("results/mine")
+    # Run given --directory: it works there, and so does its job step, started there.
+    environ = {}
+    assert folder(given=True, main=True, environ=environ) is None
+    assert environ == {RUN_FOLDER_ENV: str(here)}
+    assert folder(given=False, main=False, environ=environ) is None
+    # A job step that inherits no record moves as a run does.
+    assert folder(given=False, main=False, environ={}) == Path("results/mine")

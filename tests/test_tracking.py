@@ -56,7 +56,7 @@ def _records(n: int = 3) -> list[dict]:
     """Job records as the pipeline logs them (rows of results.csv)."""
     return [
         {
-            "result_key": f"results/digits/{inlier}/contam0/seed0/raw/train/knn",
+            "result_key": f"digits/{inlier}/contam0/seed0/raw/train/knn",
             "dataset": "digits",
             "inlier": str(inlier),
             "method": "raw",
@@ -246,7 +246,7 @@ def test_training_runs_carry_test_auroc_curves_and_the_eval_figure(
     ]
     figure = tmp_path / "eval_curve.png"
     figure.write_bytes(b"\x89PNG not really")
-    key = "results/digits/3/contam0/seed0/rotnet"
+    key = "digits/3/contam0/seed0/rotnet"
     summary = _log(
         store,
         _records(1),
@@ -276,7 +276,7 @@ def test_a_bad_record_fails_softly(store: dict, caplog: pytest.LogCaptureFixture
         summary = _log(store, [record], "bad-record")
     assert summary["status"] == "failed"
     assert summary["warning"].startswith("KeyError")
-    assert "results/ still holds every result" in caplog.text
+    assert "the result files still hold every result" in caplog.text
 
 
 def test_unreachable_server_warns_quickly(tmp_path: Path, caplog) -> None:
@@ -317,7 +317,7 @@ def test_a_run_left_without_params_gets_them_when_logged_again(store: dict) -> N
     client = store["client"]
     # A writer killed between create_run and log_batch: the run exists with its identity
     # tags, but no params, no metrics and no content hash.
-    orphan_key = "results/digits/7/contam0/seed0/raw/train/knn"
+    orphan_key = "digits/7/contam0/seed0/raw/train/knn"
     orphan = client.create_run(
         first["experiment_id"],
         tags={

@@ -1,12 +1,15 @@
-"""Where a run lives: ``experiments/<experiment>/``, one folder per config.
+"""Where a run lives: ``results/<experiment>/``, one folder per config.
 
-Every path of the workflow is relative to its working directory (``results/``, its logs, its
-``benchmark:`` timings, the MLflow store, Snakemake's ``.snakemake/``): the layout
-Snakemake's standardized workflows use. Two configs run in one folder would therefore share
-all of it, and the second would rebuild the first one's summary from both sweeps. So the
-Snakefile makes the folder of the config's ``experiment`` (its MLflow experiment name too)
-the working directory, Snakemake's own ``workdir:``; an explicit ``--directory`` wins, as
-Snakemake's command line always does. The cost planner reads the same folder's timings.
+Every path of the workflow is relative to its working directory (every result, the summary,
+``logs/``, the ``benchmark:`` timings, the MLflow store, Snakemake's ``.snakemake/``): the
+layout Snakemake's standardized workflows use. Two configs run in one folder would therefore
+share all of it, and the second would rebuild the first one's summary from both sweeps. So
+the Snakefile makes the folder of the config's ``experiment`` (its MLflow experiment name
+too) under ``results/`` the working directory, Snakemake's own ``workdir:``; the rules write
+directly into it (no second ``results/`` inside), so a run's summary is
+``results/<experiment>/summary/index.html``. An explicit ``--directory`` wins, as
+Snakemake's command line always does: the outputs then lie directly in that folder. The cost
+planner reads the same folder's timings.
 
 Torch-free: the Snakefile imports this at parse time.
 """
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,18 +29,24 @@ __all__ = [
     "CONFIG_RECORD",
     "DEFAULT_EXPERIMENT",
     "EXPERIMENTS",
+    "RUN_FOLDER_ENV",
     "anchor_paths",
     "claim_folder",
     "default_experiment",
     "experiment_folder",
+    "run_folder",
 ]
 
-#: The folder, relative to where Snakemake starts, that holds one folder per experiment.
-EXPERIMENTS = "experiments"
+#: The folder, relative to where Snakemake starts, that holds one folder per experiment: the
+#: checkout's one output folder.
+EXPERIMENTS = "results"
 #: The name of a run whose config came from no file (only ``--config`` values).
 DEFAULT_EXPERIMENT = "droc-bench"
 #: In an experiment's folder: the config files whose runs it holds, one a line.
 CONFIG_RECORD = "config_files.txt"
+#: The run's working directory, absolute, as the main Snakemake process chose it; its jobs'
+#: own Snakemake processes inherit it (:func:`run_folder`).
+RUN_FOLDER_ENV = "DROC_RUN_FOLDER"
 
 _NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -57,6 +66,31 @@ def default_experiment(configfiles: Sequence[str | os.PathLike]) -> str:
 def experiment_folder(experiment: str) -> Path:
     """The working directory of ``experiment``'s runs, relative to where Snakemake starts."""
     return Path(EXPERIMENTS) / experiment
+
+
+def run_folder(
+    experiment: str,
+    *,
+    directory_given: bool,
+    main_process: bool,
+    environ: MutableMapping[str, str] = os.environ,
+) -> Path | None:
+    """The folder this Snakemake process moves into (relative to where it starts), or None
+    when it works where it is; the main process records its choice in ``environ``.
+
+    None when ``--directory`` chose the working directory (``directory_given``). A job's own
+    Snakemake process (a SLURM job step, ``main_process`` false) starts where the run
+    started and is not told about ``--directory`` on a shared file system: it moves as the
+    run did, unless it already starts in the run's working directory, which the main
+    process recorded in :data:`RUN_FOLDER_ENV` (a run given ``--directory``).
+    """
+    folder = None if directory_given else experiment_folder(experiment)
+    here = Path.cwd().resolve()
+    if main_process:
+        environ[RUN_FOLDER_ENV] = str(here / folder if folder is not None else here)
+    elif folder is not None and environ.get(RUN_FOLDER_ENV) == str(here):
+        folder = None
+    return folder
 
 
 def _rebased(path: str | None, folder: Path) -> str | None:

@@ -40,7 +40,7 @@ A config is a YAML file passed with `snakemake --configfile FILE`; without one, 
 whole paper. A config replaces the demo, it is not merged into it; `--config KEY=VALUE`
 overrides single keys. Every config is checked against the schema before any job starts, and
 every mistake is named in one message. Each config runs in its own folder,
-`experiments/<experiment>/` (docs/usage.md, "Experiments apart"). Defaults are filled in for
+`results/<experiment>/` (docs/usage.md, "Experiments apart"). Defaults are filled in for
 every key the config leaves out; `<id>` stands for a name you choose (a data set, a detector,
 a variant). The last two columns give the value `config/config.yaml` and `config/paper.yaml`
 set (empty: left at the default).

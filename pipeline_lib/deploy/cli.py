@@ -101,8 +101,8 @@ def load_model(uri: str, *, tracking_uri: str | None = None) -> Package:
     elif not _URI_SCHEME.match(uri):
         raise PackageError(
             f"--model {uri}: no such folder; give a package folder written by the deploy "
-            "step (results/deploy/<name>/package), an MLflow model folder, or an MLflow URI "
-            "(models:/NAME/VERSION, runs:/RUN_ID/model)"
+            "step (results/<experiment>/deploy/<name>/package), an MLflow model folder, or an "
+            "MLflow URI (models:/NAME/VERSION, runs:/RUN_ID/model)"
         )
     # mlflow only when needed: a package folder scores without it.
     import mlflow

@@ -33,7 +33,7 @@ own), then projects per rule (:mod:`pipeline_lib.planning.costs`):
      column);
   3. measurements of this config's earlier runs (per-epoch ``images_per_s`` in the
      ``train_history.json`` files of that device and width) in its experiment folder,
-     ``experiments/<experiment>/`` (:mod:`pipeline_lib.config.experiment`; ``--directory``
+     ``results/<experiment>/`` (:mod:`pipeline_lib.config.experiment`; ``--directory``
      names another), which holds no other config's runs;
   4. the documented defaults ``DEFAULT_IMAGES_PER_S`` (:mod:`pipeline_lib.planning.defaults`:
      one job alone, width 64; on CUDA with the graph-captured step, the default there).
@@ -50,7 +50,7 @@ own), then projects per rule (:mod:`pipeline_lib.planning.costs`):
   and names its device, setting and date, while histories are whatever happens to lie in
   the experiment's folder (any code version, any load), so they rank below it. Seconds of
   the other rules: the median wall time ``s`` of each rule's ``benchmark:`` files under
-  that folder's ``results/benchmarks/``, else ``DEFAULT_JOB_SECONDS``.
+  that folder's ``benchmarks/``, else ``DEFAULT_JOB_SECONDS``.
 * **best setting** (with rate tables): the training hours of the config at each measured
   (step mode, fuse) setting, its models regrouped as ``train.fuse`` would group them
   (:func:`pipeline_lib.planning.best_setting.setting_costs`), and the cheapest: what to put
@@ -195,7 +195,7 @@ def plan_config(
 
 
 def experiment_runs(configfile: str | os.PathLike) -> Path:
-    """The folder of ``configfile``'s runs: ``experiments/<experiment>/`` (the Snakefile's
+    """The folder of ``configfile``'s runs: ``results/<experiment>/`` (the Snakefile's
     working directory for it), so a plan measures this config's runs and no other's."""
     return experiment_folder(planned_config(configfile)["experiment"])
 
@@ -240,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=Path,
         default=None,
         help="working directory of the sweep, measured for rates, times and sizes (default: "
-        "the config's experiment folder, experiments/<experiment>/, the Snakefile's)",
+        "the config's experiment folder, results/<experiment>/, the Snakefile's)",
     )
     parser.add_argument(
         "--profile",

@@ -62,7 +62,7 @@ def _check_identity(path: str | os.PathLike, record: dict) -> None:
     try:
         folder = ResultKey.from_path(path).record()
     except ValueError:
-        return  # not in the results/ layout (e.g. a copy outside it): nothing to compare
+        return  # not in the results layout (e.g. a copy outside it): nothing to compare
     recorded = ResultKey.from_wildcards(record).record()
     differ = {
         name: (recorded[name], folder[name])

@@ -1,9 +1,10 @@
 """MLflow logging: the only module that imports mlflow.
 
 One writer (the ``log_to_mlflow`` rule) logs every job result as a child run and a parent
-summary run per sweep. Files under ``results/`` are the source of truth: a tracking server
-that does not answer costs a warning and a few seconds, never a failed pipeline. Runs carry
-a stable key, so logging the same results again creates no duplicates.
+summary run per sweep. The result files (in ``results/<experiment>/``) are the source of
+truth: a tracking server that does not answer costs a warning and a few seconds, never a
+failed pipeline. Runs carry a stable key, so logging the same results again creates no
+duplicates.
 """
 
 from __future__ import annotations
@@ -199,7 +200,7 @@ def _refusal(uri: str, error: Exception) -> str | None:
         f"MLflow tracking server {redact_uri(uri)} refused access: {reason}. Set "
         "MLFLOW_TRACKING_USERNAME "
         "and MLFLOW_TRACKING_PASSWORD to an account of that server and re-run log_to_mlflow; "
-        "runs are not logged, results/ still holds every result"
+        "runs are not logged, the result files still hold every result"
     )
 
 
@@ -573,5 +574,5 @@ def log_sweep(
             log.warning("%s", refused)
             return summary | {"status": "unauthorized", "warning": refused}
         reason = redact_uri(f"{type(error).__name__}: {error}")  # errors quote the URI
-        log.warning("MLflow logging failed (%s); results/ still holds every result", reason)
+        log.warning("MLflow logging failed (%s); the result files still hold every result", reason)
         return summary | {"status": "failed", "warning": reason}

@@ -192,7 +192,7 @@ def test_write_study_writes_every_file_and_load_study_reads_it_back(grid, tmp_pa
 
 
 def test_write_study_links_tables_written_elsewhere_instead_of_copying_them(grid, tmp_path) -> None:
-    # The main grid's human tables are results/summary/main_table.*, written once.
+    # The main grid's human tables are summary/main_table.*, written once.
     summary = tmp_path / "summary"
     summary.mkdir()
     tables = [summary / f"main_table{suffix}" for suffix in (".csv", ".md", ".tex", ".html")]

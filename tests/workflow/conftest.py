@@ -43,7 +43,7 @@ def run_snakemake_in(
     folder: Path, *args: str, check: bool = True, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``snakemake`` started in ``folder`` without ``--directory``, as a user runs it: the
-    Snakefile moves into the config's experiment folder, ``folder/experiments/<name>/``."""
+    Snakefile moves into the config's experiment folder, ``folder/results/<name>/``."""
     command = [str(SNAKEMAKE), "--snakefile", str(REPO / "Snakefile"), *args]
     return _run(command, args, check=check, env=env, cwd=folder)
 

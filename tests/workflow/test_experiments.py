@@ -1,8 +1,8 @@
 """Two configs run in one folder keep their results apart (pipeline_lib.config.experiment).
 
 Snakemake is started in one folder, as a user starts it in a checkout, without
-``--directory``: each config runs in ``experiments/<experiment>/``, with its own results,
-summary, logs, benchmark timings and ``.snakemake/``.
+``--directory``: each config runs in ``results/<experiment>/``, with its own results,
+summary, logs, benchmark timings and ``.snakemake/`` directly in it.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def _image_folder(folder: Path) -> None:
 
 
 def _summary(folder: Path) -> pd.DataFrame:
-    return pd.read_csv(folder / "results/summary/results.csv", dtype=str)
+    return pd.read_csv(folder / "summary/results.csv", dtype=str)
 
 
 def test_two_configs_in_one_folder_keep_their_results_apart(tmp_path: Path) -> None:
@@ -84,16 +84,24 @@ def test_two_configs_in_one_folder_keep_their_results_apart(tmp_path: Path) -> N
     assert "--set-resources embed_frozen_dataset:gpu=1" in first.stderr
     run_snakemake_in(tmp_path, "--cores", "2", *ONE_THREAD_PER_JOB, "--configfile", str(mine))
 
-    zero, folder = tmp_path / "experiments/digits_zero", tmp_path / "experiments/my_folder"
-    assert not (tmp_path / "results").exists() and not (tmp_path / ".snakemake/metadata").exists()
+    zero, folder = tmp_path / "results/digits_zero", tmp_path / "results/my_folder"
+    # results/ holds the two experiments' folders and nothing else; nothing else was written
+    # where Snakemake started (no second output folder, no Snakemake records).
+    assert {path.name for path in (tmp_path / "results").iterdir()} == {"digits_zero", "my_folder"}
+    started = {path.name for path in tmp_path.iterdir()} - {".snakemake"}
+    assert started == {"configs", "my_images", "results"}
+    assert not (tmp_path / ".snakemake/metadata").exists()
+    for experiment in (zero, folder):
+        assert (experiment / "summary/index.html").is_file()
+        assert not (experiment / "results").exists()
     digits_rows, folder_rows = _summary(zero), _summary(folder)
     assert set(digits_rows["dataset"]) == {"digits"} and set(digits_rows["inlier"]) == {"0"}
     assert set(folder_rows["dataset"]) == {"image_folder"}
     assert set(folder_rows["inlier"]) == {"dark", "light"}
     # Logs, timings and Snakemake's records: each experiment's own.
     for experiment, dataset in ((zero, "digits"), (folder, "image_folder")):
-        logged = {path.name for path in (experiment / "results/logs/prepare_dataset").iterdir()}
-        timed = {p.name for p in (experiment / "results/benchmarks/prepare_dataset").iterdir()}
+        logged = {path.name for path in (experiment / "logs/prepare_dataset").iterdir()}
+        timed = {p.name for p in (experiment / "benchmarks/prepare_dataset").iterdir()}
         assert logged == {f"{dataset}.log"} and timed == {f"{dataset}.tsv"}
         assert (experiment / ".snakemake/metadata").is_dir()
     assert (zero / CONFIG_RECORD).read_text() == "configs/digits_zero.yaml\n"
@@ -110,7 +118,7 @@ def test_two_configs_in_one_folder_keep_their_results_apart(tmp_path: Path) -> N
     refused = run_snakemake_in(tmp_path, "-n", "--configfile", str(copy), check=False)
     assert refused.returncode != 0
     assert (
-        "Invalid config: config key 'experiment': experiments/digits_zero/ holds the runs of "
+        "Invalid config: config key 'experiment': results/digits_zero/ holds the runs of "
         "configs/digits_zero.yaml, and this run of configs/copy.yaml has the same experiment "
         "name 'digits_zero'" in refused.stderr
     )

@@ -20,7 +20,7 @@ from tests.workflow.conftest import ONE_THREAD_PER_JOB, REPO, run_snakemake
 
 pytestmark = pytest.mark.workflow
 
-RESULT = "results/digits/0/contam0/seed0/raw/train/kde/result.json"
+RESULT = "digits/0/contam0/seed0/raw/train/kde/result.json"
 
 
 @pytest.fixture(scope="module")
@@ -44,23 +44,23 @@ def test_the_job_keeps_its_auc_and_records_why_it_has_no_interval(one_test_image
     assert 0.0 <= record["auroc"] <= 100.0
     assert not set(INTERVAL_FIELDS) & set(record)
     assert "9 outlier(s) and 1 inlier(s)" in record[INTERVAL_OMITTED]
-    results = load_results_csv(one_test_image_run / "results/summary/results.csv")
+    results = load_results_csv(one_test_image_run / "summary/results.csv")
     assert len(results) == 1 and results[list(INTERVAL_FIELDS)].isna().all(axis=None)
     assert results.loc[0, INTERVAL_OMITTED] == record[INTERVAL_OMITTED]
 
 
 def test_tables_say_why_the_cell_has_no_interval(one_test_image_run) -> None:
-    summary = one_test_image_run / "results/summary"
+    summary = one_test_image_run / "summary"
     shown = f"[{INTERVAL_LABELS['omitted']}]"
     for table in ("main_table.md", "per_class/digits.md"):
         assert shown in (summary / table).read_text(encoding="utf-8"), table
-    study = pd.read_csv(one_test_image_run / "results/studies/main/main.csv")
+    study = pd.read_csv(one_test_image_run / "studies/main/main.csv")
     assert study["ci_over"].tolist() == ["omitted"] and np.isnan(study["ci_low"]).all()
     assert shown in (summary / "index.md").read_text(encoding="utf-8")
 
 
 def test_the_jobs_mlflow_run_says_why_it_has_no_interval(one_test_image_run) -> None:
-    client = MlflowClient(tracking_uri=f"sqlite:///{one_test_image_run}/results/mlflow/mlflow.db")
+    client = MlflowClient(tracking_uri=f"sqlite:///{one_test_image_run}/mlflow/mlflow.db")
     runs = [
         run
         for experiment in client.search_experiments()

@@ -169,7 +169,7 @@ def _target(page: Path, reference: str) -> Path | None:
 
 def test_summary_page_in_a_headless_browser(tiny_run: Path, tmp_path: Path) -> None:
     chromium = _chromium()
-    page = tiny_run / "results/summary/index.html"
+    page = tiny_run / "summary/index.html"
     assert page.is_file()
     url = page.resolve().as_uri()
 
@@ -206,7 +206,7 @@ def test_summary_page_in_a_headless_browser(tiny_run: Path, tmp_path: Path) -> N
     assert protocol.startswith("Protocol differs from the paper's") and protocol not in text
     assert "(paper 5)" not in text
     # the main table inline, every row of the run's own main table
-    main = pd.read_csv(tiny_run / "results/summary/main_table.csv", dtype=str)
+    main = pd.read_csv(tiny_run / "summary/main_table.csv", dtype=str)
     section = text.split("Main table", 1)[1].split("Largest deviations", 1)[0]
     assert list(main.columns) in parser.rows  # the header, then every row
     for row in main.itertuples(index=False):
@@ -227,10 +227,10 @@ def test_summary_page_in_a_headless_browser(tiny_run: Path, tmp_path: Path) -> N
     assert "mdhtml" not in text
     # each cell of ours links the MLflow runs behind it (2 classes x 2 seeds), and every
     # linked run exists in the run's store and is a job of that cell
-    runs = _store_runs(tiny_run / "results/mlflow/mlflow.db")
+    runs = _store_runs(tiny_run / "mlflow/mlflow.db")
     anchors = _cell_anchors(page.read_text())
     assert len(anchors) == len(main)  # one data set: one linked cell per row
-    results = pd.read_csv(tiny_run / "results/summary/results.csv", dtype=str)
+    results = pd.read_csv(tiny_run / "summary/results.csv", dtype=str)
     for cell, href in anchors:
         assert cell in ours
         query = urllib.parse.parse_qs(urllib.parse.urlsplit(href).fragment.split("?", 1)[1])
@@ -269,15 +269,15 @@ def test_summary_page_in_a_headless_browser(tiny_run: Path, tmp_path: Path) -> N
     low, high = clean["n_fit"].min(), clean["n_fit"].max()
     assert row[5] == (f"{low}" if low == high else f"{low}–{high}")
     assert row[6].startswith(f"{clean['n_test'].iloc[0]} (")  # every class: the whole test split
-    provenance = json.loads((tiny_run / "results/digits/data_provenance.json").read_text())
+    provenance = json.loads((tiny_run / "digits/data_provenance.json").read_text())
     assert row[2] == f"{provenance['n_train']:,} / {provenance['n_test']:,}"
     assert row[3] == "32 × 32" and row[1] == "2"
 
     # The per-class table inline, and every figure with its caption, loaded by the browser
-    per_class = pd.read_csv(tiny_run / "results/summary/per_class/digits.csv", dtype=str)
+    per_class = pd.read_csv(tiny_run / "summary/per_class/digits.csv", dtype=str)
     for row in per_class.itertuples(index=False):
         assert list(row) in parser.rows
-    summary = (tiny_run / "results/summary").resolve()
+    summary = (tiny_run / "summary").resolve()
     shown = {_target(page, src) for src in parser.images}
     for figure in ("plots/per_class_digits.png", "plots/roc_digits.png"):
         assert (summary / figure) in shown, figure

@@ -22,7 +22,7 @@ from pipeline_lib.config.keys import (
     ResultKey,
     contamination_text,
 )
-from pipeline_lib.config.experiment import anchor_paths, claim_folder, experiment_folder
+from pipeline_lib.config.experiment import anchor_paths, claim_folder, run_folder
 from pipeline_lib.config.gpus import GPU_RULES, gpu_warning, visible_cuda_devices
 from pipeline_lib.data import DataError, resolve_data_root
 from pipeline_lib.data.presence import missing_data
@@ -59,12 +59,13 @@ try:
     GRID_CLASSES = grid_classes(
         study_grids(_validated, _validated["studies"]), _validated["data"]["root"]
     )
-    # The run's working directory: experiments/<experiment>/ (pipeline_lib.config.experiment),
-    # unless --directory chose one. The Snakefile moves there after this file.
-    EXPERIMENT_FOLDER = (
-        experiment_folder(_validated["experiment"])
-        if workflow.overwrite_workdir is None
-        else None
+    # The run's working directory: results/<experiment>/ (pipeline_lib.config.experiment),
+    # unless --directory chose one (then None, as in a job step already there). The
+    # Snakefile moves there after this file.
+    EXPERIMENT_FOLDER = run_folder(
+        _validated["experiment"],
+        directory_given=workflow.overwrite_workdir is not None,
+        main_process=workflow.is_main_process,
     )
     # Environment-like settings travel as environment variables, not params, so moving the
     # data, the ImageNet weights file or the tracking store never re-runs finished jobs.
@@ -97,8 +98,8 @@ config.update(_validated)
 # Outputs of the rules that read a data set's raw files: while one of them is missing, the
 # raw files must be there (add the output of any new rule that reads them).
 RAW_DATA_OUTPUTS = [
-    "results/{dataset}/dataset.npz",
-    "results/{dataset}/data_provenance.json",
+    "{dataset}/dataset.npz",
+    "{dataset}/data_provenance.json",
 ]
 
 
@@ -198,7 +199,7 @@ def check_before_jobs(missing):
     if note:
         print(note, file=sys.stderr)
     if config["tracking"]["enabled"] and not workflow.local_exec:
-        uri = default_tracking_uri("results/mlflow")
+        uri = default_tracking_uri("mlflow")
         if uri.startswith("sqlite:"):
             print(
                 f"Warning: MLflow tracking writes the SQLite file {redact_uri(uri)} while "
@@ -349,7 +350,7 @@ def detection_results(dataset=None):
 def get_features(wildcards):
     """Frozen representations embed the whole data set once per seed; classes share it."""
     if wildcards.method in FROZEN_METHODS:
-        return f"results/{wildcards.dataset}/_frozen/{wildcards.method}/seed{wildcards.seed}/features.npz"
+        return f"{wildcards.dataset}/_frozen/{wildcards.method}/seed{wildcards.seed}/features.npz"
     return os.path.join(SPLIT.format(**wildcards), wildcards.method, "features.npz")
 
 
@@ -388,7 +389,7 @@ def get_dataset_options(wildcards):
 
 def data_provenance_files(datasets):
     """The provenance record of each data set (record_data_provenance), for table jobs."""
-    return [f"results/{dataset}/data_provenance.json" for dataset in datasets]
+    return [f"{dataset}/data_provenance.json" for dataset in datasets]
 
 
 def study_provenance(wildcards):
@@ -397,18 +398,18 @@ def study_provenance(wildcards):
 
 
 def summary_outputs():
-    tables = ["results/summary/main_table.csv"] + [
-        f"results/summary/per_class/{dataset}.csv" for dataset in MAIN_DATASETS
+    tables = ["summary/main_table.csv"] + [
+        f"summary/per_class/{dataset}.csv" for dataset in MAIN_DATASETS
     ]
-    plots = [
-        f"results/summary/plots/per_class_{dataset}.png" for dataset in MAIN_DATASETS
-    ] + [f"results/summary/plots/roc_{dataset}.png" for dataset in MAIN_DATASETS]
+    plots = [f"summary/plots/per_class_{dataset}.png" for dataset in MAIN_DATASETS] + [
+        f"summary/plots/roc_{dataset}.png" for dataset in MAIN_DATASETS
+    ]
     return tables + plots + RANK_PLOT
 
 
 # Ranks across data sets need 3 data sets or more (pipeline_lib.paper.paired's
 # MIN_RANK_DATASETS; not imported here, which would load scipy at parse time).
-RANK_PLOT_FILE = "results/summary/plots/main_table_ranks.png"
+RANK_PLOT_FILE = "summary/plots/main_table_ranks.png"
 RANK_PLOT = [RANK_PLOT_FILE] if len(MAIN_DATASETS) >= 3 else []
 
 
@@ -544,7 +545,7 @@ G_METHODS = _union(
     [m for m in grid.methods if m in TRAINED] for grid in GRIDS if "g" in grid.spaces
 )
 UNIFORMITY_GRIDS = [grid for grid in STUDIES if grid.kind == "uniformity"]
-STUDY = "results/studies/{study}"
+STUDY = "studies/{study}"
 
 
 def study_results(wildcards):
@@ -578,11 +579,11 @@ def study_keys(wildcards):
 
 
 def study_outputs():
-    return [f"results/studies/{grid.name}/{grid.name}.json" for grid in STUDIES]
+    return [f"studies/{grid.name}/{grid.name}.json" for grid in STUDIES]
 
 
 def summary_page():
-    return ["results/summary/index.html"] if MAIN else []
+    return ["summary/index.html"] if MAIN else []
 
 
 def get_final_output():
@@ -593,8 +594,8 @@ def get_final_output():
     """
     outputs = []
     if CLASSES:  # a config without `datasets` runs MVTec alone
-        outputs += ["results/summary/results.csv", *summary_outputs(), *study_outputs()]
-        outputs += [*summary_page(), "results/summary/provenance.json"]
+        outputs += ["summary/results.csv", *summary_outputs(), *study_outputs()]
+        outputs += [*summary_page(), "summary/provenance.json"]
         outputs += image_tracking_log()
     return outputs + mvtec_outputs() + explanation_outputs() + deploy_outputs()
 
@@ -606,14 +607,10 @@ def get_final_output():
 
 def image_tracking_log():
     """The image benchmarks' logger output, when that logger runs."""
-    return (
-        ["results/mlflow/logged.json"]
-        if CLASSES and config["tracking"]["enabled"]
-        else []
-    )
+    return ["mlflow/logged.json"] if CLASSES and config["tracking"]["enabled"] else []
 
 
 def tracking_loggers():
     """Every logger's output: the last MLflow writer (register_model) waits for them all."""
-    mvtec = ["results/mlflow/mvtec_logged.json"] if MVTEC else []
+    mvtec = ["mlflow/mvtec_logged.json"] if MVTEC else []
     return image_tracking_log() + (mvtec if config["tracking"]["enabled"] else [])

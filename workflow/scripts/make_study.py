@@ -40,7 +40,7 @@ with job_logging(snakemake.log[0]):
     result = dataclasses.replace(result, protocol=protocol)
     figures = Path(snakemake.output.figures)
     figures.mkdir(parents=True, exist_ok=True)
-    # The main grid's human tables are results/summary/main_table.* (make_tables writes
+    # The main grid's human tables are summary/main_table.* (make_tables writes
     # them once); its study links them instead of writing a second copy.
     tables = snakemake.input.get("main_table")
     for path in write_study(result, study, snakemake.wildcards.study, tables=tables):

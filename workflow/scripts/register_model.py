@@ -19,7 +19,7 @@ with job_logging(snakemake.log[0]):
     if not params.tracking:
         record["registry"] = {"status": "skipped: tracking disabled"}
     else:
-        store_dir = Path("results/mlflow")
+        store_dir = Path("mlflow")  # init_tracking's store, in the working directory
         uri = default_tracking_uri(store_dir)
         store = ensure_experiment(
             uri, params.experiment, artifact_dir=store_dir / "artifacts", timeout_s=params.timeout_s
