@@ -89,6 +89,12 @@ EPOCH_ORDERS: tuple[str, ...] = ("released", "permutation")
 #: initialisers or torch's (torchvision's ResNet rule, torch's layer defaults elsewhere).
 INITS: tuple[str, ...] = ("released", "torch")
 
+#: Where SGD's momentum carries the learning rate (:mod:`pipeline_lib.ssl.schedule`): inside
+#: the velocity, as Keras' SGD that the released code trains with (``v <- m v - lr g``), or
+#: at the update, as torch's (``b <- m b + g; w <- w - lr b``; a variant, the former form).
+#: They differ whenever the rate moves.
+MOMENTUM_FORMS: tuple[str, ...] = ("released", "torch")
+
 #: Settings of the ``train`` config that only methods with augmented views read.
 VIEW_SETTINGS: tuple[str, ...] = ("view_flip", "view_jitter", "view_blur")
 #: ``train`` keys that say how training executes, not what a model learns: how many models
@@ -124,6 +130,7 @@ PAPER_RECIPE: dict[str, Any] = {
     "loss_form": "released",
     "epoch_order": "released",
     "init": "released",
+    "momentum_form": "released",
     "distributions": list(DEFAULT_DISTRIBUTIONS),
     "da_batching": "expanded",
     "view_flip": "auto",
@@ -147,6 +154,7 @@ RECIPE_READERS: dict[str, tuple[str, ...]] = {
     "loss_form": ("contrastive", "contrastive_da"),
     "epoch_order": TRAINED_METHODS,
     "init": TRAINED_METHODS,
+    "momentum_form": TRAINED_METHODS,
     "distributions": ("contrastive_da",),
     "da_batching": ("contrastive_da",),
     "view_flip": ("rotnet", "rotation", "denoising", "contrastive", "contrastive_da"),

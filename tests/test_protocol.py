@@ -70,14 +70,32 @@ def test_the_new_recipe_switches_are_named_off_their_recipe() -> None:
     config["variants"] = {
         "contrastive_old": {"method": "contrastive", "train": {"loss_form": "same_view"}}
     }
-    config["train"] |= {"epoch_order": "permutation", "init": "torch"}
+    config["train"] |= {"epoch_order": "permutation", "init": "torch", "momentum_form": "torch"}
     differences = protocol_differences(config)
-    assert "training: epoch_order permutation (paper released), init torch (paper released)" in (
-        differences
-    )
+    assert (
+        "training: epoch_order permutation (paper released), init torch (paper released), "
+        "momentum_form torch (paper released)"
+    ) in differences
     assert "non-paper variant contrastive_old (contrastive: loss_form=same_view)" in differences
-    config["train"] |= {"epoch_order": "released", "init": "released"}
+    config["train"] |= {"epoch_order": "released", "init": "released", "momentum_form": "released"}
     assert not any(d.startswith("training:") for d in protocol_differences(config))
+
+
+@pytest.mark.parametrize(
+    ("width", "stem", "expected"),
+    [
+        (16, None, "ResNet width 16 (paper 64)"),
+        (16, 64, "ResNet width 16, trained stem 64 (paper 64)"),
+        (64, 64, None),
+        (64, 32, "trained ResNet stem 32 (paper 64)"),
+    ],
+)
+def test_the_trained_stem_is_named_when_it_is_not_the_papers(width, stem, expected) -> None:
+    config = copy.deepcopy(_config("tests/configs/tiny.yaml"))
+    config["methods"] = ["rotnet"]
+    config["embed"]["width"], config["train"]["stem_width"] = width, stem
+    named = [d for d in protocol_differences(config) if "ResNet" in d]
+    assert named == ([expected] if expected else [])
 
 
 def test_paper_config_and_its_studies_follow_the_paper() -> None:

@@ -450,6 +450,7 @@ _VARIANT_SUFFIX = {
     "loss_form": "loss",
     "epoch_order": "permutation",
     "init": "torch_init",
+    "momentum_form": "torch_momentum",
     "distributions": "set",
     "denoising_views": "no_views",
     "denoising_decoder": "spatial",

@@ -47,6 +47,7 @@ _STORAGE_MEMBER = re.compile(r"^[^/]+/data/[^/]+$")
 #: network larger than these (the paper's: width 64, head 8 x 512, projection 128, 32 px).
 ARCH_BOUNDS: dict[str, tuple[int, int]] = {
     "width": (1, 1024),
+    "stem_width": (1, 1024),
     "head_depth": (0, 16),
     "head_hidden": (1, 4096),
     "proj_dim": (1, 4096),
@@ -99,7 +100,10 @@ def check_representation_spec(spec: Any, path: Path) -> None:
             "method": TRAINED_METHODS,
             "denoising_target": DENOISING_TARGETS,
             "denoising_decoder": DENOISING_DECODERS,
-            **{k: ARCH_BOUNDS[k] for k in ("width", "head_depth", "head_hidden", "proj_dim")},
+            **{
+                k: ARCH_BOUNDS[k]
+                for k in ("width", "stem_width", "head_depth", "head_hidden", "proj_dim")
+            },
             "image_size": ARCH_BOUNDS["image_size"],
         }
         checks = [("", spec, top), ("arch.", values, known)]

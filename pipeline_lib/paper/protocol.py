@@ -4,7 +4,7 @@ Every table that sits beside published numbers carries one line saying so, above
 a run with 20 epochs, width 16 or 2,000 training images per class is not the paper's
 experiment, and its "deviations from the paper" must not read as if it were. The line lists
 each difference with the paper's value (docs/protocol.md; Sohn et al., ICLR 2021): training
-epochs (2048), ResNet-18 width (64), the number of seeds (5), subsets of the images or
+epochs (2048), ResNet-18 width and stem (64), the number of seeds (5), subsets of the images or
 classes, variants that are not the paper's, other training settings, the contamination of
 the main table (0) and MVTec's image / patch sizes (256 / 32, stride 4).
 
@@ -134,8 +134,13 @@ def protocol_differences(
     if trained and epochs != PAPER_PROTOCOL["epochs"]:
         out.append(f"{epochs} training epochs (paper {PAPER_PROTOCOL['epochs']})")
     width = embed.get("width", PAPER_PROTOCOL["width"])
+    # The trained networks' stem (train.stem_width, null: the width; the paper's is 64).
+    stem = train.get("stem_width") if trained else None
+    own_stem = f", trained stem {stem}" if stem is not None and stem != width else ""
     if width != PAPER_PROTOCOL["width"] and any(m != "raw" for m in methods):
-        out.append(f"ResNet width {width} (paper {PAPER_PROTOCOL['width']})")
+        out.append(f"ResNet width {width}{own_stem} (paper {PAPER_PROTOCOL['width']})")
+    elif own_stem:
+        out.append(f"trained ResNet stem {stem} (paper {PAPER_PROTOCOL['width']})")
     if len(seeds) != PAPER_PROTOCOL["seeds"]:
         out.append(
             f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''} (paper {PAPER_PROTOCOL['seeds']})"

@@ -129,7 +129,11 @@ def _precision(config: Mapping[str, Any], device: str) -> str:
 #: Recipe switches added after runs were recorded -> what ran before the switch existed. A
 #: recorded config without the key ran that value: a known difference of its recipe version
 #: (listed beside the commit), as are data and precision, not a break of the protocol.
-SWITCHES_BEFORE: dict[str, Any] = {"epoch_order": "permutation", "init": "torch"}
+SWITCHES_BEFORE: dict[str, Any] = {
+    "epoch_order": "permutation",
+    "init": "torch",
+    "momentum_form": "torch",
+}
 
 
 def _recipe_version(config: Mapping[str, Any], method: str) -> list[str]:

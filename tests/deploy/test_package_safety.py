@@ -125,6 +125,7 @@ def _trained(**arch: object) -> dict:
         (_trained(width=2048), r"arch\.width is 2048"),
         (_trained(image_size=4096), r"arch\.image_size is 4096"),
         (_trained(head_depth=10**4), r"arch\.head_depth is 10000"),
+        (_trained(stem_width=10**5), r"arch\.stem_width is 100000"),
         (_trained(method="os.system"), r"arch\.method is 'os.system'"),
         (_trained(depth=9), r"\['arch\.depth'\]"),
         ({"kind": "code", "method": "rotnet"}, "kind 'code' is not"),
