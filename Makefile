@@ -28,11 +28,14 @@ $(VENV)/.installed: pyproject.toml
 	|| $(BIN)/pip install --quiet -e ".[dev]"
 	touch $@
 
+# The embedded default runs in its experiment's folder (docs/usage.md, "Experiments apart"),
+# which is also where the report's path is read from.
+DEMO := results/droc-demo
 demo: $(VENV)/.installed
 	$(BIN)/python benchmarks/measure_command.py -- $(BIN)/snakemake --cores $(CORES)
-	$(BIN)/snakemake --cores $(CORES) --report results/report.html
-	@echo "Tables and plots: results/summary/   Report: results/report.html"
-	@echo "MLflow: $(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/results/mlflow/mlflow.db"
+	$(BIN)/snakemake --cores $(CORES) --report report.html
+	@echo "Summary: $(DEMO)/summary/index.html   Report: $(DEMO)/report.html"
+	@echo "MLflow: $(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/$(DEMO)/mlflow/mlflow.db"
 
 # Style and structure: ruff (lint and format), snakefmt, the import layering contracts
 # (pyproject's [tool.importlinter]) and Snakemake's own linter.

@@ -9,16 +9,36 @@ from pathlib import Path
 import yaml
 from snakemake.utils import min_version
 
+from pipeline_lib.config.experiment import default_experiment
+
 min_version("9.0")
 
 # A --configfile replaces the embedded default instead of being merged into it, so a paper
 # run never inherits the demo's data sets.
+CONFIGFILES = list(workflow.overwrite_configfiles)
 if not config:
-    with open(Path(workflow.basedir) / "config" / "config.yaml") as handle:
+    CONFIGFILES = [Path(workflow.basedir) / "config" / "config.yaml"]
+    with open(CONFIGFILES[0]) as handle:
         config.update(yaml.safe_load(handle))
+# A config without an experiment name is named after its file (results/<name>/).
+config.setdefault("experiment", default_experiment(CONFIGFILES))
 
 
 include: "workflow/rules/common.smk"
+
+
+# Each experiment runs in a folder of its own (pipeline_lib.config.experiment): its results,
+# logs, benchmark timings, MLflow store and .snakemake/ stay apart from any other config's.
+# EXPERIMENT_FOLDER is None when --directory chose the working directory.
+if EXPERIMENT_FOLDER is not None:
+
+    workdir: EXPERIMENT_FOLDER
+
+
+# Checked when the Snakefile is parsed, in the working directory, so a dry run plans without
+# data (and says what is missing); a real run stops in the onstart hook, before its first
+# job (check_before_jobs). mvtec_common.smk adds the MVTec categories.
+MISSING_DATA = _missing_image_data()
 
 
 # Every wildcard is one of the config's values (lists built in common.smk); here rather than

@@ -25,9 +25,9 @@ import torch
 from pipeline_lib.data.digits import read_digits
 from pipeline_lib.data.split import one_class_split, save_split
 from pipeline_lib.deploy.export import onnx_scorer
-from pipeline_lib.deploy.package import package_cell
-from pipeline_lib.deploy.protocols import ImageProtocol
-from pipeline_lib.deploy.pyfunc import SIGNATURE, DrocPyfunc
+from pipeline_lib.deploy.image_protocol import ImageProtocol
+from pipeline_lib.deploy.packaging import package_cell
+from pipeline_lib.deploy.serving import SIGNATURE, DrocPyfunc
 from pipeline_lib.models.embed import embed_split
 from pipeline_lib.models.representation import build_representation
 from pipeline_lib.runtime.io import save_image_dataset, save_npz

@@ -47,7 +47,7 @@ from typing import Any
 
 from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
 
-#: Source images per step in the paper (PROTOCOL.md, "Training").
+#: Source images per step in the paper (docs/protocol.md, "Training recipe").
 PAPER_BATCH_SIZE: dict[str, int] = {m: default_batch_size(m) for m in TRAINED_METHODS}
 
 

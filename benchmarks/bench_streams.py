@@ -1,6 +1,6 @@
 """Benchmark: K separate graph-captured training runs replayed side by side on K CUDA streams.
 
-Why: on an H200 (2026-11-27, CHANGELOG.md) one graph-captured job reaches 6-15 % of dense
+Why: on an H200 (benchmarks/rates/README.md) one graph-captured job reaches 6-15 % of dense
 bf16 peak, and neither of the two ways tried to fill the rest helped: the stacked fused
 network (grouped convolutions) trained 0.73-1.05x the images of one captured job, and four
 captured jobs packed as processes 1.01x (contrastive DA) to 1.26x (contrastive), since

@@ -101,13 +101,13 @@ from pipeline_lib.ssl.train import train_representation
 
 REPO = Path(__file__).resolve().parents[1]
 
-#: Source images per step in the paper (PROTOCOL.md, "Training").
+#: Source images per step in the paper (docs/protocol.md, "Training recipe").
 PAPER_BATCH_SIZE: dict[str, int] = {m: default_batch_size(m) for m in TRAINED_METHODS}
 
 #: Data set -> (classes, training images per inlier class, image side). Sources: the data
 #: sets' standard train splits as the readers in pipeline_lib.data load them -- CIFAR-10
 #: 50,000 / 10 classes, CIFAR-100 50,000 / 20 coarse superclasses, Fashion-MNIST 60,000 / 10
-#: -- and PROTOCOL.md, "Data sets": Cat-vs-Dog 10,000 per class (seed-0 split), CelebA the
+#: -- and docs/protocol.md, "Datasets and splits": Cat-vs-Dog 10,000 per class, CelebA the
 #: train split without eyeglasses (about 152,000 of its 162,770 images: roughly 6.5 % wear
 #: eyeglasses; approximate, the reader gives the exact count).
 TRAIN_SETS: dict[str, tuple[int, int, int]] = {

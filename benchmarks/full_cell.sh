@@ -16,7 +16,7 @@
 # checkpoint. On an H200 it took 837 of a session's 900 device-seconds (two calls, 585 s and
 # 212 s, with the machine's start; benchmarks/fullcell/): give it a session of its own.
 #
-#   mkdir -p .data && cp ../shared/data/cifar10_jpeg.npz ../shared/data/make_cifar10.py .data/
+#   mkdir -p .data && cp "$DROC_SHARED"/data/{cifar10_jpeg.npz,make_cifar10.py} .data/
 #   echo /.data/ >> .git/info/exclude; echo /.whl/ >> .git/info/exclude
 #   # the device image lacks jsonschema (config validation): its wheels, for Python 3.12
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
@@ -27,7 +27,7 @@
 #   [ -d /tmp/fcr ] || cp -a . /tmp/fcr; OUT=$OUT RUN=/tmp/fullcell CHECKPOINT_EVERY=128 \
 #     COMMIT=<git rev-parse HEAD, typed here> bash /tmp/fcr/benchmarks/full_cell.sh
 #
-# The CIFAR-10 copy is JPEG q75 re-encoded (../shared/data/README): pixels differ slightly
+# The CIFAR-10 copy ($DROC_SHARED: the development data) is JPEG q75: pixels differ slightly
 # from the official binaries the paper used (results.json says so in `data_source`). CONFIG,
 # DEVICE, WAIT, RUN, PYTHON and COMMIT override the defaults; CHECKPOINT_EVERY overrides the config's train.checkpoint_every (a run that
 # is not killed needs few: each RotNet checkpoint is 90 MB written in the training loop).

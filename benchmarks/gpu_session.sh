@@ -19,7 +19,7 @@
 # step compiled and captured stays near the graph run), fused ==
 # separate on the device (check_fused.py), and bench_streams.py: K = 1, 2, 4, 8 separate
 # captured runs replayed side by side on K streams, the candidate for filling the GPU that
-# stacking and process packing were not (CHANGELOG.md); its rates go to $OUT/rates.csv as
+# stacking and process packing were not (benchmarks/rates/README.md); its rates go to $OUT/rates.csv as
 # graph fuse-K rows (what a captured `train.fuse: K` job trains at).
 #
 # The streams step appends graph fuse-K rates (deterministic cuDNN, the trainer's); measured

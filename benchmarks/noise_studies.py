@@ -3,7 +3,7 @@
 Usage::
 
     snakemake --cores 2 --configfile config/experiments/noise_studies.yaml
-    python benchmarks/noise_studies.py results/studies --wall-s 1234
+    python benchmarks/noise_studies.py results/droc-noise-studies/studies --wall-s 1234
 
 copies the two studies' tables (``noise_contamination.csv``, ``noise_semi_supervised.csv``:
 mean and std over seeds per cell, as the study rules write them) to
@@ -141,8 +141,8 @@ def render(
     seeds = int(contamination["n_seeds"].max())
     lines = [
         f"`snakemake --cores 2 --configfile {CONFIG}` ({run['wall_s'] / 60:.0f} min wall on "
-        f"{run['machine']}); AUC x 100, mean ± std over {seeds} seeds (ddof 0, as the "
-        "paper's tables) of the classes' mean.",
+        f"{run['machine']}); AUC x 100, mean ± sample std (ddof 1, as every table) over "
+        f"{seeds} seeds of the classes' mean.",
         "",
         "**Contaminated training sets** (the detector is fitted on them):",
         "",
@@ -191,7 +191,12 @@ def keep_run(studies: Path, *, wall_s: float, machine: str, folder: Path = KEEP)
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("studies", nargs="?", type=Path, help="results/studies of the run")
+    parser.add_argument(
+        "studies",
+        nargs="?",
+        type=Path,
+        help="the run's studies folder (results/droc-noise-studies/studies)",
+    )
     parser.add_argument("--wall-s", type=float, help="the run's wall time in seconds")
     parser.add_argument("--machine", default="2 CPU cores")
     args = parser.parse_args(argv)

@@ -1,6 +1,6 @@
 """Profile: where a captured training step's GPU time goes, alone and K runs side by side.
 
-Why: on an H200 (2026-11-27, CHANGELOG.md) the contrastive methods reach about 14-16 % of
+Why: on an H200 (benchmarks/rates/README.md) the contrastive methods reach about 14-16 % of
 dense bf16 peak with K = 8-16 captured runs side by side on streams, and more streams stop
 paying at K = 8. Whether the rest is the convolutions' own efficiency at 64 views of 32x32,
 BatchNorm, the augmentation's elementwise kernels, the MLP head or the optimiser decides what

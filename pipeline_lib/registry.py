@@ -30,7 +30,7 @@ TRAINED_METHODS: tuple[str, ...] = (
     "contrastive_da",
 )
 
-#: Every representation id of the main table (PROTOCOL.md, "Representations").
+#: Every representation id of the main table (docs/protocol.md, "Representations").
 METHODS: tuple[str, ...] = FROZEN_METHODS + TRAINED_METHODS
 
 #: Representations trained by rotation prediction, whose classifier is itself a detector.
@@ -89,6 +89,12 @@ EPOCH_ORDERS: tuple[str, ...] = ("released", "permutation")
 #: initialisers or torch's (torchvision's ResNet rule, torch's layer defaults elsewhere).
 INITS: tuple[str, ...] = ("released", "torch")
 
+#: Where SGD's momentum carries the learning rate (:mod:`pipeline_lib.ssl.schedule`): inside
+#: the velocity, as Keras' SGD that the released code trains with (``v <- m v - lr g``), or
+#: at the update, as torch's (``b <- m b + g; w <- w - lr b``; a variant, the former form).
+#: They differ whenever the rate moves.
+MOMENTUM_FORMS: tuple[str, ...] = ("released", "torch")
+
 #: Settings of the ``train`` config that only methods with augmented views read.
 VIEW_SETTINGS: tuple[str, ...] = ("view_flip", "view_jitter", "view_blur")
 #: ``train`` keys that say how training executes, not what a model learns: how many models
@@ -124,6 +130,7 @@ PAPER_RECIPE: dict[str, Any] = {
     "loss_form": "released",
     "epoch_order": "released",
     "init": "released",
+    "momentum_form": "released",
     "distributions": list(DEFAULT_DISTRIBUTIONS),
     "da_batching": "expanded",
     "view_flip": "auto",
@@ -147,6 +154,7 @@ RECIPE_READERS: dict[str, tuple[str, ...]] = {
     "loss_form": ("contrastive", "contrastive_da"),
     "epoch_order": TRAINED_METHODS,
     "init": TRAINED_METHODS,
+    "momentum_form": TRAINED_METHODS,
     "distributions": ("contrastive_da",),
     "da_batching": ("contrastive_da",),
     "view_flip": ("rotnet", "rotation", "denoising", "contrastive", "contrastive_da"),
@@ -194,7 +202,7 @@ DEFAULT_BATCH_SIZE_OTHERS = 64
 
 
 def default_batch_size(method: str) -> int:
-    """The paper's instances per step for a trained ``method`` (PROTOCOL.md, "Training")."""
+    """The paper's instances per step for ``method`` (docs/protocol.md, "Training recipe")."""
     return DEFAULT_BATCH_SIZE.get(method, DEFAULT_BATCH_SIZE_OTHERS)
 
 
@@ -218,11 +226,11 @@ def instances_per_image(method: str, training: Mapping[str, Any]) -> int:
 
 
 #: Trained methods without an MLP head: RotNet classifies rotations from the features
-#: directly and the denoising autoencoder decodes them (PROTOCOL.md). A head depth has no
-#: meaning for them. The one statement of that fact: every head check reads it.
+#: directly and the denoising autoencoder decodes them (docs/protocol.md, "Representations").
+#: A head depth has no meaning for them. The one statement of that fact: every head check reads it.
 HEADLESS_METHODS: tuple[str, ...] = ("rotnet", "denoising")
 
-#: Head depth per trained method when a run leaves ``head_depth`` None (PROTOCOL.md): the
+#: Head depth per trained method when ``head_depth`` is None (docs/protocol.md, "Heads"): the
 #: MLP heads have 8 hidden layers; the methods of :data:`HEADLESS_METHODS` have depth 0.
 DEFAULT_HEAD_DEPTH: dict[str, int] = {
     method: 0 if method in HEADLESS_METHODS else 8 for method in TRAINED_METHODS

@@ -85,7 +85,7 @@ SLOW_FILES = frozenset(
         "tests/test_imagenet.py",
         "tests/deploy/test_fuzz_images.py",
         "tests/deploy/test_cli.py",
-        "tests/deploy/test_pyfunc_code.py",
+        "tests/deploy/test_mlflow_model.py",
         "tests/deploy/test_export.py",
     }
 )

@@ -5,7 +5,7 @@ so that every number can be worked out by hand:
 
 toy_a (classes a0, a1, a2), seed s: AUCs 80 + s, 82 + s, 84 + s -> class mean 82 + s
 toy_b (classes b0, b1),     seed s: AUCs 60 + 2 s, 70         -> class mean 65 + s
-So over seeds 0, 1, 2: toy_a 83 and toy_b 66, both with population std sqrt(2/3); the
+So over seeds 0, 1, 2: toy_a 83 and toy_b 66, both with sample std 1 (ddof=1); the
 class-weighted mean per seed is (3 (82 + s) + 2 (65 + s)) / 5 = 75.2 + s -> 76.2.
 """
 
@@ -29,7 +29,7 @@ from pipeline_lib.paper.aggregate import (
 from pipeline_lib.paper.published import CLASS_NAMES, PAPER_DATASET_CLASSES, load_published
 from pipeline_lib.results.table_files import TABLE_SUFFIXES, write_table
 
-STD3 = math.sqrt(2.0 / 3.0)  # population std of three consecutive integers
+STD3 = 1.0  # sample std (ddof=1, every table's) of three consecutive integers
 # 95 % t-interval half-width over three consecutive integers (sample std 1, ddof=1)
 HALF3 = stats.t.ppf(0.975, 2) / math.sqrt(3)
 
@@ -117,9 +117,9 @@ def test_main_table_deltas_against_published(results, published) -> None:
     assert not a["published_derived"]
 
 
-def test_main_table_sample_std_with_ddof_1(results) -> None:
-    long = main_table(results, ddof=1)
-    assert _cell(long, "toy_a")["std"] == pytest.approx(1.0)
+def test_main_table_population_std_with_ddof_0(results) -> None:
+    long = main_table(results, ddof=0)
+    assert _cell(long, "toy_a")["std"] == pytest.approx(math.sqrt(2.0 / 3.0))
 
 
 def test_missing_class_of_one_seed_is_flagged(results) -> None:
@@ -135,9 +135,9 @@ def test_missing_class_of_one_seed_is_flagged(results) -> None:
     kde = wide[wide["Detector"] == "KDE"].iloc[0]
     # seeds 82, 83, 83: sample std sqrt(1/3), so the half-width is t(0.975, 2) / 3
     half = stats.t.ppf(0.975, 2) / 3
-    assert kde["toy_a"] == f"82.7 ± 0.5 {_ci(248 / 3, half)} [8/9 runs, 3/3 seeds]"
-    assert kde["toy_a"] == "82.7 ± 0.5 [81.2, 84.1] [8/9 runs, 3/3 seeds]"
-    assert kde["toy_b"] == f"66.0 ± 0.8 {_ci(66.0, HALF3)}"
+    assert kde["toy_a"] == f"82.7 ± 0.6 {_ci(248 / 3, half)} [8/9 runs, 3/3 seeds]"
+    assert kde["toy_a"] == "82.7 ± 0.6 [81.2, 84.1] [8/9 runs, 3/3 seeds]"
+    assert kde["toy_b"] == f"66.0 ± 1.0 {_ci(66.0, HALF3)}"
 
 
 def test_missing_seed_is_flagged(results) -> None:
@@ -145,7 +145,8 @@ def test_missing_seed_is_flagged(results) -> None:
     long = main_table(results[~drop])
     b, mean = _cell(long, "toy_b"), _cell(long, "mean")
     assert (b["n_seeds"], b["expected_seeds"], b["complete"]) == (2, 3, False)
-    assert b["mean"] == pytest.approx(65.5) and b["std"] == pytest.approx(0.5)
+    # seeds 65 and 66: sample std sqrt(1/2)
+    assert b["mean"] == pytest.approx(65.5) and b["std"] == pytest.approx(math.sqrt(0.5))
     # seed 2 of the mean has toy_a only: seeds give 75.2, 76.2, 84
     assert mean["mean"] == pytest.approx((75.2 + 76.2 + 84.0) / 3) and not mean["complete"]
 
@@ -217,10 +218,10 @@ def test_format_main_table_cells(results, published) -> None:
     ]
     kde = wide[wide["Detector"] == "KDE"].iloc[0]
     assert kde["Representation"] == "Contrastive"
-    assert kde["toy_a"] == f"83.0 ± 0.8 {_ci(83.0, HALF3)}" == "83.0 ± 0.8 [80.5, 85.5]"
+    assert kde["toy_a"] == f"83.0 ± 1.0 {_ci(83.0, HALF3)}" == "83.0 ± 1.0 [80.5, 85.5]"
     assert kde["toy_a paper"] == "82.0 ± 1.0, Δ +1.0"
     assert kde["toy_b paper"] == "66.5 ± 0.5, Δ -0.5"
-    assert kde["Mean"] == f"76.2 ± 0.8 {_ci(76.2, HALF3)}"
+    assert kde["Mean"] == f"76.2 ± 1.0 {_ci(76.2, HALF3)}"
     assert kde["Mean paper"] == "75.8 (derived), Δ +0.4"
     assert wide[wide["Detector"] == "OC-SVM"].iloc[0]["toy_a paper"] == ""
 
@@ -229,7 +230,7 @@ def test_one_seed_shows_n1_instead_of_a_zero_std(results, published, tmp_path) -
     one = results[results["seed"] == 1]
     long = main_table(one, published)
     kde = long[(long["detector"] == "kde") & (long["dataset"] == "toy_a")].iloc[0]
-    assert kde["std"] == 0.0 and kde["n_seeds"] == 1  # the long frame keeps the number
+    assert np.isnan(kde["std"]) and kde["n_seeds"] == 1  # one value has no sample std
     wide = format_main_table(long)
     row = wide[wide["Detector"] == "KDE"].iloc[0]
     # one seed of three classes 81, 83, 85: the interval is over classes (sample std 2)
@@ -267,9 +268,9 @@ def test_per_class_table(results, published) -> None:
     np.testing.assert_allclose(kde["ci_high"] - kde["mean"], HALF3)
     assert (kde["ci_over"] == "seeds").all()
     assert wide.loc[0, "Contrastive / KDE"] == (
-        f"81.0 ± 0.8 {_ci(81.0, HALF3)} (paper 80.0 ± 0.2, Δ +1.0)"
+        f"81.0 ± 1.0 {_ci(81.0, HALF3)} (paper 80.0 ± 0.2, Δ +1.0)"
     )
-    assert wide.loc[1, "Contrastive / KDE"] == f"83.0 ± 0.8 {_ci(83.0, HALF3)}"
+    assert wide.loc[1, "Contrastive / KDE"] == f"83.0 ± 1.0 {_ci(83.0, HALF3)}"
 
 
 def test_per_class_table_flags_missing_results(results) -> None:
@@ -285,9 +286,9 @@ def test_per_class_table_flags_missing_results(results) -> None:
     assert kde.loc["a2", "mean"] == pytest.approx(85.5)
     assert kde.loc["a0", "complete"] and not kde.loc["mean", "complete"]
     wide = format_per_class_table(long)
-    # two seeds 85, 86: t(0.975, 1) * sample std / sqrt(2) = t(0.975, 1) / 2
+    # two seeds 85, 86: sample std sqrt(1/2); t(0.975, 1) * std / sqrt(2) = t(0.975, 1) / 2
     half = stats.t.ppf(0.975, 1) / 2
-    assert wide.loc[2, "Contrastive / KDE"] == f"85.5 ± 0.5 {_ci(85.5, half)} [2/3 seeds]"
+    assert wide.loc[2, "Contrastive / KDE"] == f"85.5 ± 0.7 {_ci(85.5, half)} [2/3 seeds]"
     assert wide.loc[1, "Contrastive / OC-SVM"] == "— [0/3 seeds]"
     assert wide.loc[3, "Contrastive / KDE"].endswith("[incomplete]")
 
@@ -309,15 +310,15 @@ def test_write_table_writes_four_files_with_the_numbers(results, published, tmp_
     texts = {p.suffix: p.read_text(encoding="utf-8") for p in paths}
     for suffix, text in texts.items():
         assert "83.0" in text and "76.2" in text, suffix
-    assert "83.0 ± 0.8 [80.5, 85.5]" in texts[".md"] and texts[".md"].startswith("Toy main table")
+    assert "83.0 ± 1.0 [80.5, 85.5]" in texts[".md"] and texts[".md"].startswith("Toy main table")
     assert (
-        r"83.0 $\pm$ 0.8" in texts[".tex"]
+        r"83.0 $\pm$ 1.0" in texts[".tex"]
         and r"\caption{Toy main table: AUC 100\%}" in (texts[".tex"])
     )
     assert r"toy\_a paper" in texts[".tex"] and r"$\Delta$ +1.0" in texts[".tex"]
     assert "<title>Toy main table: AUC 100%</title>" in texts[".html"]
     assert texts[".html"].startswith("<!DOCTYPE html>")
-    assert "<td>83.0 ± 0.8 [80.5, 85.5]</td>" in texts[".html"]
+    assert "<td>83.0 ± 1.0 [80.5, 85.5]</td>" in texts[".html"]
     assert pd.read_csv(paths[0], keep_default_na=False).equals(wide)
     assert sorted(p.name for p in stem.parent.iterdir()) == sorted(p.name for p in paths)
 
@@ -377,3 +378,94 @@ def test_one_seed_of_one_class_shows_the_jobs_interval_over_the_test_set(results
     single = main_table(one[(one["inlier"] == "a0") & (one["detector"] == "kde")])
     assert single.loc[0, "ci_over"] == "test set"
     assert format_main_table(single).loc[0, "toy_a"] == "81.0 (n=1) [79.8, 81.8] over the test set"
+
+
+def test_one_job_whose_test_split_gave_no_interval_says_so(results) -> None:
+    one = results[(results["seed"] == 1) & (results["dataset"] == "toy_a")].copy()
+    one["auroc_low"], one["auroc_high"] = one["auroc"] - 1.25, one["auroc"] + 0.75
+    single = one[(one["inlier"] == "a0") & (one["detector"] == "kde")].copy()
+    single[["auroc_low", "auroc_high"]] = np.nan
+    single["auroc_interval_omitted"] = "the test split has 9 outlier(s) and 1 inlier(s); ..."
+    main = main_table(single)
+    assert main.loc[0, "ci_over"] == "omitted" and np.isnan(main.loc[0, "ci_low"])
+    assert format_main_table(main).loc[0, "toy_a"] == (
+        "81.0 (n=1) [no interval: a single inlier or outlier in the test set]"
+    )
+    # beside jobs that have theirs, only its own cell says so
+    rest = one[~((one["inlier"] == "a0") & (one["detector"] == "kde"))]
+    per_class = per_class_table(pd.concat([single, rest]), "toy_a").set_index(
+        ["detector", "inlier"]
+    )
+    assert per_class.loc[("kde", "a0"), "ci_over"] == "omitted"
+    assert per_class.loc[("kde", "a1"), "ci_over"] == "test set"
+
+
+def test_two_classes_of_one_seed_take_the_mean_of_their_test_set_intervals(results) -> None:
+    # Cat-vs-Dog's shape: two classes, one seed. An interval over two classes has one
+    # degree of freedom (t = 12.7): 75 -+ 12.7 * 7.07 / sqrt(2) covers all of [0, 100].
+    two = results[(results["seed"] == 0) & (results["dataset"] == "toy_b")].copy()
+    two = two[(two["contamination"] == 0.0) & (two["fitset"] == "train")]
+    two["auroc_low"], two["auroc_high"] = two["auroc"] - 3.0, two["auroc"] + 1.0
+    kde = main_table(two).set_index("detector").loc["kde"]
+    # b0 60, b1 70: class mean 65; the jobs' ends averaged as the values are: 62 and 66
+    assert (kde["ci_low"], kde["ci_high"], kde["ci_over"]) == (62.0, 66.0, "test set")
+    wide = format_main_table(main_table(two)).set_index("Detector")
+    assert wide.loc["KDE", "toy_b"] == "65.0 (n=1) [62.0, 66.0] over the test set"
+    # the same cell without job intervals has no interval, never a clipped [0.0, 100.0]
+    bare = two.drop(columns=["auroc_low", "auroc_high"])
+    texts = format_main_table(main_table(bare)).set_index("Detector")
+    assert texts.loc["KDE", "toy_b"] == "65.0 (n=1)"
+    assert not texts.apply(lambda column: column.str.contains(r"\[0\.0, 100\.0\]")).any(axis=None)
+
+
+def test_the_weighted_mean_takes_the_test_set_interval_weighted_as_its_values(results) -> None:
+    one = results[(results["seed"] == 0) & (results["fitset"] == "train")].copy()
+    one = one[(one["contamination"] == 0.0) & (one["inlier"].isin(["a0", "b0"]))]
+    one["auroc_low"], one["auroc_high"] = one["auroc"] - 2.0, one["auroc"] + 4.0
+    mean = main_table(one, class_counts={"toy_a": 3, "toy_b": 2})
+    cell = mean[(mean["dataset"] == "mean") & (mean["detector"] == "kde")].iloc[0]
+    # one seed, two classes (a0 80, b0 60): no interval over classes; the test set's ends
+    # weighted 3 : 2 as the values are, 72 - 2 and 72 + 4
+    assert cell["mean"] == pytest.approx(72.0)
+    assert (cell["ci_low"], cell["ci_high"], cell["ci_over"]) == (
+        pytest.approx(70.0),
+        pytest.approx(76.0),
+        "test set",
+    )
+
+
+def test_a_two_class_cell_with_an_omitted_job_says_so(results) -> None:
+    # toy_b's two classes of one seed reach the test-set rule (below MIN_CLASSES); b0's
+    # test split had a single inlier, so the average of the jobs' ends cannot be formed
+    two = results[(results["seed"] == 0) & (results["dataset"] == "toy_b")].copy()
+    two = two[(two["contamination"] == 0.0) & (two["fitset"] == "train")]
+    two["auroc_low"], two["auroc_high"] = two["auroc"] - 3.0, two["auroc"] + 1.0
+    two["auroc_interval_omitted"] = ""
+    b0 = two["inlier"] == "b0"
+    two.loc[b0, ["auroc_low", "auroc_high"]] = np.nan
+    two.loc[b0, "auroc_interval_omitted"] = "the test split has 9 outlier(s) and 1 inlier(s); ..."
+    kde = main_table(two).set_index("detector").loc["kde"]
+    assert kde["ci_over"] == "omitted" and np.isnan(kde["ci_low"]) and np.isnan(kde["ci_high"])
+    wide = format_main_table(main_table(two)).set_index("Detector")
+    assert wide.loc["KDE", "toy_b"] == (
+        "65.0 (n=1) [no interval: a single inlier or outlier in the test set]"
+    )
+    # the weighted mean over toy_a (a0, with its interval) and toy_b: two classes of one
+    # seed, and toy_b's test set cannot give its ends: omitted too
+    a0 = results[(results["seed"] == 0) & (results["inlier"] == "a0")].copy()
+    a0 = a0[(a0["contamination"] == 0.0) & (a0["fitset"] == "train")]
+    a0["auroc_low"], a0["auroc_high"] = a0["auroc"] - 2.0, a0["auroc"] + 4.0
+    a0["auroc_interval_omitted"] = ""
+    both = pd.concat([a0, two[two["inlier"] == "b0"]])
+    mean = main_table(both, class_counts={"toy_a": 3, "toy_b": 2}).set_index(
+        ["dataset", "detector"]
+    )
+    assert mean.loc[("mean", "kde"), "ci_over"] == "omitted"
+    assert mean.loc[("toy_a", "kde"), "ci_over"] == "test set"
+    # with three seeds, the interval over seeds stands whatever one job lacks
+    seeds = results[(results["dataset"] == "toy_b") & (results["fitset"] == "train")].copy()
+    seeds = seeds[seeds["contamination"] == 0.0]
+    seeds["auroc_interval_omitted"] = np.where(
+        (seeds["seed"] == 0) & (seeds["inlier"] == "b0"), "a single inlier ...", ""
+    )
+    assert main_table(seeds).set_index("detector").loc["kde", "ci_over"] == "seeds"

@@ -8,10 +8,12 @@ from sklearn.metrics import roc_auc_score
 
 from pipeline_lib.detection.auroc_intervals import (
     INTERVAL_FIELDS,
+    INTERVAL_OMITTED,
     _auc_of_codes,
     auroc_interval_record,
     bootstrap_auroc_interval,
     delong_variance,
+    interval_omission,
 )
 
 EPS = np.finfo(np.float64).eps
@@ -105,3 +107,29 @@ def test_bad_input_is_named(scores, labels, match):
         delong_variance(scores, labels)
     with pytest.raises(ValueError, match=match):
         bootstrap_auroc_interval(scores, labels)
+
+
+@pytest.mark.parametrize(
+    ("labels", "counts"),
+    [
+        ([0, 1, 1, 1, 1], "4 outlier(s) and 1 inlier(s)"),  # max_test_per_class: 1
+        ([1, 0, 0, 0], "1 outlier(s) and 3 inlier(s)"),
+        ([0, 1], "1 outlier(s) and 1 inlier(s)"),
+    ],
+)
+def test_a_class_of_one_score_gives_no_interval_and_says_why(labels, counts):
+    scores = np.linspace(0.0, 1.0, len(labels))
+    reason = interval_omission(labels)
+    assert reason is not None and counts in reason and "at least 2 of each" in reason
+    # the job keeps its AUC: the record holds the reason instead of the interval fields
+    assert auroc_interval_record(scores, labels) == {INTERVAL_OMITTED: reason}
+    # called directly, the bootstrap names the counts (not scipy's one-element error)
+    with pytest.raises(ValueError, match=r"no bootstrap interval: .*1 (in|out)lier\(s\)"):
+        bootstrap_auroc_interval(scores, labels)
+
+
+def test_two_scores_of_each_class_give_an_interval():
+    assert interval_omission([0, 0, 1, 1]) is None
+    record = auroc_interval_record([0.1, 0.3, 0.2, 0.4], [0, 0, 1, 1])
+    assert tuple(record) == INTERVAL_FIELDS
+    assert record["auroc_low"] <= 75.0 <= record["auroc_high"]

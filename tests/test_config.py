@@ -182,6 +182,38 @@ def test_detector_params_not_a_mapping_are_rejected(config) -> None:
     assert "'object', 'null'" in message
 
 
+def test_every_schema_problem_is_reported_in_one_error(config) -> None:
+    """Three mistakes take one run to see, not three: one line per problem, each with its key."""
+    config["bogus"] = 1
+    config["splits"] = {"contamination": [0.0, 1.0]}
+    config["detectors"] = {"knn": {}, "lof": {}}
+    message = _error(config)
+    lines = message.splitlines()
+    assert lines[0] == "3 problems in the config:"
+    assert len(lines) == 4 and all(line.startswith("  - config key '") for line in lines[1:])
+    assert "'bogus' was unexpected" in message
+    assert "'splits.contamination[1]'" in message and "[0, 1)" in message
+    assert "'lof'" in message and "ocsvm_linear" in message
+
+
+def test_every_problem_beyond_the_schema_is_reported_in_one_error(config) -> None:
+    """Checks that need a schema-valid config run side by side too."""
+    config["methods"] = ["raw", "resnet50_imagenet"]
+    config["train"] = {"fuse": 2, "amp": "float16"}
+    config["detectors"] = {"knn": {"n_neighbours": 3}}
+    message = _error(config)
+    assert message.startswith("3 problems in the config:\n")
+    assert "'embed.imagenet_weights'" in message
+    assert "'train.fuse'" in message and "float16" in message
+    assert "'detectors.knn'" in message and "n_neighbours" in message
+
+
+def test_one_problem_is_reported_as_before(config) -> None:
+    config["bogus"] = 1
+    message = _error(config)
+    assert message.startswith("config key '<top level>'") and "\n" not in message
+
+
 def test_resolve_classes_expands_all_and_keeps_requested_order() -> None:
     assert resolve_classes("digits", "all", DIGITS) == list(DIGITS)
     assert resolve_classes("digits", ["8", "0"], DIGITS) == ["8", "0"]
@@ -194,6 +226,8 @@ def test_resolve_classes_unknown_class_names_key_and_allowed_names() -> None:
     assert "'datasets.digits.classes'" in message
     assert "'ten'" in message
     assert "allowed: 0, 1, 2, 3, 4, 5, 6, 7, 8, 9" in message
+    with pytest.raises(ConfigError, match="unknown classes 'ten', 'eleven'; allowed: 0, 1"):
+        resolve_classes("digits", ["ten", "0", "eleven"], DIGITS)
 
 
 def test_sweep_id_is_stable_for_equal_configs(config) -> None:
@@ -572,7 +606,7 @@ def test_study_detector_parameters_equal_after_defaults_merge(config) -> None:
 # as workflow/rules/common.smk (validate_config, the study grids, each grid's classes), whose
 # ConfigError, DataError or GridError the Snakefile prints as "Invalid config: ..." before any
 # job. tests/workflow/test_config_errors.py keeps one such case end to end through
-# `snakemake -n` (the message, the exit status, no results/ folder).
+# `snakemake -n` (the message, the exit status, no output written).
 TINY = yaml.safe_load((ROOT / "tests" / "configs" / "tiny.yaml").read_text())
 
 

@@ -99,7 +99,7 @@ def test_one_data_set_read_two_ways_is_an_error() -> None:
         study={"kind": "rotated"},
         datasets={"digits": {"classes": ["0"], "max_train_per_class": 10}},
     )
-    with pytest.raises(ConfigError, match="one results/digits/dataset.npz cannot be both"):
+    with pytest.raises(ConfigError, match="one digits/dataset.npz cannot be both"):
         validate_config(base_config(studies=[study]), SCHEMA)
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
+from scipy import stats
 from torch import nn
 
 from pipeline_lib.models.init import TRUNCATED_NORMAL_STD, released_init_, variance_scaling_std
@@ -16,6 +18,11 @@ from pipeline_lib.registry import TRAINED_METHODS
 #: Relative tolerance on a standard deviation estimated from N >= 500,000 draws: the
 #: estimate's own relative standard error is about 1 / sqrt(2 N) < 0.1 %, so 2 % is 20 of them.
 STD_RTOL = 0.02
+
+#: Two-sided tolerance on a layer's sample variance, in standard errors of that variance
+#: under the released rule: a false alarm has probability 6e-7 per layer (normal limit of the
+#: sample variance; the smallest layer checked has 128 weights, where it is already close).
+VARIANCE_Z = 5.0
 
 
 @pytest.fixture(autouse=True)
@@ -86,6 +93,37 @@ def test_batchnorm_starts_at_one_and_zero_and_unknown_layers_are_refused() -> No
         released_init_(nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4)))
 
 
+def _released_rule(layer: nn.Module):
+    """The exact distribution of ``layer``'s weights under the released rule (scipy, frozen)."""
+    fan_in, fan_out = nn.init._calculate_fan_in_and_fan_out(layer.weight)
+    if isinstance(layer, nn.Linear):  # glorot_uniform: U(-a, a), a = sqrt(6 / (in + out))
+        bound = math.sqrt(6.0 / (fan_in + fan_out))
+        return stats.uniform(loc=-bound, scale=2 * bound)
+    # VarianceScaling(2.0, 'fan_out'), truncated normal: cut at 2 pre-truncation stds
+    return stats.truncnorm(-2.0, 2.0, scale=variance_scaling_std(fan_out))
+
+
+def _variance_z(weight: torch.Tensor, rule) -> float:
+    """How many standard errors the sample variance of ``weight`` lies from ``rule``'s.
+
+    With n draws of variance s2 and kurtosis k, the sample variance (ddof=1) has variance
+    s2^2 (k / n - (n - 3) / (n (n - 1))) (Cramer 1946, eq. 27.7.2).
+    """
+    w = weight.detach().double().flatten().numpy()
+    n, variance = w.size, float(rule.var())
+    kurtosis = float(rule.stats(moments="k")) + 3.0  # scipy gives the excess kurtosis
+    se = variance * math.sqrt(kurtosis / n - (n - 3) / (n * (n - 1)))
+    return (float(np.var(w, ddof=1)) - variance) / se
+
+
+def test_the_rules_have_the_released_variances() -> None:
+    """The scipy distributions the spread is checked against have the documented variances:
+    glorot_uniform 2 / (fan_in + fan_out), the convolutions' rule 2 / fan_out."""
+    linear, conv = nn.Linear(64, 32), nn.Conv2d(16, 32, 3)
+    assert _released_rule(linear).var() == pytest.approx(2.0 / (64 + 32), rel=1e-12)
+    assert _released_rule(conv).var() == pytest.approx(2.0 / (32 * 9), rel=1e-12)
+
+
 @pytest.mark.parametrize("method", TRAINED_METHODS)
 def test_every_trained_network_follows_the_released_rule(method: str) -> None:
     model = _seeded(lambda: build_proxy_model(method, width=8, head_depth=None, head_hidden=32))
@@ -101,9 +139,33 @@ def test_every_trained_network_follows_the_released_rule(method: str) -> None:
         bound = math.sqrt(6.0 / (linear.in_features + linear.out_features))
         assert float(linear.weight.abs().max()) <= bound
         assert linear.bias is None or not linear.bias.any()  # torch's default is U(+-1/sqrt(in))
+    # The bound alone passes torch's default of a bias-free layer (kaiming_uniform(a=sqrt(5)):
+    # U(+-1/sqrt(fan_in)), inside the glorot bound): the spread must be the rule's too.
+    for name, layer in model.named_modules():
+        if isinstance(layer, nn.Linear | nn.Conv2d | nn.ConvTranspose2d):
+            z = _variance_z(layer.weight, _released_rule(layer))
+            assert abs(z) <= VARIANCE_Z, f"{name}: variance {z:+.1f} standard errors off"
     for norm in norms:
         assert torch.equal(norm.weight, torch.ones_like(norm.weight))
         assert not norm.bias.any()
+
+
+@pytest.mark.parametrize("method", TRAINED_METHODS)
+def test_the_spread_check_refuses_torch_defaults_outside_the_backbone(method: str) -> None:
+    """Every head and proxy layer left at torch's default (variance 1 / (3 fan_in)) fails the
+    check above at this test's shapes: the check can tell the two initialisations apart."""
+    model = _seeded(
+        lambda: build_proxy_model(method, width=8, head_depth=None, head_hidden=32, init="torch")
+    )
+    layers = {
+        name: layer
+        for name, layer in model.named_modules()
+        if isinstance(layer, nn.Linear | nn.ConvTranspose2d) and not name.startswith("backbone")
+    }
+    assert layers
+    for name, layer in layers.items():
+        z = _variance_z(layer.weight, _released_rule(layer))
+        assert abs(z) > VARIANCE_Z, f"{name}: torch's default passes ({z:+.1f} standard errors)"
 
 
 def test_the_torch_variant_is_the_former_initialisation() -> None:

@@ -89,6 +89,35 @@ def test_minimum_attainable_p_and_the_power_sentence():
     assert "0.0625" in power_sentence(5)
 
 
+def test_a_zero_difference_is_dropped_before_the_floor_is_counted():
+    """6 classes, one with the same AUC in both rows: the signed-rank test ranks 5, so its
+    smallest p is 2/2^5 = 0.0625 and the tables must say no difference can be significant."""
+    diffs = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0])  # every non-zero difference positive
+    blocks = pd.DataFrame({"a": 90.0 + diffs, "b": np.full(6, 90.0)}, index=list("uvwxyz"))
+    test = paired_tests(blocks).iloc[0]
+    assert (test["n_blocks"], test["n_nonzero"]) == (6, 5)
+    # the test that runs reaches exactly the floor of the non-zero differences
+    assert test["p"] == pytest.approx(min_attainable_p(5), rel=8 * EPS)
+    assert test["p"] == pytest.approx(stats.wilcoxon(diffs, zero_method="wilcox").pvalue)
+    sentence = power_sentence([test["n_nonzero"]])
+    assert "no difference can be significant" in sentence and "2/2^5 = 0.0625" in sentence
+    # the markdown under the matrix says so too
+    setting = {"dataset": "toy", "seed": 0, "contamination": 0.0, "fitset": "train"}
+    rows = [
+        setting | {"inlier": c, "method": m, "detector": "kde", "auroc": float(blocks.loc[c, r])}
+        for c in blocks.index
+        for m, r in (("contrastive", "a"), ("rotnet", "b"))
+    ]
+    assert "2/2^5 = 0.0625" in main_table_comparisons(pd.DataFrame(rows))
+
+
+def test_the_power_sentence_names_the_comparisons_that_cannot_reach_alpha():
+    assert power_sentence([6, 7]) == ""
+    some = power_sentence([6, 5, 7])
+    assert some.startswith("1 of 3 comparisons have at most 5 non-zero class differences")
+    assert "2/2^5 = 0.0625" in some and "6 non-zero differences or more are needed" in some
+
+
 def test_main_table_comparisons_markdown():
     results = _results(3, seeds=(0,))
     text = main_table_comparisons(results)

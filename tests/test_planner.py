@@ -31,19 +31,19 @@ def small_plan() -> list[Job]:
     split = {"dataset": "cifar10", "inlier": "cat", "contamination": "0", "seed": "0"}
     cat = {"dataset": "catvsdog", "inlier": "cat", "contamination": "0", "seed": "0"}
     return [
-        Job("prepare_split", split, ("results/cifar10/cat/contam0/seed0/split.npz",)),
+        Job("prepare_split", split, ("cifar10/cat/contam0/seed0/split.npz",)),
         Job(
             "train_representation",
             {**split, "method": "rotnet"},
             (
-                "results/cifar10/cat/seed0/rotnet/model.pt",
-                "results/cifar10/cat/seed0/rotnet/history.json",
+                "cifar10/cat/seed0/rotnet/model.pt",
+                "cifar10/cat/seed0/rotnet/history.json",
             ),
         ),
         Job(
             "train_representation",
             {**cat, "method": "contrastive_da"},
-            ("results/catvsdog/cat/contam0/seed0/contrastive_da/model.pt",),
+            ("catvsdog/cat/contam0/seed0/contrastive_da/model.pt",),
         ),
         Job("all", {}, ()),
     ]
@@ -76,7 +76,7 @@ def test_snakemake_jobs_reads_every_job_of_the_dag_with_its_wildcards_and_output
     assert set(w) == {"dataset", "inlier", "contamination", "seed", "method", "fitset"}
     assert w["dataset"] == "digits" and w["inlier"] in map(str, classes)
     folder = (
-        f"results/{w['dataset']}/{w['inlier']}/contam{w['contamination']}/seed{w['seed']}/"
+        f"{w['dataset']}/{w['inlier']}/contam{w['contamination']}/seed{w['seed']}/"
         f"{w['method']}/{w['fitset']}/"
     )
     assert detector.outputs and all(path.startswith(folder) for path in detector.outputs)
@@ -152,7 +152,7 @@ def test_gpu_plan_without_a_rate_says_unknown_and_a_given_rate_fills_it(
 
 
 def test_measurements_of_an_earlier_run_replace_the_defaults(tmp_path: Path) -> None:
-    folder = tmp_path / "results/cifar10/cat/contam0/seed0/rotnet"
+    folder = tmp_path / "cifar10/cat/contam0/seed0/rotnet"
     folder.mkdir(parents=True)
     history = [{"epoch": 1, "images_per_s": 1.0}] + [
         {"epoch": k, "images_per_s": 100.0} for k in (2, 3, 4)
@@ -161,19 +161,24 @@ def test_measurements_of_an_earlier_run_replace_the_defaults(tmp_path: Path) -> 
     (folder / "train_history.json").write_text(json.dumps(record))
     (folder / "model.pt").write_bytes(b"x" * 1000)
     (folder / "train_history.json").touch()
-    bench = tmp_path / "results/benchmarks/prepare_split/cifar10/cat"
+    bench = tmp_path / "benchmarks/prepare_split/cifar10/cat"
     bench.mkdir(parents=True)
     (bench / "seed0.tsv").write_text("s\th:m:s\tmax_rss\n36.0\t0:00:36\t10\n")
+    # Snakemake's own records in the experiment's folder are no run's measurements.
+    hidden = tmp_path / ".snakemake/shadow/cifar10/cat/contam0/seed0/rotnet"
+    hidden.mkdir(parents=True)
+    slow = [{"epoch": k, "images_per_s": 1.0} for k in (1, 2, 3, 4)]
+    (hidden / "train_history.json").write_text(json.dumps({**record, "history": slow}))
     jobs = [
         Job(
             "train_representation",
             {"dataset": "cifar10", "method": "rotnet"},
             (
-                "results/cifar10/cat/contam0/seed0/rotnet/model.pt",
-                "results/cifar10/cat/contam0/seed0/rotnet/train_history.json",
+                "cifar10/cat/contam0/seed0/rotnet/model.pt",
+                "cifar10/cat/contam0/seed0/rotnet/train_history.json",
             ),
         ),
-        Job("prepare_split", {"dataset": "cifar10"}, ("results/x/split.npz",)),
+        Job("prepare_split", {"dataset": "cifar10"}, ("x/split.npz",)),
     ]
     costs = plan_costs(jobs, {"train": {"epochs": 2}}, device="cpu", workdir=tmp_path)
     # The first epoch (warm-up) is left out: 100 images/s.
@@ -309,7 +314,7 @@ def test_a_fused_job_costs_its_models_separate_trainings(tmp_path: Path) -> None
     assert costs["train_fused"].by_method["rotnet"].jobs == 2
     assert "fused = sum of separate runs" in costs["train_fused"].sources
     # A fused model's rate (its share of the group's time) is not a separate job's rate.
-    folder = tmp_path / "results/cifar10/cat/contam0/seed0/rotnet"
+    folder = tmp_path / "cifar10/cat/contam0/seed0/rotnet"
     folder.mkdir(parents=True)
     history = [{"epoch": k, "images_per_s": 100.0} for k in (1, 2)]
     record = {"method": "rotnet", "history": history, "device": "cpu", "width": 64}
@@ -496,7 +501,7 @@ def test_a_table_at_another_width_is_reported_not_scaled(table: list[Rate]) -> N
 def test_rate_precedence_given_then_table_then_histories_then_defaults(
     tmp_path: Path, table: list[Rate]
 ) -> None:
-    folder = tmp_path / "results/cifar10/cat/contam0/seed0/rotnet"
+    folder = tmp_path / "cifar10/cat/contam0/seed0/rotnet"
     folder.mkdir(parents=True)
     history = [{"epoch": k, "images_per_s": 100.0} for k in (1, 2, 3)]
     record = {"method": "rotnet", "history": history, "device": "cuda", "width": 64}
@@ -851,3 +856,53 @@ def test_the_planner_predicts_the_measured_full_cell_from_the_h200_table() -> No
     images *= training["batch_size"]
     steady = images / training["images_per_s_last_epoch"]
     assert predicted == pytest.approx(steady, rel=0.01)
+
+
+def _prepare_split_seconds(experiment: Path, seconds: float) -> None:
+    """A benchmark file of one prepare_split job, as an earlier run of ``experiment`` left it."""
+    bench = experiment / "benchmarks/prepare_split/digits/0/contam0"
+    bench.mkdir(parents=True)
+    (bench / "seed0.tsv").write_text(f"s\th:m:s\tmax_rss\n{seconds}\t0:00:00\t10\n")
+
+
+def test_the_plan_measures_the_runs_of_its_own_experiment_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Another config's timings in the same checkout are not this config's measurements."""
+    monkeypatch.chdir(tmp_path)
+    _prepare_split_seconds(tmp_path / "results/someone-else", 3600.0)
+    argv = ["--configfile", str(TINY), "--device", "cpu"]
+
+    def prepare_split_row() -> str:
+        assert main(argv) == 0
+        printed = capsys.readouterr().out
+        return next(line for line in printed.splitlines() if line.startswith("prepare_split "))
+
+    assert prepare_split_row().split()[2] == "0.0"  # 8 jobs at the 5 s default
+    # The tiny config's experiment is droc-tiny: its folder's timings are measured.
+    _prepare_split_seconds(tmp_path / "results/droc-tiny", 3600.0)
+    assert prepare_split_row().split()[2] == "8.0"  # 8 jobs at the measured hour each
+
+
+def test_a_gpu_plan_says_when_the_torch_jobs_would_get_no_gpu(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The rules declare gpu=0: as configured, the GPU-hours of the plan would be CPU-hours."""
+    argv = ["--configfile", str(TINY), "--device", "cuda", "--no-measured"]
+    assert main(argv) == 0
+    note = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
+    # The tiny config's one torch rule: each frozen representation embeds once per seed.
+    config = yaml.safe_load(TINY.read_text())
+    embeddings = len(config["methods"]) * len(config["seeds"])
+    assert note == [
+        f"note: as configured, embed_frozen_dataset ({embeddings} jobs) ask for no GPU "
+        "(their rules declare gpu=0): a `snakemake --resources gpu=N` runs them on the CPU, "
+        "not on cuda as costed above. Run with --profile profiles/gpu (and plan with it), or "
+        "give them a GPU with --set-resources RULE:gpu=1."
+    ]
+    # Planned with the profile the run uses, they get one: nothing to say.
+    assert main([*argv, "--profile", str(REPO / "profiles/gpu")]) == 0
+    assert "note:" not in capsys.readouterr().out
+    # A CPU plan costs them on the CPU anyway.
+    assert main([*argv[:3], "cpu", "--no-measured"]) == 0
+    assert "note:" not in capsys.readouterr().out

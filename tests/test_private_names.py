@@ -1,7 +1,7 @@
 """No module imports another module's private names or another package's private modules.
 
-STYLE.md: "A module never imports another module's ``_private`` names: if two modules need
-the same thing, it becomes public in one of them." The check reads every ``.py`` file under
+docs/architecture.md, "Conventions": a module never imports another module's private names;
+when two modules need the same thing, one makes it public. The check reads every ``.py`` file under
 ``pipeline_lib/``, ``benchmarks/`` and ``workflow/`` with :mod:`ast` (imports inside functions
 included) and reports, per file and line:
 
@@ -11,8 +11,9 @@ included) and reports, per file and line:
   outside its parent package (``pkg``). Modules of that package (``pkg.gde``) may import it.
 
 Only first-party modules count (``pipeline_lib``, ``benchmarks``, ``workflow``, ``tests`` and
-scripts beside the importer): third-party private modules such as ``torch._dynamo`` are that
-library's business. tests/ is not checked: white-box tests may import private names.
+scripts or packages beside the importer): third-party private modules such as
+``torch._dynamo`` are that library's business. tests/ is not checked: white-box tests may
+import private names.
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ def _resolve(node: ast.ImportFrom, module: str, package: bool) -> str:
 
 def _first_party(target: str, path: Path, root: Path) -> bool:
     top = target.split(".")[0]
-    return top in FIRST_PARTY or (path.parent / f"{top}.py").exists()
+    beside = path.parent / top
+    return top in FIRST_PARTY or beside.with_suffix(".py").exists() or beside.is_dir()
 
 
 def _is_module(dotted: str, path: Path, root: Path) -> bool:
@@ -162,6 +164,11 @@ def test_no_module_imports_private_names() -> None:
             "from .train import _evaluate\n",
             ["imports private name _evaluate from pipeline_lib.ssl.train"],
         ),
+        (  # a script and the package beside it (benchmarks/jpeg_dose.py and jpeg/)
+            "benchmarks/study.py",
+            "from study_parts.fit import _line, fit\n",
+            ["imports private name _line from study_parts.fit"],
+        ),
     ],
 )
 def test_the_checker_finds_hand_made_offences(file, source, expected, tmp_path) -> None:
@@ -171,5 +178,8 @@ def test_the_checker_finds_hand_made_offences(file, source, expected, tmp_path) 
     private.write_text("")
     for package in private.parents[:3]:
         (package / "__init__.py").write_text("")
+    beside = tmp_path / "benchmarks" / "study_parts"
+    beside.mkdir(parents=True)
+    (beside / "__init__.py").write_text("")
     found = [line.split(": ", 1)[1] for line in offences(source, tmp_path / file, tmp_path)]
     assert found == expected

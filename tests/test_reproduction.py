@@ -145,18 +145,22 @@ def test_page_shows_the_pending_runs_and_the_kde_gap(tmp_path: Path) -> None:
 
 
 def test_a_run_recorded_before_a_recipe_switch_lists_what_it_ran() -> None:
-    """The H200 cell ran before epoch_order and init existed: its recorded config lacks them,
-    so it ran the permutation order and torch's init. That is a known difference beside its
-    commit, as its precision is; neither takes the verdict away."""
+    """The H200 cell ran before epoch_order, init and momentum_form existed: its recorded
+    config lacks them, so it ran the permutation order, torch's init and torch's momentum form.
+    That is a known difference beside its commit, as its precision is; neither takes the
+    verdict away."""
     rows = {row["detector"]: row for row in cell_rows(RUN, source="run")}
     differences = rows["kde"]["differences"]
     assert "recipe then: init torch (now init released)" in differences
     assert "recipe then: epoch_order permutation (now epoch_order released)" in differences
+    assert "recipe then: momentum_form torch (now momentum_form released)" in differences
     assert not any("autocast on CUDA (paper: float32)" in d for d in differences)
     assert rows["kde"]["verdict"] == "below"
 
     current = copy.deepcopy(RUN)
-    current["config"]["train"].update(epoch_order="released", init="released")
+    current["config"]["train"].update(
+        epoch_order="released", init="released", momentum_form="released"
+    )
     differences = cell_rows(current, source="run")[0]["differences"]
     assert not any(d.startswith("recipe then") for d in differences)
     # A recorded run that left the recipe on purpose is not comparable.

@@ -26,7 +26,7 @@ def _results() -> pd.DataFrame:
     for inlier in ("1", "0"):
         for seed in (1, 0):
             for contamination in (0.0, 0.1):
-                key = f"results/digits/{inlier}/contam{contamination:g}/seed{seed}/raw/train/kde"
+                key = f"digits/{inlier}/contam{contamination:g}/seed{seed}/raw/train/kde"
                 rows.append(
                     {
                         "dataset": "digits",
@@ -71,13 +71,13 @@ def test_one_run_opens_its_page_several_the_compare_page(tmp_path: Path):
     assert json.loads(parsed["experiments"][0]) == ["3"]
     # a file store: relative links to the run's (or the experiment's) folder
     store = tmp_path / "mlruns"
-    page = tmp_path / "results/summary"
+    page = tmp_path / "summary"
     uri = store.as_uri()
     assert runs_url(["a"], experiment_id="3", tracking_uri=uri, relative_to=page) == (
-        "../../mlruns/3/a"
+        "../mlruns/3/a"
     )
     assert runs_url(["a", "b"], experiment_id="3", tracking_uri=uri, relative_to=page) == (
-        "../../mlruns/3"
+        "../mlruns/3"
     )
     with pytest.raises(ValueError, match="at least one run"):
         runs_url([], experiment_id="3", tracking_uri=uri)

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from pipeline_lib.data.split import OneClassSplit, one_class_split
+from pipeline_lib.detection.auroc_intervals import INTERVAL_FIELDS, INTERVAL_OMITTED
 from pipeline_lib.detection.detectors import make_detector
 from pipeline_lib.detection.metrics import auroc
-from pipeline_lib.detection.runner import fit_index_for, limit_fit_index, rows_for, run_detection
+from pipeline_lib.detection.runner import (
+    fit_index_for,
+    limit_fit_index,
+    rows_for,
+    run_detection,
+    run_rotation_detection,
+)
 
 N_CLASSES, N_TRAIN_PER_CLASS, N_TEST_PER_CLASS, DIM = 3, 40, 15, 4
 
@@ -202,3 +211,34 @@ def test_run_detection_records_no_gamma_without_a_kernel(split, features, detect
         split, features, fitset="train", detector=detector, detector_params={}, max_fit=1000, seed=0
     )
     assert "gamma_" not in record
+
+
+def _one_test_image_of(split: OneClassSplit, outlier: int) -> OneClassSplit:
+    """``split`` with a single test image of one class left (``max_test_per_class: 1``)."""
+    first = np.flatnonzero(split.test_is_outlier == outlier)[0]
+    keep = np.sort(np.r_[first, np.flatnonzero(split.test_is_outlier != outlier)])
+    return dataclasses.replace(
+        split, test_index=split.test_index[keep], test_is_outlier=split.test_is_outlier[keep]
+    )
+
+
+@pytest.mark.parametrize("outlier", [0, 1])
+def test_a_single_test_inlier_or_outlier_keeps_the_auc_and_records_why_no_interval(
+    split, features, outlier
+) -> None:
+    one = _one_test_image_of(split, outlier)
+    assert int((one.test_is_outlier == outlier).sum()) == 1
+    record, scores = run_detection(
+        one, features, fitset="train", detector="gde", detector_params={}, max_fit=1000, seed=0
+    )
+    assert record["auroc"] == pytest.approx(auroc(scores["anomaly_score"], scores["is_outlier"]))
+    assert record["n_test"] == len(one.test_index)
+    assert not set(INTERVAL_FIELDS) & set(record)
+    n_outliers = int(one.test_is_outlier.sum())
+    counts = f"{n_outliers} outlier(s) and {len(one.test_index) - n_outliers} inlier(s)"
+    assert counts in record[INTERVAL_OMITTED]
+    # the rotation classifier's jobs go the same way
+    rotation = features | {"sum_p_rotations_test": -features["f_test"][:, 1]}
+    record, _ = run_rotation_detection(one, rotation, detector="rotation_classifier")
+    assert 0.0 <= record["auroc"] <= 100.0 and not set(INTERVAL_FIELDS) & set(record)
+    assert "at least 2 of each" in record[INTERVAL_OMITTED]

@@ -29,7 +29,7 @@ def key(method: str, space: str, detector: str = "ocsvm") -> dict:
 
 
 def result_path(root: Path, k: dict) -> Path:
-    model = root / "results/digits/0/contam0/seed1" / k["method"]
+    model = root / "digits/0/contam0/seed1" / k["method"]
     middle = ["train", "g"] if k["space"] == "g" else ["train"]
     return model.joinpath(*middle, k["detector"], "result.json")
 
@@ -48,7 +48,7 @@ def test_rows_found_missing_and_mmd(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     keys = [key("contrastive_bs8", "f"), key("contrastive_bs8", "g"), key("rotnet", "f")]
     for k, auroc in zip(keys[:2], (70.0, 80.0), strict=True):
         write_result(Path("."), k, auroc)
-    model = "results/digits/0/contam0/seed1/contrastive_bs8"
+    model = "digits/0/contam0/seed1/contrastive_bs8"
     Path(model, "uniformity.json").write_text(json.dumps({"mmd": 0.25}))
     expected_rows = [(k, str(result_path(Path("."), k))) for k in keys]
     frame, expected = collect_study(

@@ -13,7 +13,10 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from pipeline_lib.tracking.mlflow_store import (
+    EXPERIMENT_KIND,
+    EXPERIMENT_KIND_TAG,
     HASH_TAG,
+    INTERVAL_OMITTED_TAG,
     KEY_TAG,
     KIND_TAG,
     SWEEP_TAG,
@@ -53,7 +56,7 @@ def _records(n: int = 3) -> list[dict]:
     """Job records as the pipeline logs them (rows of results.csv)."""
     return [
         {
-            "result_key": f"results/digits/{inlier}/contam0/seed0/raw/train/knn",
+            "result_key": f"digits/{inlier}/contam0/seed0/raw/train/knn",
             "dataset": "digits",
             "inlier": str(inlier),
             "method": "raw",
@@ -96,6 +99,20 @@ def test_ensure_experiment_creates_it_once(store: dict) -> None:
     assert experiment.artifact_location == artifacts.resolve().as_uri()
     names = [e.name for e in store["client"].search_experiments() if e.name == "once"]
     assert names == ["once"]
+    # MLflow 3's UI opens an experiment of this kind on its runs (the value its UI writes).
+    assert experiment.tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND == "custom_model_development"
+
+
+def test_ensure_experiment_declares_the_kind_of_an_older_experiment_only_once(store: dict) -> None:
+    client = store["client"]
+    older = client.create_experiment("older", artifact_location=(store["root"] / "a").as_uri())
+    assert EXPERIMENT_KIND_TAG not in client.get_experiment(older).tags
+    assert ensure_experiment(store["uri"], "older", artifact_dir=None)["experiment_id"] == older
+    assert client.get_experiment(older).tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
+    # A kind someone chose in the UI is theirs.
+    chosen = client.create_experiment("chosen", tags={EXPERIMENT_KIND_TAG: "genai_development"})
+    ensure_experiment(store["uri"], "chosen", artifact_dir=None)
+    assert client.get_experiment(chosen).tags[EXPERIMENT_KIND_TAG] == "genai_development"
 
 
 def test_log_sweep_creates_children_and_one_parent(store: dict) -> None:
@@ -134,6 +151,23 @@ def test_log_sweep_creates_children_and_one_parent(store: dict) -> None:
         }
     # every job's run id, by result key: what the summary page links
     assert summary["run_ids"] == {key: run.info.run_id for key, run in by_key.items()}
+
+
+def test_a_job_without_an_interval_says_why_on_its_run(store: dict) -> None:
+    reason = "the test split has 9 outlier(s) and 1 inlier(s); ..."
+    with_interval, without = _records(2)
+    with_interval |= {"auroc_low": 88.0, "auroc_high": 92.0, "auroc_interval_omitted": ""}
+    without |= {"auroc_low": float("nan"), "auroc_high": float("nan")}
+    without["auroc_interval_omitted"] = reason
+    summary = _log(store, [with_interval, without], "omitted")
+    runs = {
+        run.data.tags[KEY_TAG]: run
+        for run in _runs(store, summary["experiment_id"])
+        if run.data.tags[KIND_TAG] == "job"
+    }
+    assert runs[without["result_key"]].data.tags[INTERVAL_OMITTED_TAG] == reason
+    assert INTERVAL_OMITTED_TAG not in runs[with_interval["result_key"]].data.tags
+    assert runs[with_interval["result_key"]].data.metrics["auroc_low"] == 88.0
 
 
 def test_log_sweep_is_idempotent_and_updates_changed_records(store: dict) -> None:
@@ -212,7 +246,7 @@ def test_training_runs_carry_test_auroc_curves_and_the_eval_figure(
     ]
     figure = tmp_path / "eval_curve.png"
     figure.write_bytes(b"\x89PNG not really")
-    key = "results/digits/3/contam0/seed0/rotnet"
+    key = "digits/3/contam0/seed0/rotnet"
     summary = _log(
         store,
         _records(1),
@@ -242,7 +276,7 @@ def test_a_bad_record_fails_softly(store: dict, caplog: pytest.LogCaptureFixture
         summary = _log(store, [record], "bad-record")
     assert summary["status"] == "failed"
     assert summary["warning"].startswith("KeyError")
-    assert "results/ still holds every result" in caplog.text
+    assert "the result files still hold every result" in caplog.text
 
 
 def test_unreachable_server_warns_quickly(tmp_path: Path, caplog) -> None:
@@ -283,7 +317,7 @@ def test_a_run_left_without_params_gets_them_when_logged_again(store: dict) -> N
     client = store["client"]
     # A writer killed between create_run and log_batch: the run exists with its identity
     # tags, but no params, no metrics and no content hash.
-    orphan_key = "results/digits/7/contam0/seed0/raw/train/knn"
+    orphan_key = "digits/7/contam0/seed0/raw/train/knn"
     orphan = client.create_run(
         first["experiment_id"],
         tags={

@@ -9,7 +9,13 @@ import pandas as pd
 import pytest
 
 from pipeline_lib.paper.aggregate import table_verdicts
-from pipeline_lib.paper.verdict import VERDICTS, count_line, verdict_counts
+from pipeline_lib.paper.verdict import (
+    VERDICTS,
+    count_line,
+    no_counterpart_line,
+    opening_line,
+    verdict_counts,
+)
 
 
 def _cell(dataset, mean, std, n_seeds, paper, paper_std, complete=True):
@@ -68,3 +74,26 @@ def test_a_protocol_break_makes_every_cell_not_comparable():
     long = pd.DataFrame([_cell("a", 90.0, 0.0, 1, 91.0, 0.6), _cell("b", 1.0, 0, 1, np.nan, 0)])
     verdicts = table_verdicts(long, breaks=["20 training epochs (paper 2048)"])
     assert verdicts["verdict"].tolist() == ["not comparable", "no paper value"]
+
+
+def test_opening_line_says_why_nothing_is_comparable():
+    cells = table_verdicts(
+        pd.DataFrame(
+            [
+                _cell("digits", 99.0, 0.1, 2, np.nan, np.nan),
+                _cell("cifar10", 80.0, 0.1, 2, np.nan, np.nan),
+            ]
+        )
+    )
+    line = opening_line(cells, breaks=["a class subset"], published_datasets={"cifar10"})
+    # nothing has a published number: no "0 of 0 reproduced", no count, but why per data set
+    assert line == no_counterpart_line(cells, {"cifar10"})
+    assert line.startswith("Reproduction: nothing to compare. No cell of this run")
+    assert "the paper reports no results on Digits" in line
+    assert "on CIFAR-10 it reports no number for this run's representations (Contrastive)" in line
+    assert "0 of 0" not in line
+    # one published cell: the count line, as before
+    published = table_verdicts(pd.DataFrame([_cell("cifar10", 90.0, 0.0, 1, 91.0, 0.6)]))
+    assert opening_line(published, published_datasets={"cifar10"}) == count_line(
+        verdict_counts(published["verdict"])
+    )

@@ -127,6 +127,135 @@ def _adapt_detectors(train: ModuleType) -> None:
     train.OneClassSVM = one_class_svm
 
 
+def script_module(released: Released, name: str, data_dir: Path) -> ModuleType:
+    """A preparation script of ``script/`` (``prepare_dogvscat``, ``prepare_celeba``) imported
+    with ``DATA_DIR`` set: both read it when they are imported."""
+    os.environ["DATA_DIR"] = str(data_dir)
+    module = f"script.{name}"
+    sys.modules.pop(module, None)  # read DATA_DIR anew
+    return importlib.import_module(module)
+
+
+class _IdxBuilder:
+    """What ``tfds.builder('fashion_mnist', data_dir=root)`` gives ``data/fmnist.py``, read
+    from the four IDX files in ``root`` (plain or ``.gz``) in file order: ``as_dataset(split)``
+    yields ``{'image': uint8 (28, 28, 1), 'label': int64}`` as TF tensors, as the tfds
+    builder's examples. (The tfds builder itself writes its examples in an order of hashed
+    keys; the set of examples is the same.)"""
+
+    FILES = {
+        "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+        "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
+    }
+
+    def __init__(self, tf: ModuleType, root: Path) -> None:
+        self.tf, self.root = tf, Path(root)
+
+    def _read(self, stem: str, header: int) -> bytes:
+        import gzip
+
+        plain = self.root / stem
+        raw = (
+            plain.read_bytes()
+            if plain.is_file()
+            else gzip.decompress((self.root / f"{stem}.gz").read_bytes())
+        )
+        return raw[header:]
+
+    def download_and_prepare(self) -> None:
+        raise RuntimeError("the harness never downloads: pass a folder holding the IDX files")
+
+    def as_dataset(self, split: str) -> list[dict]:
+        import numpy as np
+
+        images_file, labels_file = self.FILES[split]
+        images = np.frombuffer(self._read(images_file, 16), np.uint8).reshape(-1, 28, 28, 1)
+        labels = np.frombuffer(self._read(labels_file, 8), np.uint8).astype(np.int64)
+        return [
+            {"image": self.tf.constant(image), "label": self.tf.constant(label)}
+            for image, label in zip(images, labels, strict=True)
+        ]
+
+
+def adapt_fashion_mnist(released: Released) -> None:
+    """``data/fmnist.py:28`` loads Fashion-MNIST through ``tfds.builder('fashion_mnist',
+    data_dir=root)``, which would download and prepare it; give that module a ``tfds`` whose
+    ``builder`` reads the IDX files of ``root`` instead (:class:`_IdxBuilder`)."""
+    from types import SimpleNamespace
+
+    fmnist = released.module("data.fmnist")
+    fmnist.tfds = SimpleNamespace(builder=lambda name, data_dir: _IdxBuilder(released.tf, data_dir))
+
+
+class _CelebAFolder:
+    """What ``tfds.builder('celeb_a')`` gives ``script/prepare_celeba.py``, read from the
+    torchvision layout of ``folder`` (``img_align_celeba/``, ``list_attr_celeba.txt``,
+    ``list_eval_partition.txt``): ``as_dataset(split)`` yields, in partition-file order,
+    ``{'image': uint8 (218, 178, 3), 'attributes': {name: bool}}``. The image is decoded by
+    ``tf.io.decode_jpeg`` with ``dct_method`` (``""``, TF's default, is what tfds's
+    ``tf.image.decode_image`` runs: libjpeg's ``INTEGER_FAST`` inverse DCT;
+    ``"INTEGER_ACCURATE"`` is libjpeg's ``ISLOW``, which PIL and OpenCV use). Splits: train
+    0, validation 1, test 2. (tfds stores its examples in an order of hashed keys; the set
+    of each split is the same.)"""
+
+    SPLITS = {"train": "0", "validation": "1", "test": "2"}
+
+    def __init__(self, tf: ModuleType, folder: Path, dct_method: str = "") -> None:
+        self.tf, self.folder, self.dct_method = tf, Path(folder), dct_method
+
+    def download_and_prepare(self) -> None:
+        """Nothing to download: the folder is already there."""
+
+    def as_dataset(self, split: str) -> list[dict]:
+        lines = (self.folder / "list_attr_celeba.txt").read_text().split("\n")
+        names = lines[1].split()
+        attributes = {}
+        for line in lines[2:]:
+            if line.strip():
+                fields = line.split()
+                attributes[fields[0]] = {
+                    n: v == "1" for n, v in zip(names, fields[1:], strict=True)
+                }
+        wanted = self.SPLITS[split]
+        rows = [
+            line.split()
+            for line in (self.folder / "list_eval_partition.txt").read_text().split("\n")
+        ]
+        files = [fields[0] for fields in rows if len(fields) == 2 and fields[1] == wanted]
+        decode = self.tf.io.decode_jpeg
+        read = self.tf.io.read_file
+        return [
+            {
+                "image": decode(
+                    read(str(self.folder / "img_align_celeba" / f)),
+                    channels=3,
+                    dct_method=self.dct_method,
+                ),
+                "attributes": attributes[f],
+            }
+            for f in files
+        ]
+
+
+def adapt_celeba(
+    released: Released, folder: Path, data_dir: Path, dct_method: str = ""
+) -> ModuleType:
+    """``data/celeba.py:48`` calls ``self.prepare_numpy_data``, which exists only as a function
+    of ``script/prepare_celeba.py`` (that loads CelebA through ``tfds.builder('celeb_a')``):
+    make the script's function the class's, with a ``tfds`` whose builder reads ``folder``
+    (:class:`_CelebAFolder`, decoding with ``dct_method``); the script caches its arrays
+    under ``data_dir/celeba_npy``. Returns the script module."""
+    from types import SimpleNamespace
+
+    script = script_module(released, "prepare_celeba", data_dir)
+    script.tfds = SimpleNamespace(
+        builder=lambda name: _CelebAFolder(released.tf, folder, dct_method)
+    )
+    celeba = released.module("data.celeba")
+    celeba.CelebA.prepare_numpy_data = staticmethod(script.prepare_numpy_data)
+    return script
+
+
 def keep_first_inliers(count: int) -> None:
     """Train the released CIFAR loaders on the first ``count`` training inliers, in the
     order of the data files (``data/cifar.py``, ``process_for_ood``, keeps every inlier).

@@ -39,3 +39,33 @@ def released_meta(released: Any, **extra: Any) -> dict[str, Any]:
         "versions": released.versions,
         **extra,
     }
+
+
+def read_trace(folder: Path, name: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The arrays and JSON record of trace ``name`` in ``folder`` (FileNotFoundError if absent)."""
+    folder = Path(folder)
+    with np.load(folder / f"{name}.npz", allow_pickle=False) as arrays:
+        loaded = {key: arrays[key] for key in arrays.files}
+    return loaded, json.loads((folder / f"{name}.json").read_text())
+
+
+def pack(tensors: dict[str, np.ndarray]) -> tuple[np.ndarray, list[list[Any]]]:
+    """Many small tensors as one flat float32 array and its index ``[[name, shape], ...]``.
+
+    One npz member instead of hundreds: each member costs a zip and an npy header.
+    """
+    index = [[name, list(np.shape(value))] for name, value in tensors.items()]
+    flat = [np.asarray(value, dtype=np.float32).ravel() for value in tensors.values()]
+    return np.concatenate(flat) if flat else np.zeros(0, np.float32), index
+
+
+def unpack(flat: np.ndarray, index: list[list[Any]]) -> dict[str, np.ndarray]:
+    """The tensors of :func:`pack`, by name."""
+    tensors, offset = {}, 0
+    for name, shape in index:
+        size = int(np.prod(shape, dtype=np.int64))
+        tensors[name] = flat[offset : offset + size].reshape(shape)
+        offset += size
+    if offset != len(flat):
+        raise ValueError(f"the index covers {offset} of {len(flat)} packed values")
+    return tensors

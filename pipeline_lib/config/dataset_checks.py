@@ -32,9 +32,10 @@ def resolve_classes(
         return [name for name in available if name in inliers]
     unknown = [name for name in requested if name not in available]
     if unknown:
+        named = ", ".join(map(repr, unknown))
         raise ConfigError(
-            f"config key 'datasets.{dataset}.classes': unknown class {unknown[0]!r}; "
-            f"allowed: {', '.join(available)}"
+            f"config key 'datasets.{dataset}.classes': unknown class"
+            f"{'es' if len(unknown) > 1 else ''} {named}; allowed: {', '.join(available)}"
         )
     outliers_only = [name for name in requested if name not in inliers]
     if outliers_only:

@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 #: The folder of one fused group's job (its outcome.json, its models until unpacked).
-FUSED_GROUP = "results/{dataset}/_fused/contam{contamination}/{method}/{group}"
+FUSED_GROUP = "{dataset}/_fused/contam{contamination}/{method}/{group}"
 
 _SEED_MARK = "@"
 _JOIN = "+"

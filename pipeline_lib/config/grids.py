@@ -241,7 +241,7 @@ def merge_datasets(grids: list[Grid]) -> dict[str, dict[str, Any]]:
             if name in settings and settings[name] != reading:
                 raise GridError(
                     f"study {grid.name!r} reads data set {name!r} with {reading}, another grid "
-                    f"with {settings[name]}: one results/{name}/dataset.npz cannot be both"
+                    f"with {settings[name]}: one {name}/dataset.npz cannot be both"
                 )
             settings[name] = reading
     return settings

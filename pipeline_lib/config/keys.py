@@ -22,6 +22,7 @@ from pipeline_lib.registry import ROTATION_DETECTORS
 
 __all__ = [
     "KEY_COLUMNS",
+    "OUTPUTS",
     "RESULT",
     "RESULT_G",
     "SPACES",
@@ -50,14 +51,20 @@ STUDY_KEY_COLUMNS: tuple[str, ...] = (*KEY_COLUMNS, "space")
 #: head's output ``g`` (results under ``.../g/``), or RotNet's own rotation classifier.
 SPACES: tuple[str, ...] = ("f", "g", "rotation_classifier")
 
+#: Where the data sets' folders start inside the working directory, as a path prefix: empty,
+#: they lie directly in it, since the working directory is the experiment's own folder
+#: (``results/<experiment>/``, :mod:`pipeline_lib.config.experiment`). The patterns below
+#: and :meth:`ResultKey.from_path` are built on it.
+OUTPUTS = ""
+
 #: Snakemake patterns of a split's folder and of a result's folder (f and g spaces).
-SPLIT = "results/{dataset}/{inlier}/contam{contamination}/seed{seed}"
+SPLIT = OUTPUTS + "{dataset}/{inlier}/contam{contamination}/seed{seed}"
 RESULT = SPLIT + "/{method}/{fitset}/{detector}"
 RESULT_G = SPLIT + "/{method}/{fitset}/g/{detector}"
 
 _SEGMENT = r"[^/]+"
 _FROM_PATH = re.compile(
-    rf"(?:^|/)results/(?P<dataset>{_SEGMENT})/(?P<inlier>{_SEGMENT})"
+    rf"(?:^|/){re.escape(OUTPUTS)}(?P<dataset>{_SEGMENT})/(?P<inlier>{_SEGMENT})"
     rf"/contam(?P<contamination>{_SEGMENT})/seed(?P<seed>-?\d+)/(?P<method>{_SEGMENT})"
     rf"/(?P<fitset>{_SEGMENT})(?P<g>/g)?/(?P<detector>{_SEGMENT})(?:/[^/]+\.\w+)?$"
 )

@@ -8,13 +8,14 @@ the recipe and grids here, the data sets' classes and splits
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ import yaml
 from pipeline_lib.config.dataset_checks import check_dataset_settings, resolve_classes
 from pipeline_lib.config.errors import ConfigError
 from pipeline_lib.config.grids import (
+    Grid,
     GridError,
     check_methods,
     load_study,
@@ -38,6 +40,7 @@ from pipeline_lib.config.section_checks import (
     check_explain,
     check_mvtec,
 )
+from pipeline_lib.data import DataError, dataset_class_names
 from pipeline_lib.registry import (
     CAPTURED_STEP_MODES,
     HEADLESS_METHODS,
@@ -55,6 +58,7 @@ __all__ = [
     "ConfigError",
     "check_dataset_settings",
     "export_data_settings",
+    "grid_classes",
     "merge_detectors",
     "resolve_classes",
     "sweep_id",
@@ -127,54 +131,118 @@ def _load_schema(schema_path: str) -> dict[str, Any]:
 def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -> dict[str, Any]:
     """Validate ``config`` against the JSON schema and return a copy with defaults filled.
 
+    Every problem is reported at once (a config with three mistakes takes one run to fix,
+    not three): first all the schema's, else all those of the checks beyond the schema that
+    can run side by side (a check that needs the study grids runs only when they load).
+
     Raises
     ------
     ConfigError
-        For the first schema violation, naming the key and the allowed values.
+        Naming each key at fault and its allowed values, one line per problem.
     """
     schema = _load_schema(str(schema_path))
     config = _typed_command_line_values(config, schema)
-    _check_renamed_values(config)
+    problems = _ProblemList()
+    renamed = _renamed_values(config)
+    problems.extend(message for _, message in renamed)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
-    if errors:
-        if errors[0].validator == "anyOf" and not list(errors[0].absolute_path):
-            raise ConfigError(
-                "config needs 'datasets' (the image benchmarks), 'mvtec' (MVTec AD defect "
-                "detection) or both"
-            )
-        # The innermost error of a propertyNames failure carries the bad name.
-        error = errors[0]
-        if error.context:
-            error = min(error.context, key=lambda e: len(list(e.absolute_path)))
-        raise ConfigError(_explain(errors[0] if error.validator == "const" else error))
+    for error in errors:
+        # A renamed value already has its own message; the bare enum error would repeat it.
+        if _key_path(error.absolute_path) not in {key for key, _ in renamed}:
+            problems.append(_schema_problem(error))
+    problems.raise_if_any()
     filled = copy.deepcopy(dict(config))
     _fill_defaults(filled, schema)
-    for options in filled["detectors"].values() if "detectors" in filled else []:
-        if options is not None and not isinstance(options, dict):
-            raise ConfigError("detector parameters must be a mapping")
-    filled["detectors"] = {name: dict(opts or {}) for name, opts in filled["detectors"].items()}
-    check_detector_parameters(filled["detectors"], "detectors")
+    with problems.collect():
+        for options in filled["detectors"].values() if "detectors" in filled else []:
+            if options is not None and not isinstance(options, dict):
+                raise ConfigError("detector parameters must be a mapping")
+        filled["detectors"] = {name: dict(opts or {}) for name, opts in filled["detectors"].items()}
+        check_detector_parameters(filled["detectors"], "detectors")
     # 0 and 0.0 are the same ratio: one spelling keeps sweep ids and paths stable.
     splits = filled["splits"]
     splits["contamination"] = [float(ratio) for ratio in splits["contamination"]]
-    _check_imagenet_weights(filled)
-    _check_fuse(filled)
-    _check_step_mode(filled)
-    _check_eval_every(filled)
-    _check_grids(filled, schema_path)
-    _check_head_depth(filled)
-    merge_detectors(filled)
-    _check_recipe(filled)
+    for check in (_check_imagenet_weights, _check_fuse, _check_step_mode, _check_eval_every):
+        with problems.collect():
+            check(filled)
+    with problems.collect():
+        _check_grids(filled, schema_path)
+        # These read the variants and studies the grids merged in.
+        for check in (_check_head_depth, merge_detectors, _check_recipe):
+            with problems.collect():
+                check(filled)
     for name, settings in filled.get("datasets", {}).items():
-        check_dataset_settings(name, settings, filled["splits"])
-    if "mvtec" in filled:
-        check_mvtec(filled)
-    if "explain" in filled:
-        check_explain(filled)
+        with problems.collect():
+            check_dataset_settings(name, settings, filled["splits"])
+    for section, check in (("mvtec", check_mvtec), ("explain", check_explain)):
+        if section in filled:
+            with problems.collect():
+                check(filled)
     if "deploy" in filled:
-        check_deploy(filled)
+        with problems.collect():
+            check_deploy(filled)
+    problems.raise_if_any()
     return filled
+
+
+def grid_classes(grids: Sequence[Grid], root: str | None) -> dict[str, dict[str, list[str]]]:
+    """Per grid (the main table, each study): data set -> its inlier classes.
+
+    ``"all"`` expanded and requested names checked against each data set's classes (an
+    image folder's are its subfolders, so this reads the folder), every unknown class of
+    every data set reported at once.
+
+    Raises
+    ------
+    ConfigError
+        Naming each ``datasets.<id>.classes`` at fault, or a data set that cannot be read.
+    """
+    problems = _ProblemList()
+    classes: dict[str, dict[str, list[str]]] = {}
+    for grid in grids:
+        classes[grid.name] = {}
+        for name, settings in grid.datasets.items():
+            with problems.collect():
+                available = dataset_class_names(name, root=root, **settings.get("options", {}))
+                requested = settings.get("classes", "all")
+                classes[grid.name][name] = resolve_classes(name, requested, available)
+    problems.raise_if_any()
+    return classes
+
+
+class _ProblemList(list):
+    """The problems found so far; raised together as one :class:`ConfigError`."""
+
+    @contextlib.contextmanager
+    def collect(self) -> Iterator[None]:
+        """Record a check's :class:`ConfigError` (or unreadable data) and go on."""
+        try:
+            yield
+        except (ConfigError, DataError) as error:
+            self.append(str(error))
+
+    def raise_if_any(self) -> None:
+        problems = list(dict.fromkeys(self))  # one line per problem, first seen first
+        if len(problems) == 1:
+            raise ConfigError(problems[0])
+        if problems:
+            lines = "\n".join(f"  - {problem}" for problem in problems)
+            raise ConfigError(f"{len(problems)} problems in the config:\n{lines}")
+
+
+def _schema_problem(error: jsonschema.ValidationError) -> str:
+    """One schema violation, explained: its key, the value and what is allowed."""
+    if error.validator == "anyOf" and not list(error.absolute_path):
+        return (
+            "config needs 'datasets' (the image benchmarks), 'mvtec' (MVTec AD defect "
+            "detection) or both"
+        )
+    # The innermost error of a propertyNames failure carries the bad name.
+    inner = error
+    if error.context:
+        inner = min(error.context, key=lambda e: len(list(e.absolute_path)))
+    return _explain(error if inner.validator == "const" else inner)
 
 
 _INTEGER = re.compile(r"[+-]?\d+")
@@ -232,11 +300,12 @@ def _typed_command_line_values(value: Any, schema: Mapping[str, Any]) -> Any:
     return value
 
 
-def _check_renamed_values(config: Mapping[str, Any]) -> None:
-    """A former value of a ``train`` switch fails with its new name, not a bare enum error.
+def _renamed_values(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(key, message) of each former value of a ``train`` switch, naming its new name.
 
     E.g. ``loss_form: paper`` (same-view negatives) is now ``same_view``, a variant; the
-    recipe's loss is ``released``, the default.
+    recipe's loss is ``released``, the default. Without this the schema would answer with a
+    bare enum error.
     """
     sections = [("train", config.get("train"))]
     variants = config.get("variants")
@@ -246,6 +315,7 @@ def _check_renamed_values(config: Mapping[str, Any]) -> None:
             for name, spec in variants.items()
             if isinstance(spec, Mapping)
         ]
+    found = []
     for where, train in sections:
         if not isinstance(train, Mapping):
             continue
@@ -253,13 +323,17 @@ def _check_renamed_values(config: Mapping[str, Any]) -> None:
             value = train.get(key)
             if isinstance(value, str) and value in renamed:
                 new = renamed[value]
-                raise ConfigError(
-                    f"config key '{where}.{key}': {value!r} was renamed {new!r} (the same "
-                    f"setting). For the paper's recipe drop the key (default "
-                    f"{PAPER_RECIPE[key]!r}); to keep the former behaviour write {key}: {new} "
-                    f"in a named variant, e.g. variants: {{contrastive_{new}: {{method: "
-                    f"contrastive, train: {{{key}: {new}}}}}}} (docs/protocol.md)"
+                found.append(
+                    (
+                        f"{where}.{key}",
+                        f"config key '{where}.{key}': {value!r} was renamed {new!r} (the same "
+                        f"setting). For the paper's recipe drop the key (default "
+                        f"{PAPER_RECIPE[key]!r}); to keep the former behaviour write {key}: "
+                        f"{new} in a named variant, e.g. variants: {{contrastive_{new}: "
+                        f"{{method: contrastive, train: {{{key}: {new}}}}}}} (docs/protocol.md)",
+                    )
                 )
+    return found
 
 
 def _check_fuse(config: Mapping[str, Any]) -> None:
@@ -376,6 +450,7 @@ _VARIANT_SUFFIX = {
     "loss_form": "loss",
     "epoch_order": "permutation",
     "init": "torch_init",
+    "momentum_form": "torch_momentum",
     "distributions": "set",
     "denoising_views": "no_views",
     "denoising_decoder": "spatial",

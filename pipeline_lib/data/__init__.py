@@ -5,7 +5,7 @@
 ((50000, 32, 32, 3), 'airplane')
 
 Every reader returns an :class:`ImageDataset` of uint8 NHWC images with the protocol's
-preprocessing applied (PROTOCOL.md, "Datasets and splits") and int64 labels. Problems with
+preprocessing applied (docs/protocol.md, "Datasets and splits") and int64 labels. Problems with
 the files raise :class:`DataError` (a ``ValueError``) naming the file or folder.
 """
 
@@ -112,7 +112,7 @@ _CIFAR10_TRAIN = _same(CIFAR10_CLASSES, 5000)
 _DIGITS_TRAIN = _counts(DIGITS_CLASSES, (119, 121, 118, 122, 121, 121, 121, 119, 116, 120))
 _CELEBA_REASON = (
     "the CelebA training split holds only the training partition's images without "
-    "eyeglasses (PROTOCOL.md, 'Datasets and splits'), so 'eyeglasses' has no training images"
+    "eyeglasses (docs/protocol.md, 'Datasets and splits'), so 'eyeglasses' has no training images"
 )
 
 
@@ -163,6 +163,7 @@ DATASETS: Mapping[str, DatasetSpec] = MappingProxyType(
             read_celeba,
             CELEBA_CLASSES,
             download_celeba,
+            options=frozenset({"resize"}),
             inliers=("no_eyeglasses",),
             inlier_reason=_CELEBA_REASON,
             contamination_reason=(
@@ -235,7 +236,8 @@ def load_dataset(
     **options : Any
         Reader options: ``image_folder`` takes ``path``, ``image_size`` and
         ``test_fraction``; ``catvsdog`` takes ``layout`` (``auto``, ``kaggle`` or
-        ``petimages``), ``n_train_per_class`` and ``n_test_per_class``; the others take none.
+        ``petimages``), ``n_train_per_class`` and ``n_test_per_class``; ``celeba`` takes
+        ``resize`` (``bicubic``, the released code's, or ``bilinear``); the others take none.
 
     Returns
     -------

@@ -28,8 +28,10 @@ Where the result may differ from cv2 (by 1 grey level, never more):
 - upscaling: OpenCV's uint8 bilinear path uses 11-bit fixed-point weights and integer
   shifts, this module exact float64 weights rounded to nearest at the end;
 - OpenCV builds whose resize dispatches to a hardware HAL (Carotene, IPP, OpenCL UMat) are
-  not modelled; OpenCV is not installed here, so the module is checked against hand-computed
-  oracles (``tests/data/test_catvsdog.py``), not against cv2 itself.
+  not modelled. OpenCV is not a dependency: the module is checked against hand-computed
+  oracles (``tests/data/test_catvsdog.py``) and, through a trace of the released script run
+  with OpenCV (``tests/reference/test_data.py``), against cv2 itself: at most one grey level,
+  most of it in enlarged images (docs/protocol.md).
 
 PIL is not used: ``Image.resize(..., Image.BOX)`` weighs each source pixel by whether its
 centre falls in the output cell, not by the fraction it covers, so it differs from

@@ -18,7 +18,7 @@ read the way that code prepares and splits it:
 
 ``petimages``: ``<root>/PetImages/{Cat,Dog}/*.jpg`` (or the same under ``<root>/catvsdog/``),
 as unzipped from the Microsoft Download Center's "Kaggle Cats and Dogs Dataset" (the same
-photos, other names, a few unreadable files). Protocol (PROTOCOL.md, "Datasets and splits"):
+photos, other names, a few unreadable files). Protocol (docs/protocol.md, "Datasets and splits"):
 images are converted to RGB, resized so that the shorter side is 64 (bilinear) and
 centre-cropped to 64x64. The train/test split is the fixed seed-0 split: per class,
 ``np.random.default_rng(0).permutation`` of the class's readable images in sorted file-name
@@ -57,6 +57,7 @@ from pipeline_lib.data.image_files import (
     open_image,
 )
 from pipeline_lib.data.image_folder import IMAGE_EXTENSIONS
+from pipeline_lib.data.regular_files import image_entries, note_skipped, split_regular
 
 __all__ = [
     "CATVSDOG_CLASSES",
@@ -67,6 +68,7 @@ __all__ = [
     "catvsdog_candidates",
     "kaggle_candidates",
     "read_catvsdog",
+    "released_split",
     "resize_and_crop",
 ]
 
@@ -249,11 +251,7 @@ def _log_skipped(skipped: list[str], n_files: int, folder: Path) -> None:
 
 def _read_class(folder: Path) -> np.ndarray:
     """Readable images of one class folder in sorted file-name order, (n, 64, 64, 3) uint8."""
-    files = sorted(
-        f
-        for f in folder.iterdir()
-        if f.is_file() and not f.name.startswith(".") and f.suffix.lower() in IMAGE_EXTENSIONS
-    )
+    files = image_entries(folder, IMAGE_EXTENSIONS)
     images = np.empty((len(files), CATVSDOG_SIZE, CATVSDOG_SIZE, 3), dtype=np.uint8)
     n_read, skipped = 0, []
     for path in files:
@@ -393,16 +391,32 @@ def _kaggle_label(name: str, folder: Path) -> int:
 
 def _kaggle_files(folder: Path) -> tuple[list[str], np.ndarray]:
     """The released file list: sorted ``.jpg`` names of ``folder`` and their 0/1 labels."""
-    names = sorted(n for n in os.listdir(folder) if n.endswith(".jpg") and (folder / n).is_file())
+    entries = sorted(folder / n for n in os.listdir(folder) if n.endswith(".jpg"))
+    files, skipped = split_regular(entries)
+    note_skipped(folder, skipped, len(entries))
+    names = [path.name for path in files]
     labels = np.array([_kaggle_label(name, folder) for name in names], dtype=np.int64)
     return names, labels
 
 
-def _released_split(labels: np.ndarray, n_train: int, n_test: int) -> dict[str, np.ndarray]:
+def released_split(labels: np.ndarray, n_train: int, n_test: int) -> dict[str, np.ndarray]:
     """Indices of the released ``data/dogvscat.py`` split, per class and split, cats first.
 
     One ``RandomState(0)`` draws the cats' permutation, then the dogs': the dogs' split
     depends on the number of cats, as in the released code's ``np.random.seed(0)``.
+
+    Parameters
+    ----------
+    labels : ndarray of shape (n,), int
+        0 (cat) or 1 (dog) per image of the released file list.
+    n_train, n_test : int
+        Per class: the first ``n_train`` of its permutation train, the next ``n_test`` test.
+
+    Returns
+    -------
+    dict of str to ndarray
+        ``train_0``, ``test_0``, ``train_1``, ``test_1``: indices into ``labels``, each in
+        permutation order.
     """
     rng = np.random.RandomState(_SPLIT_SEED)
     split: dict[str, np.ndarray] = {}
@@ -439,7 +453,7 @@ def _read_kaggle(folder: Path, n_train: int, n_test: int) -> ImageDataset:
             f"the released split needs more than n_train_per_class = {n_train} of each; "
             "lower it or complete the folder"
         )
-    split = _released_split(labels, n_train, n_test)
+    split = released_split(labels, n_train, n_test)
     parts: dict[str, list[np.ndarray]] = {"train_x": [], "train_y": [], "test_x": [], "test_y": []}
     for name in ("train", "test"):
         for label in range(len(CATVSDOG_CLASSES)):

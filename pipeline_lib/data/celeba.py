@@ -3,11 +3,13 @@
 Layout: ``<root>/celeba/img_align_celeba/*.jpg``, ``<root>/celeba/list_attr_celeba.txt`` and
 ``<root>/celeba/list_eval_partition.txt`` (or the same directly under ``<root>/``).
 
-Protocol (PROTOCOL.md, "Datasets and splits"): each 218x178 aligned image is cropped to
-``[40:-20, 10:-10]`` (rows 40..197, columns 10..167: 158x158), resized to 64x64 (bilinear)
-and converted to RGB. The training split is the training partition *without* eyeglasses; the
-test split is the whole test partition, where eyeglasses mark the outliers. The validation
-partition is not used.
+Protocol (docs/protocol.md, "Datasets and splits"): each 218x178 aligned image is cropped to
+``[40:-20, 10:-10]`` (rows 40..197, columns 10..167: 158x158), resized to 64x64 and converted
+to RGB. The paper does not name the filter; the authors' ``script/prepare_celeba.py`` calls
+PIL's ``resize`` without one, which is bicubic (Pillow >= 7; the released code pins 8.0), so
+``resize="bicubic"`` is the default and ``"bilinear"`` this reader's former filter. The
+training split is the training partition *without* eyeglasses; the test split is the whole
+test partition, where eyeglasses mark the outliers. The validation partition is not used.
 
 As a two-class data set: label 0 ``"no_eyeglasses"`` (the inlier class of the benchmark),
 label 1 ``"eyeglasses"``. The training split holds label 0 only, so a one-class split with
@@ -28,12 +30,14 @@ import numpy as np
 from PIL import Image
 
 from pipeline_lib.data.base import DataError, ImageDataset, MissingDataError
+from pipeline_lib.data.regular_files import split_regular
 
 __all__ = [
     "CELEBA_ATTR_FILE",
     "CELEBA_CLASSES",
     "CELEBA_IMAGE_DIR",
     "CELEBA_PARTITION_FILE",
+    "CELEBA_RESIZE_FILTERS",
     "CELEBA_SIZE",
     "celeba_candidates",
     "read_attributes",
@@ -48,6 +52,12 @@ CELEBA_SIZE = 64
 CELEBA_IMAGE_DIR = "img_align_celeba"
 CELEBA_ATTR_FILE = "list_attr_celeba.txt"
 CELEBA_PARTITION_FILE = "list_eval_partition.txt"
+
+#: ``resize`` option -> PIL filter: the released code's (PIL's default) first.
+CELEBA_RESIZE_FILTERS: dict[str, Image.Resampling] = {
+    "bicubic": Image.Resampling.BICUBIC,
+    "bilinear": Image.Resampling.BILINEAR,
+}
 
 _ALIGNED_SIZE = (178, 218)  # PIL (width, height) of an aligned image
 # PIL crop box (left, upper, right, lower) of numpy's [40:-20, 10:-10] on a 218x178 image.
@@ -209,7 +219,7 @@ def read_partition(path: Path) -> dict[str, int]:
     return partition
 
 
-def _load_face(path: Path) -> np.ndarray:
+def _load_face(path: Path, resample: Image.Resampling) -> np.ndarray:
     """Crop [40:-20, 10:-10] of an aligned image, resize to 64x64: (64, 64, 3) uint8."""
     try:
         with Image.open(path) as img:
@@ -221,24 +231,26 @@ def _load_face(path: Path) -> np.ndarray:
             f"image {path} is {img.size[0]}x{img.size[1]} (width x height), expected the "
             f"aligned CelebA size {_ALIGNED_SIZE[0]}x{_ALIGNED_SIZE[1]} ({CELEBA_IMAGE_DIR})"
         )
-    img = img.crop(_CROP_BOX).resize((CELEBA_SIZE, CELEBA_SIZE), Image.Resampling.BILINEAR)
+    img = img.crop(_CROP_BOX).resize((CELEBA_SIZE, CELEBA_SIZE), resample)
     return np.asarray(img, dtype=np.uint8)
 
 
-def _load_faces(folder: Path, names: list[str]) -> np.ndarray:
+def _load_faces(folder: Path, names: list[str], resample: Image.Resampling) -> np.ndarray:
     images = np.empty((len(names), CELEBA_SIZE, CELEBA_SIZE, 3), dtype=np.uint8)
     for i, name in enumerate(names):
-        images[i] = _load_face(folder / name)
+        images[i] = _load_face(folder / name, resample)
     return images
 
 
-def read_celeba(root: Path) -> ImageDataset:
+def read_celeba(root: Path, *, resize: str = "bicubic") -> ImageDataset:
     """Read CelebA eyeglasses from ``<root>/celeba/`` (or ``<root>/``).
 
     Parameters
     ----------
     root : Path
         Data root.
+    resize : {"bicubic", "bilinear"}, default="bicubic"
+        PIL filter of the resize to 64x64: the released code's (bicubic) or the former one.
 
     Returns
     -------
@@ -253,10 +265,14 @@ def read_celeba(root: Path) -> ImageDataset:
     MissingDataError
         If no candidate folder holds the image folder and both text files.
     DataError
-        If the attribute or partition file is malformed or lacks the ``Eyeglasses``
-        attribute or an image of the partition file, a partition is empty, or an image is
-        missing, unreadable or not 218x178; the message names the file.
+        If ``resize`` is not a known filter, the attribute or partition file is malformed or
+        lacks the ``Eyeglasses`` attribute or an image of the partition file, a partition is
+        empty, or an image is missing, unreadable or not 218x178; the message names the file.
     """
+    if resize not in CELEBA_RESIZE_FILTERS:
+        allowed = ", ".join(CELEBA_RESIZE_FILTERS)
+        raise DataError(f"celeba option resize must be one of {allowed}, got {resize!r}")
+    resample = CELEBA_RESIZE_FILTERS[resize]
     folder = _find_folder(root)
     attr_path = folder / CELEBA_ATTR_FILE
     names, attributes = read_attributes(attr_path)
@@ -284,12 +300,15 @@ def read_celeba(root: Path) -> ImageDataset:
             )
     image_dir = folder / CELEBA_IMAGE_DIR
     # Check every file before decoding ~170,000 images, so a gap is reported at once.
-    missing = [n for n in (*train_names, *test_names) if not (image_dir / n).is_file()]
-    if missing:
+    # A listed entry that is not a regular file (a FIFO, a device, a dangling symlink) is
+    # named with what it is, never opened; the split is fixed, so none is left out silently.
+    _, unusable = split_regular(image_dir / n for n in (*train_names, *test_names))
+    if unusable:
+        shown = ", ".join(f"{path} ({reason})" for path, reason in unusable[:_N_LISTED])
         raise DataError(
-            f"{len(missing)} image(s) listed in {folder / CELEBA_PARTITION_FILE} are missing "
-            f"from {image_dir}/: {', '.join(str(image_dir / n) for n in missing[:_N_LISTED])}"
-            f"{', ...' if len(missing) > _N_LISTED else ''}; unzip img_align_celeba.zip again"
+            f"{len(unusable)} image(s) listed in {folder / CELEBA_PARTITION_FILE} are missing "
+            f"from {image_dir}/ or not regular files: {shown}"
+            f"{', ...' if len(unusable) > _N_LISTED else ''}; unzip img_align_celeba.zip again"
         )
     test_labels = np.array([attributes[n][column] == 1 for n in test_names], dtype=np.int64)
     logger.info(
@@ -301,9 +320,9 @@ def read_celeba(root: Path) -> ImageDataset:
     )
     return ImageDataset(
         name="celeba",
-        train_images=_load_faces(image_dir, train_names),
+        train_images=_load_faces(image_dir, train_names, resample),
         train_labels=np.zeros(len(train_names), dtype=np.int64),
-        test_images=_load_faces(image_dir, test_names),
+        test_images=_load_faces(image_dir, test_names, resample),
         test_labels=test_labels,
         class_names=CELEBA_CLASSES,
     )

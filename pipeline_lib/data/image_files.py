@@ -9,7 +9,7 @@ holds everywhere:
   which Pillow renders through Ghostscript, PSD, ICNS, ...) is refused by name from its
   first bytes, before any plugin parses or decodes it.
 * **Sizes, from the header.** The readers resize the shorter side to the model size and
-  then crop (PROTOCOL.md). A 1 KB PNG can declare 1,000,000 x 1 pixels: it passes a pixel
+  then crop (docs/protocol.md). A 1 KB PNG can declare 1,000,000 x 1 pixels: it passes a pixel
   limit on the file, and decodes to 1 MB, but its intermediate at 32 px is a
   32,000,000 x 32 image (3 GB of RGB). :func:`check_resized` refuses such a file from its
   declared size, before anything is decoded; how a normal image is resized and cropped is
@@ -78,7 +78,7 @@ class ImageMemoryError(ImageError):
 def crop_resize_shape(width: int, height: int, size: int) -> tuple[int, int]:
     """``(new_width, new_height)`` of an image whose shorter side is resized to ``size``.
 
-    The readers' formula (PROTOCOL.md "shorter side to s, centre crop"): scale
+    The readers' formula (docs/protocol.md, "Datasets and splits"): scale
     ``size / min(width, height)``, each side rounded, never below ``size``.
     """
     scale = size / min(width, height)

@@ -7,8 +7,8 @@ Two layouts are accepted:
   draw (``test_fraction``, seed 0).
 
 Images are converted to RGB, resized so that the shorter side is ``image_size`` (bilinear)
-and centre-cropped to ``image_size`` x ``image_size`` (PROTOCOL.md: "shorter side to 64,
-centre crop").
+and centre-cropped to ``image_size`` x ``image_size`` (docs/protocol.md,
+"Datasets and splits").
 
 A file that cannot be used stops the read with an error naming it (as a corrupt file always
 did): a format other than PNG, JPEG/MPO, BMP, GIF, TIFF or WEBP, an aspect ratio whose resize
@@ -35,6 +35,7 @@ from pipeline_lib.data.image_files import (
     crop_resize_shape,
     open_image,
 )
+from pipeline_lib.data.regular_files import image_entries
 from pipeline_lib.data.split import holdout_split
 
 __all__ = [
@@ -162,11 +163,7 @@ def _read_classes(
 ) -> tuple[np.ndarray, np.ndarray]:
     images, labels = [], []
     for label, name in enumerate(class_names):
-        files = sorted(
-            f
-            for f in class_dirs[name].iterdir()
-            if f.is_file() and not f.name.startswith(".") and f.suffix.lower() in IMAGE_EXTENSIONS
-        )
+        files = image_entries(class_dirs[name], IMAGE_EXTENSIONS)
         if not files:
             raise DataError(
                 f"class folder {class_dirs[name]}/ holds no images "

@@ -1,6 +1,6 @@
 """Readers for the IDX files of Fashion-MNIST and MNIST (gzipped or not).
 
-Protocol preprocessing (PROTOCOL.md, "Datasets and splits"): the 28x28 grey images are
+Protocol preprocessing (docs/protocol.md, "Datasets and splits"): the 28x28 grey images are
 zero-padded to 32x32 and replicated to 3 channels.
 """
 

@@ -11,7 +11,7 @@ A category is found by name under the MVTec root (``<root>/<category>/``), or gi
 path, so an industrial user can point the pipeline at their own product images in this
 layout.
 
-Protocol (PROTOCOL.md, "MVTec AD"; paper App. E.2): every image is resized to
+Protocol (docs/protocol.md, "MVTec AD"; paper App. E.2): every image is resized to
 ``image_size`` x ``image_size`` (256; bilinear) and converted to RGB (the grey-scale
 categories are replicated to three channels). Masks are resized with nearest neighbour, so
 they stay binary, and any non-zero mask value marks a defective pixel.
@@ -38,6 +38,7 @@ from PIL import Image
 from pipeline_lib.data.base import DataError, MissingDataError, check_class_name
 from pipeline_lib.data.image_files import open_image
 from pipeline_lib.data.image_folder import IMAGE_EXTENSIONS
+from pipeline_lib.data.regular_files import image_entries
 
 __all__ = [
     "MASK_MODES",
@@ -142,13 +143,7 @@ def category_group(name: str, groups: Mapping[str, str] | None = None) -> str:
 
 
 def _image_files(folder: Path) -> list[Path]:
-    return sorted(
-        path
-        for path in folder.iterdir()
-        if path.is_file()
-        and not path.name.startswith(".")
-        and path.suffix.lower() in IMAGE_EXTENSIONS
-    )
+    return image_entries(folder, IMAGE_EXTENSIONS)
 
 
 def _is_category(folder: Path) -> bool:

@@ -16,6 +16,10 @@ those below were computed from Debian's ``dataset-fashion-mnist`` package (upstr
 snapshot 0.0~git20200523.55506a9), whose ``.gz`` files are re-compressed but whose content is
 the original data per the package's README; for MNIST they are unknown here, so a
 decompressed or re-gzipped MNIST is ``official: "unknown"``, with that reason.
+
+Entries a reader left out because they are not regular files (a FIFO, a device, a dangling
+symlink under an image's name: :mod:`pipeline_lib.data.regular_files`) are listed in the
+record's ``skipped``, with their reason, beside the files that were read.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from typing import Any
 
 from pipeline_lib.data import DATASETS, DataError, load_dataset, resolve_data_root
 from pipeline_lib.data.mnist import DEBIAN_FMNIST_DIR
+from pipeline_lib.data.regular_files import recording_skipped
 
 __all__ = [
     "OFFICIAL_RELEASES",
@@ -335,7 +340,11 @@ def compare_with_official(
 
 
 def data_provenance(
-    dataset: str, files: Sequence[str | os.PathLike], *, root: str | os.PathLike
+    dataset: str,
+    files: Sequence[str | os.PathLike],
+    *,
+    root: str | os.PathLike,
+    skipped: Sequence[tuple[str | os.PathLike, str]] = (),
 ) -> dict[str, Any]:
     """The provenance record of a data set read from ``files``.
 
@@ -347,6 +356,9 @@ def data_provenance(
         The files the reader read.
     root : path
         The data root: paths inside it are recorded relative to it, others in full.
+    skipped : sequence of (path, str), default=()
+        Entries the reader left out unopened and why
+        (:func:`pipeline_lib.data.regular_files.recording_skipped`).
 
     Returns
     -------
@@ -356,17 +368,22 @@ def data_provenance(
         ``"unknown"``: no official checksums to compare some file with, or no file was
         read), ``reason`` (the mismatching or unchecked files), ``checksum_source``, and
         ``files``: per file ``path``, ``bytes``, ``md5``, ``sha256`` (``content_md5`` for
-        ``.gz``), ``official`` (True / False / None), ``compared`` and ``official_md5``.
+        ``.gz``), ``official`` (True / False / None), ``compared`` and ``official_md5``;
+        ``skipped``: per entry left out ``path`` and ``reason``.
     """
     root = Path(os.path.abspath(root))
+
+    def shown_path(file: str | os.PathLike) -> str:
+        path = Path(os.path.abspath(file))
+        return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+
     release_id = release_of(dataset)
     release = OFFICIAL_RELEASES.get(release_id) if release_id else None
     records = []
     for file in files:
         path = Path(os.path.abspath(file))
-        shown = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
         checksums = file_checksums(path)
-        record = {"path": shown, **checksums}
+        record = {"path": shown_path(path), **checksums}
         if release is not None:
             record.update(compare_with_official(path.name, checksums, release))
         records.append(record)
@@ -394,6 +411,7 @@ def data_provenance(
         "reason": reason,
         "checksum_source": release.source if release else None,
         "files": records,
+        "skipped": [{"path": shown_path(path), "reason": reason} for path, reason in skipped],
     }
 
 
@@ -420,7 +438,8 @@ def record_data_provenance(
     Returns
     -------
     dict
-        :func:`data_provenance` of the files the reader opened.
+        :func:`data_provenance` of the files the reader opened, and of the entries it left
+        out (not regular files).
 
     Raises
     ------
@@ -431,9 +450,9 @@ def record_data_provenance(
         raise DataError(f"unknown dataset {dataset!r}; allowed: {', '.join(DATASETS)}")
     options = dict(options or {})
     data_root = resolve_data_root(root)
-    with recording_reads() as opened:
+    with recording_reads() as opened, recording_skipped() as skipped:
         load_dataset(dataset, root=root, download=download, **options)
     locations = [data_root, *SYSTEM_DATA_DIRS]
     if options.get("path"):
         locations.append(Path(options["path"]))
-    return data_provenance(dataset, data_files(opened, locations), root=data_root)
+    return data_provenance(dataset, data_files(opened, locations), root=data_root, skipped=skipped)

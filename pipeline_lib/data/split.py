@@ -1,6 +1,6 @@
 """One-class splits of a labelled data set, and a fixed train/test hold-out for unsplit data.
 
-:func:`one_class_split` builds the paper's one-vs-rest protocol (PROTOCOL.md, "Datasets and
+:func:`one_class_split` builds the paper's one-vs-rest protocol (docs/protocol.md, "Datasets and
 splits"): the training set holds one class, optionally contaminated with outliers from the
 other classes at unchanged size (the "unsupervised anomaly detection" study), plus clean
 inlier subsets for the semi-supervised study; the whole test split is scored with that class

@@ -1,9 +1,12 @@
 """``droc score --model URI PATH...``: score image files and folders with a packaged detector.
 
-Writes a CSV ``file,score,is_anomaly`` (``score`` the anomaly score, higher = more
-anomalous; ``is_anomaly`` = ``score > threshold`` of the package) for every image that could
-be read, and a CSV ``file,error`` for every one that could not (and for paths that do not
-exist or folders without images); the errors are also listed on stderr.
+Writes a CSV ``file,anomaly_score,is_anomaly`` (higher = more anomalous; ``is_anomaly`` =
+``anomaly_score > threshold`` of the package; the exported ONNX / TorchScript graphs return
+the opposite, a normality) for every image that could be read, and a CSV ``file,error`` for
+every one that could not (and for paths that do not exist, entries that are not regular
+files, such as a FIFO or a symlink to a device, which are never opened, and folders without
+images); the errors are also listed on stderr, after a summary line and the TPR / FPR the
+package measured at its threshold on its test split (:func:`expected_rates`).
 
 MVTec (patch) packages also write one heat-map PNG per scored image into ``--heatmaps``
 (default: ``<output stem>_heatmaps/`` beside the CSV), named ``<input stem>_heatmap.png``
@@ -34,7 +37,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import os
+import re
 import sys
 import traceback
 from collections.abc import Iterator, Sequence
@@ -43,6 +48,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from pipeline_lib.data.regular_files import not_regular_reason
 from pipeline_lib.deploy.images import (
     DEFAULT_MAX_PIXELS,
     DEFAULT_REQUEST_PIXELS,
@@ -51,8 +57,8 @@ from pipeline_lib.deploy.images import (
     image_file_pixels,
     read_images,
 )
-from pipeline_lib.deploy.package import PackageError
-from pipeline_lib.deploy.packages import Package, has_maps, load_package_folder
+from pipeline_lib.deploy.package_format import PackageError
+from pipeline_lib.deploy.package_kinds import Package, has_maps, load_package_folder
 from pipeline_lib.runtime.io import atomic_path, replace_durably
 
 #: Most files read and scored together (one progress step, one flush of the CSVs).
@@ -61,6 +67,12 @@ CHUNK = 64
 EXIT_OK, EXIT_SOME_ERRORS, EXIT_NOTHING_SCORED, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 2, 130
 #: Suffix of a CSV being written (and of the rows kept when a run is cut short).
 PARTIAL = ".partial"
+#: The score column: the anomaly score, higher = more anomalous (the exported graphs' output
+#: is the opposite, a normality).
+SCORE_COLUMN = "anomaly_score"
+#: What ``--model`` holds when it is a URI rather than a local path (``models:/``,
+#: ``runs:/``, ``file://``...): a scheme of two letters or more (``C:`` is a drive).
+_URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
 
 
 def load_model(uri: str, *, tracking_uri: str | None = None) -> Package:
@@ -72,17 +84,31 @@ def load_model(uri: str, *, tracking_uri: str | None = None) -> Package:
         If the folder is neither kind of model, or MLflow cannot resolve the URI.
     """
     path = Path(uri)
-    if (path / "package.json").is_file():
-        return load_package_folder(path)
-    if path.exists() and not (path / "MLmodel").is_file():
+    if path.is_dir():
+        # lexists: a package.json that is a symlink or a FIFO is the package reader's to
+        # refuse by name, not a reason to try MLflow.
+        if os.path.lexists(path / "package.json"):
+            return load_package_folder(path)
+        if not os.path.lexists(path / "MLmodel"):
+            raise PackageError(
+                f"{path} is neither a package folder (package.json) nor an MLflow model (MLmodel)"
+            )
+    elif os.path.lexists(path):
         raise PackageError(
-            f"{path} is neither a package folder (package.json) nor an MLflow model (MLmodel)"
+            f"--model {uri}: is {not_regular_reason(path) or 'a file'}, not a package folder "
+            "(package.json) or an MLflow model folder (MLmodel)"
+        )
+    elif not _URI_SCHEME.match(uri):
+        raise PackageError(
+            f"--model {uri}: no such folder; give a package folder written by the deploy "
+            "step (results/<experiment>/deploy/<name>/package), an MLflow model folder, or an "
+            "MLflow URI (models:/NAME/VERSION, runs:/RUN_ID/model)"
         )
     # mlflow only when needed: a package folder scores without it.
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    from pipeline_lib.deploy.pyfunc import load_package
+    from pipeline_lib.deploy.mlflow_model import load_package
 
     if tracking_uri:
         mlflow.set_tracking_uri(tracking_uri)
@@ -93,6 +119,27 @@ def load_model(uri: str, *, tracking_uri: str | None = None) -> Package:
             f"cannot load model {uri!r} ({error}); for models:/NAME/VERSION set "
             "--tracking-uri or $MLFLOW_TRACKING_URI to the registry's store"
         ) from error
+
+
+def expected_rates(info: dict) -> str:
+    """What the package measured at its threshold on its test split, as one line.
+
+    ``package.json``'s ``metrics`` (``test_tpr``, ``test_fpr``, ``n_test``, and the
+    threshold's ``target_fpr``), written when the cell was packaged; a package without them
+    (written by hand, or by an older version) says "not recorded".
+    """
+    metrics = info.get("metrics")
+    metrics = metrics if isinstance(metrics, dict) else {}
+    rates = [metrics.get("test_tpr"), metrics.get("test_fpr")]
+    if not all(isinstance(v, int | float) and math.isfinite(v) for v in rates):
+        return "expected TPR / FPR at this threshold: not recorded in the package"
+    n_test, target = metrics.get("n_test"), info.get("target_fpr")
+    return (
+        "expected at this threshold, as measured on the cell's test split"
+        + (f" ({n_test} images)" if isinstance(n_test, int) else "")
+        + f": TPR {rates[0]:.3f}, FPR {rates[1]:.3f}"
+        + (f" (target FPR {target:g})" if isinstance(target, int | float) else "")
+    )
 
 
 def chunk_files(
@@ -311,7 +358,9 @@ def _parser() -> argparse.ArgumentParser:
         help="package folder, MLflow model folder, or URI (models:/NAME/VERSION, runs:/ID/model)",
     )
     score.add_argument("paths", nargs="+", help="image files and folders (searched recursively)")
-    score.add_argument("--output", default="droc_scores.csv", help="CSV file,score,is_anomaly")
+    score.add_argument(
+        "--output", default="droc_scores.csv", help="CSV file,anomaly_score,is_anomaly"
+    )
     score.add_argument(
         "--errors", default=None, help="CSV file,error (default: <output>_errors.csv)"
     )
@@ -377,7 +426,7 @@ def _score_command(args: argparse.Namespace) -> int:
         Path(args.errors) if args.errors else output.with_name(output.stem + "_errors.csv")
     )
     files, errors = collect_image_files(args.paths)
-    header = ["file", "score", "is_anomaly"] + (["heatmap"] if maps else [])
+    header = ["file", SCORE_COLUMN, "is_anomaly"] + (["heatmap"] if maps else [])
     scores_csv = PartialCsv(output, header)
     errors_csv = PartialCsv(errors_path, ["file", "error"])
     flagged = 0
@@ -409,11 +458,13 @@ def _score_command(args: argparse.Namespace) -> int:
     errors_csv.commit()  # first: a complete scores CSV then has its complete error list
     scores_csv.commit()
     print(
-        f"droc: scored {scores_csv.rows} image(s), {flagged} anomalous (threshold "
-        f"{package.threshold:.6g}) -> {output}; {len(errors)} error(s) -> {errors_path}"
+        f"droc: scored {scores_csv.rows} image(s), {flagged} anomalous ({SCORE_COLUMN} > "
+        f"threshold {package.threshold:.6g}; higher = more anomalous) -> {output}; "
+        f"{len(errors)} error(s) -> {errors_path}"
         + (f"; heat maps -> {heatmap_dir}" if maps and scores_csv.rows else ""),
         file=sys.stderr,
     )
+    print(f"droc: {expected_rates(package.info)}", file=sys.stderr)
     for path, reason in errors:
         print(f"droc: error: {path}: {reason}", file=sys.stderr)
     if not scores_csv.rows:

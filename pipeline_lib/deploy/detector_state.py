@@ -4,8 +4,10 @@ Why not pickle: unpickling calls whatever the file names, so a package handed ov
 anyone could run code under ``droc score --model FOLDER``. Here a load builds only classes
 of an explicit allow-list (:data:`ALLOWED_CLASSES`: the project's detectors and the
 scikit-learn estimators they hold), calls their constructors with the stored parameters and
-sets the stored fitted attributes; arrays are read with ``allow_pickle=False``, and the file
-sizes are checked before anything is read (:data:`MAX_STATE_BYTES`, :data:`MAX_JSON_BYTES`).
+sets the stored fitted attributes; arrays are read with ``allow_pickle=False``, each file is
+opened once as a regular file (:mod:`pipeline_lib.deploy.bounded_files`), and the sizes are
+checked before anything is read (:data:`MAX_STATE_BYTES`,
+:data:`~pipeline_lib.deploy.bounded_files.MAX_JSON_BYTES`).
 
 ``detector.json``::
 
@@ -26,11 +28,13 @@ checked for consistent shapes and dtypes (:func:`check_one_class_svm`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import re
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +44,15 @@ from sklearn.mixture import GaussianMixture
 from sklearn.svm import OneClassSVM
 from sklearn.utils.validation import check_is_fitted
 
-from pipeline_lib.deploy.errors import PackageError
+from pipeline_lib.deploy.bounded_files import (
+    PackageFile,
+    archive_file_limit,
+    open_archive,
+    open_json_file,
+    open_package_file,
+    parse_json,
+)
+from pipeline_lib.deploy.package_format import REWRITE, PackageError
 from pipeline_lib.detection.detectors import DETECTORS
 from pipeline_lib.runtime.io import atomic_path
 
@@ -53,8 +65,6 @@ STATE_FILE = "detector.json"
 MAX_STATE_BYTES = 4 * 2**30
 #: Most members (arrays) a state archive may hold.
 MAX_STATE_ARRAYS = 1024
-#: Most bytes of a JSON file of a package (``detector.json``, ``package.json``).
-MAX_JSON_BYTES = 16 * 2**20
 #: Deepest nesting of values in ``detector.json``.
 MAX_DEPTH = 16
 #: Classes a state may name: the project's detectors by class name, and the scikit-learn
@@ -70,10 +80,6 @@ _NUMERIC_KINDS = "biuf"
 _SPECIAL_FLOATS = ("nan", "inf", "-inf")
 _ATTRIBUTE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ARRAY_KEY = re.compile(r"^a[0-9]+$")
-_RERUN = (
-    "re-run the deploy step (snakemake --forcerun deploy_model ... with the same config) to "
-    "write the package again"
-)
 
 
 class DetectorStateError(PackageError):
@@ -105,82 +111,51 @@ def load_detector(folder: str | os.PathLike) -> BaseEstimator:
     Raises
     ------
     DetectorStateError
-        If a file is missing, too large, not of this format, names a class outside
-        :data:`ALLOWED_CLASSES`, holds an array of a non-numeric (object, string) dtype or a
-        value of an unknown form, or the restored estimator's values are inconsistent.
+        If a file is missing, not a regular file, too large, not of this format, names a
+        class outside :data:`ALLOWED_CLASSES`, holds an array of a non-numeric (object,
+        string) dtype or a value of an unknown form, or the restored estimator's values are
+        inconsistent.
     """
-    folder = Path(folder)
-    json_path = folder / STATE_FILE
-    state = read_json(json_path, error=DetectorStateError)
+    with open_detector_files(Path(folder)) as (state_file, arrays_file):
+        return read_detector(state_file, arrays_file)
+
+
+@contextlib.contextmanager
+def open_detector_files(folder: Path) -> Iterator[tuple[PackageFile, PackageFile]]:
+    """``detector.json`` and ``detector.npz`` opened as regular files, sizes checked.
+
+    Raises
+    ------
+    DetectorStateError
+        As :func:`~pipeline_lib.deploy.bounded_files.open_package_file`.
+    """
+    limit = archive_file_limit(MAX_STATE_BYTES, MAX_STATE_ARRAYS)
+    with (
+        open_json_file(folder / STATE_FILE, error=DetectorStateError) as state_file,
+        open_package_file(
+            folder / ARRAYS_FILE,
+            max_bytes=limit,
+            what="a detector state archive",
+            error=DetectorStateError,
+        ) as arrays_file,
+    ):
+        yield state_file, arrays_file
+
+
+def read_detector(state_file: PackageFile, arrays_file: PackageFile) -> BaseEstimator:
+    """The detector of files from :func:`open_detector_files` (as :func:`load_detector`)."""
+    json_path = state_file.path
+    state = parse_json(state_file, error=DetectorStateError)
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-        raise DetectorStateError(f"{json_path} is not a {STATE_FORMAT} file; {_RERUN}")
-    arrays = _read_arrays(folder / ARRAYS_FILE)
+        raise DetectorStateError(f"{json_path} is not a {STATE_FORMAT} file; {REWRITE}")
+    arrays = _read_arrays(arrays_file)
     detector = _decode_estimator(state.get("estimator"), arrays, json_path, "estimator", 0)
     if type(detector) not in DETECTORS.values():
         raise DetectorStateError(
             f"{json_path}: the stored estimator is a {type(detector).__name__}, not one of the "
-            f"project's detectors; {_RERUN}"
+            f"project's detectors; {REWRITE}"
         )
     return detector
-
-
-def read_json(path: Path, *, error: type[PackageError] = PackageError) -> Any:
-    """Parse a package's JSON file after checking its size against :data:`MAX_JSON_BYTES`.
-
-    Raises
-    ------
-    PackageError
-        (of class ``error``) If the file is missing, over the size limit or not JSON.
-    """
-    try:
-        size = path.stat().st_size
-        if size > MAX_JSON_BYTES:
-            raise error(
-                f"{path} holds {size:,} bytes, over the limit of {MAX_JSON_BYTES:,} for a "
-                f"package's JSON file; {_RERUN}"
-            )
-        return json.loads(path.read_bytes(), parse_constant=_refuse_constant)
-    except (OSError, ValueError, RecursionError) as exc:
-        if isinstance(exc, PackageError):
-            raise
-        raise error(f"{path} is missing or not JSON ({exc}); {_RERUN}") from exc
-
-
-def check_archive(
-    path: Path, *, max_bytes: int | None = None, max_members: int | None = None
-) -> list[zipfile.ZipInfo]:
-    """The members of a zip archive (``.npz``, ``torch.save``), refused when over the limits.
-
-    Reads only the zip's central directory: the declared uncompressed sizes bound what a
-    later read inflates (Python's zip reader stops at the declared size), so a zip bomb is
-    refused here, before any member is read. ``max_bytes`` and ``max_members`` default to
-    :data:`MAX_STATE_BYTES` and :data:`MAX_STATE_ARRAYS`.
-
-    Raises
-    ------
-    PackageError
-        If the file is missing or not a zip archive, holds more than ``max_members`` members
-        or declares more than ``max_bytes`` uncompressed bytes.
-    """
-    max_bytes = MAX_STATE_BYTES if max_bytes is None else max_bytes
-    max_members = MAX_STATE_ARRAYS if max_members is None else max_members
-    try:
-        with zipfile.ZipFile(path) as archive:
-            members = archive.infolist()
-    except (OSError, zipfile.BadZipFile) as exc:
-        raise PackageError(f"{path} is missing or not a zip archive ({exc}); {_RERUN}") from exc
-    if len(members) > max_members:
-        raise PackageError(
-            f"{path} holds {len(members)} members, over the limit of {max_members}; refused "
-            f"unread. {_RERUN}"
-        )
-    declared = sum(member.file_size for member in members)
-    if declared > max_bytes:
-        raise PackageError(
-            f"{path} declares {declared:,} uncompressed bytes, over the limit of {max_bytes:,} "
-            f"(MAX_STATE_BYTES); refused unread as a possible zip bomb. {_RERUN}"
-        )
-    return members
 
 
 def check_one_class_svm(svm: OneClassSVM, where: str) -> None:
@@ -247,10 +222,6 @@ def check_one_class_svm(svm: OneClassSVM, where: str) -> None:
         raise ValueError(f"{where}._gamma must be a finite number")
 
 
-def _refuse_constant(name: str) -> None:
-    raise ValueError(f"non-standard JSON constant {name}")
-
-
 def _encode_estimator(estimator: BaseEstimator, arrays: dict[str, np.ndarray], where: str) -> dict:
     name = _CLASS_NAMES.get(type(estimator))
     if name is None:
@@ -307,24 +278,27 @@ def _number(value: Any) -> Any:
     return value
 
 
-def _read_arrays(path: Path) -> dict[str, np.ndarray]:
-    """Every array of ``detector.npz``, after checking sizes and headers member by member."""
+def _read_arrays(file: PackageFile) -> dict[str, np.ndarray]:
+    """Every array of an open ``detector.npz``, after checking sizes and headers.
+
+    Its zip directory is checked before any member is read, each member's ``.npy`` header
+    before ``np.load`` reads the same file object.
+    """
+    path = file.path
+    archive, members = open_archive(
+        file, max_bytes=MAX_STATE_BYTES, max_members=MAX_STATE_ARRAYS, error=DetectorStateError
+    )
     try:
-        members = check_archive(path)
-    except DetectorStateError:
-        raise
-    except PackageError as exc:
-        raise DetectorStateError(str(exc)) from exc
-    try:
-        with zipfile.ZipFile(path) as archive:
+        with archive:
             for member in members:
                 _check_member(path, archive, member)
-        with np.load(path, allow_pickle=False) as npz:
+        file.handle.seek(0)
+        with np.load(file.handle, allow_pickle=False) as npz:
             return {key: npz[key] for key in npz.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         if isinstance(exc, PackageError):
             raise
-        raise DetectorStateError(f"{path} cannot be read ({exc}); {_RERUN}") from exc
+        raise DetectorStateError(f"{path} cannot be read ({exc}); {REWRITE}") from exc
 
 
 def _check_member(path: Path, archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> None:
@@ -337,7 +311,7 @@ def _check_member(path: Path, archive: zipfile.ZipFile, member: zipfile.ZipInfo)
     if not member.filename.endswith(".npy") or not _ARRAY_KEY.match(key):
         raise DetectorStateError(
             f"{path} holds a member {member.filename!r}; a detector state holds a0.npy, "
-            f"a1.npy, ... only. {_RERUN}"
+            f"a1.npy, ... only. {REWRITE}"
         )
     with archive.open(member) as handle:
         version = np.lib.format.read_magic(handle)
@@ -346,17 +320,17 @@ def _check_member(path: Path, archive: zipfile.ZipFile, member: zipfile.ZipInfo)
         elif version == (2, 0):
             shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
         else:
-            raise DetectorStateError(f"{path}: array {key!r} has .npy version {version}; {_RERUN}")
+            raise DetectorStateError(f"{path}: array {key!r} has .npy version {version}; {REWRITE}")
     if dtype.hasobject or dtype.kind not in _NUMERIC_KINDS:
         raise DetectorStateError(
             f"{path}: array {key!r} has dtype {dtype}; a detector state holds bool, integer and "
-            f"float arrays only (object arrays would need pickle). {_RERUN}"
+            f"float arrays only (object arrays would need pickle). {REWRITE}"
         )
     declared = math.prod(shape) * dtype.itemsize
     if declared > member.file_size:
         raise DetectorStateError(
             f"{path}: array {key!r} declares shape {shape} ({declared:,} bytes) in a member of "
-            f"{member.file_size:,} bytes; refused unread. {_RERUN}"
+            f"{member.file_size:,} bytes; refused unread. {REWRITE}"
         )
 
 
@@ -365,24 +339,24 @@ def _decode_estimator(
 ) -> BaseEstimator:
     if not isinstance(node, dict) or set(node) != {"class", "params", "fitted"}:
         raise DetectorStateError(
-            f"{path}: {where} must be an object with keys class, params, fitted; {_RERUN}"
+            f"{path}: {where} must be an object with keys class, params, fitted; {REWRITE}"
         )
     name = node["class"]
     cls = ALLOWED_CLASSES.get(name) if isinstance(name, str) else None
     if cls is None:
         raise DetectorStateError(
             f"{path}: {where}.class is {name!r}, not a class this version loads "
-            f"({sorted(ALLOWED_CLASSES)}); nothing was imported. {_RERUN}"
+            f"({sorted(ALLOWED_CLASSES)}); nothing was imported. {REWRITE}"
         )
     params, fitted = node["params"], node["fitted"]
     if not isinstance(params, dict) or not isinstance(fitted, dict):
-        raise DetectorStateError(f"{path}: {where}.params and .fitted must be objects; {_RERUN}")
+        raise DetectorStateError(f"{path}: {where}.params and .fitted must be objects; {REWRITE}")
     accepted = set(cls._get_param_names())
     unknown = sorted(set(params) - accepted)
     if unknown:
         raise DetectorStateError(
             f"{path}: {where}.params has {unknown}, not parameters of {name} "
-            f"({sorted(accepted)}); {_RERUN}"
+            f"({sorted(accepted)}); {REWRITE}"
         )
     try:
         estimator = cls(
@@ -401,7 +375,7 @@ def _decode_estimator(
             ):
                 raise DetectorStateError(
                     f"{path}: {where}.fitted.{attribute} is not a fitted attribute {name} may "
-                    f"hold (it names a parameter, a class member or a dunder); {_RERUN}"
+                    f"hold (it names a parameter, a class member or a dunder); {REWRITE}"
                 )
             decoded = _decode(value, arrays, path, f"{where}.fitted.{attribute}", depth + 1)
             setattr(estimator, attribute, decoded)
@@ -409,7 +383,9 @@ def _decode_estimator(
     except DetectorStateError:
         raise
     except (TypeError, ValueError, AttributeError) as exc:
-        raise DetectorStateError(f"{path}: {where} ({name}) is not valid: {exc}; {_RERUN}") from exc
+        raise DetectorStateError(
+            f"{path}: {where} ({name}) is not valid: {exc}; {REWRITE}"
+        ) from exc
     return estimator
 
 
@@ -426,7 +402,7 @@ def _check_restored(estimator: BaseEstimator, where: str) -> None:
 
 def _decode(node: Any, arrays: dict[str, np.ndarray], path: Path, where: str, depth: int) -> Any:
     if depth > MAX_DEPTH:
-        raise DetectorStateError(f"{path}: {where} nests deeper than {MAX_DEPTH}; {_RERUN}")
+        raise DetectorStateError(f"{path}: {where} nests deeper than {MAX_DEPTH}; {REWRITE}")
     if node is None or isinstance(node, bool | int | float | str):
         return node
     if isinstance(node, list):
@@ -451,7 +427,7 @@ def _decode(node: Any, arrays: dict[str, np.ndarray], path: Path, where: str, de
     raise DetectorStateError(
         f"{path}: {where} is {json.dumps(node)[:80]}, not a value this format defines (a "
         f"number, string, list, or an array/scalar/float/tuple/dict/estimator tag naming an "
-        f"existing array or an allowed dtype); {_RERUN}"
+        f"existing array or an allowed dtype); {REWRITE}"
     )
 
 
@@ -488,8 +464,10 @@ def _scalar(dtype: str, value: Any, path: Path, where: str) -> np.generic:
         )
     )
     if not valid:
-        raise DetectorStateError(f"{path}: {where} holds {value!r}, not a {dtype}; {_RERUN}")
+        raise DetectorStateError(f"{path}: {where} holds {value!r}, not a {dtype}; {REWRITE}")
     try:
         return _SCALAR_TYPES[dtype](float(value) if kind == "f" else value)
     except OverflowError as exc:
-        raise DetectorStateError(f"{path}: {where}: {value!r} overflows {dtype}; {_RERUN}") from exc
+        raise DetectorStateError(
+            f"{path}: {where}: {value!r} overflows {dtype}; {REWRITE}"
+        ) from exc

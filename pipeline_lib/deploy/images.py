@@ -6,8 +6,8 @@ stop the batch (or a server) on it. Every reader here returns the image or raise
 :class:`ImageError` with a message that says what is wrong and what is accepted; callers
 turn that into a row of their error list.
 
-Resizing follows :mod:`pipeline_lib.data.image_folder` (PROTOCOL.md "shorter side to s,
-centre crop"): RGB, shorter side to ``size`` (bilinear), centre crop to ``size x size``.
+Resizing follows :mod:`pipeline_lib.data.image_folder` (docs/protocol.md,
+"Datasets and splits"): RGB, shorter side to ``size`` (bilinear), centre crop to ``size x size``.
 An image already ``size x size`` (CIFAR, the digits cache) passes through unchanged.
 MVTec patch models were trained on whole images resized to a square without cropping
 (:mod:`pipeline_lib.data.mvtec`), so their packages ask for ``resize="stretch"``: the whole
@@ -30,6 +30,7 @@ import binascii
 import contextlib
 import io
 import os
+import stat
 import struct
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
@@ -53,6 +54,7 @@ from pipeline_lib.data.image_files import (
     pil_pixel_limit,
 )
 from pipeline_lib.data.image_folder import IMAGE_EXTENSIONS
+from pipeline_lib.data.regular_files import describe_mode, not_regular_reason, split_regular
 
 __all__ = [
     "DEFAULT_MAX_PIXELS",
@@ -99,7 +101,7 @@ def resize_to(
     """uint8 ``(h, w, 3)`` -> ``(size, size, 3)`` as the training reader did.
 
     ``crop``: shorter side to ``size`` (bilinear), centre crop (the image-folder readers,
-    PROTOCOL.md). ``stretch``: the whole image to ``size x size`` (bilinear; the MVTec
+    docs/protocol.md). ``stretch``: the whole image to ``size x size`` (bilinear; the MVTec
     reader).
 
     Raises
@@ -330,16 +332,29 @@ def image_file_pixels(
     return width * height
 
 
+#: How an image file is opened: read only, never waiting on a FIFO (one put in place after
+#: the folder was listed), not inherited by child processes. Symlinks are followed.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
 @contextlib.contextmanager
 def _open_file(path: str | os.PathLike) -> Iterator[IO[bytes]]:
-    """The file opened for reading, or :class:`ImageError` (missing, unreadable, empty)."""
+    """The file opened for reading, or :class:`ImageError` (missing, unreadable, empty, or
+    not a regular file: checked on the open descriptor, so nothing else is ever read)."""
     try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed below, errors mapped first
-        empty = os.fstat(handle.fileno()).st_size == 0
+        fd = os.open(path, _OPEN_FLAGS)
     except OSError as error:
         raise ImageError(f"cannot read file ({error.strerror or error})") from error
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise ImageError(_not_read(describe_mode(status.st_mode)))
+        handle = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
     with handle:
-        if empty:
+        if status.st_size == 0:
             raise ImageError("empty file (0 bytes)")
         yield handle
 
@@ -349,30 +364,37 @@ def collect_image_files(
 ) -> tuple[list[Path], list[tuple[str, str]]]:
     """Expand files and folders (recursively, sorted) into image files, plus errors.
 
-    A folder contributes its files whose extension is an image extension
+    A folder contributes its entries whose extension is an image extension
     (:data:`~pipeline_lib.data.image_folder.IMAGE_EXTENSIONS`, any case); hidden files and
     folders are skipped. A path named explicitly is always tried, whatever its extension.
+    An entry that is not a regular file (a FIFO, a device, a socket, a dangling symlink or
+    one to anything but a regular file) is an error naming what it is, and is never opened
+    (:func:`~pipeline_lib.data.regular_files.not_regular_reason`); symlinks to regular files
+    are read.
 
     Returns
     -------
     files : list of Path
         In the order given, each folder's files sorted; duplicates removed.
     errors : list of (str, str)
-        ``(path, reason)`` for a path that does not exist or a folder without images.
+        ``(path, reason)`` for a path that does not exist, an entry that is not a regular
+        file, or a folder without images.
     """
     files: list[Path] = []
     errors: list[tuple[str, str]] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found = sorted(
+            entries = sorted(
                 p
                 for p in path.rglob("*")
-                if p.is_file()
-                and p.suffix.lower() in IMAGE_EXTENSIONS
+                if p.suffix.lower() in IMAGE_EXTENSIONS
                 and not any(part.startswith(".") for part in p.relative_to(path).parts)
+                and not p.is_dir()  # a folder named like an image: walked, not read
             )
-            if not found:
+            found, skipped = split_regular(entries)
+            errors.extend((str(p), _not_read(reason)) for p, reason in skipped)
+            if not entries:
                 errors.append(
                     (
                         str(path),
@@ -381,11 +403,19 @@ def collect_image_files(
                     )
                 )
             files.extend(found)
-        elif path.is_file():
+            continue
+        reason = not_regular_reason(path)
+        if reason is None:
             files.append(path)
-        else:
+        elif reason == "missing":
             errors.append((str(path), "no such file or folder"))
+        else:
+            errors.append((str(path), _not_read(reason)))
     return list(dict.fromkeys(files)), errors
+
+
+def _not_read(reason: str) -> str:
+    return f"not a regular file: {reason}; not opened"
 
 
 def read_images(

@@ -1,21 +1,30 @@
 """``representation.pt`` of a package: the network's spec, bounded, and its weights.
 
-Read with ``weights_only`` after its archive's size and its spec are checked: the spec
-decides what is allocated before any weight is read, so a package cannot ask for a network
-larger than :data:`ARCH_BOUNDS`.
+Read with ``weights_only``, and only after its archive's size and its spec are checked: a
+package can ask neither for a network larger than :data:`ARCH_BOUNDS` nor, within them, for
+one larger than the weights it holds (the spec's network is built on the meta device and
+compared with the file's tensors first, :func:`load_representation`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from pipeline_lib.deploy.detector_state import check_archive
-from pipeline_lib.deploy.errors import REDEPLOY, PackageError
+from pipeline_lib.deploy.bounded_files import (
+    PackageFile,
+    archive_file_limit,
+    open_archive,
+    open_package_file,
+)
+from pipeline_lib.deploy.package_format import REDEPLOY, PackageError
 from pipeline_lib.models.checkpoints import load_trained_representation
 from pipeline_lib.models.proxy import build_proxy_model
 from pipeline_lib.models.representation import build_representation
@@ -25,10 +34,20 @@ from pipeline_lib.runtime.io import atomic_path
 REPRESENTATION_FORMAT = "droc-deploy-representation/1"
 #: Most members of ``representation.pt`` (one per tensor storage; a ResNet-18 has ~120).
 MAX_REPRESENTATION_MEMBERS = 4096
+#: Most tensor bytes ``representation.pt`` may declare (the paper's ResNet-18 with its
+#: 8-layer head holds 45 MB).
+MAX_REPRESENTATION_BYTES = 4 * 2**30
+#: Most bytes of a member that is not tensor data: the pickled structure (``data.pkl``: the
+#: spec and the tensors' names, shapes and dtypes; 13 kB for the paper's RotNet), the
+#: version and byte-order records.
+MAX_PICKLE_BYTES = 2**20
+#: A tensor storage of a ``torch.save`` archive: ``<archive>/data/<key>``.
+_STORAGE_MEMBER = re.compile(r"^[^/]+/data/[^/]+$")
 #: Inclusive bounds of the integers of a representation spec: a package cannot ask for a
 #: network larger than these (the paper's: width 64, head 8 x 512, projection 128, 32 px).
 ARCH_BOUNDS: dict[str, tuple[int, int]] = {
     "width": (1, 1024),
+    "stem_width": (1, 1024),
     "head_depth": (0, 16),
     "head_hidden": (1, 4096),
     "proj_dim": (1, 4096),
@@ -81,7 +100,10 @@ def check_representation_spec(spec: Any, path: Path) -> None:
             "method": TRAINED_METHODS,
             "denoising_target": DENOISING_TARGETS,
             "denoising_decoder": DENOISING_DECODERS,
-            **{k: ARCH_BOUNDS[k] for k in ("width", "head_depth", "head_hidden", "proj_dim")},
+            **{
+                k: ARCH_BOUNDS[k]
+                for k in ("width", "stem_width", "head_depth", "head_hidden", "proj_dim")
+            },
             "image_size": ARCH_BOUNDS["image_size"],
         }
         checks = [("", spec, top), ("arch.", values, known)]
@@ -133,33 +155,61 @@ def write_representation(path: Path, representation: nn.Module, spec: dict[str, 
 def load_representation(path: Path) -> nn.Module:
     """The network of ``representation.pt`` in inference mode, never unpickled.
 
+    The order bounds what is allocated by what the file holds, not by what its spec asks:
+
+    1. the file is opened once as a regular file (:func:`open_package_file`), and its zip
+       directory is checked: members, declared sizes, the pickled part's size;
+    2. ``torch.load(weights_only=True)`` onto the meta device reads the spec and the
+       tensors' names, shapes and dtypes, and no tensor data;
+    3. the spec is checked against :data:`ARCH_BOUNDS`, and its network is built on the
+       meta device: its parameter and buffer bytes must equal the tensor bytes the zip
+       directory declares, and its names, shapes and dtypes those of the stored tensors (no
+       network larger than its weights);
+    4. only then are the weights read (``torch.load(weights_only=True)`` of the same file
+       object), checked again, and the real network built and filled.
+
     Raises
     ------
     PackageError
-        If the file is too large, not a representation, of an unbounded spec, or its weights
-        do not fit the network the spec describes.
+        If the file is not a regular file, too large, not a representation, of an
+        unbounded spec, or its weights do not fit the network the spec describes.
     """
+    with open_representation_file(path) as file:
+        return read_representation(file)
+
+
+def open_representation_file(path: Path) -> contextlib.AbstractContextManager[PackageFile]:
+    """``representation.pt`` opened as a regular file, its size checked (nothing read)."""
+    limit = archive_file_limit(MAX_REPRESENTATION_BYTES, MAX_REPRESENTATION_MEMBERS)
+    return open_package_file(path, max_bytes=limit, what="a representation file")
+
+
+def read_representation(file: PackageFile) -> nn.Module:
+    """The network of an open ``representation.pt`` (:func:`load_representation`)."""
+    path = file.path
+    _, members = open_archive(
+        file, max_bytes=MAX_REPRESENTATION_BYTES, max_members=MAX_REPRESENTATION_MEMBERS
+    )
+    declared = _check_members(path, members)
+    skeleton = _torch_load(file, "meta")
+    spec = _checked_spec(skeleton, path)
     try:
-        check_archive(path, max_members=MAX_REPRESENTATION_MEMBERS)
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except PackageError:
-        raise
-    except Exception as error:  # torch raises many types for a damaged file
+        expected = _tensor_layout(_build_network(spec, device="meta"))
+    except (ValueError, TypeError) as error:  # a combination the builders refuse
         raise PackageError(
-            f"{path} is not a readable representation ({type(error).__name__}: {error}); {REDEPLOY}"
+            f"{path}: its spec describes no network this version builds ({error}); {REDEPLOY}"
         ) from error
-    if not isinstance(payload, dict) or payload.get("format") != REPRESENTATION_FORMAT:
-        raise PackageError(f"{path} is not a {REPRESENTATION_FORMAT} file; {REDEPLOY}")
-    check_representation_spec(payload, path)
-    if not isinstance(payload.get("state_dict"), dict):
-        raise PackageError(f"{path} has no state_dict; {REDEPLOY}")
-    if payload["kind"] == "trained":
-        arch = dict(payload["arch"])
-        model: nn.Module = build_proxy_model(arch.pop("method"), **arch)
-    else:
-        model = build_representation(
-            payload["method"], seed=payload["seed"], width=payload["width"]
+    network_bytes = sum(numel * size for _, _, numel, size in expected.values())
+    if network_bytes != declared:
+        raise PackageError(
+            f"{path}: its spec describes a network of {network_bytes:,} parameter and buffer "
+            f"bytes, but the file declares {declared:,} bytes of tensors; refused before "
+            f"building it. {REDEPLOY}"
         )
+    _check_tensors(skeleton["state_dict"], expected, path)
+    payload = _torch_load(file, "cpu")
+    _check_tensors(_checked_spec(payload, path)["state_dict"], expected, path)
+    model = _build_network(payload, device="cpu")
     try:
         model.load_state_dict(payload["state_dict"])
     except (RuntimeError, TypeError) as error:
@@ -167,6 +217,88 @@ def load_representation(path: Path) -> nn.Module:
             f"{path}: the weights do not fit the network its spec describes ({error}); {REDEPLOY}"
         ) from error
     return model.eval()
+
+
+def _check_members(path: Path, members: list[zipfile.ZipInfo]) -> int:
+    """Bytes of tensor data the zip directory declares; the pickled part bounded.
+
+    ``torch.save`` writes ``<archive>/data.pkl`` (the pickled structure: spec, names,
+    shapes) and one ``<archive>/data/<key>`` per tensor storage.
+    """
+    if sum(m.filename.endswith("/data.pkl") for m in members) != 1:
+        raise PackageError(f"{path} is not a torch.save archive (no data.pkl); {REDEPLOY}")
+    storages = [m for m in members if _STORAGE_MEMBER.match(m.filename)]
+    for member in members:  # data.pkl, version, byteorder: read whole by torch
+        if member not in storages and member.file_size > MAX_PICKLE_BYTES:
+            raise PackageError(
+                f"{path}: its member {member.filename} declares {member.file_size:,} bytes, "
+                f"over the limit of {MAX_PICKLE_BYTES:,} for anything but tensor data; "
+                f"refused unread. {REDEPLOY}"
+            )
+    return sum(m.file_size for m in storages)
+
+
+def _torch_load(file: PackageFile, device: str) -> Any:
+    """``torch.load(weights_only=True)`` of the open file; ``meta`` reads no tensor data."""
+    try:
+        file.handle.seek(0)
+        return torch.load(file.handle, map_location=device, weights_only=True)
+    except Exception as error:  # torch raises many types for a damaged file
+        raise PackageError(
+            f"{file.path} is not a readable representation ({type(error).__name__}: {error}); "
+            f"{REDEPLOY}"
+        ) from error
+
+
+def _checked_spec(payload: Any, path: Path) -> dict[str, Any]:
+    """The payload, when it is a representation of a bounded spec with a state dict."""
+    if not isinstance(payload, dict) or payload.get("format") != REPRESENTATION_FORMAT:
+        raise PackageError(f"{path} is not a {REPRESENTATION_FORMAT} file; {REDEPLOY}")
+    check_representation_spec(payload, path)
+    state = payload.get("state_dict")
+    if not isinstance(state, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
+    ):
+        raise PackageError(f"{path} has no state_dict of named tensors; {REDEPLOY}")
+    return payload
+
+
+def _build_network(spec: dict[str, Any], *, device: str) -> nn.Module:
+    """The network a checked spec describes; on ``meta`` nothing is allocated."""
+    with torch.device(device):
+        if spec["kind"] == "trained":
+            arch = dict(spec["arch"])
+            return build_proxy_model(arch.pop("method"), **arch)
+        return build_representation(spec["method"], seed=spec["seed"], width=spec["width"])
+
+
+def _tensor_layout(model: nn.Module) -> dict[str, tuple[tuple[int, ...], torch.dtype, int, int]]:
+    """Name -> (shape, dtype, element count, element size) of a network's state dict."""
+    return {
+        name: (tuple(t.shape), t.dtype, t.numel(), t.element_size())
+        for name, t in model.state_dict().items()
+    }
+
+
+def _check_tensors(
+    state: dict[str, torch.Tensor],
+    expected: dict[str, tuple[tuple[int, ...], torch.dtype, int, int]],
+    path: Path,
+) -> None:
+    """The stored tensors' names, shapes and dtypes are the network's, or a named refusal."""
+    missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+    if missing or extra:
+        raise PackageError(
+            f"{path}: the stored tensors do not match the network its spec describes (missing "
+            f"{missing[:5]}, unexpected {extra[:5]}); {REDEPLOY}"
+        )
+    for name, (shape, dtype, _, _) in expected.items():
+        got = state[name]
+        if tuple(got.shape) != shape or got.dtype != dtype:
+            raise PackageError(
+                f"{path}: tensor {name!r} is {got.dtype} {tuple(got.shape)}, the network its "
+                f"spec describes has {dtype} {shape}; {REDEPLOY}"
+            )
 
 
 def cell_representation(

@@ -3,8 +3,9 @@
 Scoring the detector's own fit rows would be optimistic (a 1-NN detector gives each its own
 similarity 1), so the held-out scores come from k-fold cross-fitting: the detector is
 refitted (with the deployed detector's kernel width) on k-1 folds of the fit features and
-scores the k-th. An image cell holds out fit rows, a patch cell training images (all their
-patches together); :mod:`pipeline_lib.deploy.protocols` says which.
+scores the k-th. An image cell holds out fit rows (:mod:`pipeline_lib.deploy.image_protocol`),
+a patch cell training images, all their patches together
+(:mod:`pipeline_lib.deploy.patch_protocol`).
 """
 
 from __future__ import annotations

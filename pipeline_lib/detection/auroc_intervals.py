@@ -13,10 +13,16 @@ positive class and AUC x 100 like :func:`pipeline_lib.detection.metrics.auroc`:
 
 They live with the detector jobs (not the report) because a job's ``scores.npz`` is at hand
 there: :func:`auroc_interval_record` is what a job adds to its ``result.json``.
+
+Neither exists when the test split holds a single inlier or a single outlier (a smoke run's
+``max_test_per_class: 1``): every resample of a one-score class is that score, and the
+sample variance of its placement values is undefined (not 0). The job then keeps its AUC,
+and its record says why the interval is missing (:data:`INTERVAL_OMITTED`).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -24,15 +30,20 @@ from scipy import stats
 
 from pipeline_lib.detection.metrics import check_scores_and_labels
 
+log = logging.getLogger(__name__)
+
 __all__ = [
     "BOOTSTRAP_METHOD",
     "BOOTSTRAP_RESAMPLES",
     "BOOTSTRAP_SEED",
     "CONFIDENCE",
     "INTERVAL_FIELDS",
+    "INTERVAL_OMITTED",
+    "MIN_PER_CLASS",
     "auroc_interval_record",
     "bootstrap_auroc_interval",
     "delong_variance",
+    "interval_omission",
 ]
 
 #: Coverage of every interval reported.
@@ -47,6 +58,36 @@ BOOTSTRAP_METHOD: str = "percentile"
 
 #: Keys :func:`auroc_interval_record` adds to a job's result record.
 INTERVAL_FIELDS: tuple[str, ...] = ("auroc_low", "auroc_high", "auroc_se_delong")
+#: Key a job's record holds instead of :data:`INTERVAL_FIELDS` when its test split gives no
+#: interval: the reason, in words (:func:`interval_omission`).
+INTERVAL_OMITTED: str = "auroc_interval_omitted"
+#: Scores each class needs for a spread: one gives no sample variance and no resampling.
+MIN_PER_CLASS: int = 2
+
+
+def interval_omission(is_outlier: Any) -> str | None:
+    """Why the test split gives no interval of its AUC; None when it gives one.
+
+    Parameters
+    ----------
+    is_outlier : array-like of shape (n_test,)
+        1 = outlier, 0 = inlier (both present: the AUC itself needs them).
+
+    Returns
+    -------
+    str or None
+        E.g. ``"the test split has 1 outlier(s) and 9 inlier(s); an interval over the test
+        set needs at least 2 of each"``.
+    """
+    labels = np.asarray(is_outlier).astype(bool)
+    n_outliers = int(labels.sum())
+    n_inliers = int(labels.size - n_outliers)
+    if min(n_outliers, n_inliers) >= MIN_PER_CLASS:
+        return None
+    return (
+        f"the test split has {n_outliers} outlier(s) and {n_inliers} inlier(s); an interval "
+        f"over the test set needs at least {MIN_PER_CLASS} of each"
+    )
 
 
 def delong_variance(anomaly_scores: Any, is_outlier: Any) -> tuple[float, float]:
@@ -150,11 +191,15 @@ def bootstrap_auroc_interval(
     Raises
     ------
     ValueError
-        On malformed input (as :func:`delong_variance`) or ``n_resamples < 1``.
+        On malformed input (as :func:`delong_variance`), ``n_resamples < 1``, or a class
+        with fewer than :data:`MIN_PER_CLASS` scores (:func:`interval_omission` says so).
     """
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
     scores, labels = check_scores_and_labels(anomaly_scores, is_outlier)
+    omission = interval_omission(labels)
+    if omission is not None:
+        raise ValueError(f"no bootstrap interval: {omission}")
     distinct, codes = np.unique(scores, return_inverse=True)
     # Batches bound the memory: each holds (batch, n_codes) counts and (batch, N) codes.
     batch = max(1, min(n_resamples, 4_000_000 // (len(distinct) + len(scores))))
@@ -172,7 +217,7 @@ def bootstrap_auroc_interval(
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-def auroc_interval_record(anomaly_scores: Any, is_outlier: Any) -> dict[str, float]:
+def auroc_interval_record(anomaly_scores: Any, is_outlier: Any) -> dict[str, float | str]:
     """What a detector job records of its AUC's uncertainty over the test set (x 100).
 
     Returns
@@ -181,8 +226,20 @@ def auroc_interval_record(anomaly_scores: Any, is_outlier: Any) -> dict[str, flo
         ``auroc_low``, ``auroc_high``: the bootstrap interval of
         :func:`bootstrap_auroc_interval` (defaults: 95 %, 1,000 stratified resamples,
         percentile, seed 0); ``auroc_se_delong``: the square root of
-        :func:`delong_variance`. All AUC x 100, keys :data:`INTERVAL_FIELDS`.
+        :func:`delong_variance`. All AUC x 100, keys :data:`INTERVAL_FIELDS`. With a single
+        inlier or outlier, only :data:`INTERVAL_OMITTED` and its reason: the DeLong term of
+        a one-score class is undefined, so the standard error goes with the interval.
+
+    Raises
+    ------
+    ValueError
+        On malformed input, as :func:`delong_variance`.
     """
+    _, labels = check_scores_and_labels(anomaly_scores, is_outlier)
+    omission = interval_omission(labels)
+    if omission is not None:
+        log.warning("AUC interval omitted: %s", omission)
+        return {INTERVAL_OMITTED: omission}
     low, high = bootstrap_auroc_interval(anomaly_scores, is_outlier)
     _, variance = delong_variance(anomaly_scores, is_outlier)
     return {

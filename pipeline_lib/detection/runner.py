@@ -89,7 +89,7 @@ def fit_index_for(split: OneClassSplit, fitset: str) -> np.ndarray:
 
 
 def limit_fit_index(index: np.ndarray, *, max_fit: int, seed: int) -> np.ndarray:
-    """At most ``max_fit`` indices, a seeded random subset (PROTOCOL.md: at most 20,000)."""
+    """At most ``max_fit`` indices, a seeded random subset (docs/protocol.md: at most 20,000)."""
     if len(index) <= max_fit:
         return index
     rng = np.random.default_rng(seed)

@@ -22,7 +22,40 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
+
+
+class HeadBatchNorm(nn.BatchNorm1d):
+    """The head's BatchNorm: moving variance towards the *biased* batch variance.
+
+    Keras' BatchNormalization on the head's 2-D input (``model/resnet_util.py``, ``get_head``)
+    cannot use the fused kernel: it normalises with the biased batch variance, as torch does,
+    and also moves its moving variance towards it, where torch's ``BatchNorm1d`` moves it
+    towards the unbiased one, ``n / (n - 1)`` times larger (1.6 % at the 64 views of a
+    contrastive batch). The convolutions' BatchNorm is fused in Keras and uses the unbiased
+    one, as torch's ``BatchNorm2d`` (tests/reference/test_network.py measures both).
+
+    Takes ``BatchNorm1d``'s arguments; ``momentum`` must be a number (Keras has no cumulative
+    average, and ``None`` would need the step count on the host).
+    """
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        if self.momentum is None:
+            raise ValueError("HeadBatchNorm needs a momentum (an exponential moving average)")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not (self.training and self.track_running_stats):
+            return super().forward(x)
+        # x: (n, c). Normalise with the batch statistics; move the moving ones here.
+        out = F.batch_norm(x, None, None, self.weight, self.bias, True, 0.0, self.eps)
+        with torch.no_grad():
+            var, mean = torch.var_mean(x.to(self.running_var.dtype), dim=0, correction=0)
+            self.running_mean.lerp_(mean, self.momentum)
+            self.running_var.lerp_(var, self.momentum)
+            self.num_batches_tracked.add_(1)
+        return out
 
 
 def mlp_head(
@@ -33,7 +66,9 @@ def mlp_head(
     out_dim: int | None = None,
     out_bias: bool = True,
 ) -> nn.Module:
-    """``depth`` hidden layers ``Linear(no bias) -> BatchNorm1d -> ReLU``, then a Linear.
+    """``depth`` hidden layers ``Linear(no bias) -> BatchNorm -> ReLU``, then a Linear.
+
+    The BatchNorm is :class:`HeadBatchNorm`, the released head's.
 
     Parameters
     ----------
@@ -73,7 +108,7 @@ def mlp_head(
     for _ in range(depth):
         layers += [
             nn.Linear(dim, hidden, bias=False),
-            nn.BatchNorm1d(hidden),
+            HeadBatchNorm(hidden),
             nn.ReLU(inplace=True),
         ]
         dim = hidden

@@ -80,6 +80,7 @@ def build_proxy_model(
     method: str,
     *,
     width: int = 64,
+    stem_width: int | None = None,
     head_depth: int | None = None,
     head_hidden: int = 512,
     proj_dim: int = 128,
@@ -96,6 +97,11 @@ def build_proxy_model(
         One of :data:`~pipeline_lib.models.representation.TRAINED_METHODS`.
     width : int, default=64
         First-stage width of the ResNet-18 (``f`` has ``8 * width`` dimensions).
+    stem_width : int or None, default=None
+        Channels of the ResNet's stem; None: ``width``
+        (:class:`~pipeline_lib.models.resnet.SmallImageResNet`). Recorded in ``arch`` only
+        when it differs from ``width``, so the arch of every network with the usual stem is
+        what it was before the setting existed.
     head_depth : int or None, default=None
         Hidden layers of the MLP head; ``None`` uses :data:`DEFAULT_HEAD_DEPTH` (8, or 0).
         The methods of :data:`~pipeline_lib.registry.HEADLESS_METHODS` (RotNet, denoising)
@@ -145,7 +151,9 @@ def build_proxy_model(
         "proj_dim": proj_dim,
         "image_size": image_size,
     }
-    backbone = resnet18_small(width=width, init=init)
+    if stem_width is not None and stem_width != width:
+        arch["stem_width"] = stem_width
+    backbone = resnet18_small(width=width, stem_width=stem_width, init=init)
     f_dim = backbone.feature_dim
     head: nn.Module | None
     proxy: nn.Module | None

@@ -1,4 +1,4 @@
-"""ResNet backbones for small images (PROTOCOL.md, "Training").
+"""ResNet backbones for small images (docs/protocol.md, "Training recipe").
 
 The paper's ResNet-18 differs from the ImageNet one only in its stem: a 3x3 stride-1
 convolution and no max-pool, so 32x32 inputs keep enough spatial resolution.
@@ -45,6 +45,10 @@ class SmallImageResNet(nn.Module):
     width : int, default=64
         Channels of the first stage; stages double it (64..512 in the paper). Tests use a
         narrow network (e.g. 8) to stay fast on CPU.
+    stem_width : int or None, default=None
+        Channels of the stem; None: ``width``. The released code's stem has 64 channels at
+        every width (``model/resnet_util.py``), so its narrow networks start their first
+        block with a 1x1 projection shortcut; ``stem_width=64`` is their counterpart.
     in_channels : int, default=3
     init : {"released", "torch"}, default="released"
         Initial weights (:mod:`pipeline_lib.models.init`): the released code's (convolutions
@@ -61,20 +65,22 @@ class SmallImageResNet(nn.Module):
         blocks: tuple[int, ...] = (2, 2, 2, 2),
         *,
         width: int = 64,
+        stem_width: int | None = None,
         in_channels: int = 3,
         init: str = "released",
     ) -> None:
         super().__init__()
         check_init(init)
-        if width < 1:
-            raise ValueError(f"width must be >= 1, got {width}")
+        stem_width = width if stem_width is None else stem_width
+        if width < 1 or stem_width < 1:
+            raise ValueError(f"width and stem_width must be >= 1, got {width}, {stem_width}")
         self.stem = nn.Sequential(
-            nn.Conv2d(in_channels, width, 3, 1, 1, bias=False),
-            nn.BatchNorm2d(width),
+            nn.Conv2d(in_channels, stem_width, 3, 1, 1, bias=False),
+            nn.BatchNorm2d(stem_width),
             nn.ReLU(inplace=True),
         )
         stages = []
-        channels = width
+        channels = stem_width
         for stage, n_blocks in enumerate(blocks):
             out_channels = width * 2**stage
             for block in range(n_blocks):
@@ -106,6 +112,8 @@ class SmallImageResNet(nn.Module):
         return torch.flatten(self.pool(self.feature_map(x)), 1)
 
 
-def resnet18_small(*, width: int = 64, init: str = "released") -> SmallImageResNet:
+def resnet18_small(
+    *, width: int = 64, stem_width: int | None = None, init: str = "released"
+) -> SmallImageResNet:
     """ResNet-18 for 32x32 / 64x64 images (BasicBlocks [2, 2, 2, 2]), initialised by ``init``."""
-    return SmallImageResNet((2, 2, 2, 2), width=width, init=init)
+    return SmallImageResNet((2, 2, 2, 2), width=width, stem_width=stem_width, init=init)

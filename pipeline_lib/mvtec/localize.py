@@ -1,12 +1,12 @@
 """Score maps to image scores, pixel maps and metrics: the MVTec protocol's numpy side.
 
-Paper, Sec. 4.4 and App. E.2 (PROTOCOL.md, "MVTec AD"): the image score is the maximum of
+Paper, Sec. 4.4 and App. E.2 (docs/protocol.md, "MVTec AD"): the image score is the maximum of
 its patch score map. For localisation the ``grid`` x ``grid`` map (57 x 57) is brought back
 to the image size by a transposed convolution with one 32x32 Gaussian kernel at stride 4
 (``(57 - 1) * 4 + 32 = 256``); pixel AUC and the per-region overlap (:mod:`pipeline_lib.mvtec.pro`)
 compare it with the masks.
 
-The Gaussian's width is not given in the paper or PROTOCOL.md. The paper cites FCDD
+The Gaussian's width is not given in the paper. The paper cites FCDD
 (Liznerski et al., ICLR 2021) for the up-sampling, whose released ``kernel_size_to_std``
 gives ``sigma = 10`` pixels for kernels of 32 or more; that is :data:`DEFAULT_SIGMA`, a
 config value (``mvtec.localize.sigma``).
@@ -30,6 +30,7 @@ import numpy as np
 
 from pipeline_lib.data.mvtec import MVTecCategory
 from pipeline_lib.detection.metrics import auroc
+from pipeline_lib.mvtec.pixel_intervals import localization_intervals
 from pipeline_lib.mvtec.pro import DEFAULT_MAX_FPR, aupro
 from pipeline_lib.paper.published import display_name
 
@@ -107,7 +108,7 @@ def upsampling_matrix(
 ) -> np.ndarray:
     """``U`` of :func:`upsample_score_maps`, ``(size, grid)``: column ``r`` holds the profile.
 
-    Public so that the exported MVTec graph (:mod:`pipeline_lib.deploy.patch_protocol`) builds
+    Public so that the exported MVTec graph (:mod:`pipeline_lib.deploy.patch_package`) builds
     the same matrix.
     """
     size = (grid - 1) * stride + patch_size
@@ -199,7 +200,9 @@ def evaluate_score_maps(
     Returns
     -------
     dict of str to float
-        ``image_auroc`` and, with masks, ``pixel_auroc`` and ``aupro`` (all x 100).
+        ``image_auroc`` and, with masks, ``pixel_auroc`` and ``aupro`` with their 95 %
+        intervals over the test images (``pixel_auroc_low`` ... ``aupro_high``:
+        :func:`pipeline_lib.mvtec.pixel_intervals.localization_intervals`), all x 100.
 
     Raises
     ------
@@ -221,7 +224,7 @@ def evaluate_score_maps(
     truth = (np.asarray(masks) > 0).ravel()
     result["pixel_auroc"] = auroc(pixels.ravel(), truth.astype(np.int8))
     result["aupro"] = aupro(pixels, masks, max_fpr=pro_max_fpr)
-    return result
+    return result | localization_intervals(pixels, masks, is_defective, max_fpr=pro_max_fpr)
 
 
 def localization_panels(

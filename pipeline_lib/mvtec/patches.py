@@ -1,6 +1,6 @@
 """The MVTec patch protocol, torch side: patch sampling, dense patch embedding, scoring.
 
-Paper, Sec. 4.4 and App. E.2 (PROTOCOL.md, "MVTec AD"): representations are learned on
+Paper, Sec. 4.4 and App. E.2 (docs/protocol.md, "MVTec AD"): representations are learned on
 32x32 patches of 256x256 images. At test time the patches of every image are embedded
 densely with stride 4, which gives a ``(256 - 32) / 4 + 1 = 57`` by 57 map of patch scores
 per image (the appendix prints ``256 - 224`` for ``256 - 32``, a typo: only 32 gives 57).
@@ -38,6 +38,7 @@ from pipeline_lib.mvtec.localize import (
     grid_side,
     image_scores,
 )
+from pipeline_lib.mvtec.pixel_intervals import LOCALIZATION_INTERVAL_FIELDS
 from pipeline_lib.mvtec.pro import DEFAULT_MAX_FPR
 from pipeline_lib.registry import ROTATION_DETECTORS
 from pipeline_lib.ssl.rotation import rotation_view_logits, scores_from_rotation_logits
@@ -516,6 +517,8 @@ def score_category(
         "image_auroc": metrics["image_auroc"],
         "pixel_auroc": metrics.get("pixel_auroc"),
         "aupro": metrics.get("aupro"),
+        # their intervals over the test images (None without masks)
+        **{field: metrics.get(field) for field in LOCALIZATION_INTERVAL_FIELDS},
         "has_masks": category.has_masks,
         "n_train_images": int(len(category.train_images)),
         "n_test": int(n_test),

@@ -26,7 +26,15 @@ from __future__ import annotations
 import numpy as np
 from scipy import ndimage
 
-__all__ = ["DEFAULT_MAX_FPR", "aupro", "pro_curve", "pro_curve_reference", "truncated_area"]
+__all__ = [
+    "DEFAULT_MAX_FPR",
+    "aupro",
+    "check_maps_and_masks",
+    "defect_components",
+    "pro_curve",
+    "pro_curve_reference",
+    "truncated_area",
+]
 
 #: FPR limit of the AUPRO (MVTec AD's convention: 30 %).
 DEFAULT_MAX_FPR = 0.3
@@ -34,7 +42,17 @@ DEFAULT_MAX_FPR = 0.3
 _EIGHT_CONNECTED = np.ones((3, 3), dtype=int)
 
 
-def _check(anomaly_maps: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def check_maps_and_masks(
+    anomaly_maps: np.ndarray, masks: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The maps as float64 and the masks as booleans, both (n, h, w).
+
+    Raises
+    ------
+    ValueError
+        If the shapes differ, a score is not finite, or the masks hold no defective or no
+        defect-free pixel.
+    """
     maps = np.asarray(anomaly_maps, dtype=np.float64)
     truth = np.asarray(masks)
     if maps.ndim != 3 or maps.shape != truth.shape:
@@ -52,7 +70,7 @@ def _check(anomaly_maps: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.
     return maps, truth
 
 
-def _components(truth: np.ndarray) -> np.ndarray:
+def defect_components(truth: np.ndarray) -> np.ndarray:
     """Component id per pixel (0 = defect-free, 1..K over all images), shape of ``truth``."""
     labels = np.zeros(truth.shape, dtype=np.int64)
     offset = 0
@@ -85,8 +103,8 @@ def pro_curve(anomaly_maps: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, 
         If the shapes differ, a score is not finite, or the masks hold no defective or no
         defect-free pixel.
     """
-    maps, truth = _check(anomaly_maps, masks)
-    labels = _components(truth).ravel()
+    maps, truth = check_maps_and_masks(anomaly_maps, masks)
+    labels = defect_components(truth).ravel()
     n_regions = int(labels.max())
     sizes = np.bincount(labels, minlength=n_regions + 1).astype(np.float64)
     n_normal = sizes[0]
@@ -111,8 +129,8 @@ def pro_curve_reference(
     anomaly_maps: np.ndarray, masks: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`pro_curve` straight from the definition, one threshold at a time (slow; tests)."""
-    maps, truth = _check(anomaly_maps, masks)
-    labels = _components(truth)
+    maps, truth = check_maps_and_masks(anomaly_maps, masks)
+    labels = defect_components(truth)
     regions = [labels == k for k in range(1, int(labels.max()) + 1)]
     normal = ~truth
     fprs, pros = [0.0], [0.0]

@@ -8,6 +8,15 @@ when the run's group holds exactly the paper's categories (all 10 objects, all 5
 all 15): a mean over a subset, or over a user's own categories (``mvtec.paths``), is not the
 paper's quantity, so those groups are compared per category only
 (:func:`paper_comparison_notes` says why in a line above the table).
+
+Spreads and intervals follow the rules of every table family
+(:mod:`pipeline_lib.paper.intervals`): ``± std`` is the sample std over seeds; with one seed
+the interval is over the group's categories (three or more) or over the test set, from each
+job's own bootstrap interval of its metric (``auroc_low`` / ``auroc_high`` for the image AUC,
+``pixel_auroc_low`` ... ``aupro_high`` for localisation: :mod:`pipeline_lib.mvtec.pixel_intervals`).
+A job whose test set holds a single good or defective image has none of them and says why
+(``auroc_interval_omitted``); a cell that needs its interval says so too (``ci_over``
+``"omitted"``).
 """
 
 from __future__ import annotations
@@ -23,12 +32,15 @@ from pipeline_lib.paper.intervals import (
     INTERVAL_COLUMNS,
     INTERVAL_LABELS,
     cell_interval,
+    jobs_test_set,
+    seed_std,
 )
 from pipeline_lib.paper.published import METHOD_DISPLAY, display_name, load_published
 from pipeline_lib.results.table_files import format_mean_std
 
 __all__ = [
     "GROUPS",
+    "INTERVAL_FIELDS",
     "METRICS",
     "RESULT_COLUMNS",
     "format_per_category",
@@ -119,20 +131,32 @@ def _label(method: str, detector: str) -> str:
     return f"{display_name('method', method)} + {display_name('detector', detector)}"
 
 
-def _job_interval(rows: pd.DataFrame, metric: str) -> tuple[float, float] | None:
-    """The image AUC's interval over the test set of a one-seed cell (None: not recorded)."""
-    if metric != "image_auroc" or len(rows) != 1 or "auroc_low" not in rows.columns:
-        return None
-    low, high = rows["auroc_low"].iloc[0], rows["auroc_high"].iloc[0]
-    return float(low), float(high)
+#: Metric -> the columns of a job's record holding its interval over the test set.
+INTERVAL_FIELDS: Mapping[str, tuple[str, str]] = {
+    "image_auroc": ("auroc_low", "auroc_high"),
+    "pixel_auroc": ("pixel_auroc_low", "pixel_auroc_high"),
+    "aupro": ("aupro_low", "aupro_high"),
+}
+
+
+def _test_set(rows: pd.DataFrame, metric: str) -> dict[str, Any]:
+    """:func:`cell_interval`'s test-set arguments: the jobs' intervals of ``metric`` over
+    their test sets, averaged as the cell's value is (per seed over categories, then over
+    seeds), or their omission (:func:`pipeline_lib.paper.intervals.jobs_test_set`).
+
+    A job's ``auroc_interval_omitted`` (a single good or defective test image) holds for
+    every metric: the pixel AUC's and AUPRO's intervals resample the same test images,
+    stratified the same way, and are NaN then too."""
+    return jobs_test_set(rows, INTERVAL_FIELDS[metric])
 
 
 def per_category_table(results: pd.DataFrame, *, metric: str) -> pd.DataFrame:
     """Mean and std over seeds of one metric per (category, method, detector), with its
     95 % interval (:func:`pipeline_lib.paper.intervals.cell_interval`).
 
-    The interval is over seeds from two seeds on; with one seed of an image AUC, the job's
-    own interval over the test set (where its record has ``auroc_low`` / ``auroc_high``).
+    The interval is over seeds from two seeds on; with one seed, the job's own interval of
+    the metric over the test set (where its record has one: :data:`INTERVAL_FIELDS`), or
+    ``"omitted"`` where the job recorded why it has none.
 
     Returns
     -------
@@ -148,14 +172,12 @@ def per_category_table(results: pd.DataFrame, *, metric: str) -> pd.DataFrame:
     for key, one in results.groupby(keys, sort=False):
         values = pd.to_numeric(one[metric], errors="coerce")
         finite = values.dropna()
-        low, high, over = cell_interval(
-            finite.to_numpy(), job_interval=_job_interval(one[values.notna()], metric)
-        )
+        low, high, over = cell_interval(finite.to_numpy(), **_test_set(one[values.notna()], metric))
         rows.append(
             dict(zip(keys, key, strict=True))
             | {
                 "mean": float(finite.mean()) if len(finite) else np.nan,
-                "std": float(finite.std(ddof=1)) if len(finite) > 1 else np.nan,
+                "std": seed_std(finite.to_numpy()),
                 "n_seeds": int(one["seed"].nunique()),
                 "ci_low": low,
                 "ci_high": high,
@@ -256,8 +278,8 @@ def group_summary(
         Columns ``metric, group, method, detector, mean, std, n_categories, n_seeds,
         paper_mean, paper_std`` and the 95 % interval of ``mean``
         (:data:`~pipeline_lib.paper.intervals.INTERVAL_COLUMNS`: over seeds; with one
-        seed over the group's categories, or for one category its job's interval over the
-        test set). Groups without a category are left out; ``all`` covers
+        seed over the group's categories from three on, else the jobs' intervals over their
+        test sets). Groups without a category are left out; ``all`` covers
         every category. Metrics that are NaN everywhere (no masks) are left out.
         ``paper_mean`` / ``paper_std`` are NaN where the group's categories differ from
         the paper's.
@@ -284,13 +306,14 @@ def group_summary(
                 per_seed = one.groupby("seed")[metric].mean().dropna()
                 if per_seed.empty:
                     continue
-                # with one seed, the interval over that seed's categories (one category:
-                # its job's interval over the test set)
-                first = one[(one["seed"] == per_seed.index[0]) & one[metric].notna()]
+                # with one seed, the interval over that seed's categories, or over the
+                # test set (pipeline_lib.paper.intervals)
+                present = one[one[metric].notna()]
+                first = present[present["seed"] == per_seed.index[0]]
                 low, high, over = cell_interval(
                     per_seed.to_numpy(),
                     first[metric].to_numpy(),
-                    job_interval=_job_interval(first, metric),
+                    **_test_set(present, metric),
                 )
                 ref = (
                     paper.get((published_metric, group, method, detector), (np.nan, np.nan))
@@ -304,7 +327,7 @@ def group_summary(
                         "method": method,
                         "detector": detector,
                         "mean": float(per_seed.mean()),
-                        "std": float(per_seed.std(ddof=1)) if len(per_seed) > 1 else np.nan,
+                        "std": seed_std(per_seed.to_numpy()),
                         "n_categories": int(one["category"].nunique()),
                         "n_seeds": int(len(per_seed)),
                         "paper_mean": ref[0],

@@ -7,14 +7,14 @@ Table 2): for each seed, the AUC is averaged over the inlier classes of a data s
 shows the mean and standard deviation of those class means over seeds. The ``mean`` column is
 the mean over data sets weighted by their number of classes, computed per seed first.
 
-Standard deviations are population standard deviations over seeds (``ddof=0``, numpy's
-default) unless ``ddof`` says otherwise; a single seed therefore has a std of 0 in the long
-frames, and the display tables show ``"(n=1)"`` instead of ``"± 0.0"``.
+Standard deviations are sample standard deviations over seeds
+(:data:`~pipeline_lib.paper.intervals.SEED_STD_DDOF`, as every table family); a single seed
+has none (NaN), and the display tables show ``"(n=1)"``.
 
 Every cell also carries a 95 % interval (``ci_low``, ``ci_high``) and what it is over
-(``ci_over``): the t-interval over seeds (``ddof=1``, whatever ``ddof`` the std uses) from two
-seeds on; with one seed the t-interval over classes of a class-averaged cell, or the job's
-own bootstrap interval over the test set (:mod:`pipeline_lib.paper.intervals`).
+(``ci_over``): over seeds, over classes or over the test set, by the rules of
+:mod:`pipeline_lib.paper.intervals`; ``"omitted"`` where the test set's was reached and a
+job's test split, holding a single inlier or outlier, gave none.
 
 Missing jobs are never hidden: every cell carries ``n_seeds``, ``n_results`` and their
 expected counts, and ``complete`` is False when any (class, seed) result is missing.
@@ -31,8 +31,15 @@ import numpy as np
 import pandas as pd
 
 from pipeline_lib.config.keys import KEY_COLUMNS
+from pipeline_lib.detection.auroc_intervals import INTERVAL_OMITTED
 from pipeline_lib.paper.display import format_main_table, format_per_class_table
-from pipeline_lib.paper.intervals import cell_interval
+from pipeline_lib.paper.intervals import (
+    JOB_INTERVAL_ENDS,
+    SEED_STD_DDOF,
+    cell_interval,
+    jobs_test_set,
+    seed_test_set_ends,
+)
 from pipeline_lib.paper.long_frames import (
     MAIN_COLUMNS,
     PER_CLASS_COLUMNS,
@@ -47,6 +54,7 @@ from pipeline_lib.paper.published import (
     PAPER_DATASET_CLASSES,
 )
 from pipeline_lib.paper.verdict import table_verdicts
+from pipeline_lib.results.tidy_table import interval_omissions
 
 __all__ = [
     "MAIN_COLUMNS",
@@ -66,15 +74,13 @@ _MAIN_TABLES = ("visual_results_full", "visual_results", "performance_gaussian")
 # A result's key once the contamination and fit set are chosen.
 _KEY = [column for column in KEY_COLUMNS if column not in ("contamination", "fitset")]
 # A job's interval over the test set, in the tidy results table.
-_JOB_INTERVAL = ("auroc_low", "auroc_high")
+_JOB_INTERVAL = JOB_INTERVAL_ENDS
 
 
 def _interval(group: pd.DataFrame, seed_means: pd.Series) -> tuple[float, float, str]:
-    """The interval of a cell from its jobs (one seed: its classes or its single job)."""
-    job = None
-    if len(group) == 1:
-        job = (float(group["auroc_low"].iloc[0]), float(group["auroc_high"].iloc[0]))
-    return cell_interval(seed_means.to_numpy(), group["auroc"].to_numpy(), job)
+    """The interval of a cell from its jobs (:func:`pipeline_lib.paper.intervals.cell_interval`;
+    the test set's from :func:`~pipeline_lib.paper.intervals.jobs_test_set`)."""
+    return cell_interval(seed_means.to_numpy(), group["auroc"].to_numpy(), **jobs_test_set(group))
 
 
 def select_results(
@@ -102,7 +108,9 @@ def select_results(
     DataFrame
         The selected rows, columns ``dataset, inlier, method, detector, seed, auroc,
         auroc_low, auroc_high`` (the job's interval over the test set; NaN when the
-        results do not have it), with string ids, int seeds and float AUCs.
+        results do not have it) and ``auroc_interval_omitted`` (why a job has none; ``""``
+        when it has one or the results do not say), with string ids, int seeds and float
+        AUCs.
 
     Raises
     ------
@@ -115,10 +123,11 @@ def select_results(
         raise ValueError(f"results frame lacks columns {missing}; has {list(results.columns)}")
     mask = np.isclose(results["contamination"].astype(float), contamination)
     mask &= results["fitset"].astype(str).to_numpy() == fitset
-    intervals = [col for col in _JOB_INTERVAL if col in results.columns]
+    intervals = [col for col in (*_JOB_INTERVAL, INTERVAL_OMITTED) if col in results.columns]
     selected = results.loc[mask, [*_KEY, "auroc", *intervals]].copy()
     for col in _JOB_INTERVAL:
         selected[col] = selected[col].astype(float) if col in intervals else np.nan
+    selected[INTERVAL_OMITTED] = interval_omissions(selected)
     for col in ("dataset", "inlier", "method", "detector"):
         selected[col] = selected[col].astype(str)
     selected["seed"] = selected["seed"].astype(int)
@@ -146,7 +155,8 @@ def _expected_class_counts(
 
 
 def _seed_stats(values: pd.Series, ddof: int) -> tuple[float, float]:
-    """Mean and std over seeds; std is NaN when there are too few seeds for ``ddof``."""
+    """Mean and std over seeds; std is NaN when there are too few seeds for ``ddof``
+    (one seed has no sample std)."""
     if len(values) == 0:
         return np.nan, np.nan
     std = float(np.std(values.to_numpy(), ddof=ddof)) if len(values) > ddof else np.nan
@@ -187,13 +197,13 @@ def main_table(
     fitset: str = "train",
     seeds: Sequence[int] | None = None,
     class_counts: Mapping[str, int] | None = None,
-    ddof: int = 0,
+    ddof: int = SEED_STD_DDOF,
 ) -> pd.DataFrame:
     """Build the paper's main table (Table 2) as a tidy long frame.
 
     For every (method, detector, dataset) and seed the AUC is averaged over the classes
-    present; the cell is the mean and std (``ddof``, default 0 = population std) of these
-    class means over seeds. The ``mean`` dataset (added when there are two or more data
+    present; the cell is the mean and std (``ddof``, default the sample std of every table)
+    of these class means over seeds. The ``mean`` dataset (added when there are two or more data
     sets) is, per seed, the mean of the per-dataset class means weighted by each data set's
     expected class count, then mean and std over seeds.
 
@@ -215,7 +225,7 @@ def main_table(
         Expected classes per dataset (the weights of the ``mean``); defaults to
         :data:`~pipeline_lib.paper.published.PAPER_DATASET_CLASSES` for the paper's data sets and
         to the number of classes present otherwise.
-    ddof : int, default=0
+    ddof : int, default=SEED_STD_DDOF
         Delta degrees of freedom of the std over seeds.
 
     Returns
@@ -254,7 +264,9 @@ def main_table(
         if len(datasets) > 1:
             rows.append(_weighted_mean_row(method, detector, rows, weights, expected_seeds, ddof))
         records.extend(rows)
-    table = pd.DataFrame.from_records(records).drop(columns=["_seed_means", "_class_values"])
+    table = pd.DataFrame.from_records(records).drop(
+        columns=["_seed_means", "_class_values", "_seed_ends", "_test_set_omitted"]
+    )
     return _add_published(table, lookup, weights, datasets)
 
 
@@ -282,6 +294,8 @@ def _dataset_row(
         "complete": bool((counts == expected_classes).all()),
         "_seed_means": seed_means["mean"],
         "_class_values": group["auroc"].to_numpy(),
+        "_seed_ends": seed_test_set_ends(group),
+        "_test_set_omitted": "test_set_omitted" in jobs_test_set(group),
     }
 
 
@@ -302,16 +316,36 @@ def _weighted_mean_row(
 ) -> dict:
     """Per seed, the class-count-weighted mean over the data sets present; then over seeds.
 
-    With one seed the interval is over every class of every data set
-    (:mod:`pipeline_lib.paper.intervals`)."""
+    With one seed the interval is over every class of every data set; the test-set
+    interval weights the data sets' ends as their values (:mod:`pipeline_lib.paper.intervals`),
+    and is omitted where a data set's jobs could not give theirs for a recorded reason.
+    """
     by_dataset = pd.DataFrame({row["dataset"]: row["_seed_means"] for row in rows})
     w = pd.Series({row["dataset"]: weights[row["dataset"]] for row in rows})
     present = by_dataset.notna()
-    per_seed = (by_dataset.fillna(0.0) * w).sum(axis=1) / (present * w).sum(axis=1)
-    per_seed = per_seed[present.any(axis=1)]
+    seeds = present.any(axis=1)
+
+    def weighted(frame: pd.DataFrame) -> pd.Series:
+        """Per seed, the weighted mean over the data sets with a value that seed."""
+        frame = frame.reindex(index=by_dataset.index, columns=by_dataset.columns)
+        values = (frame.where(present).fillna(0.0) * w).sum(axis=1) / (present * w).sum(axis=1)
+        return values[seeds]
+
+    per_seed = weighted(by_dataset)
     mean, std = _seed_stats(per_seed, ddof)
     classes = np.concatenate([row["_class_values"] for row in rows])
-    low, high, over = cell_interval(per_seed.to_numpy(), classes)
+    ends = {
+        end: pd.DataFrame({row["dataset"]: row["_seed_ends"][end] for row in rows}).reindex(
+            index=by_dataset.index, columns=by_dataset.columns
+        )
+        for end in _JOB_INTERVAL
+    }
+    known = not any(bool((frame.isna() & present).any(axis=None)) for frame in ends.values())
+    test_set = tuple(float(weighted(ends[end]).mean()) for end in _JOB_INTERVAL) if known else None
+    omitted = not known and any(row["_test_set_omitted"] for row in rows)
+    low, high, over = cell_interval(
+        per_seed.to_numpy(), classes, test_set, test_set_omitted=omitted
+    )
     return {
         "method": method,
         "detector": detector,
@@ -330,6 +364,8 @@ def _weighted_mean_row(
         "complete": all(row["complete"] for row in rows),
         "_seed_means": per_seed,
         "_class_values": classes,
+        "_seed_ends": None,
+        "_test_set_omitted": omitted,
     }
 
 
@@ -370,7 +406,7 @@ def per_class_table(
     fitset: str = "train",
     seeds: Sequence[int] | None = None,
     class_names: Sequence[str] | None = None,
-    ddof: int = 0,
+    ddof: int = SEED_STD_DDOF,
 ) -> pd.DataFrame:
     """Per-class AUCs of one data set (Tables 8-11 of the paper) as a tidy long frame.
 

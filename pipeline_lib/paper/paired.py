@@ -10,9 +10,10 @@ A study varying several things (say outlier rate and detector) compares rows tha
 one of them only: those pairs answer its question, and a smaller family keeps the power that
 testing every pair would spend on comparisons nobody asked for.
 
-With ``n`` blocks the smallest two-sided p-value an exact signed-rank test can give is
-``2 / 2**n`` (every difference of one sign): below 6 blocks (``2 / 32 = 0.0625``) no pair can
-reach 0.05, whatever the AUCs, and the tables say so.
+The test ranks the non-zero differences only (``zero_method="wilcox"``: a class on which
+both rows have the same AUC is dropped). With ``n`` of them the smallest two-sided p-value an
+exact signed-rank test can give is ``2 / 2**n`` (every difference of one sign): below 6
+(``2 / 32 = 0.0625``) a pair cannot reach 0.05, whatever the AUCs, and the tables say so.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "MIN_RANK_DATASETS",
     "PAIRED_COLUMNS",
     "STUDY_ROW_COLUMNS",
+    "ZERO_METHOD",
     "class_blocks",
     "compared_columns",
     "comparisons_markdown",
@@ -55,11 +57,25 @@ __all__ = [
 STUDY_ROW_COLUMNS: tuple[str, ...] = ("method", "contamination", "fitset", "detector", "space")
 
 #: Columns of :func:`paired_tests`.
-PAIRED_COLUMNS: tuple[str, ...] = ("a", "b", "n_blocks", "median_diff", "statistic", "p", "p_holm")
+PAIRED_COLUMNS: tuple[str, ...] = (
+    "a",
+    "b",
+    "n_blocks",
+    "n_nonzero",
+    "median_diff",
+    "statistic",
+    "p",
+    "p_holm",
+)
+
+#: :func:`scipy.stats.wilcoxon`'s ``zero_method``: Wilcoxon's own, which drops the zero
+#: differences before ranking, so ``n_nonzero`` is the sample size the test sees.
+ZERO_METHOD: str = "wilcox"
 
 
 def min_attainable_p(n_blocks: int) -> float:
-    """The smallest two-sided p-value of an exact signed-rank test on ``n_blocks`` pairs."""
+    """The smallest two-sided p-value of an exact signed-rank test on ``n_blocks`` pairs
+    whose differences are not zero (the test drops the others, :data:`ZERO_METHOD`)."""
     if n_blocks < 1:
         return 1.0
     return min(1.0, 2.0 / 2.0**n_blocks)
@@ -100,9 +116,10 @@ def paired_tests(blocks: pd.DataFrame) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        Columns :data:`PAIRED_COLUMNS`: the two rows, blocks used, median of ``a - b``,
-        the signed-rank statistic, the raw two-sided p-value and the Holm-adjusted one
-        (over every pair of this frame). Empty with fewer than two columns.
+        Columns :data:`PAIRED_COLUMNS`: the two rows, blocks used, how many of them differ
+        (the test drops the others, :data:`ZERO_METHOD`), median of ``a - b``, the
+        signed-rank statistic, the raw two-sided p-value and the Holm-adjusted one (over
+        every pair of this frame). Empty with fewer than two columns.
     """
     rows = []
     for a, b in itertools.combinations(blocks.columns, 2):
@@ -113,13 +130,16 @@ def paired_tests(blocks: pd.DataFrame) -> pd.DataFrame:
         elif not np.any(diff != 0):
             statistic, p = 0.0, 1.0
         else:
-            test = stats.wilcoxon(both[a], both[b], alternative="two-sided")
+            test = stats.wilcoxon(
+                both[a], both[b], zero_method=ZERO_METHOD, alternative="two-sided"
+            )
             statistic, p = float(test.statistic), float(test.pvalue)
         rows.append(
             {
                 "a": a,
                 "b": b,
                 "n_blocks": len(diff),
+                "n_nonzero": int(np.count_nonzero(diff)),
                 "median_diff": float(np.median(diff)) if len(diff) else np.nan,
                 "statistic": statistic,
                 "p": p,
@@ -130,16 +150,32 @@ def paired_tests(blocks: pd.DataFrame) -> pd.DataFrame:
     return table[list(PAIRED_COLUMNS)]
 
 
-def power_sentence(n_blocks: int, alpha: float = 0.05) -> str:
-    """What the test can show with ``n_blocks`` classes: a sentence, or ``""``."""
-    floor = min_attainable_p(n_blocks)
-    if floor < alpha:
+def power_sentence(n_nonzero: int | Sequence[int], alpha: float = 0.05) -> str:
+    """What the tests can show: a sentence, or ``""`` when every comparison can reach ``alpha``.
+
+    ``n_nonzero`` is, per comparison, its number of classes whose difference is not zero:
+    the sample the signed-rank test ranks (:data:`ZERO_METHOD` drops the others), so the
+    floor ``2 / 2**n`` of :func:`min_attainable_p` is over those.
+    """
+    counts = [int(n) for n in np.atleast_1d(n_nonzero)]
+    weak = [n for n in counts if min_attainable_p(n) >= alpha]
+    if not weak:
         return ""
+    needed = next(n for n in itertools.count(1) if min_attainable_p(n) < alpha)
+    most = max(weak)
+    differences = f"{most} non-zero class difference{'s' if most != 1 else ''}"
+    dropped = "(classes where both rows have the same AUC are dropped)"
+    floor = f"2/2^{most} = {min_attainable_p(most):.3g} >= {alpha}"
+    more = f"({needed} non-zero differences or more are needed)"
+    if len(weak) == len(counts):
+        return (
+            f"With at most {differences} per comparison {dropped}, the smallest p-value a "
+            f"two-sided signed-rank test can give is {floor}: no difference can be "
+            f"significant at this size {more}."
+        )
     return (
-        f"With {n_blocks} class{'es' if n_blocks != 1 else ''} per comparison the smallest "
-        f"p-value a two-sided signed-rank test can give is 2/2^{n_blocks} = {floor:.3g} "
-        f">= {alpha}: no difference can be significant at this size (6 classes or more are "
-        "needed)."
+        f"{len(weak)} of {len(counts)} comparisons have at most {differences} {dropped}: "
+        f"their smallest attainable p-value is {floor}, so they cannot be significant {more}."
     )
 
 
@@ -204,7 +240,8 @@ def dataset_tests(
 def _matrices_markdown(
     tests: pd.DataFrame, selected: pd.DataFrame, columns: Sequence[str], datasets: Sequence[str]
 ) -> list[str]:
-    """Per data set: its p-value matrix and, below 6 classes, the power sentence."""
+    """Per data set: its p-value matrix and, where a pair has fewer than 6 non-zero class
+    differences, the power sentence."""
     lines: list[str] = []
     for dataset in datasets:
         part = tests[tests["dataset"] == dataset]
@@ -214,7 +251,7 @@ def _matrices_markdown(
             continue
         names = list(class_blocks(selected[selected["dataset"] == dataset], columns).columns)
         lines += [p_value_matrix(part, names).to_markdown(index=False), ""]
-        sentence = power_sentence(int(part["n_blocks"].max()))
+        sentence = power_sentence(part["n_nonzero"])
         if sentence:
             lines += [sentence, ""]
     return lines
@@ -223,7 +260,8 @@ def _matrices_markdown(
 def comparisons_markdown(
     selected: pd.DataFrame, columns: Sequence[str], *, title: str, datasets: Sequence[str]
 ) -> str:
-    """Per data set: the Holm-adjusted p-value matrix and, below 6 classes, the power line."""
+    """Per data set: the Holm-adjusted p-value matrix and, where a pair has fewer than 6
+    non-zero class differences, the power line."""
     lines = [
         title,
         "",
@@ -421,7 +459,8 @@ def study_comparisons_markdown(frame: pd.DataFrame, tests: pd.DataFrame, *, name
         f"Rows: {' / '.join(columns)}. Two-sided Wilcoxon signed-rank tests between the rows "
         "of a data set that differ in one of these only, paired on inlier classes (per class "
         f"the AUC averaged over seeds); the p-values of all {len(tests)} pairs of the study are "
-        "Holm-adjusted together. Median: over classes of row A minus row B, AUC points.",
+        "Holm-adjusted together. Non-zero: the classes whose difference the test ranks (it "
+        "drops ties). Median: over classes of row A minus row B, AUC points.",
         "",
     ]
     for dataset in _datasets(tests):
@@ -435,6 +474,7 @@ def study_comparisons_markdown(frame: pd.DataFrame, tests: pd.DataFrame, *, name
                     for a, b in zip(part["a"], part["b"], strict=True)
                 ],
                 "classes": part["n_blocks"],
+                "non-zero": part["n_nonzero"],
                 "median A - B": part["median_diff"].map(lambda v: f"{v:+.1f}"),
                 "p": part["p"].map(lambda v: f"{v:.3g}"),
                 "Holm p": part["p_holm"].map(lambda v: f"{v:.3g}"),
@@ -446,7 +486,7 @@ def study_comparisons_markdown(frame: pd.DataFrame, tests: pd.DataFrame, *, name
             table.to_markdown(index=False, disable_numparse=True),
             "",
         ]
-        sentence = power_sentence(int(part["n_blocks"].max()))
+        sentence = power_sentence(part["n_nonzero"])
         if sentence:
             lines += [sentence, ""]
     return "\n".join(lines)

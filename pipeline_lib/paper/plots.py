@@ -21,6 +21,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
+from pipeline_lib.config.keys import ResultKey
 from pipeline_lib.paper.aggregate import per_class_table
 from pipeline_lib.paper.paired import friedman_p, main_table_ranks
 from pipeline_lib.paper.published import display_name
@@ -31,6 +32,7 @@ __all__ = [
     "plot_mean_ranks",
     "plot_per_class_auc",
     "plot_roc_curves",
+    "roc_title",
     "save_figure",
     "write_rank_plot",
 ]
@@ -49,7 +51,7 @@ def plot_per_class_auc(
 ) -> Figure:
     """Bar chart of per-class AUCs of one data set, one bar colour per method x detector.
 
-    Bars show the mean over seeds with the std over seeds (``ddof=0``) as error bars, one
+    Bars show the mean over seeds with the sample std over seeds as error bars, one
     group per inlier class plus a final ``mean`` group (class mean per seed, then over
     seeds), as computed by :func:`pipeline_lib.paper.aggregate.per_class_table`. Published
     per-class values, where present, are drawn as black diamonds on the matching bars.
@@ -121,6 +123,16 @@ def plot_per_class_auc(
     return fig
 
 
+def roc_title(key: ResultKey) -> str:
+    """What a ROC figure shows, as its title and its caption on the summary page: the data
+    set, the inlier class, the seed and the contamination of the jobs it draws (``key``:
+    any one of them)."""
+    return (
+        f"ROC curves on {display_name('dataset', key.dataset)}: class {key.inlier} as "
+        f"inliers, seed {key.seed}, contamination {key.contamination:g}"
+    )
+
+
 def plot_roc_curves(curves: Sequence[Mapping[str, Any]], *, title: str | None = None) -> Figure:
     """Plot ROC curves, one line each, plus the chance diagonal.
 
@@ -169,7 +181,7 @@ def plot_roc_curves(curves: Sequence[Mapping[str, Any]], *, title: str | None = 
     ax.set_xlabel("False positive rate (inliers flagged)")
     ax.set_ylabel("True positive rate (outliers flagged)")
     if title:
-        ax.set_title(title)
+        ax.set_title(title, fontsize="small")
     ax.grid(alpha=0.4)
     ax.legend(fontsize="small", loc="lower right")
     fig.tight_layout()

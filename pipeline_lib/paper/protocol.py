@@ -3,16 +3,17 @@
 Every table that sits beside published numbers carries one line saying so, above the table:
 a run with 20 epochs, width 16 or 2,000 training images per class is not the paper's
 experiment, and its "deviations from the paper" must not read as if it were. The line lists
-each difference with the paper's value (PROTOCOL.md; Sohn et al., ICLR 2021): training
-epochs (2048), ResNet-18 width (64), the number of seeds (5), subsets of the images or
+each difference with the paper's value (docs/protocol.md; Sohn et al., ICLR 2021): training
+epochs (2048), ResNet-18 width and stem (64), the number of seeds (5), subsets of the images or
 classes, variants that are not the paper's, other training settings, the contamination of
-the main table (0), the training precision (float32 in the released code; bf16 autocast on
-CUDA here by default) and MVTec's image / patch sizes (256 / 32, stride 4).
+the main table (0) and MVTec's image / patch sizes (256 / 32, stride 4).
 
 Torch-free and config-only, so the Snakefile can compute the lines at parse time and hand
-them to the table jobs as params. The data line (:func:`data_notes`) is the exception: it
-comes from the data sets' provenance files (:mod:`pipeline_lib.data.provenance`), which the
-table jobs read as inputs.
+them to the table jobs as params. Two lines come from what the jobs wrote instead, read by
+the table jobs as inputs: the data line (:func:`data_notes`, from the data sets' provenance
+files, :mod:`pipeline_lib.data.provenance`) and the training line (:func:`training_notes`:
+device, precision and step mode from each trained model's own history, since which jobs get
+a GPU is decided by a profile or the command line, not the config).
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ __all__ = [
     "PAPER_TRAIN",
     "data_notes",
     "mvtec_protocol_notes",
-    "precision_difference",
-    "protocol_differences",
     "protocol_breaks",
+    "protocol_differences",
     "protocol_notes",
+    "table_notes",
+    "training_notes",
+    "training_setting",
 ]
 
 #: The paper's protocol, the values the notes compare against.
@@ -45,24 +48,6 @@ PAPER_PROTOCOL: Mapping[str, Any] = {
     "mvtec_patch_size": 32,
     "mvtec_stride": 4,
 }
-
-#: The schema's ``train.amp`` default, for a config read without validation.
-_DEFAULT_AMP = "bfloat16"
-_AMP_NAMES = {"bfloat16": "bf16", "float16": "float16"}
-
-
-def precision_difference(train: Mapping[str, Any]) -> str | None:
-    """The phrase for a run whose training would autocast on CUDA, else None.
-
-    The paper is silent and the released code trains in float32; ``train.amp`` (bf16 by
-    default) autocasts a CUDA job only, so the line says where it applies. The config does
-    not say which jobs get a GPU (a profile does), hence "on CUDA".
-    """
-    amp = train.get("amp", _DEFAULT_AMP)
-    if amp is None:
-        return None
-    return f"{_AMP_NAMES.get(amp, amp)} autocast on CUDA (paper: float32)"
-
 
 #: The paper's training settings besides the epochs (``train`` keys of the config; null
 #: batch size and head depth mean the paper's per-method values), and its recipe switches
@@ -149,8 +134,13 @@ def protocol_differences(
     if trained and epochs != PAPER_PROTOCOL["epochs"]:
         out.append(f"{epochs} training epochs (paper {PAPER_PROTOCOL['epochs']})")
     width = embed.get("width", PAPER_PROTOCOL["width"])
+    # The trained networks' stem (train.stem_width, null: the width; the paper's is 64).
+    stem = train.get("stem_width") if trained else None
+    own_stem = f", trained stem {stem}" if stem is not None and stem != width else ""
     if width != PAPER_PROTOCOL["width"] and any(m != "raw" for m in methods):
-        out.append(f"ResNet width {width} (paper {PAPER_PROTOCOL['width']})")
+        out.append(f"ResNet width {width}{own_stem} (paper {PAPER_PROTOCOL['width']})")
+    elif own_stem:
+        out.append(f"trained ResNet stem {stem} (paper {PAPER_PROTOCOL['width']})")
     if len(seeds) != PAPER_PROTOCOL["seeds"]:
         out.append(
             f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''} (paper {PAPER_PROTOCOL['seeds']})"
@@ -175,9 +165,6 @@ def protocol_differences(
         ]
         if changed:
             out.append("training: " + ", ".join(changed))
-        precision = precision_difference(train)
-        if precision:
-            out.append(precision)
     if "resnet50_imagenet" in methods:
         size = embed.get("imagenet_size", PAPER_PROTOCOL["imagenet_size"])
         if size != PAPER_PROTOCOL["imagenet_size"]:
@@ -206,13 +193,11 @@ def protocol_breaks(config: Mapping[str, Any]) -> list[str]:
     """The differences that make the main table another experiment than the paper's.
 
     All of :func:`protocol_differences` but the seed count (our seeds enter the verdict's
-    std: :func:`pipeline_lib.paper.verdict.reproduction_verdict`) and the numeric precision
-    (listed, as on docs/reproduction.md, not a break).
+    std: :func:`pipeline_lib.paper.verdict.reproduction_verdict`). The numeric precision is
+    no break either: :func:`training_notes` states it from the jobs' records.
     """
     paper_seeds = list(range(PAPER_PROTOCOL["seeds"]))
-    differences = protocol_differences(config, seeds=paper_seeds)
-    precision = precision_difference(config.get("train") or {})
-    return [d for d in differences if d != precision]
+    return protocol_differences(config, seeds=paper_seeds)
 
 
 def _line(differences: Sequence[str]) -> list[str]:
@@ -333,3 +318,100 @@ def data_notes(provenance: Sequence[Mapping[str, Any]]) -> list[str]:
                 f"({record['reason']})."
             )
     return lines
+
+
+_AUTOCAST_NAMES = {"bfloat16": "bf16 autocast", "float16": "fp16 autocast"}
+_STEP_NAMES = {"graph": "graph-captured steps", "compiled": "compiled, graph-captured steps"}
+# Letters whose spoken name starts with a vowel sound: "an H200", "an A100", "a T4".
+_VOWEL_SOUND_LETTERS = frozenset("AEFHILMNORSX")
+
+
+def _article(name: str) -> str:
+    first = name.split()[0] if name.split() else name
+    if first[:1].isupper() and (first.isupper() or any(c.isdigit() for c in first)):
+        return "an" if first[0] in _VOWEL_SOUND_LETTERS else "a"  # read letter by letter
+    return "an" if first[:1].lower() in "aeiou" else "a"
+
+
+def _device_words(history: Mapping[str, Any]) -> str:
+    if history.get("device", "cpu") != "cuda":
+        return "on the CPU"
+    name = str(history.get("device_name") or "").removeprefix("NVIDIA").strip()
+    return f"on {_article(name)} {name}" if name else "on CUDA"
+
+
+def training_setting(history: Mapping[str, Any]) -> str:
+    """How one model trained, from its own history file (``train_history.json``).
+
+    Parameters
+    ----------
+    history : mapping
+        ``device`` (``"cpu"`` / ``"cuda"``), ``device_name`` (e.g. ``"NVIDIA H200"``),
+        ``history`` (per-epoch records holding ``autocast``, the autocast dtype that ran or
+        None, and ``step_mode``) and ``arguments``. A record written before ``autocast``
+        was recorded falls back to ``arguments["amp"]`` on CUDA (autocast never runs on the
+        CPU).
+
+    Returns
+    -------
+    str
+        E.g. ``"float32 on the CPU"``, ``"bf16 autocast on an H200, graph-captured steps"``.
+    """
+    epochs = list(history.get("history") or [])
+    on_cuda = history.get("device", "cpu") == "cuda"
+    fallback = (history.get("arguments") or {}).get("amp") if on_cuda else None
+    casts = {e.get("autocast", fallback) for e in epochs} or {fallback}
+    precision = " then ".join(
+        _AUTOCAST_NAMES.get(c, f"{c} autocast") if c else "float32" for c in sorted(casts, key=str)
+    )
+    steps = sorted({str(e["step_mode"]) for e in epochs if e.get("step_mode") in _STEP_NAMES})
+    words = f"{precision} {_device_words(history)}"
+    return words + "".join(f", {_STEP_NAMES[step]}" for step in steps)
+
+
+def training_notes(histories: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The line above a table saying on what and in which precision its models trained.
+
+    Parameters
+    ----------
+    histories : sequence of mapping
+        The trained models' history files (:func:`training_setting`).
+
+    Returns
+    -------
+    list of str
+        Nothing without a trained model; else one line, e.g. ``"Training: float32 on the
+        CPU (4 models)."``, or for a run that mixes settings ``"Training mixes settings:
+        bf16 autocast on an H200 (6 models); float32 on the CPU (2 models)."``.
+    """
+    counts: dict[str, int] = {}
+    for history in histories:
+        setting = training_setting(history)
+        counts[setting] = counts.get(setting, 0) + 1
+    if not counts:
+        return []
+    parts = [f"{setting} ({n} model{'s' if n != 1 else ''})" for setting, n in counts.items()]
+    if len(parts) == 1:
+        return [f"Training: {parts[0]}."]
+    return [f"Training mixes settings: {'; '.join(parts)}."]
+
+
+def table_notes(
+    *,
+    protocol: Sequence[str],
+    data: Sequence[str],
+    training: Sequence[str],
+    published: bool,
+) -> list[str]:
+    """The lines above a table: how the run differs from the paper's protocol and data only
+    beside a published number (without one there is nothing they qualify), then always how
+    its models trained.
+
+    Parameters
+    ----------
+    protocol, data, training : sequence of str
+        :func:`protocol_notes`, :func:`data_notes`, :func:`training_notes`.
+    published : bool
+        Whether the table shows a published number.
+    """
+    return [*(list(protocol) + list(data) if published else []), *training]

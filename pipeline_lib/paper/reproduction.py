@@ -31,11 +31,7 @@ from typing import Any
 
 import yaml
 
-from pipeline_lib.paper.protocol import (
-    PAPER_PROTOCOL,
-    precision_difference,
-    protocol_differences,
-)
+from pipeline_lib.paper.protocol import PAPER_PROTOCOL, protocol_differences
 from pipeline_lib.paper.published import display_name, load_published
 from pipeline_lib.paper.verdict import reproduction_verdict
 from pipeline_lib.registry import RECIPE_READERS
@@ -154,7 +150,11 @@ def _precision(config: Mapping[str, Any], device: str) -> str:
 #: Recipe switches added after runs were recorded -> what ran before the switch existed. A
 #: recorded config without the key ran that value: a known difference of its recipe version
 #: (listed beside the commit), as are data and precision, not a break of the protocol.
-SWITCHES_BEFORE: dict[str, Any] = {"epoch_order": "permutation", "init": "torch"}
+SWITCHES_BEFORE: dict[str, Any] = {
+    "epoch_order": "permutation",
+    "init": "torch",
+    "momentum_form": "torch",
+}
 
 
 def _recipe_version(config: Mapping[str, Any], method: str) -> list[str]:
@@ -195,8 +195,6 @@ def cell_rows(run: Mapping[str, Any], *, source: str) -> list[dict[str, Any]]:
             seeds=list(range(PAPER_PROTOCOL["seeds"])),
             contamination=[contamination],
         )
-        # Precision is listed by _precision (what ran on which device), not as a break.
-        breaks = [b for b in breaks if b != precision_difference(config.get("train") or {})]
         differences = [
             _data(run),
             _precision(config, results[0].get("device", "cpu")),

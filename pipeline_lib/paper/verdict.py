@@ -12,9 +12,14 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from pipeline_lib.paper.intervals import SEED_STD_DDOF
+from pipeline_lib.paper.published import display_name
+
 __all__ = [
     "VERDICTS",
     "count_line",
+    "no_counterpart_line",
+    "opening_line",
     "reproduction_verdict",
     "table_verdicts",
     "verdict_counts",
@@ -126,8 +131,58 @@ def count_line(counts: Mapping[str, int], breaks: Iterable[str] = ()) -> str:
     return text + ")."
 
 
+def no_counterpart_line(cells: pd.DataFrame, published_datasets: Iterable[str]) -> str:
+    """The sentence a summary opens with when no cell of the run has a published number.
+
+    Parameters
+    ----------
+    cells : DataFrame
+        The run's cells (e.g. :func:`table_verdicts`), with ``dataset``, ``method`` and
+        ``detector`` columns.
+    published_datasets : iterable of str
+        The data sets the paper reports numbers for (``load_published()["dataset"]``).
+
+    Returns
+    -------
+    str
+        E.g. ``"Reproduction: nothing to compare. No cell of this run has a published
+        counterpart: the paper reports no results on Digits."``, naming per data set why.
+    """
+    known = set(published_datasets)
+    datasets = list(dict.fromkeys(str(d) for d in cells["dataset"] if str(d) != "mean"))
+    absent = [display_name("dataset", d) for d in datasets if d not in known]
+    present = [d for d in datasets if d in known]
+    reasons = []
+    if absent:
+        reasons.append(f"the paper reports no results on {', '.join(absent)}")
+    for dataset in present:
+        rows = cells[cells["dataset"].astype(str) == dataset]
+        methods = ", ".join(
+            display_name("method", m) for m in dict.fromkeys(rows["method"].astype(str))
+        )
+        reasons.append(
+            f"on {display_name('dataset', dataset)} it reports no number for this run's "
+            f"representations ({methods}) with its detectors"
+        )
+    why = "; ".join(reasons) if reasons else "the run has no cell"
+    return (
+        f"Reproduction: nothing to compare. No cell of this run has a published counterpart: {why}."
+    )
+
+
+def opening_line(
+    cells: pd.DataFrame, breaks: Iterable[str] = (), published_datasets: Iterable[str] = ()
+) -> str:
+    """The first line of a summary: :func:`no_counterpart_line` when no cell of ``cells``
+    (:func:`table_verdicts`) has a published number, else :func:`count_line`."""
+    counts = verdict_counts(cells["verdict"])
+    if counts["no paper value"] == sum(counts.values()):
+        return no_counterpart_line(cells, published_datasets)
+    return count_line(counts, breaks)
+
+
 def table_verdicts(
-    long: pd.DataFrame, *, breaks: Sequence[str] = (), ddof: int = 0
+    long: pd.DataFrame, *, breaks: Sequence[str] = (), ddof: int = SEED_STD_DDOF
 ) -> pd.DataFrame:
     """Each data-set cell of a :func:`~pipeline_lib.paper.aggregate.main_table` or
     :func:`~pipeline_lib.paper.aggregate.per_class_table` frame, placed

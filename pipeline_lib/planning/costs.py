@@ -73,13 +73,14 @@ class Measured:
     def of(
         cls, workdir: str | os.PathLike | None, jobs: Sequence[Job], *, device: str, width: int
     ) -> Measured:
-        """The measurements under ``workdir`` (``None``: none, defaults only)."""
+        """The measurements in the working directory ``workdir`` (an experiment's folder,
+        whose outputs lie directly in it; ``None``: none, defaults only)."""
         if workdir is None:
             return cls()
         root = Path(workdir)
         return cls(
-            measured_images_per_s(root / "results", device=device, width=width),
-            measured_job_seconds(root / "results" / "benchmarks"),
+            measured_images_per_s(root, device=device, width=width),
+            measured_job_seconds(root / "benchmarks"),
             measured_output_bytes(root, jobs),
         )
 

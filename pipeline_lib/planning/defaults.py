@@ -4,13 +4,11 @@ a plan falls back to when nothing measured them (rate tables, earlier runs).
 
 from __future__ import annotations
 
-#: Rules that run on the accelerator when given a GPU (the rest always use the CPU).
-DEVICE_RULES: tuple[str, ...] = (
-    "train_representation",
-    "train_fused",
-    "embed_trained",
-    "embed_frozen_dataset",
-)
+from pipeline_lib.config.gpus import IMAGE_GPU_RULES
+
+#: Rules that run on the accelerator when given a GPU (the rest always use the CPU): the
+#: training and embedding rules of the image benchmarks, which profiles/gpu gives a GPU.
+DEVICE_RULES: tuple[str, ...] = IMAGE_GPU_RULES
 
 #: Training instances per second (source images; contrastive DA: its expanded copies,
 #: :func:`~pipeline_lib.registry.instances_per_image`), ResNet-18 width 64 on 32x32 images
@@ -30,7 +28,8 @@ DEFAULT_IMAGES_PER_S: dict[str, dict[str, float | None]] = {
     # benchmarks/rates/h200.csv (the median of a day's rows, as --rates takes them; device
     # sessions of 2026-11-27). The eager step trained 2.5-6.3x slower in the same run (those
     # rows: `--rates` with that file and `train.step_mode: eager`); a fused job of K captured
-    # models side by side trains 1.3-2.4x one job's images (`train.fuse`, CHANGELOG.md).
+    # models side by side trains 1.3-2.4x one job's images (`train.fuse`;
+    # benchmarks/rates/README.md).
     "cuda": {
         "rotnet": 11297.0,
         "rotation": 10687.0,

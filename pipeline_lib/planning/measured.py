@@ -15,16 +15,17 @@ from pipeline_lib.registry import TRAINED_METHODS
 
 
 def measured_images_per_s(
-    results: Path, *, device: str | None = None, width: int | None = None
+    workdir: Path, *, device: str | None = None, width: int | None = None
 ) -> dict[str, list[float]]:
-    """Per-epoch training rates (epochs after the first) of earlier runs, per method.
+    """Per-epoch training rates (epochs after the first) of earlier runs in ``workdir``, per
+    method.
 
     With ``device`` / ``width``, only runs on that device type and at that network width
     count (a CPU smoke run at width 8 says nothing about a GPU plan at width 64); histories
     that do not record them are left out then.
     """
     rates: dict[str, list[float]] = {}
-    for path in results.glob("**/train_history.json"):
+    for path in _output_files(workdir, "**/train_history.json"):
         try:
             record = json.loads(path.read_text())
             if device is not None and record.get("device") != device:
@@ -43,6 +44,15 @@ def measured_images_per_s(
         if method in TRAINED_METHODS:
             rates.setdefault(method, []).extend(value for value in values if value > 0)
     return rates
+
+
+def _output_files(workdir: Path, pattern: str) -> Iterable[Path]:
+    """Files matching ``pattern`` in ``workdir``'s folders, hidden ones left out: Snakemake's
+    ``.snakemake/`` there holds its records and conda environments, not outputs."""
+    folders = sorted(workdir.iterdir()) if workdir.is_dir() else []
+    for folder in folders:
+        if folder.is_dir() and not folder.name.startswith("."):
+            yield from folder.glob(pattern)
 
 
 def measured_job_seconds(benchmarks: Path) -> dict[str, list[float]]:

@@ -31,8 +31,10 @@ own), then projects per rule (:mod:`pipeline_lib.planning.costs`):
      or ``64 px extrapolated from 32 px``) and whether the rate is a median of repeated
      timed calls or a single sample (every row of a table written before the ``repeats``
      column);
-  3. measurements of earlier runs in the working directory (per-epoch ``images_per_s`` in
-     the ``train_history.json`` files of that device and width);
+  3. measurements of this config's earlier runs (per-epoch ``images_per_s`` in the
+     ``train_history.json`` files of that device and width) in its experiment folder,
+     ``results/<experiment>/`` (:mod:`pipeline_lib.config.experiment`; ``--directory``
+     names another), which holds no other config's runs;
   4. the documented defaults ``DEFAULT_IMAGES_PER_S`` (:mod:`pipeline_lib.planning.defaults`:
      one job alone, width 64; on CUDA with the graph-captured step, the default there).
 
@@ -46,9 +48,9 @@ own), then projects per rule (:mod:`pipeline_lib.planning.costs`):
 
   A rate given on the command line is the most deliberate; a table is chosen explicitly
   and names its device, setting and date, while histories are whatever happens to lie in
-  the working directory (any code version, any load), so they rank below it. Seconds of
+  the experiment's folder (any code version, any load), so they rank below it. Seconds of
   the other rules: the median wall time ``s`` of each rule's ``benchmark:`` files under
-  ``results/benchmarks/``, else ``DEFAULT_JOB_SECONDS``.
+  that folder's ``benchmarks/``, else ``DEFAULT_JOB_SECONDS``.
 * **best setting** (with rate tables): the training hours of the config at each measured
   (step mode, fuse) setting, its models regrouped as ``train.fuse`` would group them
   (:func:`pipeline_lib.planning.best_setting.setting_costs`), and the cheapest: what to put
@@ -63,6 +65,10 @@ own), then projects per rule (:mod:`pipeline_lib.planning.costs`):
 * **disk**: the median size of the rule's existing outputs when there are any, else an
   estimate from the data set sizes in ``DATASET_SIZES``.
 
+The torch rules are costed on ``--device``; where the run's resources give their jobs no
+GPU (the rules declare ``gpu=0``; ``--profile profiles/gpu`` gives them one), the plan says
+so: such jobs would run on the CPU.
+
 Each ``--configfile`` is planned on its own (a study file gives that study's jobs; jobs that
 two studies share are counted in both, but run once when the studies run together).
 """
@@ -75,21 +81,28 @@ import os
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from pipeline_lib.config.experiment import default_experiment, experiment_folder
 from pipeline_lib.config.grids import merge_datasets, study_grids
 from pipeline_lib.config.validate import validate_config
 from pipeline_lib.planning.best_setting import SettingCost, setting_costs
 from pipeline_lib.planning.costs import RuleCost, plan_costs
-from pipeline_lib.planning.defaults import DEFAULT_IMAGES_PER_S
-from pipeline_lib.planning.jobs import REPO, PlanError, snakemake_jobs
+from pipeline_lib.planning.defaults import DEFAULT_IMAGES_PER_S, DEVICE_RULES
+from pipeline_lib.planning.jobs import REPO, PlanError, profile_resources, snakemake_jobs
 from pipeline_lib.planning.rates import Rate, RateTableError, read_rates
-from pipeline_lib.planning.report import SourceNotes, format_plan, format_settings
+from pipeline_lib.planning.report import (
+    SourceNotes,
+    format_plan,
+    format_settings,
+    format_without_gpu,
+)
 from pipeline_lib.registry import TRAINED_METHODS
 
 #: The schema the Snakefile validates a config with (defaults filled, studies merged).
@@ -109,6 +122,7 @@ def planned_config(configfile: str | os.PathLike) -> dict[str, Any]:
         If the config does not validate (the message names the key).
     """
     raw = yaml.safe_load(Path(configfile).read_text()) or {}
+    raw.setdefault("experiment", default_experiment([configfile]))  # as the Snakefile names it
     try:
         config = validate_config(raw, SCHEMA)
         grids = study_grids(config, config["studies"])
@@ -119,32 +133,50 @@ def planned_config(configfile: str | os.PathLike) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class PlanResult:
-    """A planned config: Snakemake's job counts, the costs, and (with rate tables) settings."""
+    """A planned config: Snakemake's job counts, the costs, and (with rate tables) settings.
+
+    ``without_gpu``: the device rules (``DEVICE_RULES``) whose jobs ask for no GPU -> their
+    job count. Costed on ``--device`` all the same; as configured they would run on the CPU.
+    """
 
     stats: dict[str, int]
     costs: dict[str, RuleCost]
     settings: list[SettingCost]
+    without_gpu: dict[str, int] = field(default_factory=dict)
 
 
 def plan_config(
     configfile: str | os.PathLike,
     *,
     workdir: str | os.PathLike | None = None,
+    measured_in: str | os.PathLike | None = None,
     device: str = "cuda",
     images_per_s: Mapping[str, float] | None = None,
     measure: bool = True,
     rates: Sequence[Rate] = (),
+    resources: Mapping[str, Any] | None = None,
+    overwrite_resources: Mapping[str, Any] | None = None,
 ) -> PlanResult:
     """Plan one config; with ``rates``, also cost it at every measured setting.
 
-    ``workdir`` is where the sweep runs (its ``results/`` is measured when ``measure``);
-    ``None`` plans in an empty temporary folder with defaults only.
+    ``workdir`` is where Snakemake builds the DAG (the config's relative paths are read from
+    there; ``None``: an empty temporary folder). When ``measure``, the earlier runs in
+    ``measured_in`` are measured (default: ``workdir``; none without either): the
+    experiment's folder (:func:`experiment_runs`) holds this config's runs only.
+    ``resources`` / ``overwrite_resources``: the run's ``--resources`` / ``--set-resources``
+    (:func:`pipeline_lib.planning.jobs.profile_resources`), which decide the jobs' GPUs.
     """
     config = planned_config(configfile)
     with tempfile.TemporaryDirectory(prefix="droc-plan-") as empty:
         where = Path(workdir) if workdir is not None else Path(empty)
-        jobs, stats = snakemake_jobs([configfile], workdir=where)
-        measured = where if (measure and workdir is not None) else None
+        jobs, stats = snakemake_jobs(
+            [configfile],
+            workdir=where,
+            resources=resources,
+            overwrite_resources=overwrite_resources,
+        )
+        runs = measured_in if measured_in is not None else workdir
+        measured = Path(runs) if (measure and runs is not None and Path(runs).is_dir()) else None
         costs = plan_costs(
             jobs, config, device=device, workdir=measured, images_per_s=images_per_s, rates=rates
         )
@@ -158,7 +190,14 @@ def plan_config(
                 images_per_s=images_per_s,
                 rates=rates,
             )
-    return PlanResult(stats, costs, settings)
+    without_gpu = Counter(job.rule for job in jobs if job.rule in DEVICE_RULES and job.gpus < 1)
+    return PlanResult(stats, costs, settings, dict(without_gpu))
+
+
+def experiment_runs(configfile: str | os.PathLike) -> Path:
+    """The folder of ``configfile``'s runs: ``results/<experiment>/`` (the Snakefile's
+    working directory for it), so a plan measures this config's runs and no other's."""
+    return experiment_folder(planned_config(configfile)["experiment"])
 
 
 def without_studies(configfile: str | os.PathLike, folder: str | os.PathLike) -> Path | None:
@@ -171,7 +210,9 @@ def without_studies(configfile: str | os.PathLike, folder: str | os.PathLike) ->
     if not raw.get("studies"):
         return None
     copy = Path(folder) / f"{Path(configfile).stem}-main-table.yaml"
-    copy.write_text(yaml.safe_dump({**raw, "studies": []}, sort_keys=False))
+    # The same experiment: its runs are measured, not those of a folder named after the copy.
+    named = {"experiment": default_experiment([configfile]), **raw, "studies": []}
+    copy.write_text(yaml.safe_dump(named, sort_keys=False))
     return copy
 
 
@@ -197,8 +238,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--directory",
         type=Path,
-        default=Path.cwd(),
-        help="working directory of the sweep, measured for rates, times and sizes (default: .)",
+        default=None,
+        help="working directory of the sweep, measured for rates, times and sizes (default: "
+        "the config's experiment folder, results/<experiment>/, the Snakefile's)",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="the Snakemake profile the sweep runs with (profiles/gpu): its resources decide "
+        "which jobs get a GPU",
     )
     parser.add_argument("--device", choices=sorted(DEFAULT_IMAGES_PER_S), default="cuda")
     parser.add_argument(
@@ -225,21 +274,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         table = read_rates(args.rates)
     except RateTableError as error:
         parser.error(str(error))
-    options = {
-        "workdir": args.directory,
-        "device": args.device,
-        "images_per_s": given,
-        "measure": not args.no_measured,
-        "rates": table,
-    }
+    resources: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
+    if args.profile is not None:
+        try:
+            resources = profile_resources(args.profile)
+        except PlanError as error:
+            parser.error(str(error))
     for configfile in args.configfile:
         if not configfile.is_file():
             parser.error(f"no such config file: {configfile}")
         try:
+            options = {
+                # The DAG is built where snakemake starts (relative paths in the config are
+                # written from there); the experiment's folder holds this config's runs.
+                "workdir": args.directory or Path.cwd(),
+                "measured_in": args.directory or experiment_runs(configfile),
+                "device": args.device,
+                "images_per_s": given,
+                "measure": not args.no_measured,
+                "rates": table,
+                "resources": resources[0],
+                "overwrite_resources": resources[1],
+            }
             with _progress(str(configfile)):
                 result = plan_config(configfile, **options)  # type: ignore[arg-type]
             notes = SourceNotes()  # one legend of sources below all of this config's tables
             print(format_plan(str(configfile), result.costs, device=args.device, notes=notes))
+            if args.device != "cpu" and result.without_gpu:
+                print(format_without_gpu(result.without_gpu, device=args.device))
             if table:
                 name = str(configfile)
                 print(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from pipeline_lib.config.gpus import GPU_PROFILE
 from pipeline_lib.planning.best_setting import SettingCost, training_hours
 from pipeline_lib.planning.costs import RuleCost
 from pipeline_lib.planning.defaults import DEVICE_RULES, TRAINING_RULES
@@ -143,3 +144,21 @@ def format_settings(
         lines.append(f"  rates at {cost.setting}: {', '.join(cited)}")
     text = "\n".join(lines)
     return _with_legend(text, notes) if own else text
+
+
+def format_without_gpu(jobs: Mapping[str, int], *, device: str) -> str:
+    """The note for device rules whose jobs, as configured, ask for no GPU.
+
+    A job uses CUDA only when given a ``gpu`` resource, and the rules declare ``gpu=0``: a
+    plain ``snakemake --resources gpu=1`` runs them on the CPU, in far more hours than the
+    plan's device-hours say.
+    """
+    listed = ", ".join(
+        f"{rule} ({count:,} job{'s' if count != 1 else ''})" for rule, count in jobs.items()
+    )
+    return (
+        f"note: as configured, {listed} ask for no GPU (their rules declare gpu=0): a "
+        f"`snakemake --resources gpu=N` runs them on the CPU, not on {device} as costed above. "
+        f"Run with --profile {GPU_PROFILE} (and plan with it), or give them a GPU with "
+        f"--set-resources RULE:gpu=1."
+    )

@@ -21,7 +21,7 @@ class DatasetSize:
     n_classes: int
 
 
-#: The readers' standard splits (pipeline_lib.data and PROTOCOL.md, "Datasets and splits").
+#: The readers' standard splits (pipeline_lib.data and docs/protocol.md, "Datasets and splits").
 #: CelebA: the train split without eyeglasses (~152,000 of 162,770); digits: 70 % of 1,797.
 DATASET_SIZES: dict[str, DatasetSize] = {
     "cifar10": DatasetSize(5000, 10000, 32, 10),

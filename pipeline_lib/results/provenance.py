@@ -1,6 +1,6 @@
 """Provenance of a sweep's results: the config, the code version and the software versions.
 
-Written beside the tables (``results/summary/provenance.{json,html}``) and shown in the
+Written beside the tables (``summary/provenance.{json,html}``) and shown in the
 Snakemake report, so a table always travels with what produced it.
 """
 

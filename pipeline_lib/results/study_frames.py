@@ -50,7 +50,7 @@ def collect_study(
     """Read the results a study expects; return ``(frame, expected)``.
 
     The found results are read by :func:`pipeline_lib.results.tidy_table.load_result_records`,
-    the reader of the tidy table ``results/summary/results.csv``: a study row is that
+    the reader of the tidy table ``summary/results.csv``: a study row is that
     table's row of the same result (every column of its ``result.json`` and
     ``result_key``), plus the study's columns ``base_method``, the variant parameters
     (:data:`VARIANT_COLUMNS`) and ``mmd``.
@@ -65,7 +65,7 @@ def collect_study(
     uniformity : mapping of model folder -> uniformity.json path, optional
         Adds ``mmd`` to every row of that model (``NaN`` where absent). Folders are named
         as :meth:`~pipeline_lib.config.keys.ResultKey.model_folder` writes them (the rules'
-        relative ``results/...`` form).
+        relative form).
 
     Returns
     -------

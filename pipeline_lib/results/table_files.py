@@ -58,7 +58,8 @@ def format_mean_std(
         A 95 % interval (:mod:`pipeline_lib.paper.intervals`) shown as ``" [low, high]"``
         after the mean and std; None or NaN ends: none shown.
     interval_label : str, default=""
-        Words after the interval saying what it is over (``"over the test set"``).
+        Words after the interval saying what it is over (``"over the test set"``); with no
+        interval, in brackets in its place (why there is none).
 
     Returns
     -------
@@ -76,6 +77,8 @@ def format_mean_std(
         text += f" [{interval[0]:.{decimals}f}, {interval[1]:.{decimals}f}]"
         if interval_label:
             text += f" {interval_label}"
+    elif interval_label:
+        text += f" [{interval_label}]"
     return text
 
 

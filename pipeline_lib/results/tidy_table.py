@@ -11,7 +11,7 @@ import pandas as pd
 
 from pipeline_lib.config.keys import KEY_COLUMNS as _KEY_COLUMNS
 from pipeline_lib.config.keys import ResultKey
-from pipeline_lib.detection.auroc_intervals import INTERVAL_FIELDS
+from pipeline_lib.detection.auroc_intervals import INTERVAL_FIELDS, INTERVAL_OMITTED
 from pipeline_lib.runtime.io import atomic_path, load_json
 
 #: Columns that identify a job (the wildcards), in display order: the tidy table's first
@@ -20,8 +20,9 @@ KEY_COLUMNS: list[str] = list(_KEY_COLUMNS)
 
 #: The AUC and its uncertainty over the test set (95 % stratified bootstrap interval, DeLong
 #: standard error; :mod:`pipeline_lib.detection.auroc_intervals`): every tidy table has
-#: them after the key columns, NaN for a record written before jobs kept them.
-AUROC_COLUMNS: list[str] = ["auroc", *INTERVAL_FIELDS]
+#: them after the key columns, NaN for a record written before jobs kept them or whose test
+#: split gave none; then why a job has none (``auroc_interval_omitted``, ``""`` otherwise).
+AUROC_COLUMNS: list[str] = ["auroc", *INTERVAL_FIELDS, INTERVAL_OMITTED]
 
 
 def load_result_records(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
@@ -50,6 +51,7 @@ def load_result_records(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
     for column in INTERVAL_FIELDS:
         if column not in frame.columns:
             frame[column] = float("nan")
+    frame[INTERVAL_OMITTED] = interval_omissions(frame)
     head = KEY_COLUMNS + AUROC_COLUMNS
     other = [column for column in frame.columns if column not in head]
     return frame[head + other].sort_values(KEY_COLUMNS, ignore_index=True)
@@ -60,7 +62,7 @@ def _check_identity(path: str | os.PathLike, record: dict) -> None:
     try:
         folder = ResultKey.from_path(path).record()
     except ValueError:
-        return  # not in the results/ layout (e.g. a copy outside it): nothing to compare
+        return  # not in the results layout (e.g. a copy outside it): nothing to compare
     recorded = ResultKey.from_wildcards(record).record()
     differ = {
         name: (recorded[name], folder[name])
@@ -81,10 +83,22 @@ def save_results_csv(frame: pd.DataFrame, path: str | os.PathLike) -> None:
 
 
 def load_results_csv(path: str | os.PathLike) -> pd.DataFrame:
-    """Read the tidy table back with the identity columns' types (class names stay strings)."""
-    return pd.read_csv(
+    """Read the tidy table back with the identity columns' types (class names stay strings;
+    an interval's omission stays ``""`` where there is none)."""
+    frame = pd.read_csv(
         path,
         dtype={"dataset": str, "inlier": str, "method": str, "fitset": str, "detector": str},
         keep_default_na=False,
         na_values=[""],
     )
+    if INTERVAL_OMITTED in frame.columns:
+        frame[INTERVAL_OMITTED] = interval_omissions(frame)
+    return frame
+
+
+def interval_omissions(frame: pd.DataFrame) -> pd.Series:
+    """Why each job of ``frame`` has no AUC interval (``auroc_interval_omitted``): ``""``
+    where it has one, where the column is empty (a CSV's NaN) or where ``frame`` lacks it."""
+    if INTERVAL_OMITTED not in frame.columns:
+        return pd.Series("", index=frame.index, dtype=object)
+    return frame[INTERVAL_OMITTED].astype(object).fillna("").astype(str)

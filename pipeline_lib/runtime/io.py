@@ -227,3 +227,39 @@ def load_dataset_labels(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray
     with _reading_npz(path) as data:
         names = tuple(str(name) for name in data["class_names"])
         return data["train_labels"], data["test_labels"], names
+
+
+def _npz_shape(archive: zipfile.ZipFile, name: str) -> tuple[int, ...]:
+    """Shape of one array of an open ``.npz`` from its ``.npy`` header (no data read)."""
+    with archive.open(f"{name}.npy") as handle:
+        version = np.lib.format.read_magic(handle)
+        if version == (1, 0):
+            shape, _, _ = np.lib.format.read_array_header_1_0(handle)
+        else:
+            shape, _, _ = np.lib.format.read_array_header_2_0(handle)
+    return tuple(int(n) for n in shape)
+
+
+def image_dataset_sizes(path: str | os.PathLike) -> dict[str, Any]:
+    """Images per split and their size, from a dataset cache's headers (pixels unread).
+
+    Returns
+    -------
+    dict
+        ``n_train``, ``n_test`` and ``image_size`` (``[height, width]``).
+
+    Raises
+    ------
+    ValueError
+        Naming the file when it is not a dataset cache of :func:`save_image_dataset`.
+    """
+    try:
+        with zipfile.ZipFile(path) as archive:
+            train = _npz_shape(archive, "train_images")
+            test = _npz_shape(archive, "test_images")
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as error:
+        raise ValueError(
+            f"cannot read the image arrays of {path}: not a dataset cache "
+            f"({type(error).__name__}: {error}); delete it to prepare the data set again"
+        ) from error
+    return {"n_train": train[0], "n_test": test[0], "image_size": list(train[1:3])}

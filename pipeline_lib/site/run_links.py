@@ -1,13 +1,13 @@
 """Links from the main table's cells to the MLflow runs behind them (no mlflow import).
 
-``log_to_mlflow`` records, in ``results/mlflow/logged.json``, the experiment id and the run
+``log_to_mlflow`` records, in ``mlflow/logged.json``, the experiment id and the run
 id of every job result (``run_ids``: ``result_key`` -> run id). A main-table cell is the mean
 over the classes and seeds of one (data set, representation, detector); its link opens
 those runs in the MLflow UI: the run page (``#/experiments/<id>/runs/<run>``) for one run,
 the compare page of all of them for several. Where the UI is:
 
 - an ``http(s)://`` tracking URI: the server itself serves the UI (credentials dropped);
-- a ``sqlite:`` store (the default, ``results/mlflow/mlflow.db``): ``mlflow ui`` on that
+- a ``sqlite:`` store (the default, ``mlflow/mlflow.db``): ``mlflow ui`` on that
   file, which serves at :data:`LOCAL_UI` unless told otherwise;
 - a file store (``file:`` URI or a path): no UI is needed, the link is relative: the run's
   folder ``<store>/<experiment id>/<run id>``, or the experiment's folder for several runs.

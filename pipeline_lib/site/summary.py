@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipeline_lib.site.sections import Section
 from pipeline_lib.studies.contract import STAT_COLUMNS, StudyResult
 from pipeline_lib.studies.files import COMPARISONS_SUFFIX
 
@@ -57,6 +58,7 @@ _STYLE = (
     "table{border-collapse:collapse;font-size:0.9em;margin-bottom:1em}"
     "th,td{border:1px solid #ccc;padding:0.3em 0.6em;text-align:left}"
     "th{background:#f3f3f3}img{max-width:100%;margin:0.5em 0}.missing{color:#b00}"
+    "figcaption{font-size:0.9em;color:#444;max-width:60em}"
 )
 
 
@@ -233,8 +235,9 @@ def _opening_blocks(
     """Title, the reproduction count and protocol lines, and the studies' count line."""
     blocks: list[tuple] = [("h", 1, title)]
     if main is not None and main.get("count"):
-        # The page opens with how much of the paper the run reproduced, then why the run
-        # may not be the paper's experiment.
+        # The page opens with how much of the paper the run reproduced (or why nothing in
+        # it has a published counterpart), then how the run differs from the paper's
+        # experiment where that matters, and what its models trained on.
         blocks.append(("p", main["count"]))
         blocks += [("p", line) for line in main.get("protocol", [])]
     n_run = sum(r is not None for r in studies.values())
@@ -261,6 +264,8 @@ def _main_table_blocks(main: Mapping[str, Any], relative_to: Path | None) -> lis
     ]
     if files:
         blocks.append(("list", [["Files: ", *files]]))
+    if main.get("notes"):
+        blocks.append(("list", list(main["notes"])))
     blocks.append(("h", 3, "Ranks across data sets"))
     if main.get("ranks"):
         blocks.append(("img", "Mean ranks across data sets", _href(main["ranks"], relative_to)))
@@ -268,6 +273,35 @@ def _main_table_blocks(main: Mapping[str, Any], relative_to: Path | None) -> lis
         n = main.get("n_datasets")
         has = f"; this run has {n}" if n is not None else ""
         blocks.append(("p", f"No rank plot: ranks across data sets need 3 data sets or more{has}."))
+    return blocks
+
+
+def _section_blocks(section: Section, relative_to: Path | None) -> list[tuple]:
+    """A :class:`~pipeline_lib.site.sections.Section`: its tables inline with their files,
+    its figures with captions, its file links."""
+    blocks: list[tuple] = [("h", 2, section.heading)]
+    blocks += [("p", line) for line in section.lines]
+    for table in section.tables:
+        if table.caption:
+            blocks.append(("p", table.caption))
+        blocks.append(("table", table.table))
+        files = [_Link(Path(p).suffix.lstrip("."), _href(p, relative_to)) for p in table.files]
+        if files:
+            blocks.append(("list", [["Files: ", *files]]))
+        if table.notes:
+            blocks.append(("list", list(table.notes)))
+    for figure in section.figures:
+        blocks.append(("img", figure.caption, _href(figure.path, relative_to)))
+    if section.files:
+        blocks.append(
+            (
+                "list",
+                [
+                    [f"{label}: ", _Link(Path(p).name, _href(p, relative_to))]
+                    for label, p in section.files
+                ],
+            )
+        )
     return blocks
 
 
@@ -416,12 +450,15 @@ def _blocks(
     relative_to: Path | None,
     top: int | None,
     main: Mapping[str, Any] | None = None,
+    sections: Sequence[Section] = (),
 ) -> list[tuple]:
     """The page as blocks: ("h", level, text), ("p", text), ("table", DataFrame of cells),
     ("list", [cell, ...]), ("img", alt, href)."""
     blocks = _opening_blocks(studies, title, main)
     if main is not None:
         blocks += _main_table_blocks(main, relative_to)
+    for section in sections:
+        blocks += _section_blocks(section, relative_to)
     blocks += _overview_blocks(studies, links, relative_to)
     blocks += _deviation_blocks(ranked_deviations(studies), top)
     blocks += _missing_blocks(studies)
@@ -518,6 +555,7 @@ def build_summary(
     relative_to: Path | None = None,
     top: int | None = None,
     main: Mapping[str, Any] | None = None,
+    sections: Sequence[Section] = (),
 ) -> str:
     """The summary page as Markdown.
 
@@ -540,22 +578,35 @@ def build_summary(
     main : mapping or None, default=None
         The main table shown inline near the top: ``table`` (its display DataFrame, e.g.
         :func:`pipeline_lib.paper.aggregate.format_main_table`), ``protocol`` (lines above it:
-        how the run's protocol differs from the paper's), ``links`` (its files),
-        ``count`` (:func:`pipeline_lib.paper.verdict.count_line`: the page's first line,
+        :func:`pipeline_lib.paper.protocol.table_notes`, the protocol and data lines only
+        beside published numbers, then the training line), ``links`` (its files),
+        ``count`` (:func:`pipeline_lib.paper.verdict.opening_line`: the page's first line,
         followed by the protocol lines), ``ranks`` (the mean-rank plot's path, shown under
         the table; None or absent: one sentence says why there is none), ``n_datasets``
         (the main table's data sets, for that sentence) and ``run_links``
         (``(Representation, Detector, data set)`` -> the URL of that cell's MLflow runs:
-        each such cell becomes a link; absent or empty without tracking).
+        each such cell becomes a link; absent or empty without tracking) and ``notes``
+        (lines under the table: what its ``±`` and intervals are).
+    sections : sequence of Section, default=()
+        Parts shown after the main table (:mod:`pipeline_lib.site.sections`): the data
+        sets, per-class tables and figures, MVTec AD, explanations, other files.
 
     Returns
     -------
     str
         Markdown: the reproduction count and protocol line (with ``main["count"]``),
-        overview, the main table, ranked deviations, missing results, then each study's
-        protocol line, links, notes and figures.
+        the main table, the sections, the studies' overview, ranked deviations, missing
+        results, then each study's protocol line, links, notes and figures.
     """
-    blocks = _blocks(studies, links, title=title, relative_to=relative_to, top=top, main=main)
+    blocks = _blocks(
+        studies,
+        links,
+        title=title,
+        relative_to=relative_to,
+        top=top,
+        main=main,
+        sections=sections,
+    )
     return _render_markdown(blocks)
 
 
@@ -567,7 +618,16 @@ def summary_html(
     relative_to: Path | None = None,
     top: int | None = None,
     main: Mapping[str, Any] | None = None,
+    sections: Sequence[Section] = (),
 ) -> str:
     """The summary page as a standalone HTML document (same content as :func:`build_summary`)."""
-    blocks = _blocks(studies, links, title=title, relative_to=relative_to, top=top, main=main)
+    blocks = _blocks(
+        studies,
+        links,
+        title=title,
+        relative_to=relative_to,
+        top=top,
+        main=main,
+        sections=sections,
+    )
     return _render_html(blocks, title)

@@ -1,4 +1,4 @@
-"""Batched view augmentations on the training device (PROTOCOL.md, "Augmentation").
+"""Batched view augmentations on the training device (docs/protocol.md, "View augmentation").
 
 Every function works on a whole batch ``(n, 3, h, w)`` at once with *per-sample* random
 parameters, and draws those parameters from an explicit CPU :class:`torch.Generator` (then
@@ -226,7 +226,7 @@ def gaussian_blur(
 
 @dataclass(frozen=True)
 class ViewAugment:
-    """The view augmentation ``A`` of PROTOCOL.md, applied to a batch on its device.
+    """The view augmentation ``A`` of docs/protocol.md, applied to a batch on its device.
 
     Parameters
     ----------

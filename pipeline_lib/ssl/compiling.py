@@ -7,7 +7,7 @@ the convolutions were only 35 % of the kernel time: the native BatchNorm kernels
 with its neighbours into a few Triton kernels. Compiling the model's top-level modules
 (backbone, heads), with the whole step still captured as one CUDA graph by
 :class:`~pipeline_lib.ssl.stepper.StaticStep`, trained 1.16-1.22x the instances of the
-captured step alone and 1.07-1.20x with K runs side by side (CHANGELOG.md).
+captured step alone and 1.07-1.20x with K runs side by side (benchmarks/rates/README.md).
 
 What it costs: other kernels give other rounding, so a compiled run is not bit for bit the
 eager or ``graph`` run of the same seed (as two devices are not); it is reproducible on its

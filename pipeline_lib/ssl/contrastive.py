@@ -41,6 +41,11 @@ from pipeline_lib.ssl.draws import Draws
 RENAMED_LOSS_FORMS: dict[str, str] = RENAMED_TRAIN_VALUES["loss_form"]
 
 
+def at_least_float32(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in float32 if it is narrower (autocast's bf16 / fp16), else as it is (float64)."""
+    return x.to(torch.promote_types(x.dtype, torch.float32))
+
+
 def _check(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> None:
     if z1.ndim != 2 or z1.shape != z2.shape:
         raise ValueError(f"z1 and z2 must both be (M, d), got {tuple(z1.shape)}, {tuple(z2.shape)}")
@@ -65,7 +70,7 @@ def same_view_contrastive_loss(
         Scalar float32 loss.
     """
     _check(z1, z2, temperature)
-    z1, z2 = F.normalize(z1.float(), dim=1), F.normalize(z2.float(), dim=1)
+    z1, z2 = F.normalize(at_least_float32(z1), dim=1), F.normalize(at_least_float32(z2), dim=1)
     targets = torch.arange(len(z1), device=z1.device)
     eye = torch.eye(len(z1), dtype=torch.bool, device=z1.device)
     losses = []
@@ -85,7 +90,7 @@ def cross_view_contrastive_loss(
     is equal and it is ``log(M)``.
     """
     _check(z1, z2, temperature)
-    z1, z2 = F.normalize(z1.float(), dim=1), F.normalize(z2.float(), dim=1)
+    z1, z2 = F.normalize(at_least_float32(z1), dim=1), F.normalize(at_least_float32(z2), dim=1)
     logits = z1 @ z2.T / temperature  # (M, M)
     return F.cross_entropy(logits, torch.arange(len(z1), device=z1.device))
 
@@ -97,7 +102,7 @@ def nt_xent_loss(z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.2
     """
     _check(z1, z2, temperature)
     m = len(z1)
-    z = F.normalize(torch.cat([z1, z2]).float(), dim=1)  # (2M, d)
+    z = F.normalize(at_least_float32(torch.cat([z1, z2])), dim=1)  # (2M, d)
     eye = torch.eye(2 * m, dtype=torch.bool, device=z.device)
     logits = (z @ z.T / temperature).masked_fill(eye, float("-inf"))
     targets = torch.cat([torch.arange(m, 2 * m, device=z.device), torch.arange(m, device=z.device)])
@@ -196,5 +201,5 @@ def contrastive_outputs_loss(
     z: torch.Tensor, *, temperature: float = 0.2, form: str = LOSS_FORMS[0]
 ) -> torch.Tensor:
     """The loss of the head outputs ``z`` of :func:`contrastive_inputs` (scalar float32)."""
-    z1, z2 = z.float().chunk(2)
+    z1, z2 = at_least_float32(z).chunk(2)
     return contrastive_loss(z1, z2, temperature=temperature, form=form)

@@ -37,7 +37,7 @@ decides how a group computes:
   run's kernels: bit for bit its separate run (each graph captured on its own stream, so
   with its own cuBLAS workspace: sharing one, the graphs raced), and no NaN can cross.
   Measured on the H200: K = 4-10 side by side trained 1.3-2.5x the images of one captured
-  run (``benchmarks/bench_streams.py``, ``bench_train.py --fuse 4 10``; CHANGELOG.md).
+  run (``benchmarks/bench_streams.py``, ``bench_train.py --fuse 4 10``; benchmarks/rates/README.md).
 * ``two_phase`` (tests only, the CPU): the stacked network through one ``StaticStep`` of K
   members, uncaptured, which equals the stacked eager loop bit for bit.
 
@@ -105,7 +105,7 @@ def _group(
 ) -> StackedGroup | ConcurrentGroup:
     """The members' group: side by side on CUDA streams when captured, else stacked.
 
-    Measured on an H200 (CHANGELOG.md): under graph capture the stacked group trained
+    Measured on an H200 (benchmarks/rates/README.md): under graph capture the stacked group trained
     0.73-1.05x the images of one captured run, so captured members keep their own steps;
     eager, stacking paid (1.2-3.4x at K = 10), since it launches K models' work at once.
     A captured group of more than :data:`MAX_SIDE_BY_SIDE` members stacks (captured as one

@@ -41,6 +41,7 @@ from pipeline_lib.ssl.draws import Draws, StaticDraws
 from pipeline_lib.ssl.loop import run_static_step
 from pipeline_lib.ssl.rotation import rotation_loss
 from pipeline_lib.ssl.run import Run, TrainingState
+from pipeline_lib.ssl.schedule import MOMENTUM_LR, MomentumFormLR
 from pipeline_lib.ssl.stepper import StaticStep
 
 __all__ = ["MAX_SIDE_BY_SIDE", "ConcurrentGroup", "StackedGroup"]
@@ -148,7 +149,9 @@ class StackedGroup(_Group):
             ]
             if all(buffer is not None for buffer in buffers):
                 self.optimizer.state[parameter]["momentum_buffer"] = stack_tensors(buffers)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.runs[0].cosine)
+        self.scheduler = MomentumFormLR(
+            self.optimizer, self.runs[0].cosine, momentum_form=self.runs[0].momentum_form
+        )
         self.scheduler.load_state_dict(first.scheduler.state_dict())
         for stacked, own in zip(
             self.optimizer.param_groups, first.optimizer.param_groups, strict=True
@@ -244,6 +247,8 @@ class StackedGroup(_Group):
                 state.optimizer.param_groups, self.optimizer.param_groups, strict=True
             ):
                 own["lr"], own["initial_lr"] = stacked["lr"], stacked["initial_lr"]
+                if MOMENTUM_LR in stacked:  # the rate the momentum buffers are scaled for
+                    own[MOMENTUM_LR] = stacked[MOMENTUM_LR]
 
 
 class ConcurrentGroup(_Group):

@@ -22,6 +22,7 @@ from pipeline_lib.models.checkpoints import save_representation
 from pipeline_lib.models.embed import embed_split
 from pipeline_lib.models.proxy import ProxyModel
 from pipeline_lib.registry import DRAW_SOURCES, ROTATION_METHODS, training_arguments
+from pipeline_lib.runtime.devices import device_name
 from pipeline_lib.runtime.io import save_json
 from pipeline_lib.ssl.fused import FusedResult, train_representations_fused
 from pipeline_lib.ssl.rotation import rotation_scores
@@ -189,7 +190,9 @@ def save_trained(
     """Write a trained model and its history as the workflow's jobs do (separate or fused).
 
     Device and width are recorded so the cost planner reuses the rates only for matching
-    plans; ``extra`` adds fields to the history file (a fused group's members).
+    plans, and the device's name so the tables say what the model trained on
+    (:func:`pipeline_lib.paper.protocol.training_notes`); ``extra`` adds fields to the
+    history file (a fused group's members).
     """
     save_json(
         history_path,
@@ -198,6 +201,7 @@ def save_trained(
             "arguments": dict(arguments),
             "history": history,
             "device": device.type,
+            "device_name": device_name(device),
             "width": width,
             **extra,
         },

@@ -239,7 +239,10 @@ def divergence(
 def epoch_record(
     run: Run, epoch: int, losses: torch.Tensor, seconds: float, step_mode: str = "eager"
 ) -> dict[str, Any]:
-    """The history record of epoch ``epoch`` (0-based); ``step_mode``: what ran its steps.
+    """The history record of epoch ``epoch`` (0-based); ``step_mode``: what ran its steps,
+    ``autocast``: the autocast dtype its steps ran under (None: float32; autocast runs on
+    CUDA only), read back by the tables' training line
+    (:func:`pipeline_lib.paper.protocol.training_notes`).
 
     One definition, so separate and fused runs write the same history.
     """
@@ -252,6 +255,7 @@ def epoch_record(
         "seconds": seconds,
         "steps": steps,
         "step_mode": step_mode,
+        "autocast": run.amp if run.on_cuda else None,
     }
 
 

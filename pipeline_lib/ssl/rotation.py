@@ -16,16 +16,18 @@ import torch.nn.functional as F
 
 from pipeline_lib.models.proxy import ProxyModel, rotation_logits
 from pipeline_lib.ssl.augment import rotate90, rotation_views, to_unit_float
+from pipeline_lib.ssl.contrastive import at_least_float32
 from pipeline_lib.ssl.draws import Draws
 
 
 def rotation_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of ``(n, 4)`` rotation logits against labels in 0..3 (float32)."""
+    """Mean cross-entropy of ``(n, 4)`` rotation logits against labels in 0..3 (float32, or
+    float64 for float64 logits)."""
     if logits.ndim != 2 or logits.shape[1] != 4 or labels.shape != logits.shape[:1]:
         raise ValueError(
             f"need logits (n, 4) and labels (n,), got {tuple(logits.shape)}, {tuple(labels.shape)}"
         )
-    return F.cross_entropy(logits.float(), labels)
+    return F.cross_entropy(at_least_float32(logits), labels)
 
 
 def rotation_step(

@@ -7,9 +7,10 @@ images, a seed and the execution settings (device, step mode, draws) into a :cla
 (what the run fixes before its first step) and its fresh :class:`TrainingState`. What
 happens in and after each epoch lives in :mod:`pipeline_lib.ssl.loop`.
 
-PROTOCOL.md, "Training": ResNet-18 (3x3 stem, no max-pool), SGD with momentum 0.9,
+docs/protocol.md, "Training recipe": ResNet-18 (3x3 stem, no max-pool), SGD with momentum 0.9,
 lr 0.01 with a single cosine decay to 0 and no warm-up (stepped once an epoch, as the
-released code's default ``--sched_freq=epoch``), L2 weight decay
+released code's default ``--sched_freq=epoch``; the momentum in Keras' form,
+:mod:`pipeline_lib.ssl.schedule`), L2 weight decay
 3e-4 on every parameter, BatchNorm included (the released code's ``--regularize_bn=false``
 leaves its exclusion list empty), inputs in [0, 1].
 
@@ -42,6 +43,7 @@ from pipeline_lib.ssl.denoising import denoising_step
 from pipeline_lib.ssl.draws import augment_generator_on
 from pipeline_lib.ssl.order import EpochOrder
 from pipeline_lib.ssl.rotation import rotation_step
+from pipeline_lib.ssl.schedule import MomentumFormLR
 from pipeline_lib.ssl.settings import TrainSettings
 from pipeline_lib.ssl.stepper import resolve_step_mode
 
@@ -212,7 +214,7 @@ class TrainingState:
 
     model: ProxyModel
     optimizer: torch.optim.SGD
-    scheduler: torch.optim.lr_scheduler.LambdaLR
+    scheduler: MomentumFormLR
     scaler: torch.amp.GradScaler
     shuffle_generator: torch.Generator
     augment_generator: torch.Generator
@@ -228,6 +230,7 @@ def _fresh_state(
     device: torch.device,
     lr: float,
     momentum: float,
+    momentum_form: str,
     weight_decay: float,
     exclude_bn_from_decay: bool,
     cosine: Callable[[int], float],
@@ -249,7 +252,7 @@ def _fresh_state(
         model, weight_decay=weight_decay, exclude_bn_from_decay=exclude_bn_from_decay
     )
     optimizer = torch.optim.SGD(groups, lr=lr, momentum=momentum)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, cosine)
+    scheduler = MomentumFormLR(optimizer, cosine, momentum_form=momentum_form)
     scaler = torch.amp.GradScaler(device.type, enabled=use_scaler)
     shuffle_generator = torch.Generator().manual_seed(stream_seed(seed, 1))
     augment_generator = augment_generator_on(stream_seed(seed, 2), device, draws)
@@ -267,6 +270,9 @@ class Run:
     method: str
     epochs: int
     lr: float
+    #: SGD's momentum form (:mod:`pipeline_lib.ssl.schedule`), which every schedule of the
+    #: run keeps (the fused loop builds its stacked group's with it).
+    momentum_form: str
     data: TrainingData
     cosine: Callable[[int], float]
     step: Callable[..., torch.Tensor]
@@ -347,6 +353,7 @@ def _fingerprint(
             "lr": s.lr,
             "lr_schedule": s.lr_schedule,
             "momentum": s.momentum,
+            "momentum_form": s.momentum_form,
             "weight_decay": s.weight_decay,
             "exclude_bn_from_decay": s.exclude_bn_from_decay,
             "arch": arch,
@@ -381,6 +388,7 @@ def _state_factory(
         seed=seed,
         arch={
             "width": s.width,
+            "stem_width": s.stem_width,
             "head_depth": s.head_depth,
             "head_hidden": s.head_hidden,
             "proj_dim": s.proj_dim,
@@ -391,6 +399,7 @@ def _state_factory(
         device=device,
         lr=s.lr,
         momentum=s.momentum,
+        momentum_form=s.momentum_form,
         weight_decay=s.weight_decay,
         exclude_bn_from_decay=s.exclude_bn_from_decay,
         cosine=cosine,
@@ -483,6 +492,7 @@ def prepare_run(
         method=s.method,
         epochs=s.epochs,
         lr=s.lr,
+        momentum_form=s.momentum_form,
         data=data,
         cosine=cosine,
         step=_step_function(s.method, **step_options),

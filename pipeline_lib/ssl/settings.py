@@ -28,6 +28,7 @@ from pipeline_lib.registry import (
     INITS,
     LOSS_FORMS,
     LR_SCHEDULES,
+    MOMENTUM_FORMS,
     PAPER_RECIPE,
     RENAMED_TRAIN_VALUES,
     TRAINED_METHODS,
@@ -69,6 +70,11 @@ class TrainSettings:
         instances than ``batch_size`` every step uses all of them.
     lr, momentum, weight_decay : float, default=0.01, 0.9, 3e-4
         SGD; the learning rate follows ``lr * (1 + cos(pi * t / T)) / 2``, see ``lr_schedule``.
+    momentum_form : {"released", "torch"}, default="released"
+        Where the momentum carries the rate (:mod:`pipeline_lib.ssl.schedule`): inside the
+        velocity, as the released code's Keras SGD (``v <- m v - lr g; w <- w + v``), or at
+        the update, as torch's SGD (``b <- m b + g; w <- w - lr b``; a variant). They differ
+        whenever the rate moves (once an epoch under ``per_epoch``).
     lr_schedule : {"per_epoch", "per_step"}, default="per_epoch"
         ``per_epoch`` (released code): ``t`` is the first step of the current epoch, so the
         rate is constant within an epoch; ``per_step``: ``t`` is the step itself. Both for
@@ -109,6 +115,10 @@ class TrainSettings:
         Gaussian corruption of ``denoising``.
     width : int, default=64
         ResNet-18 first-stage width (tests use 8).
+    stem_width : int or None, default=None
+        Channels of the ResNet's stem; None: ``width``. The released stem has 64 channels at
+        every width, so ``stem_width=64`` is the released network at a reduced width (the
+        paper's width 64 has a 64-channel stem either way).
     denoising_views : bool, default=True
         ``denoising`` only: corrupt and reconstruct one augmented view of each image (the
         view augmentation of the other methods, the paper's "same condition"); ``False``
@@ -144,6 +154,7 @@ class TrainSettings:
     batch_size: int
     lr: float = 0.01
     momentum: float = 0.9
+    momentum_form: str = MOMENTUM_FORMS[0]
     weight_decay: float = 3e-4
     exclude_bn_from_decay: bool = False
     head_depth: int | None = None
@@ -165,6 +176,7 @@ class TrainSettings:
     denoising_patch: int = 8
     denoising_decoder: str = DENOISING_DECODERS[0]
     width: int = 64
+    stem_width: int | None = None
     amp: str | None = "bfloat16"
     checkpoint_every: int = 1
     log_every: int = 10
@@ -197,7 +209,7 @@ class TrainSettings:
 
     @property
     def default_head_depth(self) -> int:
-        """The head depth ``head_depth=None`` stands for (PROTOCOL.md)."""
+        """The head depth ``head_depth=None`` stands for (docs/protocol.md, "Heads")."""
         return DEFAULT_HEAD_DEPTH[self.method]
 
     @property
@@ -225,6 +237,8 @@ class TrainSettings:
                 f"need lr > 0, 0 <= momentum < 1, weight_decay >= 0; got {self.lr}, "
                 f"{self.momentum}, {self.weight_decay}"
             )
+        if self.stem_width is not None and self.stem_width < 1:
+            raise ValueError(f"stem_width must be >= 1 or None, got {self.stem_width}")
         if self.amp is not None and self.amp not in AMP_DTYPES:
             raise ValueError(
                 f"amp must be one of {', '.join(AMP_DTYPES)} or None, got {self.amp!r}"
@@ -249,6 +263,7 @@ class TrainSettings:
             ("lr_schedule", self.lr_schedule, LR_SCHEDULES),
             ("epoch_order", self.epoch_order, EPOCH_ORDERS),
             ("init", self.init, INITS),
+            ("momentum_form", self.momentum_form, MOMENTUM_FORMS),
         ):
             if value not in allowed:
                 raise ValueError(f"unknown {name} {value!r}; allowed: {', '.join(allowed)}")

@@ -64,6 +64,7 @@ from pipeline_lib.registry import (
     INITS,
     LOSS_FORMS,
     LR_SCHEDULES,
+    MOMENTUM_FORMS,
     VIEW_FLIPS,
     VIEW_JITTERS,
 )
@@ -254,6 +255,7 @@ def train_representation(
     batch_size: int | None = None,
     lr: float = 0.01,
     momentum: float = 0.9,
+    momentum_form: str = MOMENTUM_FORMS[0],
     weight_decay: float = 3e-4,
     exclude_bn_from_decay: bool = False,
     head_depth: int | None = None,
@@ -275,6 +277,7 @@ def train_representation(
     denoising_patch: int = DEFAULT_TARGET_PATCH,
     denoising_decoder: str = DENOISING_DECODERS[0],
     width: int = 64,
+    stem_width: int | None = None,
     augment: ViewAugment | None = None,
     amp: str | None = "bfloat16",
     device: torch.device | str = "cpu",
@@ -299,7 +302,7 @@ def train_representation(
         The training images (square), moved once to ``device`` as one uint8 tensor.
     seed : int
         Seeds the initialisation, the batch order and the augmentations (independent streams).
-    epochs, batch_size, lr, ..., width, amp
+    epochs, batch_size, lr, ..., width, stem_width, amp
         The recipe: the fields of :class:`~pipeline_lib.ssl.settings.TrainSettings`, with
         the same defaults (its docstring describes each); ``settings`` gives them at once.
     settings : TrainSettings or None, default=None

@@ -9,7 +9,7 @@ Every kind has the same signature::
 ``mmd``), ``expected`` one row per job the study's grid should have; a job without a result
 is counted in its cell's ``n_missing`` and marked, never averaged away. ``options`` are the
 study's keyword settings (each kind rejects keys it does not read; every kind reads
-``decimals`` and ``ddof``). ``scores`` is only read by ``"ensembles"``.
+``decimals``). ``scores`` is only read by ``"ensembles"``.
 
 Each kind's module holds its :class:`~.spec.StudySpec` (which rows it reads, how its cells
 are grouped, sorted and compared with the paper, its human table, figures and notes) and
@@ -74,7 +74,7 @@ STUDY_KINDS: dict[str, StudyBuilder] = {
     kind: partial(build, spec) for kind, spec in STUDY_SPECS.items()
 }
 
-#: Study kind -> the option keys it reads (besides ``decimals`` and ``ddof``).
+#: Study kind -> the option keys it reads (besides ``decimals``).
 STUDY_OPTIONS: dict[str, tuple[str, ...]] = {
     kind: spec.options for kind, spec in STUDY_SPECS.items()
 }

@@ -5,7 +5,7 @@ beside Table 5 (``performance_gaussian.csv``; its OC-SVM and KDE rows equal Tabl
 Built on the main-table machinery (:func:`pipeline_lib.studies.main.main_cells`).
 
 Options: ``methods`` (``["contrastive_da"]``), ``detectors`` (linear OC-SVM, OC-SVM, KDE,
-GDE), ``space`` (``"f"``), ``decimals``, ``ddof``. One-class jobs only; the table has one row
+GDE), ``space`` (``"f"``), ``decimals``. One-class jobs only; the table has one row
 per (method, detector, dataset) as the main study.
 """
 

@@ -9,7 +9,7 @@ rows with our results of the same detectors, keep the literature rows as publish
 mark per data set whether our row still beats every earlier method.
 
 Options: ``detectors`` (method -> detector, default :func:`paper_detectors`: rotation KDE,
-contrastive_da OC-SVM), ``space`` (``"f"``), ``decimals``, ``ddof``. One-class jobs of the
+contrastive_da OC-SVM), ``space`` (``"f"``), ``decimals``. One-class jobs of the
 default variants of those methods. The table has ``source`` ``literature`` rows (paper values
 only) and ``ours`` rows (ours, the paper's own row, ``deviation``, ``beats_literature``: our
 mean above every earlier method's number on that data set, NaN without one).

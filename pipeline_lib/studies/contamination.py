@@ -8,7 +8,7 @@ its LaTeX source, so the only published numbers are the 0 % ones (Tables 2, 5 an
 
 Options: ``detectors`` (default ocsvm, ocsvm_linear, gde: those present), ``fitset``
 (default ``"train"``: the detector sees the contaminated set), ``space`` (``"f"``),
-``decimals`` (1), ``ddof`` (0). The table has one row per (dataset, method, detector,
+``decimals`` (1). The table has one row per (dataset, method, detector,
 contamination); one figure per dataset, one panel per detector; the deviations are the 0 %
 cells the paper publishes.
 """

@@ -17,7 +17,9 @@ import numpy as np
 import pandas as pd
 
 from pipeline_lib.config.keys import STUDY_KEY_COLUMNS, contamination_value
+from pipeline_lib.detection.auroc_intervals import INTERVAL_OMITTED
 from pipeline_lib.results.study_frames import VARIANT_COLUMNS
+from pipeline_lib.results.tidy_table import interval_omissions
 from pipeline_lib.studies.stats import SEED_STAT_COLUMNS
 
 if TYPE_CHECKING:
@@ -121,7 +123,7 @@ def check_options(options: Mapping[str, Any], allowed: Iterable[str], kind: str)
     ValueError
         Naming the unknown keys and the allowed ones.
     """
-    allowed = set(allowed) | {"decimals", "ddof"}
+    allowed = set(allowed) | {"decimals"}
     unknown = sorted(set(options) - allowed)
     if unknown:
         raise ValueError(
@@ -161,7 +163,8 @@ def _normalise_set_text(text: str) -> str:
 
 def join_expected(frame: pd.DataFrame, expected: pd.DataFrame) -> pd.DataFrame:
     """Attach each expected job's result (``auroc``, ``mmd``, the AUC's interval over the test
-    set ``auroc_low`` / ``auroc_high``; NaN when missing).
+    set ``auroc_low`` / ``auroc_high``; NaN when missing; ``auroc_interval_omitted``, why a
+    job has none, ``""`` otherwise).
 
     Results are matched on :data:`JOB_KEY`; the variant parameters are taken from
     ``expected``. Results outside the expected grid are ignored, and a result row whose
@@ -179,7 +182,7 @@ def join_expected(frame: pd.DataFrame, expected: pd.DataFrame) -> pd.DataFrame:
     -------
     DataFrame
         One row per expected job: :data:`KEY_COLUMNS`, ``auroc``, ``mmd``, ``auroc_low``,
-        ``auroc_high``.
+        ``auroc_high``, ``auroc_interval_omitted``.
 
     Raises
     ------
@@ -200,6 +203,7 @@ def join_expected(frame: pd.DataFrame, expected: pd.DataFrame) -> pd.DataFrame:
     res["auroc"] = pd.to_numeric(res["auroc"], errors="raise").astype(float)
     for col in ("mmd", *_JOB_INTERVAL):
         res[col] = pd.to_numeric(res[col], errors="raise").astype(float) if col in res else np.nan
+    res[INTERVAL_OMITTED] = interval_omissions(res)
     res = res[res["auroc"].notna()]
     bad = res[~res["auroc"].between(0.0, 100.0)]
     if len(bad):
@@ -211,7 +215,7 @@ def join_expected(frame: pd.DataFrame, expected: pd.DataFrame) -> pd.DataFrame:
         rows = res.loc[dup, list(JOB_KEY)].head(3).to_dict("records")
         raise ValueError(f"results frame has two results for jobs, e.g. {rows}")
     joined = exp[list(KEY_COLUMNS)].merge(
-        res[[*JOB_KEY, "auroc", "mmd", *_JOB_INTERVAL]],
+        res[[*JOB_KEY, "auroc", "mmd", *_JOB_INTERVAL, INTERVAL_OMITTED]],
         on=list(JOB_KEY),
         how="left",
         validate="one_to_one",

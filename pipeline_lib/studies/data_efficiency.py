@@ -11,7 +11,7 @@ smallest training size at which our mean reaches our ImageNet mean ("crossover")
 Options: ``detector`` (``"ocsvm"``), ``space`` (``"f"``), ``full_train_size`` (5000: what a
 NaN ``train_size`` means, CIFAR-10's images per class), ``reference``
 (``["resnet18_random", "resnet50_imagenet"]``), ``match`` (``"resnet50_imagenet"``: the
-baseline of the crossover), ``decimals``, ``ddof``. One-class jobs only. The table has rows
+baseline of the crossover), ``decimals``. One-class jobs only. The table has rows
 with ``role`` ``curve`` (per dataset, base_method, train_size), ``reference`` (per dataset,
 baseline) and ``crossover`` (``mean`` = training images needed to reach the ``match``
 baseline).

@@ -22,7 +22,7 @@ The paper does not name the detector of Fig. 6 / Table 6; we compare with the de
 options choose (default OC-SVM, as the main table's headline numbers).
 
 Options: ``detector`` (``"ocsvm"``), ``space`` (``"f"``), ``sets`` (name -> distributions,
-default :data:`ACCUMULATED_SETS`), ``decimals``, ``ddof``. One-class jobs of contrastive /
+default :data:`ACCUMULATED_SETS`), ``decimals``. One-class jobs of contrastive /
 contrastive DA only; the table has one row per (dataset, set) with the set's
 ``distributions``.
 """

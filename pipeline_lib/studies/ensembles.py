@@ -19,7 +19,7 @@ Either way the standardisation uses only the unlabelled test scores of that memb
 
 Options: ``detector`` (``"ocsvm"``), ``space`` (``"f"``: the scores mapping holds f
 detectors), ``sets`` (default :data:`ENSEMBLE_SETS`), ``how`` (``"zscore"`` or ``"rank"``),
-``contamination`` (0.0), ``fitset`` (``"train"``), ``decimals``, ``ddof``. ``scores`` maps
+``contamination`` (0.0), ``fitset`` (``"train"``), ``decimals``. ``scores`` maps
 ``(dataset, inlier, contamination, method, fitset, detector)`` to a list of ``(seed,
 anomaly_scores, is_outlier)``; keys may carry ``space`` as a 7th entry (only the option's
 space is used then); without it the ensemble cells are all missing. The table has one row per

@@ -58,7 +58,7 @@ def write_study(
         File stem, ``[A-Za-z0-9_]+``.
     tables : sequence of path, optional
         Human tables of this study written elsewhere (the main grid's are
-        ``results/summary/main_table.*``, written once by ``make_tables``): the
+        ``summary/main_table.*``, written once by ``make_tables``): the
         ``.md`` / ``.tex`` / ``.html`` are then not written again, and the manifest lists
         these paths (relative to ``out_dir``) under ``"tables"`` for the summary's links.
         ``<name>.csv`` is still written: it is the tidy table the summary ranks.
@@ -118,8 +118,9 @@ def write_comparisons(frame: pd.DataFrame, out_dir: Path, name: str) -> list[Pat
 
     ``<name>_wilcoxon.csv`` holds one row per pair of compared rows
     (:func:`~pipeline_lib.paper.paired.study_comparisons`: data set, the two rows, classes
-    used, median difference, statistic, raw and Holm-adjusted p) and ``<name>_wilcoxon.md``
-    the p-value matrices with, below 6 classes, the smallest attainable p.
+    used and how many of them differ, median difference, statistic, raw and Holm-adjusted p)
+    and ``<name>_wilcoxon.md`` the p-value matrices with, where a pair has fewer than 6
+    non-zero class differences, the smallest attainable p.
 
     Parameters
     ----------
@@ -193,7 +194,7 @@ def study_files(out_dir: Path, name: str) -> list[Path]:
 
     Its own ``<name>.*`` files, its paired comparisons ``<name>_wilcoxon.md`` (where
     written), the human tables written elsewhere that its manifest lists
-    under ``"tables"`` (the main grid's ``results/summary/main_table.*``; they replace its
+    under ``"tables"`` (the main grid's ``summary/main_table.*``; they replace its
     own file of the same suffix, so the page shows one ``csv`` link), and the PNGs of
     ``<out_dir>/figures`` (where ``make_study`` moves them for the report's gallery).
 

@@ -6,9 +6,9 @@ the AUC of f rises with depth while g(f) falls. The only published numbers are t
 main-table AUCs of f at the default depth (8).
 
 Options: ``base_methods`` (default: every base method in the grid), ``detector``
-(``"ocsvm"``), ``default_head_depth`` (8: what a NaN ``head_depth`` means), ``decimals``,
-``ddof``. One-class jobs only (contamination 0, fit set ``train``). The table has one row
-per (dataset, base_method, head_depth, space).
+(``"ocsvm"``), ``default_head_depth`` (8: what a NaN ``head_depth`` means), ``decimals``.
+One-class jobs only (contamination 0, fit set ``train``). The table has one row per
+(dataset, base_method, head_depth, space).
 """
 
 from __future__ import annotations

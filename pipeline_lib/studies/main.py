@@ -6,7 +6,7 @@ expected grid's missing cells, which ``main_table`` cannot know about.
 
 Options: ``methods`` / ``detectors`` (restrict; default all in the grid), ``contamination``
 (0.0), ``fitset`` (``"train"``), ``spaces`` (``["f", "rotation_classifier"]``: never g(f)),
-``decimals``, ``ddof``. The table has one row per (method, detector, dataset),
+``decimals``. The table has one row per (method, detector, dataset),
 ``dataset="mean"`` the class-weighted mean; the human table is :func:`format_main_table`;
 the figure ``ours_vs_paper`` is drawn only when some cell has a published counterpart.
 """

@@ -10,7 +10,7 @@ same detector for context.
 Options: ``detector`` (``"ocsvm"``: the one compared with the paper), ``space`` (``"f"``),
 ``base_methods`` (``["rotation", "contrastive_da"]``), ``paper_dataset`` (``"cifar10"``:
 whose unrotated main-table numbers are shown beside ours; the grid's own dataset id may
-differ, e.g. a rotated copy), ``decimals``, ``ddof``. One-class jobs only; the table has one
+differ, e.g. a rotated copy), ``decimals``. One-class jobs only; the table has one
 row per (dataset, base_method, detector), with ``paper_unrotated``.
 """
 

@@ -7,7 +7,7 @@ The paper's figures are blank in its LaTeX source: the only published numbers ar
 one-class cells (contamination 0, fit set ``train``), from Tables 2, 5 and 7.
 
 Options: ``detectors`` (default ``["ocsvm"]``, the paper's OC-SVM RBF; one figure per
-dataset and detector), ``space`` (``"f"``), ``decimals``, ``ddof``. The table has one row per
+dataset and detector), ``space`` (``"f"``), ``decimals``. The table has one row per
 (dataset, method, detector, contamination, fitset), with ``n_clean`` (NaN for ``train``);
 the deviations are the one-class cells the paper publishes.
 """

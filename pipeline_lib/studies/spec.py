@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from pipeline_lib.config.keys import contamination_value
+from pipeline_lib.paper.intervals import SEED_STD_DDOF
 from pipeline_lib.paper.published import DATASET_DISPLAY, METHOD_DISPLAY
 from pipeline_lib.studies.contract import StudyResult, check_options, join_expected
 from pipeline_lib.studies.display import pivot_display, sort_table
@@ -82,7 +83,8 @@ class Run:
 
     @property
     def ddof(self) -> int:
-        return int(self.options.get("ddof", 0))
+        """The std over seeds of every table family (not an option: one rule for all)."""
+        return SEED_STD_DDOF
 
 
 #: ``(run, table) -> value``: a step that reads the finished (or growing) table.
@@ -125,8 +127,8 @@ class StudySpec:
     caption : str
         Caption of the human table.
     defaults : mapping
-        Option key -> default, in the order the kind documents them (``decimals`` and
-        ``ddof`` are always read). A given value is cast to its default's type (str, float,
+        Option key -> default, in the order the kind documents them (``decimals`` is
+        always read). A given value is cast to its default's type (str, float,
         int, list for tuples); a None default leaves it as given.
     select : mapping
         Column -> the value a selected row holds: a constant, an :class:`Opt`, or a list /
@@ -190,7 +192,7 @@ class StudySpec:
 
     @property
     def options(self) -> tuple[str, ...]:
-        """Option keys this kind reads (besides ``decimals`` and ``ddof``)."""
+        """Option keys this kind reads (besides ``decimals``)."""
         return tuple(self.defaults)
 
 
@@ -249,7 +251,7 @@ def build(
     """
     check_options(options, spec.options, spec.kind)
     resolved = {k: _cast(options.get(k, d), d) for k, d in spec.defaults.items()}
-    resolved |= {k: options[k] for k in ("decimals", "ddof") if k in options}
+    resolved |= {k: options[k] for k in ("decimals",) if k in options}
     run = Run(spec, resolved, frame, expected, scores)
     cells = _selected(run, join_expected(frame, expected))
     cells = spec.prepare(run, cells) if spec.prepare else cells
@@ -288,7 +290,7 @@ def build(
     counted = spec.missing(table) if spec.missing else table
     display = spec.display(run, table)
     figures = spec.figures(run, table)
-    notes = common_notes(run.ddof) + missing_note(counted, spec.missing_what)
+    notes = common_notes(table) + missing_note(counted, spec.missing_what)
     return StudyResult(
         kind=spec.kind,
         table=table,

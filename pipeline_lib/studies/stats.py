@@ -9,7 +9,13 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from pipeline_lib.paper.intervals import INTERVAL_COLUMNS, cell_interval, interval_note
+from pipeline_lib.paper.intervals import (
+    INTERVAL_COLUMNS,
+    SEED_STD_DDOF,
+    cell_interval,
+    interval_note,
+    jobs_test_set,
+)
 
 #: What :func:`cell_stats` adds to a cell's ``by`` columns (the head of a study table's
 #: statistics, :data:`~pipeline_lib.studies.contract.STAT_COLUMNS`).
@@ -37,16 +43,17 @@ def cell_stats(
     by: Sequence[str],
     *,
     value: str = "auroc",
-    ddof: int = 0,
+    ddof: int = SEED_STD_DDOF,
 ) -> pd.DataFrame:
     """Mean and std over seeds of the per-seed class mean, with counts of what is missing.
 
     As the paper's tables (Sec. 4.2): per seed the value is averaged over the inlier classes
-    present; the cell is the mean and std (``ddof``, default 0 = population std, as
-    :mod:`pipeline_lib.paper.aggregate`) of those seed means, with a 95 % interval
-    (``ci_low``, ``ci_high``, ``ci_over``: over seeds, or with one seed over classes or the
-    job's test set; :func:`pipeline_lib.paper.intervals.cell_interval`; the job's own
-    interval is read from ``auroc_low`` / ``auroc_high`` when ``cells`` has them). A seed
+    present; the cell is the mean and std (``ddof``, default the sample std of every table,
+    as :mod:`pipeline_lib.paper.aggregate`) of those seed means, with a 95 % interval
+    (``ci_low``, ``ci_high``, ``ci_over``: over seeds, classes or the test set by the rules
+    of :func:`pipeline_lib.paper.intervals.cell_interval`; the jobs' own intervals are read
+    from ``auroc_low`` / ``auroc_high`` when ``cells`` has them, and a job's reason for
+    having none from ``auroc_interval_omitted``: ``ci_over`` ``"omitted"``). A seed
     with some classes missing
     still contributes, but the cell's ``n_missing`` says so and the formatted tables and
     the summary mark it.
@@ -60,7 +67,7 @@ def cell_stats(
         Columns naming a cell.
     value : str, default="auroc"
         Column to average (NaN = missing).
-    ddof : int, default=0
+    ddof : int, default=SEED_STD_DDOF
         Delta degrees of freedom of the std over seeds.
 
     Returns
@@ -95,10 +102,8 @@ def cell_stats(
         seed_means = present.groupby("seed")[value].mean().to_numpy()
         mean = float(seed_means.mean()) if seed_means.size else np.nan
         std = float(np.std(seed_means, ddof=ddof)) if seed_means.size > ddof else np.nan
-        job = None
-        if len(present) == 1 and value == "auroc" and "auroc_low" in present.columns:
-            job = (float(present["auroc_low"].iloc[0]), float(present["auroc_high"].iloc[0]))
-        low, high, over = cell_interval(seed_means, present[value].to_numpy(), job)
+        test_set = jobs_test_set(present) if value == "auroc" else {}
+        low, high, over = cell_interval(seed_means, present[value].to_numpy(), **test_set)
         rows.append(
             dict(zip(by, key, strict=True))
             | {
@@ -137,11 +142,12 @@ def missing_note(table: pd.DataFrame, what: str = "cells") -> list[str]:
     ]
 
 
-def common_notes(ddof: int) -> list[str]:
-    """The aggregation rule, stated once per study."""
+def common_notes(table: pd.DataFrame | None = None) -> list[str]:
+    """The aggregation rule and the interval rules, stated once per study; with the study's
+    ``table``, how many of its cells each interval rule gave."""
+    over = table["ci_over"] if table is not None and "ci_over" in table.columns else None
     return [
         "AUC is ROC AUC x 100 with the outlier as the positive class; per seed it is averaged "
-        f"over the inlier classes, then mean ± std (ddof={ddof}) over seeds, as the paper's "
-        "tables",
-        interval_note(ddof),
+        "over the inlier classes, then taken as mean ± std over seeds (Sec. 4.2)",
+        interval_note(over),
     ]

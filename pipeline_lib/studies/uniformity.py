@@ -15,7 +15,7 @@ main-table ones at the default batch size (32).
 Options: ``base_methods`` (default contrastive, contrastive_da), ``detector`` (``"ocsvm"``:
 the paper's Fig. 3b uses kernel OC-SVMs), ``default_batch_size`` (32: what a NaN
 ``batch_size`` means), ``correlation_batch_sizes`` (32..512 as the paper's Fig. 7),
-``paper_r`` (``{"g": 0.914, "f": 0.774}`` from the paper's text), ``decimals``, ``ddof``.
+``paper_r`` (``{"g": 0.914, "f": 0.774}`` from the paper's text), ``decimals``.
 Only one-class jobs (contamination 0, fit set ``train``) are used. The table has one row per
 (dataset, base_method, batch_size, quantity) with quantity ``auroc_f``, ``auroc_g``, ``mmd``,
 plus per dataset the rows ``pearson_r_g`` / ``pearson_r_f`` (``mean`` = r, ``n_seeds`` =

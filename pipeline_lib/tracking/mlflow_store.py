@@ -1,9 +1,10 @@
 """MLflow logging: the only module that imports mlflow.
 
 One writer (the ``log_to_mlflow`` rule) logs every job result as a child run and a parent
-summary run per sweep. Files under ``results/`` are the source of truth: a tracking server
-that does not answer costs a warning and a few seconds, never a failed pipeline. Runs carry
-a stable key, so logging the same results again creates no duplicates.
+summary run per sweep. The result files (in ``results/<experiment>/``) are the source of
+truth: a tracking server that does not answer costs a warning and a few seconds, never a
+failed pipeline. Runs carry a stable key, so logging the same results again creates no
+duplicates.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_lib.config.keys import KEY_COLUMNS
+from pipeline_lib.detection.auroc_intervals import INTERVAL_OMITTED
 from pipeline_lib.runtime.io import exclusive_lock
 
 log = logging.getLogger(__name__)
@@ -47,6 +49,13 @@ SWEEP_TAG = "droc.sweep"
 KEY_TAG = "droc.result_key"
 HASH_TAG = "droc.content_hash"
 KIND_TAG = "droc.kind"
+#: Why a job run has no AUC interval (its NaN ``auroc_low`` / ``auroc_high`` metrics): the
+#: record's :data:`~pipeline_lib.detection.auroc_intervals.INTERVAL_OMITTED`.
+INTERVAL_OMITTED_TAG = f"droc.{INTERVAL_OMITTED}"
+#: MLflow 3's UI opens an experiment on the view of its kind; without this tag it guesses the
+#: GenAI overview (traces, tokens), which is empty for this pipeline's runs.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
 #: A job run's MLflow params: the result's key columns.
 PARAM_COLUMNS = KEY_COLUMNS
 
@@ -191,7 +200,7 @@ def _refusal(uri: str, error: Exception) -> str | None:
         f"MLflow tracking server {redact_uri(uri)} refused access: {reason}. Set "
         "MLFLOW_TRACKING_USERNAME "
         "and MLFLOW_TRACKING_PASSWORD to an account of that server and re-run log_to_mlflow; "
-        "runs are not logged, results/ still holds every result"
+        "runs are not logged, the result files still hold every result"
     )
 
 
@@ -199,6 +208,9 @@ def ensure_experiment(
     uri: str, experiment: str, *, artifact_dir: str | os.PathLike | None, timeout_s: float = 5.0
 ) -> dict[str, Any]:
     """Create the store and experiment once, before any fan-out writes to it.
+
+    The experiment declares its kind (:data:`EXPERIMENT_KIND_TAG`), so ``mlflow ui`` opens it
+    on its runs rather than on the GenAI overview.
 
     ``artifact_dir`` is used for a local store only: a tracking server keeps the artifacts of
     the experiments it creates (``mlflow server --artifacts-destination``) and takes them over
@@ -242,11 +254,18 @@ def ensure_experiment(
         }
     if found is not None:
         experiment_id = found.experiment_id
+        # An experiment made before the kind was declared gets it; a kind set by hand stays.
+        if EXPERIMENT_KIND_TAG not in found.tags:
+            client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
     else:
         local = artifact_dir is not None and not is_server_uri(uri)
         location = Path(artifact_dir).resolve().as_uri() if local else None
         try:
-            experiment_id = client.create_experiment(experiment, artifact_location=location)
+            experiment_id = client.create_experiment(
+                experiment,
+                artifact_location=location,
+                tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
+            )
         except MlflowException:
             # Another writer (another cluster, another user) created it a moment ago.
             found = client.get_experiment_by_name(experiment)
@@ -396,6 +415,9 @@ class _SweepRuns:
                 and not isinstance(value, bool)
             ]
             run_tags = [RunTag(HASH_TAG, digest)]
+            omitted = record.get(INTERVAL_OMITTED)
+            if isinstance(omitted, str) and omitted:
+                run_tags.append(RunTag(INTERVAL_OMITTED_TAG, omitted))
             if run is None:
                 name = "/".join(str(record[n]) for n in PARAM_COLUMNS if n in record)
                 run_id = self._child(key, "job", name)
@@ -552,5 +574,5 @@ def log_sweep(
             log.warning("%s", refused)
             return summary | {"status": "unauthorized", "warning": refused}
         reason = redact_uri(f"{type(error).__name__}: {error}")  # errors quote the URI
-        log.warning("MLflow logging failed (%s); results/ still holds every result", reason)
+        log.warning("MLflow logging failed (%s); the result files still hold every result", reason)
         return summary | {"status": "failed", "warning": reason}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,6 +12,7 @@ from PIL import Image
 
 from pipeline_lib.data import DataError, MissingDataError, dataset_class_names, load_dataset
 from pipeline_lib.data.area_resize import area_resize
+from pipeline_lib.data.regular_files import recording_skipped
 
 SMALL = {"n_train_per_class": 4, "n_test_per_class": 2}
 
@@ -426,3 +429,25 @@ def test_kaggle_name_without_class_prefix_is_an_error(tmp_path):
     Image.fromarray(np.zeros((64, 64, 3), dtype=np.uint8)).save(stray)
     with pytest.raises(DataError, match="bird.1.jpg is neither a cat.* nor a dog.* file"):
         load_dataset("catvsdog", root=tmp_path, **SMALL)
+
+
+def test_special_entries_are_skipped_and_named_in_both_layouts(tmp_path, write_pet_images, caplog):
+    write_pet_images(tmp_path, broken=False)
+    os.mkfifo(tmp_path / "PetImages" / "Cat" / "pipe.jpg")
+    (tmp_path / "PetImages" / "Dog" / "zero.jpg").symlink_to("/dev/zero")
+    _write_kaggle(tmp_path / "kaggle", n_cat=6, n_dog=6)
+    kaggle = tmp_path / "kaggle" / "dogs-vs-cats" / "train"
+    os.mkfifo(kaggle / "cat.777.jpg")
+    with caplog.at_level(logging.WARNING, logger="pipeline_lib.data.regular_files"):
+        with recording_skipped() as skipped:
+            pets = load_dataset("catvsdog", root=tmp_path, **SMALL)
+            load_dataset(
+                "catvsdog", root=tmp_path / "kaggle", n_train_per_class=5, n_test_per_class=1
+            )
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 3
+    assert "skipped 1 of 8 image entries" in warnings[0] and "pipe.jpg (a FIFO" in warnings[0]
+    assert "zero.jpg (a symlink to /dev/zero, a character device)" in warnings[1]
+    assert "skipped 1 of 13 image entries" in warnings[2] and "cat.777.jpg" in warnings[2]
+    assert [Path(path).name for path, _ in skipped] == ["pipe.jpg", "zero.jpg", "cat.777.jpg"]
+    assert np.bincount(pets.train_labels).tolist() == [4, 4]

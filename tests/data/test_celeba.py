@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -47,11 +49,20 @@ def test_crop_matches_numpy_slicing_oracle(tmp_path, write_celeba):
     Image.fromarray(noise).save(folder / "img_align_celeba" / "000009.jpg", quality=90)
     with Image.open(folder / "img_align_celeba" / "000009.jpg") as img:
         decoded = np.asarray(img.convert("RGB"))
-    expected = np.asarray(
-        Image.fromarray(decoded[40:-20, 10:-10]).resize((64, 64), Image.Resampling.BILINEAR)
-    )
+    crop = Image.fromarray(decoded[40:-20, 10:-10])
+    # PIL's default filter (bicubic), as the released script/prepare_celeba.py resizes
     data = load_dataset("celeba", root=tmp_path)
-    np.testing.assert_array_equal(data.test_images[0], expected)
+    np.testing.assert_array_equal(data.test_images[0], np.asarray(crop.resize((64, 64))))
+    bilinear = load_dataset("celeba", root=tmp_path, resize="bilinear")
+    expected = np.asarray(crop.resize((64, 64), Image.Resampling.BILINEAR))
+    np.testing.assert_array_equal(bilinear.test_images[0], expected)
+    assert not np.array_equal(bilinear.test_images[0], data.test_images[0])
+
+
+def test_an_unknown_resize_filter_is_refused(tmp_path, write_celeba):
+    write_celeba(tmp_path)
+    with pytest.raises(DataError, match="celeba option resize must be one of bicubic, bilinear"):
+        load_dataset("celeba", root=tmp_path, resize="lanczos")
 
 
 def test_files_directly_under_root_are_found(tmp_path, write_celeba):
@@ -143,6 +154,16 @@ def test_missing_image_is_named(tmp_path, write_celeba):
         load_dataset("celeba", root=tmp_path, download=True)
     assert not isinstance(info.value, MissingDataError)  # a download would not fix it
     assert str(folder / "img_align_celeba" / "000010.jpg") in str(info.value)
+
+
+def test_a_listed_image_that_is_not_a_regular_file_is_named_unopened(tmp_path, write_celeba):
+    folder = write_celeba(tmp_path)
+    image = folder / "img_align_celeba" / "000010.jpg"
+    image.unlink()
+    os.mkfifo(image)  # opening it would wait for a writer
+    with pytest.raises(DataError, match=r"1 image\(s\) .* not regular files") as info:
+        load_dataset("celeba", root=tmp_path)
+    assert f"{image} (a FIFO (named pipe))" in str(info.value)
 
 
 def test_corrupt_or_wrong_size_image_is_named(tmp_path, write_celeba):

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from pipeline_lib.data import DataError, MissingDataError, dataset_class_names, load_dataset
+from pipeline_lib.data.provenance import record_data_provenance
 
 COLORS = {"cat": (200, 10, 10), "dog": (10, 200, 10), "eel": (10, 10, 200)}
 
@@ -148,3 +153,28 @@ def test_bad_options_are_named(tmp_path, option, value, flat_tree):
     root = flat_tree(tmp_path / "imgs")
     with pytest.raises(DataError, match=option):
         load_dataset("image_folder", path=root, **{option: value})
+
+
+def test_special_entries_are_skipped_named_logged_and_recorded(tmp_path, flat_tree, caplog):
+    root = flat_tree(tmp_path / "imgs")
+    os.mkfifo(root / "cat" / "pipe.png")  # opening it would wait for a writer
+    (root / "dog" / "zero.png").symlink_to("/dev/zero")  # reading it would never end
+    (root / "dog" / "gone.jpg").symlink_to(root / "nowhere.jpg")
+    (root / "eel" / "linked.png").symlink_to(root / "eel" / "00.png")  # a link to a file: read
+    with caplog.at_level(logging.WARNING, logger="pipeline_lib.data.regular_files"):
+        record = record_data_provenance("image_folder", {"path": str(root), "image_size": 8})
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2
+    cat, dog = warnings
+    assert "skipped 1 of 6 image entries" in cat and "pipe.png (a FIFO (named pipe))" in cat
+    assert "skipped 2 of 7 image entries" in dog
+    assert "zero.png (a symlink to /dev/zero, a character device)" in dog
+    assert "gone.jpg (a dangling symlink" in dog
+    skipped = {Path(row["path"]).name: row["reason"] for row in record["skipped"]}
+    assert skipped == {
+        "pipe.png": "a FIFO (named pipe)",
+        "zero.png": "a symlink to /dev/zero, a character device",
+        "gone.jpg": f"a dangling symlink to {root / 'nowhere.jpg'}",
+    }
+    data = load_dataset("image_folder", path=root, image_size=8)
+    assert np.bincount(np.concatenate([data.train_labels, data.test_labels])).tolist() == [5, 5, 6]

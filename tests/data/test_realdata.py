@@ -19,7 +19,7 @@ def test_real_cifar10():
     if not root or not (Path(root) / "cifar-10-batches-py").is_dir():
         pytest.skip(
             "real CIFAR-10 absent: set DROC_DATA_ROOT to a folder holding cifar-10-batches-py "
-            "(python shared/data/make_cifar10.py OUT)"
+            '(the standard pickle layout: docs/usage.md, "Data")'
         )
     data = load_dataset("cifar10", root=root)
     assert data.train_images.shape == (50000, 32, 32, 3)

@@ -13,8 +13,9 @@ import pytest
 
 from pipeline_lib.data.digits import read_digits
 from pipeline_lib.data.split import one_class_split, save_split
-from pipeline_lib.deploy.package import PackagedDetector, package_cell
-from pipeline_lib.deploy.protocols import ImageProtocol
+from pipeline_lib.deploy.image_package import PackagedDetector
+from pipeline_lib.deploy.image_protocol import ImageProtocol
+from pipeline_lib.deploy.packaging import package_cell
 from pipeline_lib.detection.detectors import make_detector
 from pipeline_lib.models.embed import embed_split
 from pipeline_lib.models.representation import build_representation

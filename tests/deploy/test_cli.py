@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 import subprocess
 import sys
 import tracemalloc
@@ -13,11 +14,11 @@ import pytest
 from PIL import Image
 
 from pipeline_lib.deploy import cli
+from pipeline_lib.deploy.image_package import PackagedDetector
 from pipeline_lib.deploy.images import ImageSizeError, read_image_file
-from pipeline_lib.deploy.package import PackagedDetector
 from pipeline_lib.runtime.io import load_image_dataset
 from tests.data.hostile_images import forbid_decoding, wide_png
-from tests.deploy.conftest import png_bytes
+from tests.deploy.conftest import png_bytes, small_package
 
 REPO = Path(__file__).resolve().parents[2]
 _real_load = cli.load_model
@@ -61,8 +62,8 @@ def test_score_folder_with_a_broken_image(kde_package: Path, digits_cell, tmp_pa
     expected = dict(zip(map(str, good), package.anomaly_scores(images), strict=True))
     for row in rows:
         assert (
-            float(row["score"]) == np.float64(expected[row["file"]]).round(12)
-            or abs(float(row["score"]) - expected[row["file"]]) < 1e-9
+            float(row["anomaly_score"]) == np.float64(expected[row["file"]]).round(12)
+            or abs(float(row["anomaly_score"]) - expected[row["file"]]) < 1e-9
         )
         assert row["is_anomaly"] == str(expected[row["file"]] > package.threshold)
     with open(output.with_name("scores_errors.csv")) as handle:
@@ -134,7 +135,7 @@ def test_crash_after_the_first_chunk_keeps_its_rows_in_a_partial_file(
     expected = package.anomaly_scores(images)
     assert [row["file"] for row in partial] == [str(p) for p in paths[:2]]
     for row, score in zip(partial, expected, strict=True):
-        assert abs(float(row["score"]) - score) <= 1e-9 * max(1.0, abs(score))
+        assert abs(float(row["anomaly_score"]) - score) <= 1e-9 * max(1.0, abs(score))
     assert _read_csv(tmp_path / "out" / "scores_errors.csv.partial") == []
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith("droc:")]
@@ -230,3 +231,60 @@ def test_a_file_is_not_read_whole_before_its_header_passes(tmp_path: Path) -> No
         tracemalloc.stop()
     assert np.all(pixels == 3)
     assert peak < 2**20, f"peak {peak:,} bytes: the file was read whole"
+
+
+def test_a_folder_with_a_fifo_and_a_device_link_scores_the_images_and_names_the_rest(
+    kde_package: Path, digits_cell, tmp_path: Path, capsys
+) -> None:
+    paths = _folder_of_pngs(digits_cell, tmp_path / "line", 3)
+    os.mkfifo(tmp_path / "line" / "pipe.png")
+    (tmp_path / "line" / "zero.png").symlink_to("/dev/zero")
+    output = tmp_path / "scores.csv"
+    argv = ["score", "--model", str(kde_package), str(tmp_path / "line"), "--output", str(output)]
+    assert cli.main([*argv, "--no-progress"]) == cli.EXIT_SOME_ERRORS
+    assert [row["file"] for row in _read_csv(output)] == [str(p) for p in paths]
+    errors = {
+        Path(row["file"]).name: row["error"] for row in _read_csv(tmp_path / "scores_errors.csv")
+    }
+    assert errors == {
+        "pipe.png": "not a regular file: a FIFO (named pipe); not opened",
+        "zero.png": "not a regular file: a symlink to /dev/zero, a character device; not opened",
+    }
+    assert "2 error(s)" in capsys.readouterr().err
+
+
+def test_the_score_column_says_its_direction_and_the_expected_rates_are_printed(
+    kde_package: Path, digits_cell, tmp_path: Path, capsys
+) -> None:
+    _folder_of_pngs(digits_cell, tmp_path / "line", 2)
+    output = tmp_path / "scores.csv"
+    argv = ["score", str(tmp_path / "line"), "--output", str(output), "--no-progress"]
+    assert cli.main([*argv, "--model", str(kde_package)]) == cli.EXIT_OK
+    assert output.read_text().splitlines()[0] == "file,anomaly_score,is_anomaly"
+    err = capsys.readouterr().err
+    metrics = PackagedDetector.load(kde_package).info["metrics"]
+    assert "(anomaly_score > threshold" in err and "higher = more anomalous" in err
+    assert (
+        f"test split ({metrics['n_test']} images): TPR {metrics['test_tpr']:.3f}, "
+        f"FPR {metrics['test_fpr']:.3f} (target FPR 0.05)"
+    ) in err
+    small_package(tmp_path / "unmeasured")  # written without the packaging step's metrics
+    assert cli.main([*argv, "--model", str(tmp_path / "unmeasured")]) == cli.EXIT_OK
+    assert "expected TPR / FPR at this threshold: not recorded in the package" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_missing_model_folder_is_named_as_such(tmp_path: Path, capsys) -> None:
+    (tmp_path / "a.png").write_bytes(png_bytes(np.zeros((8, 8, 3), np.uint8)))
+    argv = ["score", str(tmp_path / "a.png"), "--output", str(tmp_path / "out.csv")]
+    assert cli.main([*argv, "--model", str(tmp_path / "missing_dir")]) == 2
+    err = capsys.readouterr().err
+    assert f"--model {tmp_path / 'missing_dir'}: no such folder" in err
+    assert "models:/NAME/VERSION" in err and "tracking-uri" not in err
+    (tmp_path / "file.txt").write_text("x")
+    assert cli.main([*argv, "--model", str(tmp_path / "file.txt")]) == 2
+    assert "is a file, not a package folder" in capsys.readouterr().err
+    os.mkfifo(tmp_path / "pipe")
+    assert cli.main([*argv, "--model", str(tmp_path / "pipe")]) == 2
+    assert "is a FIFO (named pipe), not a package folder" in capsys.readouterr().err

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from sklearn.ensemble import IsolationForest
 
-from pipeline_lib.deploy import detector_state
+from pipeline_lib.deploy import bounded_files, detector_state
 from pipeline_lib.deploy.detector_state import (
     ARRAYS_FILE,
     STATE_FILE,
@@ -184,7 +184,7 @@ def test_a_header_declaring_more_than_its_member_holds_is_refused(tmp_path: Path
 
 def test_an_oversized_or_deep_json_is_refused(tmp_path: Path, monkeypatch) -> None:
     folder = _saved(tmp_path)
-    monkeypatch.setattr(detector_state, "MAX_JSON_BYTES", 100)
+    monkeypatch.setattr(bounded_files, "MAX_JSON_BYTES", 100)
     with pytest.raises(DetectorStateError, match="over the limit of 100 for a package's JSON"):
         load_detector(folder)
     monkeypatch.undo()

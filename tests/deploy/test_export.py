@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from pipeline_lib.deploy.export import PARITY_RTOL, detector_graph, onnx_scorer, torchscript_scorer
-from pipeline_lib.deploy.package import PackagedDetector
-from pipeline_lib.deploy.pyfunc import model_arguments
+from pipeline_lib.deploy.image_package import PackagedDetector
+from pipeline_lib.deploy.mlflow_model import model_arguments
 from pipeline_lib.detection.detectors import make_detector
 from pipeline_lib.runtime.io import load_image_dataset
 from tests.deploy.conftest import make_package, png_bytes
@@ -38,7 +38,7 @@ def test_detector_graph_equals_score_samples(name: str) -> None:
 
 
 def _pyfunc_model(package_dir: Path, model_dir: Path) -> mlflow.pyfunc.PyFuncModel:
-    # As deploy.pyfunc.log_and_register logs it: from code, requirements pinned (left out,
+    # As deploy.mlflow_model.log_and_register logs it: from code, requirements pinned (left out,
     # MLflow infers them in a subprocess that imports the model, most of this test's time).
     mlflow.pyfunc.save_model(str(model_dir), **model_arguments(package_dir))
     assert not list(model_dir.rglob("*.pkl")), "the logged model holds a pickle"

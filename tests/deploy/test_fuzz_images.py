@@ -2,7 +2,7 @@
 
 The corpus (:mod:`tests.deploy.hostile_corpus`, seeded) goes through the two paths that read
 untrusted images: ``droc score``'s chunks of files (:func:`pipeline_lib.deploy.cli.score_files`)
-and the server's rows (:func:`pipeline_lib.deploy.pyfunc.score_rows`). Each item must come
+and the server's rows (:func:`pipeline_lib.deploy.serving.score_rows`). Each item must come
 back as a score or as an error row naming it; the good items between the hostile ones score
 as they do alone; and a subprocess reading the whole corpus stays within a memory bound
 derived from ``max_pixels``.
@@ -20,9 +20,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline_lib.deploy import cli, pyfunc
+from pipeline_lib.deploy import cli, serving
+from pipeline_lib.deploy.image_package import PackagedDetector
 from pipeline_lib.deploy.images import read_image_file
-from pipeline_lib.deploy.package import PackagedDetector
 from tests.deploy.hostile_corpus import ERROR, SCORE, hostile_inputs
 
 #: Pillow's TIFF reader warns about the damaged tags it skips; the outcome is what is tested.
@@ -100,8 +100,8 @@ def test_server_rows_score_or_name_every_hostile_item(kde_package: Path, corpus)
             "image": [base64.b64encode(data).decode() for _, data, _ in corpus],
         }
     )
-    assert len(frame) <= pyfunc.MAX_ROWS
-    answer = pyfunc.score_rows(package, frame, max_pixels=MAX_PIXELS, request_pixels=10**12)
+    assert len(frame) <= serving.MAX_ROWS
+    answer = serving.score_rows(package, frame, max_pixels=MAX_PIXELS, request_pixels=10**12)
     assert list(answer["name"]) == list(frame["name"])
     outcomes = {
         name: (score, error)

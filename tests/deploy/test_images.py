@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import io
+import os
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -11,7 +13,8 @@ import pytest
 from mlflow.exceptions import MlflowException
 from PIL import Image, ImageFile
 
-from pipeline_lib.deploy import pyfunc
+from pipeline_lib.deploy import serving
+from pipeline_lib.deploy.image_package import PackagedDetector
 from pipeline_lib.deploy.images import (
     DEFAULT_MAX_PIXELS,
     DEFAULT_REQUEST_PIXELS,
@@ -29,7 +32,6 @@ from pipeline_lib.deploy.images import (
     request_pixels,
     resize_to,
 )
-from pipeline_lib.deploy.package import PackagedDetector
 from tests.data.hostile_images import EPS, PSD, WIDE, forbid_decoding, mpo, wide_png
 from tests.deploy.conftest import png_bytes
 
@@ -87,6 +89,39 @@ def test_folders_expand_and_empty_ones_are_errors(tmp_path) -> None:
     assert "no image files" in errors[0][1]
 
 
+def test_entries_that_are_not_regular_files_are_errors_never_opened(tmp_path) -> None:
+    folder = tmp_path / "line"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.png").write_bytes(b"1")
+    (folder / "sub" / "linked.png").symlink_to(folder / "a.png")  # a link to a file: kept
+    os.mkfifo(folder / "pipe.png")
+    (folder / "zero.png").symlink_to("/dev/zero")
+    (folder / "gone.jpg").symlink_to(tmp_path / "nowhere.jpg")
+    (folder / "loop.png").symlink_to(folder / "loop.png")
+    (folder / "folder.png").mkdir()  # a folder named like an image is walked, not read
+    os.mkfifo(tmp_path / "named.png")
+    files, errors = collect_image_files([folder, tmp_path / "named.png"])
+    assert files == [folder / "a.png", folder / "sub" / "linked.png"]
+    reasons = {Path(path).name: reason for path, reason in errors}
+    assert reasons == {
+        "gone.jpg": f"not a regular file: a dangling symlink to {tmp_path / 'nowhere.jpg'}; "
+        "not opened",
+        "loop.png": f"not a regular file: a looping symlink to {folder / 'loop.png'}; not opened",
+        "pipe.png": "not a regular file: a FIFO (named pipe); not opened",
+        "zero.png": "not a regular file: a symlink to /dev/zero, a character device; not opened",
+        "named.png": "not a regular file: a FIFO (named pipe); not opened",
+    }
+
+
+def test_a_fifo_put_in_place_of_a_listed_file_is_refused_without_waiting(tmp_path) -> None:
+    os.mkfifo(tmp_path / "late.png")  # as if swapped in after the folder was listed
+    good, errors = read_images([tmp_path / "late.png"], size=8)
+    assert good == []
+    assert errors == [
+        (str(tmp_path / "late.png"), "not a regular file: a FIFO (named pipe); not opened")
+    ]
+
+
 def test_predict_reports_bad_rows_and_scores_the_others(kde_package) -> None:
     package = PackagedDetector.load(kde_package)
     rng = np.random.default_rng(0)
@@ -98,7 +133,7 @@ def test_predict_reports_bad_rows_and_scores_the_others(kde_package) -> None:
             "array": [None, None, image[..., 0].tolist(), np.zeros((32, 32, 4)).tolist()],
         }
     )
-    answer = pyfunc.score_rows(package, frame)
+    answer = serving.score_rows(package, frame)
     assert list(answer["name"]) == ["good", "broken", "gray", "rgba"]
     assert answer["error"][0] == "" and answer["error"][2] == ""
     assert "base64" in answer["error"][1] and "4 channels" in answer["error"][3]
@@ -111,13 +146,13 @@ def test_predict_reports_bad_rows_and_scores_the_others(kde_package) -> None:
 
 def test_requests_over_the_limits_are_refused_with_the_reason(kde_package, monkeypatch) -> None:
     package = PackagedDetector.load(kde_package)
-    too_many = pd.DataFrame({"image": ["x"] * (pyfunc.MAX_ROWS + 1)})
+    too_many = pd.DataFrame({"image": ["x"] * (serving.MAX_ROWS + 1)})
     with pytest.raises(MlflowException, match="over the limit of 256") as caught:
-        pyfunc.score_rows(package, too_many)
+        serving.score_rows(package, too_many)
     assert caught.value.get_http_status_code() == 400
-    monkeypatch.setattr(pyfunc, "MAX_REQUEST_BYTES", 10)
+    monkeypatch.setattr(serving, "MAX_REQUEST_BYTES", 10)
     with pytest.raises(MlflowException, match="bytes of image data"):
-        pyfunc.score_rows(package, pd.DataFrame({"image": ["a" * 11]}))
+        serving.score_rows(package, pd.DataFrame({"image": ["a" * 11]}))
 
 
 # Hostile input: refused from the header, per item, by name (pipeline_lib.data.image_files).
@@ -181,7 +216,7 @@ def test_memory_error_on_one_item_names_it_and_the_others_score(kde_package, mon
     monkeypatch.setattr(ImageFile.ImageFile, "load", load)
     hungry = np.zeros((40, 48, 3), np.uint8)
     encoded = [base64.b64encode(png_bytes(x)).decode() for x in (images[0], hungry, images[1])]
-    answer = pyfunc.score_rows(package, pd.DataFrame({"name": ["a", "b", "c"], "image": encoded}))
+    answer = serving.score_rows(package, pd.DataFrame({"name": ["a", "b", "c"], "image": encoded}))
     assert answer["error"][0] == "" and answer["error"][2] == ""
     assert answer["error"][1].startswith("ran out of memory decoding or resizing this 48 x 40")
     expected = package.anomaly_scores(np.stack(images))
@@ -226,22 +261,22 @@ def test_request_over_the_pixel_budget_is_a_400_before_decoding(kde_package, mon
     total = 600 + 600 + 100  # row 0 decodes its image, not its array
     attempts = forbid_decoding(monkeypatch)
     with pytest.raises(MlflowException, match=f"{total:,} pixels in total") as caught:
-        pyfunc.score_rows(package, frame, request_pixels=total - 1)
+        serving.score_rows(package, frame, request_pixels=total - 1)
     assert caught.value.get_http_status_code() == 400
     assert caught.value.error_code == "INVALID_PARAMETER_VALUE"
     assert f"over the budget of {total - 1:,}" in caught.value.message
     assert "DROC_REQUEST_PIXELS=<pixels>" in caught.value.message
     assert attempts == []
     # The budget from the server's environment, as `mlflow models serve` would see it.
-    monkeypatch.setenv(pyfunc.REQUEST_PIXELS_ENV, str(total - 1))
+    monkeypatch.setenv(serving.REQUEST_PIXELS_ENV, str(total - 1))
     with pytest.raises(MlflowException, match=f"over the budget of {total - 1:,}"):
-        pyfunc.score_rows(package, frame)
-    monkeypatch.setenv(pyfunc.REQUEST_PIXELS_ENV, "many")
+        serving.score_rows(package, frame)
+    monkeypatch.setenv(serving.REQUEST_PIXELS_ENV, "many")
     with pytest.raises(ValueError, match="DROC_REQUEST_PIXELS='many' is not a positive integer"):
-        pyfunc.score_rows(package, frame)
+        serving.score_rows(package, frame)
     monkeypatch.undo()
-    monkeypatch.setenv(pyfunc.REQUEST_PIXELS_ENV, f"{total:_}")
-    answer = pyfunc.score_rows(package, frame)  # within the budget: every row scores
+    monkeypatch.setenv(serving.REQUEST_PIXELS_ENV, f"{total:_}")
+    answer = serving.score_rows(package, frame)  # within the budget: every row scores
     assert list(answer["error"]) == ["", "", ""]
     expected = package.anomaly_scores(
         np.stack([decode_image(png_bytes(image), size=package.image_size)] * 2)

@@ -22,10 +22,14 @@ from PIL import Image
 
 from pipeline_lib.data.mvtec import category_to_arrays, read_mvtec_category
 from pipeline_lib.deploy.cli import main as droc
-from pipeline_lib.deploy.package import PACKAGE_FORMAT, PackagedDetector, PackageError, package_cell
-from pipeline_lib.deploy.packages import load_package_folder
-from pipeline_lib.deploy.patch_protocol import PackagedPatchDetector, PatchProtocol
-from pipeline_lib.deploy.pyfunc import PATCH_SIGNATURE, decode_map, model_arguments
+from pipeline_lib.deploy.image_package import PackagedDetector
+from pipeline_lib.deploy.mlflow_model import model_arguments
+from pipeline_lib.deploy.package_format import PACKAGE_FORMAT, PackageError
+from pipeline_lib.deploy.package_kinds import load_package_folder
+from pipeline_lib.deploy.packaging import package_cell
+from pipeline_lib.deploy.patch_package import PackagedPatchDetector
+from pipeline_lib.deploy.patch_protocol import PatchProtocol
+from pipeline_lib.deploy.serving import PATCH_SIGNATURE, decode_map
 from pipeline_lib.detection.metrics import auroc
 from pipeline_lib.models.checkpoints import save_representation
 from pipeline_lib.mvtec.patches import train_on_patches
@@ -149,7 +153,7 @@ def test_droc_score_writes_a_heatmap_per_image(cell: dict, tmp_path: Path) -> No
     expected = package.score(category.test_images[chosen])
     for k, i in enumerate(chosen):
         row = rows[f"img{i}.png"]
-        assert abs(float(row["score"]) - expected.scores[k]) < 1e-9
+        assert abs(float(row["anomaly_score"]) - expected.scores[k]) < 1e-9
         assert row["is_anomaly"] == str(bool(expected.is_anomaly[k]))
         heatmap = Path(row["heatmap"])
         assert heatmap == output.with_name("scores_heatmaps") / f"img{i}_heatmap.png"

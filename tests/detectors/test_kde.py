@@ -13,7 +13,7 @@ from tests.detectors._oracles import paper_gamma, unit_rows
 
 
 def naive_kde(fit: np.ndarray, test: np.ndarray, gamma: float) -> np.ndarray:
-    """PROTOCOL.md: score(x) = (1/gamma) log sum_y exp(-gamma ||x - y||^2), all pairs at once."""
+    """docs/protocol.md's KDE, (1/gamma) log sum_y exp(-gamma ||x - y||^2), all pairs at once."""
     sq_dist = ((test[:, None, :] - fit[None, :, :]) ** 2).sum(axis=-1)  # (n_test, n_fit)
     return logsumexp(-gamma * sq_dist, axis=1) / gamma
 

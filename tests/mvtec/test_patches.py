@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from pipeline_lib.data.mvtec import read_mvtec_category
-from pipeline_lib.detection.auroc_intervals import auroc_interval_record
+from pipeline_lib.detection.auroc_intervals import INTERVAL_OMITTED, auroc_interval_record
 from pipeline_lib.detection.detectors.kde import KernelDensityScore
 from pipeline_lib.models.proxy import build_proxy_model
 from pipeline_lib.mvtec.localize import (
@@ -31,6 +31,7 @@ from pipeline_lib.mvtec.patches import (
     sample_positions,
     score_category,
 )
+from pipeline_lib.mvtec.pixel_intervals import LOCALIZATION_INTERVAL_FIELDS
 from pipeline_lib.registry import ROTATION_DETECTORS
 from pipeline_lib.ssl.rotation import rotation_scores
 
@@ -169,6 +170,9 @@ def test_perfect_maps_score_100_and_no_masks_give_image_auc_only():
     metrics = evaluate_score_maps(maps, labels, masks, patch_size=16, stride=4, sigma=4.0)
     assert metrics["image_auroc"] == 100.0
     assert metrics["pixel_auroc"] > 90.0 and metrics["aupro"] > 80.0
+    # each localisation metric carries its interval over the test images
+    for name in ("pixel_auroc", "aupro"):
+        assert 50.0 < metrics[f"{name}_low"] <= metrics[f"{name}_high"] <= 100.0
     assert evaluate_score_maps(maps, labels, None, patch_size=16, stride=4) == {
         "image_auroc": 100.0
     }
@@ -210,6 +214,23 @@ def test_random_features_find_easy_synthetic_defects(mvtec_category, model):
         category, features, detector="rotation_classifier", patch_size=16, stride=4
     )
     assert record["n_fit"] == 0 and 0 <= record["image_auroc"] <= 100
+
+
+def test_a_single_defective_test_image_keeps_the_auc_without_an_interval(mvtec_category):
+    folder = mvtec_category(size=48, n_train=2, n_good=4, defects={"scratch": 1})
+    category = read_mvtec_category(folder, image_size=48)
+    assert category.test_labels.tolist() == [0, 0, 0, 0, 1]
+    rng = np.random.default_rng(0)  # patch features of a 9 x 9 grid per test image
+    features = {"f_fit": rng.normal(size=(60, 4)), "f_test": rng.normal(size=(5 * 81, 4))}
+    record, arrays = score_category(category, features, detector="kde", patch_size=16, stride=4)
+    assert 0.0 <= record["image_auroc"] <= 100.0
+    assert "auroc_low" not in record and "auroc_se_delong" not in record
+    assert "1 outlier(s) and 4 inlier(s)" in record[INTERVAL_OMITTED]
+    assert arrays["image_score"].shape == (5,)
+    # with masks, the localisation metrics stand too; their intervals resample the same
+    # five images by label, so they are NaN for the same reason (not a failed job)
+    assert category.has_masks and 0.0 <= record["pixel_auroc"] <= 100.0
+    assert all(np.isnan(record[field]) for field in LOCALIZATION_INTERVAL_FIELDS)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,9 @@ from pipeline_lib.data.mvtec import (
     resolve_category_paths,
 )
 
-REAL_BOTTLE = Path(__file__).resolve().parents[2].parent / "shared/data/mvtec_ad/bottle"
+#: MVTec AD's bottle, in the development data: $DROC_SHARED, else ``shared`` beside the checkout.
+SHARED = os.environ.get("DROC_SHARED") or Path(__file__).resolve().parents[2].parent / "shared"
+REAL_BOTTLE = Path(SHARED) / "data/mvtec_ad/bottle"
 
 
 def test_reads_layout_labels_files_and_masks(mvtec_category):
@@ -166,10 +169,23 @@ def test_categories_by_name_all_and_user_paths(tmp_path, mvtec_category):
         resolve_category_paths(tmp_path / "missing", "all")
 
 
-@pytest.mark.skipif(not REAL_BOTTLE.is_dir(), reason="needs ../shared/data/mvtec_ad/bottle")
+@pytest.mark.skipif(not REAL_BOTTLE.is_dir(), reason=f"needs {REAL_BOTTLE} (DROC_SHARED)")
 def test_real_bottle_copy_has_no_masks():
     category = read_mvtec_category(REAL_BOTTLE, max_train=3)
     assert category.train_images.shape == (3, 256, 256, 3)
     assert len(category.test_images) == 83 and int(category.test_labels.sum()) == 63
     assert set(category.test_defects) == {"good", "broken_large", "broken_small", "contamination"}
     assert category.test_masks is None and category.group == "object"
+
+
+def test_special_entries_are_skipped_and_named_in_the_log(mvtec_category, caplog):
+    folder = mvtec_category(size=16, n_train=3, n_good=1, defects={"spot": 1})
+    os.mkfifo(folder / "train" / "good" / "pipe.png")
+    (folder / "test" / "spot" / "zero.png").symlink_to("/dev/zero")
+    with caplog.at_level(logging.WARNING, logger="pipeline_lib.data.regular_files"):
+        category = read_mvtec_category(folder, image_size=16)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2
+    assert "skipped 1 of 4 image entries" in warnings[0] and "pipe.png (a FIFO" in warnings[0]
+    assert "zero.png (a symlink to /dev/zero, a character device)" in warnings[1]
+    assert len(category.train_images) == 3 and category.test_defects == ("good", "spot")

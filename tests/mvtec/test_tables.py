@@ -44,11 +44,14 @@ def _records() -> list[dict]:
 
 
 def _cell(values, label: str = "") -> str:
-    """The main tables' cell for ``values``: mean ± std (ddof=1) [95 % t-interval, clipped]."""
+    """The main tables' cell for ``values``: mean ± std (ddof=1) [95 % t-interval, clipped];
+    a t-interval covering all of [0, 100] is not shown (no test-set interval here)."""
     x = np.asarray(values, dtype=float)
     half = stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
     low, high = np.clip([x.mean() - half, x.mean() + half], 0.0, 100.0)
     spread = f" ± {x.std(ddof=1):.1f}" if not label else " (n=1)"
+    if (low, high) == (0.0, 100.0):
+        return f"{x.mean():.1f}{spread}"
     return f"{x.mean():.1f}{spread} [{low:.1f}, {high:.1f}]" + (f" {label}" if label else "")
 
 
@@ -87,9 +90,10 @@ def test_display_tables_have_the_paper_shape():
     assert list(full.columns) == ["RotNet + KDE", "RotNet + KDE (paper)"]
     assert full.loc["Detection on object", "RotNet + KDE (paper)"] == "85.9 ± 2.1"
     per_category = format_per_category(per_category_table(frame, metric="image_auroc"))
-    # two seeds at 50 and 40: the t-interval passes 0 and 100, so it is clipped to both
-    assert per_category.loc["grid (texture)", "RotNet + KDE"] == "45.0 ± 7.1 [0.0, 100.0]"
-    assert _cell([50.0, 40.0]) == "45.0 ± 7.1 [0.0, 100.0]"
+    # two seeds at 50 and 40: the t-interval covers all of [0, 100] and says nothing; with
+    # no interval over the test set recorded, none is shown (never "[0.0, 100.0]")
+    assert per_category.loc["grid (texture)", "RotNet + KDE"] == "45.0 ± 7.1"
+    assert _cell([50.0, 40.0]) == "45.0 ± 7.1"
     pixel = format_per_category(per_category_table(frame, metric="pixel_auroc"))
     assert pixel.loc["grid (texture)", "RotNet + KDE"] == "n/a"
 
@@ -100,19 +104,82 @@ def test_one_seed_has_no_std():
     assert table["std"].isna().all() and (table["n_seeds"] == 1).all()
     # no interval recorded for the job: none shown
     assert format_per_category(table).iloc[0, 0] == "90.0 (n=1)"
-    # one seed of the object group: the interval over its categories (bottle 90, cable 70)
+    # one seed of the object group's two categories (bottle 90, cable 70): too few for an
+    # interval over categories, and no job interval recorded: none
     summary = group_summary(frame).set_index(["metric", "group"])
-    assert summary.loc[("image_auroc", "object"), "ci_over"] == "classes"
+    assert summary.loc[("image_auroc", "object"), "ci_over"] == ""
     shown = format_summary(group_summary(frame)).loc["Detection on object", "RotNet + KDE"]
-    assert shown == _cell([90.0, 70.0], "over classes")
-    # with the job's image-AUC interval over the test set, one seed shows it
-    records = [r | {"auroc_low": 85.25, "auroc_high": 94.5} for r in _records() if not r["seed"]]
-    table = per_category_table(mvtec_results_frame(records), metric="image_auroc")
+    assert shown == "80.0 (n=1)"
+
+
+def test_one_seed_shows_each_metrics_interval_over_the_test_set():
+    records = [
+        r
+        | {"auroc_low": r["image_auroc"] - 4.75, "auroc_high": r["image_auroc"] + 4.5}
+        | (
+            {"pixel_auroc_low": r["pixel_auroc"] - 2.0, "pixel_auroc_high": r["pixel_auroc"] + 1.0}
+            if r["pixel_auroc"] is not None
+            else {"pixel_auroc_low": None, "pixel_auroc_high": None}
+        )
+        for r in _records()
+        if not r["seed"]
+    ]
+    frame = mvtec_results_frame(records)
+    table = per_category_table(frame, metric="image_auroc")
     assert format_per_category(table).iloc[0, 0] == "90.0 (n=1) [85.2, 94.5] over the test set"
     assert (table["ci_over"] == "test set").all()
-    # the interval over the test set is the image AUC's: none for the pixel AUC
-    pixel = per_category_table(mvtec_results_frame(records), metric="pixel_auroc")
-    assert (pixel["ci_over"] == "").all()
+    pixel = per_category_table(frame, metric="pixel_auroc").set_index("category")
+    assert (pixel.loc["bottle", "ci_low"], pixel.loc["bottle", "ci_high"]) == (93.0, 96.0)
+    assert pixel.loc["grid", "ci_over"] == ""  # no masks: no pixel AUC, no interval
+    # the object group of one seed, two categories: the mean of their intervals' ends
+    summary = group_summary(frame).set_index(["metric", "group"])
+    detection = summary.loc[("image_auroc", "object")]
+    assert (detection["ci_low"], detection["ci_high"]) == (75.25, 84.5)
+    assert detection["ci_over"] == "test set"
+    localisation = summary.loc[("pixel_auroc", "object")]
+    assert (localisation["ci_low"], localisation["ci_high"], localisation["ci_over"]) == (
+        83.0,
+        86.0,
+        "test set",
+    )
+
+
+def test_a_single_good_or_defective_test_image_omits_every_metrics_interval():
+    # bottle's test set had a single defective image: its job recorded why it has no image
+    # AUC interval, and its pixel intervals (same images, same strata) are NaN
+    reason = "the test split has 1 outlier(s) and 4 inlier(s); an interval over ..."
+    records = []
+    for r in _records():
+        if r["seed"]:
+            continue
+        ends = {"auroc_low": r["image_auroc"] - 4.75, "auroc_high": r["image_auroc"] + 4.5}
+        if r["pixel_auroc"] is not None:
+            ends |= {"pixel_auroc_low": r["pixel_auroc"] - 2.0, "pixel_auroc_high": 99.0}
+        if r["category"] == "bottle":
+            ends = {"pixel_auroc_low": np.nan, "pixel_auroc_high": np.nan}
+            ends["auroc_interval_omitted"] = reason
+        records.append(r | ends)
+    frame = mvtec_results_frame(records)
+    shown = "90.0 (n=1) [no interval: a single inlier or outlier in the test set]"
+    for metric in ("image_auroc", "pixel_auroc"):
+        table = per_category_table(frame, metric=metric).set_index("category")
+        bottle = table.loc["bottle"]
+        assert bottle["ci_over"] == "omitted" and np.isnan(bottle["ci_low"])
+        assert table.loc["cable", "ci_over"] == "test set"
+    image = format_per_category(per_category_table(frame, metric="image_auroc"))
+    assert image.loc["bottle (object)", "RotNet + KDE"] == shown
+    cable = image.loc["cable (object)", "RotNet + KDE"]
+    assert cable == "70.0 (n=1) [65.2, 74.5] over the test set"
+    # the object group of one seed (bottle, cable): two categories reach the test-set rule,
+    # and bottle's job cannot give its ends
+    summary = group_summary(frame).set_index(["metric", "group"])
+    assert summary.loc[("image_auroc", "object"), "ci_over"] == "omitted"
+    assert summary.loc[("pixel_auroc", "object"), "ci_over"] == "omitted"
+    assert summary.loc[("image_auroc", "texture"), "ci_over"] == "test set"
+    texts = format_summary(group_summary(frame))
+    assert texts.loc["Detection on object", "RotNet + KDE"] == (
+        "80.0 (n=1) [no interval: a single inlier or outlier in the test set]"
+    )
 
 
 def _all_categories(extra: dict[str, str] | None = None) -> list[dict]:

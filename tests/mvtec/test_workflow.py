@@ -26,12 +26,14 @@ from PIL import Image
 from pipeline_lib.data import load_dataset
 from pipeline_lib.data.mvtec import category_from_arrays
 from pipeline_lib.data.split import one_class_split, save_split
-from pipeline_lib.deploy.packages import load_package_folder
-from pipeline_lib.deploy.pyfunc import decode_map
+from pipeline_lib.deploy.package_kinds import load_package_folder
+from pipeline_lib.deploy.serving import decode_map
 from pipeline_lib.detection.metrics import auroc
 from pipeline_lib.models.checkpoints import save_representation
 from pipeline_lib.models.embed import embed_dataset, embed_split
 from pipeline_lib.models.representation import build_representation
+from pipeline_lib.mvtec.tables import INTERVAL_FIELDS
+from pipeline_lib.paper.published import display_name
 from pipeline_lib.runtime.io import load_npz, save_image_dataset, save_npz
 from pipeline_lib.ssl.train import train_representation
 from tests.deploy.conftest import png_bytes
@@ -41,7 +43,7 @@ from tests.workflow.conftest import ONE_THREAD_PER_JOB, REPO, run_snakemake
 
 pytestmark = pytest.mark.workflow
 
-SUMMARY = "results/summary/mvtec"
+SUMMARY = "summary/mvtec"
 
 
 @pytest.fixture(scope="module")
@@ -113,23 +115,42 @@ def test_tables_and_heat_map_are_written(mvtec_run):
     assert "widget" in note and "per category" in note
     per_category = pd.read_csv(mvtec_run / SUMMARY / "per_category_aupro.csv", index_col=0)
     assert list(per_category.index) == ["widget (object)"]
-    # one seed of one category: each detection cell carries its job's interval over the
-    # test set, in the main tables' format
-    detection = pd.read_csv(mvtec_run / SUMMARY / "per_category_image_auroc.csv", index_col=0)
+    # one seed of one category: each cell of every metric carries its job's interval over
+    # the test set, in the main tables' format (none where the bootstrap has zero width, as
+    # for a perfect detector: an interval [100.0, 100.0] says nothing)
     results = pd.read_csv(mvtec_run / SUMMARY / "results.csv")
-    for cell in detection.loc["widget (object)"]:
-        assert re.fullmatch(r"\d+\.\d \(n=1\) \[\d+\.\d, \d+\.\d\] over the test set", cell), cell
+    for metric, (low, high) in INTERVAL_FIELDS.items():
+        table = pd.read_csv(mvtec_run / SUMMARY / f"per_category_{metric}.csv", index_col=0)
+        for column, cell in table.loc["widget (object)"].items():
+            method, detector = column.split(" + ")
+            job = results[
+                (results["method"].map(lambda m: display_name("method", m)) == method)
+                & (results["detector"].map(lambda d: display_name("detector", d)) == detector)
+            ].iloc[0]
+            assert job[low] <= job[high], (metric, column)
+            if job[low] < job[high]:
+                pattern = r"\d+\.\d \(n=1\) \[\d+\.\d, \d+\.\d\] over the test set"
+            else:
+                pattern = r"\d+\.\d \(n=1\)"
+            assert re.fullmatch(pattern, cell), (metric, cell)
     assert (results["auroc_low"] <= results["image_auroc"]).all()
-    assert summary.loc["Detection on object"].str.endswith("over the test set").all()
+    assert not summary.apply(lambda c: c.str.contains(r"\[0\.0, 100\.0\]")).any(axis=None)
+    # what ran, from the models' own records: RotNet trained on the CPU, in float32; and the
+    # spread's one ddof, stated once
+    for name in ("summary", "per_category_aupro"):
+        text = (mvtec_run / SUMMARY / f"{name}.md").read_text()
+        assert "Training: float32 on the CPU (1 model)." in text
+        assert "autocast" not in text
+        assert text.count("ddof") == 1 and "ddof=1" in text
     with Image.open(mvtec_run / SUMMARY / "heatmaps" / "widget.png") as image:
         pixels = np.asarray(image.convert("RGB"))
     assert pixels.shape[0] > 200 and pixels.std() > 10  # drawn, not blank
 
 
 def test_results_reach_mlflow_features_are_temporary_and_a_rerun_does_nothing(mvtec_run):
-    logged = yaml.safe_load((mvtec_run / "results/mlflow/mvtec_logged.json").read_text())
+    logged = yaml.safe_load((mvtec_run / "mlflow/mvtec_logged.json").read_text())
     assert logged["status"] == "logged" and logged["created"] == 3 + 1  # 3 jobs, 1 training
-    assert not list((mvtec_run / "results/mvtec").rglob("patch_features.npz"))
+    assert not list((mvtec_run / "mvtec").rglob("patch_features.npz"))
     again = run_snakemake(
         mvtec_run, "--cores", "1", "-n", "--configfile", str(mvtec_run / "config.yaml")
     )
@@ -137,7 +158,7 @@ def test_results_reach_mlflow_features_are_temporary_and_a_rerun_does_nothing(mv
 
 
 def test_the_deployed_cell_is_registered_and_scores_as_the_benchmark(mvtec_run):
-    record = yaml.safe_load((mvtec_run / "results/deploy/droc-widget/deployed.json").read_text())
+    record = yaml.safe_load((mvtec_run / "deploy/droc-widget/deployed.json").read_text())
     assert record["registry"]["status"] == "registered"
     assert record["registry"]["registered_uri"] == "models:/droc-widget/1"
     assert record["cell"] == {
@@ -156,22 +177,20 @@ def test_the_deployed_cell_is_registered_and_scores_as_the_benchmark(mvtec_run):
     assert metrics["image_auroc"] == pytest.approx(recorded["image_auroc"], abs=1e-6)
     assert metrics["pixel_auroc"] == pytest.approx(recorded["pixel_auroc"], abs=1e-3)
     assert metrics["n_fit_patches"] == 400
-    package = yaml.safe_load(
-        (mvtec_run / "results/deploy/droc-widget/package/package.json").read_text()
-    )
+    package = yaml.safe_load((mvtec_run / "deploy/droc-widget/package/package.json").read_text())
     assert package["kind"] == "patch" and package["anomaly_map"]["size"] == [48, 48]
 
 
 def test_the_served_cell_answers_with_the_package_scores_and_maps(mvtec_run):
     """One server start, one request: the test images as PNG rows and a corrupt one."""
-    category = category_from_arrays(load_npz(mvtec_run / "results/mvtec/widget/category.npz"))
+    category = category_from_arrays(load_npz(mvtec_run / "mvtec/widget/category.npz"))
     images, names = category.test_images, list(category.test_files)
     records = [
         {"name": name, "image": base64.b64encode(png_bytes(image)).decode()}
         for name, image in zip(names, images, strict=True)
     ]
     records.insert(1, {"name": "broken", "image": base64.b64encode(b"\x89PNG\r\n").decode()})
-    tracking_uri = f"sqlite:///{mvtec_run / 'results/mlflow/mlflow.db'}"
+    tracking_uri = f"sqlite:///{mvtec_run / 'mlflow/mlflow.db'}"
     with served_model("models:/droc-widget/1", tracking_uri=tracking_uri, workdir=mvtec_run) as url:
         status, answer = post_json(f"{url}/invocations", {"dataframe_records": records})
     assert status == 200, answer
@@ -182,7 +201,7 @@ def test_the_served_cell_answers_with_the_package_scores_and_maps(mvtec_run):
     assert broken["anomaly_map"] is None and broken["is_anomaly"] is None
     assert [row["error"] for row in rows] == [""] * len(images)
 
-    package = load_package_folder(mvtec_run / "results/deploy/droc-widget/package")
+    package = load_package_folder(mvtec_run / "deploy/droc-widget/package")
     expected = package.score(images)
     served = np.array([row["score"] for row in rows])
     maps = np.stack([decode_map(row["anomaly_map"]) for row in rows])
@@ -200,7 +219,7 @@ def test_the_served_cell_answers_with_the_package_scores_and_maps(mvtec_run):
     np.testing.assert_allclose(maps, expected.maps, rtol=1e-5, atol=1e-6)
     flags = [row["is_anomaly"] for row in rows]
     assert flags == list(served > package.threshold) == list(expected.is_anomaly)
-    record = yaml.safe_load((mvtec_run / "results/deploy/droc-widget/deployed.json").read_text())
+    record = yaml.safe_load((mvtec_run / "deploy/droc-widget/deployed.json").read_text())
     assert auroc(served, category.test_labels) == pytest.approx(
         record["metrics"]["image_auroc"], abs=1e-9
     )
@@ -219,9 +238,9 @@ def _explain_inputs(workdir: Path) -> None:
         test_labels=dataset.test_labels[keep_test],
         class_names=dataset.class_names,
     )
-    save_image_dataset(workdir / "results/digits/dataset.npz", dataset)
+    save_image_dataset(workdir / "digits/dataset.npz", dataset)
     split = one_class_split(dataset.train_labels, dataset.test_labels, inlier=0, seed=0)
-    folder = workdir / "results/digits/0/contam0/seed0"
+    folder = workdir / "digits/0/contam0/seed0"
     folder.mkdir(parents=True)
     save_split(folder / "split.npz", split)
     torch.manual_seed(0)
@@ -232,7 +251,7 @@ def _explain_inputs(workdir: Path) -> None:
     save_npz(folder / "rotnet/features.npz", embed_split(model, dataset, split.train_index))
     frozen = build_representation("resnet18_random", seed=0, width=4)
     save_npz(
-        workdir / "results/digits/_frozen/resnet18_random/seed0/features.npz",
+        workdir / "digits/_frozen/resnet18_random/seed0/features.npz",
         embed_dataset(frozen, dataset),
     )
 
@@ -249,7 +268,7 @@ def test_explanation_figure_has_the_paper_columns(tmp_path):
     }
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
-    target = "results/summary/explanations/digits/0.png"
+    target = "summary/explanations/digits/0.png"
     # Only this rule: its inputs are the hand-made files above.
     run_snakemake(
         tmp_path,
@@ -264,7 +283,7 @@ def test_explanation_figure_has_the_paper_columns(tmp_path):
         "explain_detectors=1",
     )
     assert (tmp_path / target).stat().st_size > 10_000
-    with np.load(tmp_path / "results/summary/explanations/digits/0.npz") as saved:
+    with np.load(tmp_path / "summary/explanations/digits/0.npz") as saved:
         columns = saved["columns"].tolist()
         heatmaps, gaps, scores = saved["heatmaps"], saved["completeness_gaps"], saved["scores"]
         test_index, baseline_scores = saved["test_index"], saved["baseline_scores"]

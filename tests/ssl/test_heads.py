@@ -8,6 +8,7 @@ from torch import nn
 
 from pipeline_lib.models.heads import (
     Decoder,
+    HeadBatchNorm,
     contrastive_head,
     head_output_dim,
     mlp_head,
@@ -25,10 +26,36 @@ def test_trained_methods_are_listed() -> None:
 def test_mlp_head_layers_and_output() -> None:
     head = mlp_head(16, depth=2, hidden=8, out_dim=4)
     kinds = [type(layer) for layer in head]
-    assert kinds == [nn.Linear, nn.BatchNorm1d, nn.ReLU] * 2 + [nn.Linear]
+    assert kinds == [nn.Linear, HeadBatchNorm, nn.ReLU] * 2 + [nn.Linear]
     assert head[0].bias is None and head[3].bias is None and head[-1].bias is not None
     assert head_output_dim(head, 16) == 4
     assert head(torch.randn(5, 16)).shape == (5, 4)
+
+
+def test_head_batchnorm_moves_its_variance_towards_the_biased_batch_variance() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(6, 5) * 3 + 1
+    ours, torchs = HeadBatchNorm(5), nn.BatchNorm1d(5)
+    for norm in (ours, torchs):
+        norm.weight.data.uniform_(0.5, 1.5)
+        norm.bias.data.uniform_(-0.1, 0.1)
+    torchs.load_state_dict(ours.state_dict())
+    out, reference = ours(x), torchs(x)
+    # The output is torch's (the biased variance normalises both); only the moving
+    # variance differs: 0.9 * 1 + 0.1 * var, the biased var here, the unbiased in torch.
+    assert torch.allclose(out, reference, rtol=0, atol=1e-6)
+    biased, unbiased = x.var(0, correction=0), x.var(0, correction=1)
+    assert torch.allclose(ours.running_var, 0.9 + 0.1 * biased, rtol=1e-6)
+    assert torch.allclose(torchs.running_var, 0.9 + 0.1 * unbiased, rtol=1e-6)
+    assert torch.allclose(ours.running_mean, torchs.running_mean, rtol=0, atol=1e-7)
+    assert int(ours.num_batches_tracked) == 1
+    torchs.load_state_dict(ours.state_dict())
+    assert torch.equal(ours.eval()(x), torchs.eval()(x))  # inference is BatchNorm1d's
+
+
+def test_head_batchnorm_needs_a_momentum() -> None:
+    with pytest.raises(ValueError, match="momentum"):
+        HeadBatchNorm(4, momentum=None)
 
 
 def _released_head_parameters(dims: list[int], num_class: int, in_dim: int = 512) -> int:
@@ -124,3 +151,25 @@ def test_head_depth_rules() -> None:
         build_proxy_model("rotnet", width=8, head_depth=8)
     with pytest.raises(ValueError, match="unknown trained"):
         build_proxy_model("resnet18_random")
+
+
+def test_stem_width_builds_the_released_narrow_network(tmp_path) -> None:
+    """The released stem has 64 channels at every width: at width 16 the first block's
+    shortcut becomes a 1x1 projection. The arch records the stem only when it differs from
+    the width, and a saved model comes back with it."""
+    from pipeline_lib.models.checkpoints import load_trained_representation, save_representation
+
+    model = build_proxy_model("rotnet", width=4, stem_width=16)
+    first = model.backbone.stages[0]
+    assert model.backbone.stem[0].out_channels == 16 and first.conv1.in_channels == 16
+    assert isinstance(first.shortcut, nn.Sequential) and first.shortcut[0].in_channels == 16
+    assert model.arch["stem_width"] == 16
+    usual = build_proxy_model("rotnet", width=4, stem_width=4)
+    assert "stem_width" not in usual.arch  # the arch of every usual network, as before
+    assert isinstance(usual.backbone.stages[0].shortcut, nn.Identity)
+    path = tmp_path / "model.pt"
+    save_representation(path, model, method="rotnet", config_dict={})
+    loaded = load_trained_representation(path)
+    assert loaded.arch == model.arch and loaded.backbone.stem[0].out_channels == 16
+    with pytest.raises(ValueError, match="stem_width must be >= 1"):
+        build_proxy_model("rotnet", width=4, stem_width=0)

@@ -42,6 +42,8 @@ def test_defaults_match_train_representation() -> None:
         ({"epochs": 0}, "epochs must be >= 1, got 0"),
         ({"log_every": 0}, "checkpoint_every and log_every must be >= 1"),
         ({"momentum": 1.0}, "0 <= momentum < 1"),
+        ({"momentum_form": "keras"}, "unknown momentum_form 'keras'; allowed: released, torch"),
+        ({"stem_width": 0}, "stem_width must be >= 1 or None, got 0"),
         ({"amp": "int8"}, "amp must be one of bfloat16, float16 or None"),
         ({"loss_form": "paper"}, "was renamed 'same_view'"),
         ({"temperature": 0.0}, "temperature must be > 0"),

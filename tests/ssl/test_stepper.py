@@ -668,7 +668,7 @@ def test_fused_device_phase_copies_nothing_from_the_host(case, images, monkeypat
 
 # --- CUDA only: the captured graph itself ----------------------------------------------------
 #
-# Measured on an H200 (2026-11-27, a device session; CHANGELOG.md): with cuDNN's
+# Measured on an H200 (2026-11-27; benchmarks/rates/README.md): with cuDNN's
 # default (nondeterministic) kernels even two eager runs differ after 8 float32 steps of
 # these tiny models (RotNet 3.9e-2, contrastive DA 2.8e-1 relative to the distance moved),
 # so no rounding bound separates a wrong graph from a right one. With

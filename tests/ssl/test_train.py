@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 
@@ -16,7 +17,10 @@ from pipeline_lib.models.checkpoints import (
 )
 from pipeline_lib.models.embed import extract_embeddings
 from pipeline_lib.models.representation import TRAINED_METHODS, Representation
+from pipeline_lib.paper.protocol import training_notes
+from pipeline_lib.runtime.devices import device_name
 from pipeline_lib.ssl.augment import distribution_copies
+from pipeline_lib.ssl.jobs import save_trained
 from pipeline_lib.ssl.train import TrainingDivergedError, train_representation
 
 #: Tiny but learnable settings per method (width-8 ResNet-18, 64 digits, 2 epochs).
@@ -198,6 +202,25 @@ def test_bad_arguments_raise(digits64: np.ndarray) -> None:
 def test_small_data_uses_all_images_per_step(digits64: np.ndarray) -> None:
     _, history = _train("rotnet", digits64[:6], batch_size=64, epochs=1)
     assert history[0]["images_per_s"] > 0 and math.isfinite(history[0]["loss"])
+
+
+def test_history_records_what_ran_and_the_tables_read_it(digits64, tmp_path) -> None:
+    # amp bf16 is the default, but autocast runs on CUDA only: a CPU epoch records None
+    model, history = _train("rotnet", digits64[:6], batch_size=64, epochs=1, amp="bfloat16")
+    assert [(r["autocast"], r["step_mode"]) for r in history] == [(None, "eager")]
+    paths = tmp_path / "model.pt", tmp_path / "train_history.json"
+    save_trained(
+        *paths,
+        model,
+        history,
+        method="rotnet",
+        arguments={"amp": "bfloat16"},
+        device=torch.device("cpu"),
+        width=8,
+    )
+    record = json.loads(paths[1].read_text())
+    assert record["device"] == "cpu" and record["device_name"] == device_name(torch.device("cpu"))
+    assert training_notes([record]) == ["Training: float32 on the CPU (1 model)."]
 
 
 @pytest.mark.parametrize("method", ["rotation", "denoising"])

@@ -73,6 +73,8 @@ def fake_results(
 
 
 def class_seed_stats(rows: pd.DataFrame, value: str = "auroc") -> tuple[float, float]:
-    """Oracle: per seed the mean over classes, then mean and population std over seeds."""
+    """Oracle: per seed the mean over classes, then mean and sample std (ddof=1, every
+    table's) over seeds; NaN std for one seed."""
     per_seed = rows.groupby("seed")[value].mean().to_numpy()
-    return float(per_seed.mean()), float(per_seed.std())
+    std = float(per_seed.std(ddof=1)) if per_seed.size > 1 else float("nan")
+    return float(per_seed.mean()), std

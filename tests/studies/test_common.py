@@ -75,7 +75,7 @@ def test_cell_stats_match_the_class_then_seed_oracle(grid) -> None:
         expected_rows = grid[(grid["method"] == row.method) & (grid["detector"] == row.detector)]
         mean, std = class_seed_stats(rows)
         assert row.mean == pytest.approx(mean)
-        assert row.std == pytest.approx(std)
+        assert row.std == pytest.approx(std, nan_ok=True)
         assert row.n_results == len(rows)
         assert row.n_expected == len(expected_rows)
         assert row.n_missing == len(expected_rows) - len(rows)
@@ -109,6 +109,18 @@ def test_one_seed_cell_shows_n1_not_a_zero_std(grid) -> None:
         assert text == f"{row['mean']:.1f} (n=1) {interval} over classes"
         assert "±" not in text
     assert format_value(92.44, 0.0, n_seeds=1) == "92.4 (n=1)"
+
+
+def test_one_job_cell_without_an_interval_says_why(grid) -> None:
+    job = grid[(grid["seed"] == 0) & (grid["inlier"] == "airplane")]
+    results = fake_results(job, seed=4)
+    results["auroc_interval_omitted"] = "the test split has 9 outlier(s) and 1 inlier(s); ..."
+    stats = cell_stats(join_expected(results, job), ["method", "detector"])
+    assert (stats["ci_over"] == "omitted").all() and stats["ci_low"].isna().all()
+    for _, row in stats.iterrows():
+        assert format_cell(row.to_dict() | {"paper_mean": np.nan}) == (
+            f"{row['mean']:.1f} (n=1) [no interval: a single inlier or outlier in the test set]"
+        )
     assert format_value(92.44, 0.61, n_seeds=2) == "92.4 ± 0.6"
     assert format_value(92.44, 0.61, n_seeds=2, interval=(91.0, 93.9), over="seeds") == (
         "92.4 ± 0.6 [91.0, 93.9]"
@@ -180,7 +192,7 @@ def test_write_study_writes_every_file_and_load_study_reads_it_back(grid, tmp_pa
 
 
 def test_write_study_links_tables_written_elsewhere_instead_of_copying_them(grid, tmp_path) -> None:
-    # The main grid's human tables are results/summary/main_table.*, written once.
+    # The main grid's human tables are summary/main_table.*, written once.
     summary = tmp_path / "summary"
     summary.mkdir()
     tables = [summary / f"main_table{suffix}" for suffix in (".csv", ".md", ".tex", ".html")]

@@ -4,6 +4,7 @@ missing marks, "not run", and a ranking that leaves incomplete cells out."""
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ import pandas as pd
 import pytest
 
 from pipeline_lib.paper.verdict import count_line, verdict_counts
+from pipeline_lib.site.sections import data_set_section, files_section, per_class_section
 from pipeline_lib.site.summary import (
     RANKED_COLUMNS,
     build_summary,
@@ -198,3 +200,58 @@ def test_rank_plot_under_the_main_table_or_one_sentence_why_not(results_folder) 
     section = page.split("## Main table")[1].split("## Studies")[0]
     assert "ranks across data sets need 3 data sets or more; this run has 2." in section
     assert "main_table_ranks" not in page
+
+
+def test_sections_show_data_sets_tables_and_captioned_figures(results_folder, tmp_path) -> None:
+    out, studies, links, _, _ = results_folder
+    results = pd.DataFrame(
+        {
+            "dataset": ["digits"] * 4,
+            "inlier": ["0", "1", "0", "1"],
+            "contamination": [0.0, 0.0, 0.1, 0.1],
+            "fitset": ["train"] * 4,
+            "n_fit": [119, 121, 119, 121],
+            "n_test": [599, 599, 599, 599],
+            "n_test_outliers": [540, 541, 540, 541],
+        }
+    )
+    record = {"dataset": "digits", "n_train": 1198, "n_test": 599, "image_size": [32, 32]}
+    data = data_set_section(results, [record])
+    (table,) = data.tables
+    rows = table.table.set_index("Split")
+    assert list(table.table["n_fit (per class)"]) == ["119–121", "119–121"]
+    assert set(table.table["n_test (inliers + outliers)"]) == {"599 (58–59 + 540–541)"}
+    assert set(table.table["Train / test images"]) == {"1,198 / 599"}
+    assert set(table.table["Image size"]) == {"32 × 32"}
+    assert any("10% outliers mixed in" in split for split in rows.index)
+    # without sizes in the provenance record (an older run), a dash, not an invented number
+    assert set(data_set_section(results).tables[0].table["Image size"]) == {"—"}
+
+    per_class = tmp_path / "per_class"
+    per_class.mkdir()
+    pd.DataFrame({"Class": ["0", "mean"], "Raw / KDE": ["99.0 ± 0.1", "98.0 ± 0.2"]}).to_csv(
+        per_class / "digits.csv", index=False
+    )
+    files = [per_class / f"digits{suffix}" for suffix in (".csv", ".md", ".html", ".tex")]
+    bars, roc = tmp_path / "plots" / "per_class_digits.png", tmp_path / "plots" / "roc_digits.png"
+    section = per_class_section(
+        "digits", files, bars=bars, roc=(roc, "ROC curves on Digits: class 0 as inliers")
+    )
+    others = files_section([("The tidy table of every job's result", tmp_path / "results.csv")])
+    page = summary_html(studies, links, relative_to=tmp_path, sections=[data, section, others])
+    assert "<td>98.0 ± 0.2</td>" in page  # the per-class table inline
+    assert 'Files: <a href="per_class/digits.md">md</a>' in page  # and its files
+    for figure, caption in (
+        ("plots/per_class_digits.png", "Per-class AUC on Digits"),
+        ("plots/roc_digits.png", "ROC curves on Digits: class 0 as inliers: one curve"),
+    ):
+        found = re.search(
+            rf'<figure><img src="{figure}" alt="([^"]*)"><figcaption>([^<]*)</figcaption>', page
+        )
+        assert found and found.group(1).startswith(caption), figure
+    assert 'The tidy table of every job\'s result: <a href="results.csv">results.csv</a>' in (
+        html.unescape(page)
+    )
+    markdown = build_summary(studies, links, relative_to=tmp_path, sections=[data, section])
+    assert markdown.index("## Data sets") < markdown.index("## Per class: Digits")
+    assert "| Digits | 2 | 1,198 / 599 | 32 × 32 |" in markdown

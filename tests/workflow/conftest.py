@@ -36,9 +36,30 @@ def run_snakemake(
     workdir: Path, *args: str, check: bool = True, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``snakemake`` on the repo's Snakefile with ``workdir`` as working directory."""
-    command = _command(workdir, *args)
+    return _run(_command(workdir, *args), args, check=check, env=env)
+
+
+def run_snakemake_in(
+    folder: Path, *args: str, check: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``snakemake`` started in ``folder`` without ``--directory``, as a user runs it: the
+    Snakefile moves into the config's experiment folder, ``folder/results/<name>/``."""
+    command = [str(SNAKEMAKE), "--snakefile", str(REPO / "Snakefile"), *args]
+    return _run(command, args, check=check, env=env, cwd=folder)
+
+
+def _run(
+    command: list[str],
+    args: tuple[str, ...],
+    *,
+    check: bool,
+    env: dict[str, str] | None,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
     environment = _environment(env)
-    result = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=1800)
+    result = subprocess.run(
+        command, capture_output=True, text=True, env=environment, timeout=1800, cwd=cwd
+    )
     if check and result.returncode != 0:
         raise AssertionError(
             f"snakemake {' '.join(args)} failed ({result.returncode}):\n"
@@ -47,7 +68,9 @@ def run_snakemake(
     return result
 
 
-def start_snakemake(workdir: Path, *args: str) -> subprocess.Popen[str]:
+def start_snakemake(
+    workdir: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
     """``run_snakemake`` in the background, for a test that kills its jobs or the whole run.
 
     Output (stdout and stderr) is one text pipe; the run is its own process group, so
@@ -58,7 +81,7 @@ def start_snakemake(workdir: Path, *args: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env=_environment(),
+        env=_environment(env),
         start_new_session=True,
     )
 

@@ -1,7 +1,7 @@
 """A bad config stops the workflow before any job, naming the key and the allowed values.
 
 One case (CelebA's ``eyeglasses`` as an inlier) runs end to end through ``snakemake -n``: the
-"Invalid config" message, a non-zero exit, no results/ folder, in under 5 s of CPU time (not
+"Invalid config" message, a non-zero exit, no output written, in under 5 s of CPU time (not
 wall time: under `make test` another pytest worker shares the two cores). The other
 config-error cases are the same parse-time checks, tested in-process in tests/test_config.py
 (``test_invalid_tiny_config_stops_the_workflow_naming_the_key``).
@@ -17,20 +17,27 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.workflow.conftest import REPO, run_snakemake
+from tests.workflow.conftest import REPO, run_snakemake, start_snakemake
 
 pytestmark = pytest.mark.workflow
 
 BASE = yaml.safe_load((REPO / "tests/configs/tiny.yaml").read_text())
 
 
+def _added(workdir: Path, before: set[str]) -> set[str]:
+    """What a run added to its working directory (outputs lie directly in it), Snakemake's
+    own ``.snakemake/`` left out."""
+    return {path.name for path in workdir.iterdir()} - before - {".snakemake"}
+
+
 def _dry_run_with(tmp_path: Path, **changes: object) -> str:
     config = {**BASE, **changes}
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
+    before = {entry.name for entry in tmp_path.iterdir()}
     result = run_snakemake(tmp_path, "-n", "--configfile", str(path), check=False)
     assert result.returncode != 0
-    assert not (tmp_path / "results").exists()
+    assert not _added(tmp_path, before)
     return result.stdout + result.stderr
 
 
@@ -41,8 +48,8 @@ def test_celeba_all_plans_only_the_inlier_class(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(config))
     result = run_snakemake(tmp_path, "-n", "--configfile", str(path))
     planned = result.stdout + result.stderr
-    assert "results/celeba/no_eyeglasses/" in planned
-    assert "results/celeba/eyeglasses/" not in planned
+    assert "celeba/no_eyeglasses/" in planned
+    assert "celeba/eyeglasses/" not in planned
 
 
 def test_celeba_eyeglasses_inlier_fails_at_validation_within_5_s(tmp_path: Path) -> None:
@@ -86,23 +93,31 @@ def test_missing_data_root_warns_in_a_dry_run_and_stops_a_real_run_before_any_jo
     assert "Warning: data not found" in planned.stderr and expected in planned.stderr
     assert "data_batch_1..5, test_batch and batches.meta" in planned.stderr
     assert "prepare_dataset" in planned.stdout  # the plan is made all the same
+    # Said again after the job list, which would have scrolled it away: in the one stream a
+    # terminal shows, the last lines.
+    process = start_snakemake(tmp_path, "-n", "--configfile", str(config), env=env)
+    shown, _ = process.communicate(timeout=600)
+    assert process.returncode == 0
+    last = shown.rsplit("This was a dry-run (flag -n).", 1)[1]
+    assert "Warning: data not found" in last and expected in last
 
+    before = {entry.name for entry in tmp_path.iterdir()}
     ran = run_snakemake(tmp_path, "--cores", "1", "--configfile", str(config), check=False, env=env)
     output = ran.stdout + ran.stderr
     assert ran.returncode != 0
     assert "data not found, nothing was run" in output and expected in output
     assert "data.download: true" in output
-    assert not (tmp_path / "results").exists()  # no job started, not even its log folder
+    assert not _added(tmp_path, before)  # no job started, not even its log folder
     # Not on a cluster: no SQLite warning.
     assert "SQLite" not in output
 
     # A data set read into its cache still needs its files while its provenance (which
     # hashes them) is unrecorded; once both exist, it needs them no more.
-    (tmp_path / "results/cifar10").mkdir(parents=True)
-    (tmp_path / "results/cifar10/dataset.npz").write_bytes(b"")
+    (tmp_path / "cifar10").mkdir(parents=True)
+    (tmp_path / "cifar10/dataset.npz").write_bytes(b"")
     planned = run_snakemake(tmp_path, "-n", "--configfile", str(config), env=env)
     assert "data not found" in planned.stderr
-    (tmp_path / "results/cifar10/data_provenance.json").write_text("{}")
+    (tmp_path / "cifar10/data_provenance.json").write_text("{}")
     planned = run_snakemake(tmp_path, "-n", "--configfile", str(config), env=env)
     assert "data not found" not in planned.stderr
 
@@ -120,7 +135,7 @@ def test_sqlite_tracking_on_a_cluster_executor_warns_at_start(tmp_path: Path) ->
     )
     output = ran.stdout + ran.stderr
     assert ran.returncode != 0 and "data not found, nothing was run" in output
-    store = (tmp_path / "results/mlflow/mlflow.db").as_posix()
+    store = (tmp_path / "mlflow/mlflow.db").as_posix()
     assert f"Warning: MLflow tracking writes the SQLite file sqlite:///{store}" in output
     assert "MLFLOW_TRACKING_URI" in output and "Submitted job" not in output
 
@@ -139,10 +154,10 @@ def test_data_folder_without_its_files_is_named_by_the_job(tmp_path: Path) -> No
         env={"DROC_DATA_ROOT": str(root)},
     )
     assert result.returncode != 0
-    log = (tmp_path / "results/logs/prepare_dataset/cifar10.log").read_text()
+    log = (tmp_path / "logs/prepare_dataset/cifar10.log").read_text()
     assert str(root / "cifar-10-batches-py") in log
     assert "missing: data_batch_1" in log and "download" in log
-    assert not (tmp_path / "results/cifar10/dataset.npz").exists()
+    assert not (tmp_path / "cifar10/dataset.npz").exists()
 
 
 def test_truncated_data_file_is_named_and_leaves_no_output(tmp_path: Path) -> None:
@@ -164,9 +179,9 @@ def test_truncated_data_file_is_named_and_leaves_no_output(tmp_path: Path) -> No
     path.write_text(yaml.safe_dump(config))
     result = run_snakemake(tmp_path, "--cores", "1", "--configfile", str(path), check=False)
     assert result.returncode != 0
-    log = (tmp_path / "results/logs/prepare_dataset/image_folder.log").read_text()
+    log = (tmp_path / "logs/prepare_dataset/image_folder.log").read_text()
     assert str(broken) in log
-    assert not (tmp_path / "results/image_folder/dataset.npz").exists()
+    assert not (tmp_path / "image_folder/dataset.npz").exists()
 
 
 def test_mvtec_deploy_of_a_missing_category_stops_the_workflow(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from pipeline_lib.data.split import load_split
-from pipeline_lib.deploy.package import PackagedDetector
+from pipeline_lib.deploy.image_package import PackagedDetector
 from pipeline_lib.detection.metrics import auroc
 from pipeline_lib.runtime.io import load_image_dataset, load_json
 from tests.deploy.conftest import png_bytes
@@ -28,7 +28,7 @@ from tests.serving import post_json, served_model
 pytestmark = pytest.mark.workflow
 
 NAME = "droc-digits-0"
-CELL = "results/digits/0/contam0/seed0"
+CELL = "digits/0/contam0/seed0"
 
 
 @pytest.fixture(scope="module")
@@ -38,14 +38,14 @@ def deploy_run(studies_run: Path) -> Path:
 
 
 def test_deploy_registers_the_cell(deploy_run: Path) -> None:
-    record = load_json(deploy_run / f"results/deploy/{NAME}/deployed.json")
+    record = load_json(deploy_run / f"deploy/{NAME}/deployed.json")
     assert record["cell"]["method"] == "rotnet" and record["cell"]["detector"] == "kde"
     result = load_json(deploy_run / f"{CELL}/rotnet/train/kde/result.json")
     metrics = record["metrics"]
     assert metrics["auroc_recorded"] == result["auroc"]
     assert metrics["auroc_pixels"] == pytest.approx(result["auroc"], abs=1e-9)
     assert 0.0 <= metrics["test_fpr"] <= 1.0 and metrics["heldout_fpr"] <= 0.05
-    client = MlflowClient(f"sqlite:///{deploy_run / 'results/mlflow/mlflow.db'}")
+    client = MlflowClient(f"sqlite:///{deploy_run / 'mlflow/mlflow.db'}")
     versions = client.search_model_versions(f"name = '{NAME}'")
     assert [str(v.version) for v in versions] == ["1"]
     run = client.get_run(versions[0].run_id)
@@ -54,7 +54,7 @@ def test_deploy_registers_the_cell(deploy_run: Path) -> None:
 
 
 def test_served_scores_match_in_process_and_recorded_auc(deploy_run: Path) -> None:
-    dataset = load_image_dataset(deploy_run / "results/digits/dataset.npz")
+    dataset = load_image_dataset(deploy_run / "digits/dataset.npz")
     split = load_split(deploy_run / f"{CELL}/split.npz")
     images = dataset.test_images[split.test_index]
     records = [
@@ -62,7 +62,7 @@ def test_served_scores_match_in_process_and_recorded_auc(deploy_run: Path) -> No
         for i, image in enumerate(images)
     ]
     records.append({"name": "broken", "image": base64.b64encode(b"\x89PNG\r\n").decode()})
-    tracking_uri = f"sqlite:///{deploy_run / 'results/mlflow/mlflow.db'}"
+    tracking_uri = f"sqlite:///{deploy_run / 'mlflow/mlflow.db'}"
     with served_model(f"models:/{NAME}/1", tracking_uri=tracking_uri, workdir=deploy_run) as url:
         status, answer = post_json(f"{url}/invocations", {"dataframe_records": records})
         too_many = post_json(f"{url}/invocations", {"dataframe_records": [{"image": "x"}] * 257})
@@ -76,7 +76,7 @@ def test_served_scores_match_in_process_and_recorded_auc(deploy_run: Path) -> No
     assert rows[-1]["score"] is None and "image" in rows[-1]["error"]
     served = np.array([row["score"] for row in rows[:-1]], dtype=np.float64)
 
-    package = PackagedDetector.load(deploy_run / f"results/deploy/{NAME}/package")
+    package = PackagedDetector.load(deploy_run / f"deploy/{NAME}/package")
     in_process = package.anomaly_scores(images)
     difference = float(np.max(np.abs(served - in_process)))
     print(f"served vs in-process: max |diff| {difference:.3g} over {len(images)} images")

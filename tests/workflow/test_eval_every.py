@@ -24,7 +24,7 @@ from tests.workflow.conftest import REPO, run_snakemake
 pytestmark = pytest.mark.workflow
 
 TOY = yaml.safe_load((REPO / "tests/configs/studies_toy.yaml").read_text())
-MODEL = "results/digits/0/contam0/seed0/rotnet"
+MODEL = "digits/0/contam0/seed0/rotnet"
 
 
 def test_eval_every_records_curves_and_execution_settings_rerun_nothing(
@@ -35,14 +35,14 @@ def test_eval_every_records_curves_and_execution_settings_rerun_nothing(
     assert [sorted(record["eval"]) for record in history] == [
         sorted([*TOY["detectors"], *ROTATION_DETECTORS])
     ] * TOY["train"]["epochs"]
-    results = load_results_csv(studies_run / "results/summary/results.csv")
+    results = load_results_csv(studies_run / "summary/results.csv")
     rotnet = results[results["method"] == "rotnet"]
     reported = dict(zip(rotnet["detector"], rotnet["auroc"], strict=True))
     # After the last epoch the diagnostic scores the model the detector jobs score.
     assert history[-1]["eval"] == pytest.approx(reported, rel=1e-12)
     assert (studies_run / MODEL / "eval_curve.png").read_bytes()[:4] == b"\x89PNG"
 
-    client = MlflowClient(f"sqlite:///{studies_run / 'results/mlflow/mlflow.db'}")
+    client = MlflowClient(f"sqlite:///{studies_run / 'mlflow/mlflow.db'}")
     experiment = client.get_experiment_by_name(TOY["experiment"])
     trainings = client.search_runs(
         [experiment.experiment_id], filter_string="tags.`droc.kind` = 'training'"
@@ -59,7 +59,7 @@ def test_eval_every_records_curves_and_execution_settings_rerun_nothing(
     # page records the config itself, so it would).
     off = {**TOY, "train": {k: v for k, v in TOY["train"].items() if k != "eval_every"}}
     elsewhere = {**TOY, "train": {**TOY["train"], "draws": "device"}}
-    targets = (f"{MODEL}/model.pt", "results/summary/results.csv")
+    targets = (f"{MODEL}/model.pt", "summary/results.csv")
     for name, changed in (("off", off), ("device_draws", elsewhere)):
         config = tmp_path / f"{name}.yaml"
         config.write_text(yaml.safe_dump(changed, sort_keys=False))  # params compare as written

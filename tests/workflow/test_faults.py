@@ -27,11 +27,11 @@ from tests.workflow.conftest import REPO, run_snakemake, script_pids, start_snak
 pytestmark = pytest.mark.workflow
 
 EPOCHS = 5
-MODEL_DIR = "results/digits/0/contam0/seed0/rotnet"
+MODEL_DIR = "digits/0/contam0/seed0/rotnet"
 MODEL = f"{MODEL_DIR}/model.pt"
 CHECKPOINT = f"{MODEL_DIR}/checkpoint.pt"
-TRAIN_LOG = "results/logs/train_representation/digits/0/contam0/seed0/rotnet.log"
-SPLIT = "results/digits/0/contam0/seed0/split.npz"
+TRAIN_LOG = "logs/train_representation/digits/0/contam0/seed0/rotnet.log"
+SPLIT = "digits/0/contam0/seed0/split.npz"
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,7 @@ def _with_data_of(reference: Path, tmp_path: Path) -> Path:
     """A fresh working directory holding the reference's data set and split (with their
     times), so a test pays only for the training job."""
     workdir = tmp_path / "run"
-    for relative in ("results/digits/dataset.npz", SPLIT):
+    for relative in ("digits/dataset.npz", SPLIT):
         (workdir / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(reference / relative, workdir / relative)
     return workdir
@@ -161,14 +161,14 @@ def test_killed_training_job_is_retried_and_resumes(
 def test_truncated_data_file_is_named(retrained: Path, config: Path, tmp_path: Path) -> None:
     # The data set cache damaged on disk after it was written (a full disk, a cut copy).
     workdir = tmp_path / "run"
-    dataset = workdir / "results/digits/dataset.npz"
+    dataset = workdir / "digits/dataset.npz"
     dataset.parent.mkdir(parents=True)
-    whole = (retrained / "results/digits/dataset.npz").read_bytes()
+    whole = (retrained / "digits/dataset.npz").read_bytes()
     dataset.write_bytes(whole[: len(whole) // 3])
     result = run_snakemake(workdir, SPLIT, "--cores", "1", "--configfile", str(config), check=False)
     assert result.returncode != 0
-    log = (workdir / "results/logs/prepare_split/digits/0/contam0/seed0.log").read_text()
-    assert "cannot read results/digits/dataset.npz: truncated or damaged .npz" in log
+    log = (workdir / "logs/prepare_split/digits/0/contam0/seed0.log").read_text()
+    assert "cannot read digits/dataset.npz: truncated or damaged .npz" in log
     assert "delete it and re-run" in log
     assert not (workdir / SPLIT).exists()
 
@@ -193,11 +193,11 @@ def test_unreachable_tracking_server_costs_a_warning_not_the_run(
         env={"MLFLOW_TRACKING_URI": closed},
     )
     elapsed = time.monotonic() - started
-    logged = json.loads((workdir / "results/mlflow/logged.json").read_text())
+    logged = json.loads((workdir / "mlflow/logged.json").read_text())
     assert logged["status"] == "unreachable" and closed in logged["warning"]
-    log = (workdir / "results/logs/log_to_mlflow/log_to_mlflow.log").read_text()
+    log = (workdir / "logs/log_to_mlflow/log_to_mlflow.log").read_text()
     assert "does not answer" in log
-    job = (workdir / "results/benchmarks/log_to_mlflow/log_to_mlflow.tsv").read_text()
+    job = (workdir / "benchmarks/log_to_mlflow/log_to_mlflow.tsv").read_text()
     job_seconds = float(job.splitlines()[1].split("\t")[0])
     assert job_seconds < 30, job_seconds  # tracking.timeout_s is 3 in the tiny config
     assert elapsed < 120

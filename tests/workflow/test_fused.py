@@ -38,12 +38,12 @@ pytestmark = pytest.mark.workflow
 
 CLASSES = ["0", "1", "8"]
 EPOCHS = 2
-MODELS = [f"results/digits/{inlier}/contam0/seed0/rotnet/model.pt" for inlier in CLASSES]
-GROUPS = "results/digits/_fused/contam0/rotnet"
+MODELS = [f"digits/{inlier}/contam0/seed0/rotnet/model.pt" for inlier in CLASSES]
+GROUPS = "digits/_fused/contam0/rotnet"
 #: The group of classes 0 and 1 (seed 0): its name, its log and its models' checkpoints (where
 #: their separate jobs keep them).
 PAIR = "0@0+1@0"
-GROUP_LOG = f"results/logs/train_fused/digits/contam0/rotnet/{PAIR}.log"
+GROUP_LOG = f"logs/train_fused/digits/contam0/rotnet/{PAIR}.log"
 CHECKPOINTS = [model.replace("model.pt", "checkpoint.pt") for model in MODELS[:2]]
 #: Bound on ||w_fused - w_separate|| / ||w_separate - w_initial||, float32 on CPU (see below).
 FLOAT32_RATIO = 2e-2
@@ -129,8 +129,8 @@ def separate(tmp_path_factory: pytest.TempPathFactory, configs) -> Path:
 
 def _with_data_of(reference: Path, workdir: Path) -> Path:
     """``workdir`` holding the reference's data set and splits (with their times)."""
-    for relative in ["results/digits/dataset.npz"] + [
-        f"results/digits/{inlier}/contam0/seed0/split.npz" for inlier in CLASSES
+    for relative in ["digits/dataset.npz"] + [
+        f"digits/{inlier}/contam0/seed0/split.npz" for inlier in CLASSES
     ]:
         (workdir / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(reference / relative, workdir / relative)
@@ -304,9 +304,7 @@ def test_a_diverged_model_fails_its_own_unpack_job(separate: Path, configs, tmp_
     outcome = json.loads((workdir / GROUPS / PAIR / "outcome.json").read_text())
     assert outcome["models"]["0@0"]["status"] == outcome["models"]["1@0"]["status"] == "diverged"
     # ... and each unpack job fails naming its model and the divergence.
-    log = (
-        workdir / "results/logs/unpack_fused_model/digits/0/contam0/seed0/rotnet.log"
-    ).read_text()
-    assert "results/digits/0/contam0/seed0/rotnet (diverged in the fused group" in log
+    log = (workdir / "logs/unpack_fused_model/digits/0/contam0/seed0/rotnet.log").read_text()
+    assert "digits/0/contam0/seed0/rotnet (diverged in the fused group" in log
     assert outcome["models"]["0@0"]["error"] in log
     assert not any((workdir / model).exists() for model in MODELS[:2])

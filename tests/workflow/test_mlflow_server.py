@@ -162,7 +162,7 @@ def test_the_server_refuses_requests_without_the_right_credentials(server: Serve
 def _records(n: int) -> list[dict]:
     return [
         {
-            "result_key": f"results/digits/{inlier}/contam0/seed0/raw/train/knn/result.json",
+            "result_key": f"digits/{inlier}/contam0/seed0/raw/train/knn/result.json",
             "dataset": "digits",
             "inlier": str(inlier),
             "method": "raw",
@@ -208,7 +208,7 @@ def test_pipeline_logs_to_the_server(
     # logged again, to the server.
     workdir = tmp_path / "run"
     shutil.copytree(tiny_run, workdir, symlinks=True)
-    shutil.rmtree(workdir / "results/mlflow")
+    shutil.rmtree(workdir / "mlflow")
     run_snakemake(workdir, "--cores", "1", "--configfile", str(small_config))
     run_snakemake(
         workdir,
@@ -220,9 +220,9 @@ def test_pipeline_logs_to_the_server(
         "log_to_mlflow",
         env=login.env(),
     )
-    logged = json.loads((workdir / "results/mlflow/logged.json").read_text())
+    logged = json.loads((workdir / "mlflow/logged.json").read_text())
     assert logged["status"] == "logged" and logged["tracking_uri"] == server
-    results = pd.read_csv(workdir / "results/summary/results.csv")
+    results = pd.read_csv(workdir / "summary/results.csv")
     assert len(results) == 4  # small: tens of requests, not a thousand
 
     def identities(client: MlflowClient) -> list[tuple[str, str]]:
@@ -235,7 +235,7 @@ def test_pipeline_logs_to_the_server(
     remote = identities(MlflowClient(tracking_uri=server))
     sweeps = {sweep for sweep, _ in remote}
     assert logged["sweep"] in sweeps
-    local = identities(MlflowClient(tracking_uri=f"sqlite:///{workdir}/results/mlflow/mlflow.db"))
+    local = identities(MlflowClient(tracking_uri=f"sqlite:///{workdir}/mlflow/mlflow.db"))
     assert len(remote) == len(set(remote))
     assert set(remote) == {(sweep, key) for sweep, key in local if sweep in sweeps}
     assert {key for sweep, key in remote if sweep == logged["sweep"]} >= set(results["result_key"])
@@ -256,9 +256,7 @@ def test_pipeline_logs_to_the_server(
     downloaded = client.download_artifacts(
         parents[logged["sweep"]], "summary/main_table.csv", str(tmp_path)
     )
-    assert (
-        Path(downloaded).read_bytes() == (workdir / "results/summary/main_table.csv").read_bytes()
-    )
+    assert Path(downloaded).read_bytes() == (workdir / "summary/main_table.csv").read_bytes()
 
 
 #: One writer in its own process, as a second host would be: waits for ``go``, then logs.
@@ -352,28 +350,28 @@ def test_a_wrong_password_warns_and_keeps_every_result(
     )
     assert time.monotonic() - started < 120
     for step in ("init_tracking", "log_to_mlflow"):
-        log = (workdir / f"results/logs/{step}/{step}.log").read_text()
+        log = (workdir / f"logs/{step}/{step}.log").read_text()
         assert f"MLflow tracking server {server.uri} refused access" in log, log
         assert f"refused the password of user '{server.user}' (HTTP 401)" in log
         assert "MLFLOW_TRACKING_PASSWORD" in log
-    store = json.loads((workdir / "results/mlflow/store.json").read_text())
-    logged = json.loads((workdir / "results/mlflow/logged.json").read_text())
+    store = json.loads((workdir / "mlflow/store.json").read_text())
+    logged = json.loads((workdir / "mlflow/logged.json").read_text())
     assert store["status"] == logged["status"] == "unauthorized"
     assert "refused access" in logged["warning"]
     assert (
         "not-the-password"
-        not in logged["warning"]
-        + (workdir / "results").joinpath("logs/log_to_mlflow/log_to_mlflow.log").read_text()
+        not in logged["warning"] + (workdir / "logs/log_to_mlflow/log_to_mlflow.log").read_text()
     )
 
-    # results/ is complete: every file of the local run is there, the summary unchanged.
+    # The results are complete: every file of the local run is there, the summary unchanged.
     def files(root: Path) -> set[str]:
+        skipped = ("mlflow", "benchmarks", ".snakemake")
         return {
             path.relative_to(root).as_posix()
-            for path in (root / "results").rglob("*")
-            if path.is_file() and path.relative_to(root).parts[1] not in ("mlflow", "benchmarks")
+            for path in root.rglob("*")
+            if path.is_file() and path.relative_to(root).parts[0] not in skipped
         }
 
     assert files(tiny_run) <= files(workdir)
-    for table in (tiny_run / "results/summary").glob("*.csv"):
-        assert (workdir / "results/summary" / table.name).read_bytes() == table.read_bytes()
+    for table in (tiny_run / "summary").glob("*.csv"):
+        assert (workdir / "summary" / table.name).read_bytes() == table.read_bytes()

@@ -54,10 +54,10 @@ def test_a_slice_of_the_noise_studies_runs_and_renders(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(config))
     # Only the two studies' jobs: the main table, its plots and the summary page of this
     # config are not what this test checks (the tiny end-to-end runs check those rules).
-    targets = [f"results/studies/{s['study']['name']}/{s['study']['name']}.json" for s in studies]
+    targets = [f"studies/{s['study']['name']}/{s['study']['name']}.json" for s in studies]
     run_snakemake(tmp_path, *targets, "--cores", "2", "--configfile", str(path))
 
-    tables = tmp_path / "results/studies"
+    tables = tmp_path / "studies"
     contamination = pd.read_csv(tables / "noise_contamination/noise_contamination.csv")
     semi = pd.read_csv(tables / "noise_semi_supervised/noise_semi_supervised.csv")
     assert set(contamination["detector"]) == set(semi["detector"]) == detectors

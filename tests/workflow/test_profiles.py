@@ -13,6 +13,7 @@ import importlib.util
 import json
 import math
 import re
+import shlex
 import subprocess
 import sys
 from collections import Counter
@@ -21,6 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipeline_lib.config.gpus import GPU_RULES, gpu_warning
+from pipeline_lib.planning.jobs import command_resources, snakemake_jobs
 from tests.workflow.conftest import REPO, run_snakemake
 
 pytestmark = pytest.mark.workflow
@@ -125,7 +128,7 @@ def _tracking_config(tmp_path: Path) -> Path:
 
 
 def _writes_mlflow(rule: str) -> bool:
-    """The rule's script opens the tracking store (one script per rule, STYLE.md)."""
+    """The rule's script opens the tracking store (docs/architecture.md, "Conventions")."""
     script = REPO / "workflow/scripts" / f"{rule}.py"
     text = script.read_text() if script.exists() else ""
     writers = ("tracking.mlflow_store import", "tracking.loggers import", "register_package")
@@ -182,3 +185,35 @@ def test_every_mlflow_writer_is_a_local_rule_and_they_run_one_after_another(
     for before, after in zip(chain, chain[1:], strict=False):
         assert (before, after) in edges, f"{after} does not wait for {before}"
     assert ("deploy_model", "register_model") in edges
+
+
+def test_the_documented_one_gpu_command_gives_the_training_job_a_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The full-cell config's command, as Snakemake parses it (profiles included), builds a
+    DAG whose training and embedding jobs each hold a GPU: none runs on the CPU by mistake."""
+    header = (REPO / "config/experiments/cifar10_fullcell.yaml").read_text()
+    found = re.search(r"^#   (snakemake --profile profiles/gpu .*)$", header, flags=re.MULTILINE)
+    assert found is not None
+    command = found.group(1)
+    assert f"\n{command}\n" in (REPO / "docs/usage.md").read_text()  # the docs say the same
+    argv = shlex.split(command)[1:]
+    configfile = REPO / argv[argv.index("--configfile") + 1]
+    monkeypatch.chdir(REPO)  # where the command is typed: its profile path is relative
+
+    def gpus_of(argv: list[str]) -> tuple[dict[str, int], int | None]:
+        resources, overwrite = command_resources(argv)
+        jobs, _ = snakemake_jobs(
+            [configfile], workdir=tmp_path, resources=resources, overwrite_resources=overwrite
+        )
+        return {job.rule: job.gpus for job in jobs if job.rule in GPU_RULES}, resources.get("gpu")
+
+    gpus, declared = gpus_of(argv)
+    assert gpus == {"train_representation": 1, "embed_trained": 1} and declared == 1
+    assert gpu_warning(gpus, declared=declared, cuda_devices=1) is None
+    # The command the config's header gave before: one GPU declared, no job given it.
+    plain = ["--cores", "8", "--resources", "gpu=1", "--configfile", str(configfile)]
+    gpus, declared = gpus_of(plain)
+    assert gpus == {"train_representation": 0, "embed_trained": 0} and declared == 1
+    warning = gpu_warning(gpus, declared=declared, cuda_devices=1)
+    assert warning is not None and "--profile profiles/gpu" in warning

@@ -20,7 +20,7 @@ TINY = REPO / "tests/configs/tiny.yaml"
 
 
 def test_provenance_names_config_code_and_packages(tiny_run: Path) -> None:
-    provenance = json.loads((tiny_run / "results/summary/provenance.json").read_text())
+    provenance = json.loads((tiny_run / "summary/provenance.json").read_text())
     head = subprocess.run(
         ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
@@ -33,9 +33,9 @@ def test_provenance_names_config_code_and_packages(tiny_run: Path) -> None:
     assert provenance["config"]["datasets"]["digits"]["classes"] == ["0", "8"]
     assert provenance["config"]["seeds"] == tiny["seeds"]
     assert provenance["config"]["train"]["epochs"] == 2048  # a default the file leaves out
-    logged = json.loads((tiny_run / "results/mlflow/logged.json").read_text())
+    logged = json.loads((tiny_run / "mlflow/logged.json").read_text())
     assert provenance["sweep"] == logged["sweep"]
-    page = (tiny_run / "results/summary/provenance.html").read_text()
+    page = (tiny_run / "summary/provenance.html").read_text()
     assert page == provenance_html(provenance)
     assert head in page and "&quot;digits&quot;" in page
 
@@ -48,7 +48,7 @@ def test_report_embeds_the_provenance(tiny_run: Path, tmp_path: Path) -> None:
         pages = [name for name in names if name.endswith("provenance.html")]
         assert len(pages) == 1, names
         page = archive.read(pages[0]).decode()
-    provenance = json.loads((tiny_run / "results/summary/provenance.json").read_text())
+    provenance = json.loads((tiny_run / "summary/provenance.json").read_text())
     assert provenance["code"]["commit"] in page
     assert any(name.endswith("main_table.html") for name in names)
 

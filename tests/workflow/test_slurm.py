@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.workflow, pytest.mark.cluster]
 
 TINY = REPO / "tests/configs/tiny.yaml"
 PROFILE = REPO / "profiles/slurm"
-SPLIT = "results/digits/0/contam0/seed0/split.npz"
+SPLIT = "digits/0/contam0/seed0/split.npz"
 #: Hard limits: the run below takes 1-2 minutes on 2 shared cores; one failing job seconds.
 RUN_TIMEOUT_S = 480
 FAIL_TIMEOUT_S = 180
@@ -189,8 +189,8 @@ def test_tiny_config_runs_through_sbatch_and_matches_a_local_run(
     assert not served & {"prepare_dataset", "prepare_split", "score_detectors"}, warm_log
 
     # The same numbers as the same jobs run locally (timings aside).
-    ours = pd.read_csv(workdir / "results/summary/results.csv")
-    local = pd.read_csv(tiny_run / "results/summary/results.csv")
+    ours = pd.read_csv(workdir / "summary/results.csv")
+    local = pd.read_csv(tiny_run / "summary/results.csv")
     local = local[
         (local["inlier"].astype(str) == "0")
         & (local["seed"] == 0)
@@ -218,9 +218,9 @@ def damaged_run(
     tiny run exists, so that the two runs' status-check waits overlap.
     """
     workdir = tmp_path_factory.mktemp("damaged") / "run"
-    dataset = workdir / "results/digits/dataset.npz"
+    dataset = workdir / "digits/dataset.npz"
     dataset.parent.mkdir(parents=True)
-    whole = (tiny_run / "results/digits/dataset.npz").read_bytes()
+    whole = (tiny_run / "digits/dataset.npz").read_bytes()
     dataset.write_bytes(whole[: len(whole) // 3])
     started = start_on_slurm(slurm_cluster, workdir, SPLIT, "--configfile", str(TINY))
     request.addfinalizer(lambda: started.wait(FAIL_TIMEOUT_S))  # killed if it hangs
@@ -237,7 +237,7 @@ def test_a_failing_slurm_job_fails_the_run(damaged_run: tuple[Path, slurm.Starte
     assert "Error in rule prepare_split" in run.output
     assert f"SLURM-jobid: {job_id}" in run.output or job_id in run.output
     assert "JobState=FAILED" in scontrol_job(job_id)
-    log = (workdir / "results/logs/prepare_split/digits/0/contam0/seed0.log").read_text()
+    log = (workdir / "logs/prepare_split/digits/0/contam0/seed0.log").read_text()
     assert "truncated or damaged .npz" in log
     assert not (workdir / SPLIT).exists()
 

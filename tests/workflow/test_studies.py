@@ -28,7 +28,7 @@ pytestmark = pytest.mark.workflow
 CONFIG = REPO / "tests/configs/studies_toy.yaml"
 TOY = yaml.safe_load(CONFIG.read_text())
 TRAINED = ["rotnet", "rotation", "denoising", "contrastive", "contrastive_da"]
-MAIN_SPLIT = "results/digits/0/contam0/seed0"
+MAIN_SPLIT = "digits/0/contam0/seed0"
 STUDIES = [
     "main",
     *(entry["study"].get("name", entry["study"]["kind"]) for entry in TOY["studies"]),
@@ -58,7 +58,7 @@ def test_each_method_lowers_its_loss(studies_run: Path, method: str) -> None:
 
 def test_every_method_and_detector_of_the_main_grid_has_a_result(studies_run: Path) -> None:
     assert set(TRAINED) < set(TOY["methods"])
-    results = load_results_csv(studies_run / "results/summary/results.csv")
+    results = load_results_csv(studies_run / "summary/results.csv")
     pairs = set(zip(results["method"], results["detector"], strict=True))
     expected = {(method, detector) for method in TOY["methods"] for detector in TOY["detectors"]}
     expected |= {
@@ -66,7 +66,7 @@ def test_every_method_and_detector_of_the_main_grid_has_a_result(studies_run: Pa
     }
     assert pairs == expected
     assert results["auroc"].between(0, 100).all()
-    table = (studies_run / "results/summary/main_table.md").read_text()
+    table = (studies_run / "summary/main_table.md").read_text()
     assert "| RotNet " in table
     assert all(display_name("detector", d) in table for d in ROTATION_DETECTORS)
 
@@ -74,7 +74,7 @@ def test_every_method_and_detector_of_the_main_grid_has_a_result(studies_run: Pa
 def test_training_curves_reach_mlflow(studies_run: Path) -> None:
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(f"sqlite:///{studies_run / 'results/mlflow/mlflow.db'}")
+    client = MlflowClient(f"sqlite:///{studies_run / 'mlflow/mlflow.db'}")
     experiment = client.get_experiment_by_name(TOY["experiment"])
     runs = client.search_runs(
         [experiment.experiment_id], filter_string="tags.`droc.kind` = 'training'"
@@ -89,9 +89,9 @@ def test_training_curves_reach_mlflow(studies_run: Path) -> None:
 def test_every_study_writes_its_table_and_figures(studies_run: Path) -> None:
     assert len(STUDIES) == 11
     for name in STUDIES:
-        folder = studies_run / "results/studies" / name
+        folder = studies_run / "studies" / name
         # The main grid's human tables are the main table, written once under summary/.
-        human = folder / name if name != "main" else studies_run / "results/summary/main_table"
+        human = folder / name if name != "main" else studies_run / "summary/main_table"
         for suffix in (".md", ".tex", ".html"):
             assert human.with_suffix(suffix).stat().st_size > 0, (name, suffix)
             assert (folder / f"{name}{suffix}").exists() == (name != "main"), (name, suffix)
@@ -110,7 +110,7 @@ def test_every_study_writes_its_table_and_figures(studies_run: Path) -> None:
 
 
 def test_variants_change_what_is_trained(studies_run: Path) -> None:
-    split = studies_run / "results/digits/0/contam0/seed0"
+    split = studies_run / "digits/0/contam0/seed0"
     histories = {
         name: json.loads((split / name / "train_history.json").read_text())
         for name in ("contrastive_bs4", "contrastive", "contrastive_da_n16")
@@ -127,7 +127,7 @@ def test_variants_change_what_is_trained(studies_run: Path) -> None:
 
 
 def test_uniformity_pearson_r_is_computed_from_the_jobs(studies_run: Path) -> None:
-    folder = studies_run / "results/studies/uniformity"
+    folder = studies_run / "studies/uniformity"
     results = pd.read_csv(folder / "results.csv")
     table = pd.read_csv(folder / "uniformity.csv")
     g = results[results["space"] == "g"]
@@ -144,20 +144,20 @@ def test_uniformity_pearson_r_is_computed_from_the_jobs(studies_run: Path) -> No
     reported = table.loc[table["quantity"] == "pearson_r_g", "mean"].item()
     assert reported == pytest.approx(ours, abs=1e-9)
     # The MMD comes from each model's own uniformity.json.
-    model = studies_run / "results/digits/0/contam0/seed0/contrastive_bs8"
+    model = studies_run / "digits/0/contam0/seed0/contrastive_bs8"
     mmd = json.loads((model / "uniformity.json").read_text())["mmd"]
     assert points.loc[8.0, "mmd"] == pytest.approx(mmd)
 
 
 def test_g_space_of_every_depth_is_the_128_d_projection(studies_run: Path) -> None:
-    results = pd.read_csv(studies_run / "results/studies/head_depth/results.csv")
+    results = pd.read_csv(studies_run / "studies/head_depth/results.csv")
     by_space = results.pivot_table(index="method", columns="space", values="auroc")
     assert {"contrastive_depth0", "contrastive"} <= set(by_space.index)
     assert by_space[["f", "g"]].notna().all().all()
     # Depth 0 is the released [512 x 0, 128]: one Linear to 128, not the identity, so the
     # detectors on g(f) see a 128-d projection of f (64-d at the toy's width 8); the
     # default depth 2 (the main grid's contrastive row) ends in the same 128-d layer.
-    split = studies_run / "results/digits/0/contam0/seed0"
+    split = studies_run / "digits/0/contam0/seed0"
     for name in ("contrastive_depth0", "contrastive"):
         with np.load(split / name / "features.npz") as features:
             assert features["f_train"].shape[1] == 64
@@ -167,23 +167,23 @@ def test_g_space_of_every_depth_is_the_128_d_projection(studies_run: Path) -> No
 def test_every_study_has_an_mlflow_parent_run(studies_run: Path) -> None:
     from mlflow.tracking import MlflowClient
 
-    logged = json.loads((studies_run / "results/mlflow/logged.json").read_text())
+    logged = json.loads((studies_run / "mlflow/logged.json").read_text())
     assert set(logged["studies"]) == set(STUDIES)
-    client = MlflowClient(f"sqlite:///{studies_run / 'results/mlflow/mlflow.db'}")
+    client = MlflowClient(f"sqlite:///{studies_run / 'mlflow/mlflow.db'}")
     experiment = client.get_experiment_by_name("droc-studies-toy")
     runs = client.search_runs([experiment.experiment_id], max_results=5000)
     parents = {r.data.tags.get("study") for r in runs if r.data.tags.get("droc.kind") == "summary"}
     assert set(STUDIES) <= parents
     for name in STUDIES:
-        expected = len(pd.read_csv(studies_run / f"results/studies/{name}/results.csv"))
+        expected = len(pd.read_csv(studies_run / f"studies/{name}/results.csv"))
         assert logged["studies"][name]["created"] + logged["studies"][name]["unchanged"] == expected
 
 
 def test_summary_page_lists_every_study(studies_run: Path) -> None:
-    page = (studies_run / "results/summary/index.md").read_text()
+    page = (studies_run / "summary/index.md").read_text()
     for name in STUDIES:
         assert name in page
-    html = (studies_run / "results/summary/index.html").read_text()
+    html = (studies_run / "summary/index.html").read_text()
     assert "<html" in html.lower() and "figures/" in html
     # The main study links the one main table instead of a copy of its own.
     assert "main_table.tex" in page and "studies/main/main.tex" not in page
@@ -192,8 +192,9 @@ def test_summary_page_lists_every_study(studies_run: Path) -> None:
 def test_partial_summary_marks_missing_results(studies_run: Path, tmp_path: Path) -> None:
     """A results folder with a few jobs missing: the summary says so instead of averaging."""
     partial = tmp_path / "partial"
-    shutil.copytree(studies_run / "results", partial / "results")
-    removed = sorted((partial / "results/digits/0/contam0.1/seed0/rotnet").rglob("result.json"))
+    # The outputs, without the run's Snakemake records (.snakemake/)
+    shutil.copytree(studies_run, partial, ignore=shutil.ignore_patterns(".snakemake"))
+    removed = sorted((partial / "digits/0/contam0.1/seed0/rotnet").rglob("result.json"))
     assert removed
     for path in removed:
         path.unlink()
@@ -207,9 +208,9 @@ def test_partial_summary_marks_missing_results(studies_run: Path, tmp_path: Path
         "--forcerun",
         "partial_summary",
     )
-    contamination = pd.read_csv(partial / "results/summary/partial/contamination/contamination.csv")
+    contamination = pd.read_csv(partial / "summary/partial/contamination/contamination.csv")
     assert contamination["n_missing"].sum() > 0
-    page = (partial / "results/summary/partial/index.md").read_text()
+    page = (partial / "summary/partial/index.md").read_text()
     assert "missing" in page.lower()
     # Nothing was recomputed: the removed results are still absent.
     assert not any(path.exists() for path in removed)

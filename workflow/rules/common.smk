@@ -1,15 +1,17 @@
 """Config validation, wildcard constraints and target/param helpers. No rules here."""
 
+import atexit
 import os
 import re
 import sys
+import weakref
 from pathlib import Path
 
 from pipeline_lib.config.validate import (
     ConfigError,
     export_data_settings,
+    grid_classes,
     merge_detectors,
-    resolve_classes,
     sweep_id,
     validate_config,
 )
@@ -20,7 +22,9 @@ from pipeline_lib.config.keys import (
     ResultKey,
     contamination_text,
 )
-from pipeline_lib.data import DataError, dataset_class_names, resolve_data_root
+from pipeline_lib.config.experiment import anchor_paths, claim_folder, run_folder
+from pipeline_lib.config.gpus import GPU_RULES, gpu_warning, visible_cuda_devices
+from pipeline_lib.data import DataError, resolve_data_root
 from pipeline_lib.data.presence import missing_data
 from pipeline_lib.config.fusing import FUSED_GROUP
 from pipeline_lib.config.fusing import fused_groups as group_fused_models
@@ -50,42 +54,52 @@ try:
     _validated = validate_config(
         config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
     )
+    # Per grid (main table, each study): data set -> inlier classes. Read where Snakemake
+    # started (an image folder's classes are its subfolders), before the move below.
+    GRID_CLASSES = grid_classes(
+        study_grids(_validated, _validated["studies"]), _validated["data"]["root"]
+    )
+    # The run's working directory: results/<experiment>/ (pipeline_lib.config.experiment),
+    # unless --directory chose one (then None, as in a job step already there). The
+    # Snakefile moves there after this file.
+    EXPERIMENT_FOLDER = run_folder(
+        _validated["experiment"],
+        directory_given=workflow.overwrite_workdir is not None,
+        main_process=workflow.is_main_process,
+    )
+    # Environment-like settings travel as environment variables, not params, so moving the
+    # data, the ImageNet weights file or the tracking store never re-runs finished jobs.
+    # Made absolute here, where Snakemake started: the data root too when the run moves
+    # (its default ./data is this folder's). validate_config has already stopped a
+    # resnet50_imagenet sweep without its weights file.
+    _data_root = _validated["data"]["root"]
+    export_data_settings(
+        root=(
+            str(resolve_data_root(_data_root).resolve())
+            if EXPERIMENT_FOLDER is not None
+            else _data_root
+        ),
+        download=_validated["data"]["download"],
+        imagenet_weights=_validated["embed"]["imagenet_weights"],
+    )
+    if EXPERIMENT_FOLDER is not None:
+        # Paths the jobs (and the MVTec helpers) read in the experiment's folder.
+        _validated = anchor_paths(_validated, EXPERIMENT_FOLDER)
+        if workflow.is_main_process:
+            claim_folder(EXPERIMENT_FOLDER, _validated["experiment"], CONFIGFILES)
     GRIDS = study_grids(_validated, _validated["studies"])
-    # Per grid (main table, each study): data set -> inlier classes.
-    GRID_CLASSES = {
-        grid.name: {
-            name: resolve_classes(
-                name,
-                settings.get("classes", "all"),
-                dataset_class_names(
-                    name, root=_validated["data"]["root"], **settings.get("options", {})
-                ),
-            )
-            for name, settings in grid.datasets.items()
-        }
-        for grid in GRIDS
-    }
     DATASET_SETTINGS = merge_datasets(GRIDS)
 except (ConfigError, DataError, GridError) as error:
     sys.exit(f"Invalid config: {error}")
 config.clear()
 config.update(_validated)
 
-# Environment-like settings travel as environment variables, not params, so moving the
-# data, the ImageNet weights file or the tracking store never re-runs finished jobs.
-# (validate_config has already stopped a resnet50_imagenet sweep without its weights file.)
-export_data_settings(
-    root=config["data"]["root"],
-    download=config["data"]["download"],
-    imagenet_weights=config["embed"]["imagenet_weights"],
-)
-
 
 # Outputs of the rules that read a data set's raw files: while one of them is missing, the
 # raw files must be there (add the output of any new rule that reads them).
 RAW_DATA_OUTPUTS = [
-    "results/{dataset}/dataset.npz",
-    "results/{dataset}/data_provenance.json",
+    "{dataset}/dataset.npz",
+    "{dataset}/data_provenance.json",
 ]
 
 
@@ -113,31 +127,79 @@ def _missing_image_data():
     ]
 
 
-# Checked when the Snakefile is parsed, so a dry run plans without data (and says what is
-# missing); a real run stops in the onstart hook, before its first job (check_before_jobs).
-MISSING_DATA = _missing_image_data()
+def _missing_data_note(missing):
+    return (
+        "Warning: data not found; a dry run plans anyway, a real run stops before its "
+        "first job:\n  " + "\n  ".join(missing)
+    )
 
 
 def warn_missing_data(missing):
-    """Parse-time note (dry runs too) on missing data; the main Snakemake process only."""
-    if missing and workflow.is_main_process:
-        print(
-            "Warning: data not found; a dry run plans anyway, a real run stops before its "
-            "first job:\n  " + "\n  ".join(missing),
-            file=sys.stderr,
-        )
+    """Parse-time note (dry runs too) on missing data; the main Snakemake process only.
+
+    A dry run prints it again after its job list, which would scroll it away
+    (_notes_after_dry_run).
+    """
+    if not workflow.is_main_process:
+        return
+    if missing:
+        print(_missing_data_note(missing), file=sys.stderr)
+    atexit.register(_notes_after_dry_run, weakref.ref(workflow), missing)
+
+
+def _notes_after_dry_run(workflow_ref, missing):
+    """At the end of a dry run (the process exits): the missing data and unused GPUs.
+
+    Snakemake has no hook after a dry run; this runs at the exit of the process that parsed
+    the workflow, and says nothing unless that process ran a dry run (not a real run, whose
+    onstart hook says the same before its jobs, nor a plan built through the API).
+    """
+    workflow = workflow_ref()
+    if workflow is None or not workflow.dryrun or workflow.dag is None:
+        return
+    # The dry run has marked its jobs done: the DAG's jobs are those it listed (and any done
+    # before, which still name the rules of this config).
+    notes = [gpu_note(workflow, workflow.dag.jobs)]
+    notes += [_missing_data_note(missing)] if missing else []
+    for note in filter(None, notes):
+        print(note, file=sys.stderr, flush=True)
+
+
+def _resource_int(resource):
+    """A resource's integer value (a Snakemake Resource, a number or None); 0 otherwise."""
+    value = getattr(resource, "value", resource)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def gpu_note(workflow, jobs):
+    """The warning of pipeline_lib.config.gpus for ``jobs`` of this run, or None."""
+    rule_gpus = {
+        job.rule.name: _resource_int(job.rule.resources.get("gpu"))
+        for job in jobs
+        if job.rule.name in GPU_RULES
+    }
+    local = workflow.local_exec and not workflow.remote_exec
+    return gpu_warning(
+        rule_gpus,
+        declared=_resource_int(workflow.global_resources.get("gpu")) or None,
+        cuda_devices=visible_cuda_devices() if local else 0,
+    )
 
 
 def check_before_jobs(missing):
     """The onstart hook: real runs only, after the plan is made, before any job starts.
 
     Raises WorkflowError (Snakemake prints it and exits with 1) when data is missing, and
-    warns when a SQLite tracking store is used while jobs run on other hosts.
+    warns when a SQLite tracking store is used while jobs run on other hosts, or when the
+    run has GPUs but its training and embedding jobs ask for none.
     """
     from snakemake.exceptions import WorkflowError
 
+    note = gpu_note(workflow, workflow.dag.needrun_jobs())
+    if note:
+        print(note, file=sys.stderr)
     if config["tracking"]["enabled"] and not workflow.local_exec:
-        uri = default_tracking_uri("results/mlflow")
+        uri = default_tracking_uri("mlflow")
         if uri.startswith("sqlite:"):
             print(
                 f"Warning: MLflow tracking writes the SQLite file {redact_uri(uri)} while "
@@ -288,7 +350,7 @@ def detection_results(dataset=None):
 def get_features(wildcards):
     """Frozen representations embed the whole data set once per seed; classes share it."""
     if wildcards.method in FROZEN_METHODS:
-        return f"results/{wildcards.dataset}/_frozen/{wildcards.method}/seed{wildcards.seed}/features.npz"
+        return f"{wildcards.dataset}/_frozen/{wildcards.method}/seed{wildcards.seed}/features.npz"
     return os.path.join(SPLIT.format(**wildcards), wildcards.method, "features.npz")
 
 
@@ -327,7 +389,7 @@ def get_dataset_options(wildcards):
 
 def data_provenance_files(datasets):
     """The provenance record of each data set (record_data_provenance), for table jobs."""
-    return [f"results/{dataset}/data_provenance.json" for dataset in datasets]
+    return [f"{dataset}/data_provenance.json" for dataset in datasets]
 
 
 def study_provenance(wildcards):
@@ -336,18 +398,18 @@ def study_provenance(wildcards):
 
 
 def summary_outputs():
-    tables = ["results/summary/main_table.csv"] + [
-        f"results/summary/per_class/{dataset}.csv" for dataset in MAIN_DATASETS
+    tables = ["summary/main_table.csv"] + [
+        f"summary/per_class/{dataset}.csv" for dataset in MAIN_DATASETS
     ]
-    plots = [
-        f"results/summary/plots/per_class_{dataset}.png" for dataset in MAIN_DATASETS
-    ] + [f"results/summary/plots/roc_{dataset}.png" for dataset in MAIN_DATASETS]
+    plots = [f"summary/plots/per_class_{dataset}.png" for dataset in MAIN_DATASETS] + [
+        f"summary/plots/roc_{dataset}.png" for dataset in MAIN_DATASETS
+    ]
     return tables + plots + RANK_PLOT
 
 
 # Ranks across data sets need 3 data sets or more (pipeline_lib.paper.paired's
 # MIN_RANK_DATASETS; not imported here, which would load scipy at parse time).
-RANK_PLOT_FILE = "results/summary/plots/main_table_ranks.png"
+RANK_PLOT_FILE = "summary/plots/main_table_ranks.png"
 RANK_PLOT = [RANK_PLOT_FILE] if len(MAIN_DATASETS) >= 3 else []
 
 
@@ -367,8 +429,10 @@ def roc_score_files(dataset):
     ]
 
 
-def training_histories():
-    """Per-epoch loss / learning-rate records of every trained model of every grid."""
+def training_histories(grids=None):
+    """Per-epoch loss / learning-rate records of every trained model of ``grids`` (default:
+    every grid); they also say on what device and in which precision each model trained.
+    """
     paths = [
         os.path.join(
             SPLIT.format(
@@ -380,7 +444,7 @@ def training_histories():
             method,
             "train_history.json",
         )
-        for grid in GRIDS
+        for grid in (GRIDS if grids is None else grids)
         for name, classes in GRID_CLASSES[grid.name].items()
         for inlier in classes
         for contamination in grid.contamination
@@ -481,7 +545,7 @@ G_METHODS = _union(
     [m for m in grid.methods if m in TRAINED] for grid in GRIDS if "g" in grid.spaces
 )
 UNIFORMITY_GRIDS = [grid for grid in STUDIES if grid.kind == "uniformity"]
-STUDY = "results/studies/{study}"
+STUDY = "studies/{study}"
 
 
 def study_results(wildcards):
@@ -515,11 +579,11 @@ def study_keys(wildcards):
 
 
 def study_outputs():
-    return [f"results/studies/{grid.name}/{grid.name}.json" for grid in STUDIES]
+    return [f"studies/{grid.name}/{grid.name}.json" for grid in STUDIES]
 
 
 def summary_page():
-    return ["results/summary/index.html"] if MAIN else []
+    return ["summary/index.html"] if MAIN else []
 
 
 def get_final_output():
@@ -530,8 +594,8 @@ def get_final_output():
     """
     outputs = []
     if CLASSES:  # a config without `datasets` runs MVTec alone
-        outputs += ["results/summary/results.csv", *summary_outputs(), *study_outputs()]
-        outputs += [*summary_page(), "results/summary/provenance.json"]
+        outputs += ["summary/results.csv", *summary_outputs(), *study_outputs()]
+        outputs += [*summary_page(), "summary/provenance.json"]
         outputs += image_tracking_log()
     return outputs + mvtec_outputs() + explanation_outputs() + deploy_outputs()
 
@@ -543,14 +607,10 @@ def get_final_output():
 
 def image_tracking_log():
     """The image benchmarks' logger output, when that logger runs."""
-    return (
-        ["results/mlflow/logged.json"]
-        if CLASSES and config["tracking"]["enabled"]
-        else []
-    )
+    return ["mlflow/logged.json"] if CLASSES and config["tracking"]["enabled"] else []
 
 
 def tracking_loggers():
     """Every logger's output: the last MLflow writer (register_model) waits for them all."""
-    mvtec = ["results/mlflow/mvtec_logged.json"] if MVTEC else []
+    mvtec = ["mlflow/mvtec_logged.json"] if MVTEC else []
     return image_tracking_log() + (mvtec if config["tracking"]["enabled"] else [])

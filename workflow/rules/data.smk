@@ -5,11 +5,11 @@ release's), which every table beside published numbers reads."""
 
 rule prepare_dataset:
     output:
-        "results/{dataset}/dataset.npz",
+        "{dataset}/dataset.npz",
     log:
-        "results/logs/prepare_dataset/{dataset}.log",
+        "logs/prepare_dataset/{dataset}.log",
     benchmark:
-        "results/benchmarks/prepare_dataset/{dataset}.tsv"
+        "benchmarks/prepare_dataset/{dataset}.tsv"
     conda:
         "../../environment.yml"
     threads: 1
@@ -27,13 +27,13 @@ rule prepare_dataset:
 # after prepare_dataset (the files are there, downloaded if need be) and reads the files again.
 rule record_data_provenance:
     input:
-        "results/{dataset}/dataset.npz",
+        "{dataset}/dataset.npz",
     output:
-        "results/{dataset}/data_provenance.json",
+        "{dataset}/data_provenance.json",
     log:
-        "results/logs/record_data_provenance/{dataset}.log",
+        "logs/record_data_provenance/{dataset}.log",
     benchmark:
-        "results/benchmarks/record_data_provenance/{dataset}.tsv"
+        "benchmarks/record_data_provenance/{dataset}.tsv"
     conda:
         "../../environment.yml"
     threads: 1
@@ -48,13 +48,13 @@ rule record_data_provenance:
 
 rule prepare_split:
     input:
-        dataset="results/{dataset}/dataset.npz",
+        dataset="{dataset}/dataset.npz",
     output:
         os.path.join(SPLIT, "split.npz"),
     log:
-        "results/logs/prepare_split/{dataset}/{inlier}/contam{contamination}/seed{seed}.log",
+        "logs/prepare_split/{dataset}/{inlier}/contam{contamination}/seed{seed}.log",
     benchmark:
-        "results/benchmarks/prepare_split/{dataset}/{inlier}/contam{contamination}/seed{seed}.tsv"
+        "benchmarks/prepare_split/{dataset}/{inlier}/contam{contamination}/seed{seed}.tsv"
     conda:
         "../../environment.yml"
     threads: 1

@@ -5,7 +5,7 @@ deploy_model reads the finished results (for `best` and the recorded AUC) and th
 inputs: for a cell of the main table its split, features and trained model; for an MVTec
 category (`deploy.dataset: mvtec`, `deploy.inlier` the category) its category.npz and
 trained patch model (the dense patch features are temporary, so the job embeds the training
-patches again). It writes results/deploy/<registered_name>/package (representation,
+patches again). It writes deploy/<registered_name>/package (representation,
 detector, threshold, TorchScript and ONNX graphs; MVTec: with the anomaly map), packaged.json
 and input_example.json, and touches no MLflow store: it may run on a compute node.
 register_model, a local rule, logs the package folder to MLflow and registers it, then
@@ -34,9 +34,9 @@ if DEPLOY:
             record=f"{DEPLOY_DIR}/packaged.json",
             example=f"{DEPLOY_DIR}/input_example.json",
         log:
-            f"results/logs/deploy_model/{DEPLOY['registered_name']}.log",
+            f"logs/deploy_model/{DEPLOY['registered_name']}.log",
         benchmark:
-            f"results/benchmarks/deploy_model/{DEPLOY['registered_name']}.tsv"
+            f"benchmarks/deploy_model/{DEPLOY['registered_name']}.tsv"
         conda:
             "../../environment.yml"
         threads: 2
@@ -64,7 +64,7 @@ if DEPLOY:
         output:
             f"{DEPLOY_DIR}/deployed.json",
         log:
-            f"results/logs/register_model/{DEPLOY['registered_name']}.log",
+            f"logs/register_model/{DEPLOY['registered_name']}.log",
         # A SQLite store is written on the host that holds it, one writer at a time.
         localrule: True
         conda:

@@ -14,7 +14,7 @@ class _CellWildcards(dict):
 
 DEPLOY = config.get("deploy")
 DEPLOY_MVTEC = bool(DEPLOY) and DEPLOY["dataset"] == "mvtec"
-DEPLOY_DIR = f"results/deploy/{DEPLOY['registered_name']}" if DEPLOY else None
+DEPLOY_DIR = f"deploy/{DEPLOY['registered_name']}" if DEPLOY else None
 
 
 def _deploy_exit(key, value, allowed):
@@ -50,7 +50,7 @@ if DEPLOY and not DEPLOY_MVTEC:
         for method in _DEPLOY_METHODS:
             wildcards = _CellWildcards(DEPLOY_CELL, method=method)
             files[method] = {
-                "dataset": f"results/{DEPLOY_CELL['dataset']}/dataset.npz",
+                "dataset": f"{DEPLOY_CELL['dataset']}/dataset.npz",
                 "split": os.path.join(_DEPLOY_SPLIT, "split.npz"),
                 "features": get_features(wildcards),
                 "model": (
@@ -62,7 +62,7 @@ if DEPLOY and not DEPLOY_MVTEC:
         return files
 
     DEPLOY_FILES = _deploy_files()
-    DEPLOY_RESULTS = "results/summary/results.csv"
+    DEPLOY_RESULTS = "summary/results.csv"
     DEPLOY_DETECTORS = DETECTOR_PARAMS
     DEPLOY_PATCHES = None
 

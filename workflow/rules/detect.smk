@@ -20,9 +20,9 @@ rule score_detectors:
             os.path.join(RESULT, "scores.npz"), detector=DETECTORS, allow_missing=True
         ),
     log:
-        "results/logs/score_detectors/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}/{fitset}.log",
+        "logs/score_detectors/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}/{fitset}.log",
     benchmark:
-        "results/benchmarks/score_detectors/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}/{fitset}.tsv"
+        "benchmarks/score_detectors/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}/{fitset}.tsv"
     retries: 1
     conda:
         "../../environment.yml"
@@ -56,9 +56,9 @@ rule score_rotation_classifier:
             allow_missing=True,
         ),
     log:
-        "results/logs/score_rotation_classifier/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.log",
+        "logs/score_rotation_classifier/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.log",
     benchmark:
-        "results/benchmarks/score_rotation_classifier/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.tsv"
+        "benchmarks/score_rotation_classifier/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.tsv"
     wildcard_constraints:
         method=_one_of([m for m in TRAINED if BASE[m] in ROTATION_METHODS] or ["none"]),
     retries: 1

@@ -5,13 +5,13 @@ from pipeline_lib.config.resources import mem_mb_by_attempt
 
 rule embed_frozen_dataset:
     input:
-        dataset="results/{dataset}/dataset.npz",
+        dataset="{dataset}/dataset.npz",
     output:
-        "results/{dataset}/_frozen/{method}/seed{seed}/features.npz",
+        "{dataset}/_frozen/{method}/seed{seed}/features.npz",
     log:
-        "results/logs/embed_frozen_dataset/{dataset}/{method}/seed{seed}.log",
+        "logs/embed_frozen_dataset/{dataset}/{method}/seed{seed}.log",
     benchmark:
-        "results/benchmarks/embed_frozen_dataset/{dataset}/{method}/seed{seed}.tsv"
+        "benchmarks/embed_frozen_dataset/{dataset}/{method}/seed{seed}.tsv"
     wildcard_constraints:
         method=_one_of(FROZEN_METHODS),
     retries: 1

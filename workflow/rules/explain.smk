@@ -13,7 +13,7 @@ if EXPLAIN:
 
     rule explain_detectors:
         input:
-            dataset=f"results/{_explain_dataset}/dataset.npz",
+            dataset=f"{_explain_dataset}/dataset.npz",
             split=os.path.join(_explain_split, "split.npz"),
             features=list(_explain_features.values()),
             models=[
@@ -22,12 +22,12 @@ if EXPLAIN:
                 if method in TRAINED_METHODS
             ],
         output:
-            figure=f"results/summary/explanations/{_explain_dataset}/{_explain_inlier}.png",
-            maps=f"results/summary/explanations/{_explain_dataset}/{_explain_inlier}.npz",
+            figure=f"summary/explanations/{_explain_dataset}/{_explain_inlier}.png",
+            maps=f"summary/explanations/{_explain_dataset}/{_explain_inlier}.npz",
         log:
-            f"results/logs/explain_detectors/{_explain_dataset}/{_explain_inlier}.log",
+            f"logs/explain_detectors/{_explain_dataset}/{_explain_inlier}.log",
         benchmark:
-            f"results/benchmarks/explain_detectors/{_explain_dataset}/{_explain_inlier}.tsv"
+            f"benchmarks/explain_detectors/{_explain_dataset}/{_explain_inlier}.tsv"
         conda:
             "../../environment.yml"
         threads: 2

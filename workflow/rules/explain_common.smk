@@ -22,7 +22,7 @@ def explanation_outputs():
     if not EXPLAIN:
         return []
     dataset, inlier, _ = _explain_target()
-    return [f"results/summary/explanations/{dataset}/{inlier}.png"]
+    return [f"summary/explanations/{dataset}/{inlier}.png"]
 
 
 if EXPLAIN:
@@ -30,7 +30,7 @@ if EXPLAIN:
     # Same files as get_features (common.smk): frozen features are shared by the classes.
     _explain_features = {
         method: (
-            f"results/{_explain_dataset}/_frozen/{method}/seed{SEEDS[0]}/features.npz"
+            f"{_explain_dataset}/_frozen/{method}/seed{SEEDS[0]}/features.npz"
             if method in FROZEN_METHODS
             else os.path.join(_explain_split, method, "features.npz")
         )

@@ -22,9 +22,9 @@ if MVTEC:
         output:
             os.path.join(MVTEC_CATEGORY, "category.npz"),
         log:
-            "results/logs/prepare_mvtec_category/{category}.log",
+            "logs/prepare_mvtec_category/{category}.log",
         benchmark:
-            "results/benchmarks/prepare_mvtec_category/{category}.tsv"
+            "benchmarks/prepare_mvtec_category/{category}.tsv"
         conda:
             "../../environment.yml"
         threads: 1
@@ -47,9 +47,9 @@ if MVTEC:
             model=os.path.join(MVTEC_MODEL, "model.pt"),
             history=os.path.join(MVTEC_MODEL, "train_history.json"),
         log:
-            "results/logs/train_patch_representation/{category}/seed{seed}/{method}.log",
+            "logs/train_patch_representation/{category}/seed{seed}/{method}.log",
         benchmark:
-            "results/benchmarks/train_patch_representation/{category}/seed{seed}/{method}.tsv"
+            "benchmarks/train_patch_representation/{category}/seed{seed}/{method}.tsv"
         wildcard_constraints:
             seed=_one_of(MVTEC_SEEDS),
             method=_one_of(
@@ -79,9 +79,9 @@ if MVTEC:
             # until the scoring jobs have read them.
             temp(os.path.join(MVTEC_MODEL, "patch_features.npz")),
         log:
-            "results/logs/embed_patches/{category}/seed{seed}/{method}.log",
+            "logs/embed_patches/{category}/seed{seed}/{method}.log",
         benchmark:
-            "results/benchmarks/embed_patches/{category}/seed{seed}/{method}.tsv"
+            "benchmarks/embed_patches/{category}/seed{seed}/{method}.tsv"
         wildcard_constraints:
             seed=_one_of(MVTEC_SEEDS),
             method=_one_of(MVTEC_METHODS),
@@ -119,9 +119,9 @@ if MVTEC:
                 allow_missing=True,
             ),
         log:
-            "results/logs/score_patches/{category}/seed{seed}/{method}.log",
+            "logs/score_patches/{category}/seed{seed}/{method}.log",
         benchmark:
-            "results/benchmarks/score_patches/{category}/seed{seed}/{method}.tsv"
+            "benchmarks/score_patches/{category}/seed{seed}/{method}.tsv"
         wildcard_constraints:
             seed=_one_of(MVTEC_SEEDS),
             # "none" when every method is a rotation one: an empty pattern would match all.
@@ -164,9 +164,9 @@ if MVTEC:
                 allow_missing=True,
             ),
         log:
-            "results/logs/score_patches/{category}/seed{seed}/{method}.log",
+            "logs/score_patches/{category}/seed{seed}/{method}.log",
         benchmark:
-            "results/benchmarks/score_patches/{category}/seed{seed}/{method}.tsv"
+            "benchmarks/score_patches/{category}/seed{seed}/{method}.tsv"
         wildcard_constraints:
             seed=_one_of(MVTEC_SEEDS),
             method=_one_of(MVTEC_SCORED_ROTATION or ["none"]),
@@ -189,14 +189,16 @@ if MVTEC:
 
     rule make_mvtec_tables:
         input:
-            mvtec_results(),
+            results=mvtec_results(),
+            # what each model trained on, in which precision: the tables' training line
+            histories=mvtec_histories(),
         output:
             results=f"{MVTEC_SUMMARY}/results.csv",
             tables=mvtec_table_outputs(),
         log:
-            "results/logs/make_mvtec_tables/make_mvtec_tables.log",
+            "logs/make_mvtec_tables/make_mvtec_tables.log",
         benchmark:
-            "results/benchmarks/make_mvtec_tables/make_mvtec_tables.tsv"
+            "benchmarks/make_mvtec_tables/make_mvtec_tables.tsv"
         conda:
             "../../environment.yml"
         threads: 1
@@ -217,9 +219,9 @@ if MVTEC:
         output:
             f"{MVTEC_SUMMARY}/heatmaps/{{category}}.png",
         log:
-            "results/logs/plot_mvtec_heatmaps/{category}.log",
+            "logs/plot_mvtec_heatmaps/{category}.log",
         benchmark:
-            "results/benchmarks/plot_mvtec_heatmaps/{category}.tsv"
+            "benchmarks/plot_mvtec_heatmaps/{category}.tsv"
         conda:
             "../../environment.yml"
         threads: 1
@@ -239,7 +241,7 @@ if MVTEC:
 
     rule log_mvtec_to_mlflow:
         input:
-            store="results/mlflow/store.json",
+            store="mlflow/store.json",
             # One MLflow writer at a time: after the image benchmarks' logger, if it runs.
             after=image_tracking_log(),
             results=f"{MVTEC_SUMMARY}/results.csv",
@@ -247,11 +249,11 @@ if MVTEC:
             tables=mvtec_table_outputs(),
             plots=mvtec_heatmap_outputs(),
         output:
-            "results/mlflow/mvtec_logged.json",
+            "mlflow/mvtec_logged.json",
         log:
-            "results/logs/log_mvtec_to_mlflow/log_mvtec_to_mlflow.log",
+            "logs/log_mvtec_to_mlflow/log_mvtec_to_mlflow.log",
         benchmark:
-            "results/benchmarks/log_mvtec_to_mlflow/log_mvtec_to_mlflow.tsv"
+            "benchmarks/log_mvtec_to_mlflow/log_mvtec_to_mlflow.tsv"
         # A SQLite store is written on the host that holds it (docs/cluster.md).
         localrule: True
         conda:

@@ -35,7 +35,7 @@ if MVTEC:
         f"{{train/good,test/<defect>,ground_truth/<defect>}}/ there (the MVTec AD download "
         "unpacked under mvtec.root), or set mvtec.root / mvtec.paths in the config"
         for name, path in _mvtec_paths.items()
-        if not os.path.exists(f"results/mvtec/{name}/category.npz")
+        if not os.path.exists(f"mvtec/{name}/category.npz")
         and not (Path(path) / "train" / "good").is_dir()
     ]
     MVTEC_CATEGORIES = list(_mvtec_paths)
@@ -47,10 +47,10 @@ if MVTEC:
         else []
     )
 
-MVTEC_CATEGORY = "results/mvtec/{category}"
-MVTEC_MODEL = "results/mvtec/{category}/seed{seed}/{method}"
-MVTEC_RESULT = "results/mvtec/{category}/seed{seed}/{method}/{detector}"
-MVTEC_SUMMARY = "results/summary/mvtec"
+MVTEC_CATEGORY = "mvtec/{category}"
+MVTEC_MODEL = "mvtec/{category}/seed{seed}/{method}"
+MVTEC_RESULT = "mvtec/{category}/seed{seed}/{method}/{detector}"
+MVTEC_SUMMARY = "summary/mvtec"
 MVTEC_METRICS = ["image_auroc", "pixel_auroc", "aupro"]
 MVTEC_TABLE_SUFFIXES = [".csv", ".md", ".tex", ".html"]
 
@@ -104,7 +104,7 @@ def mvtec_outputs():
         *mvtec_heatmap_outputs(),
     ]
     if config["tracking"]["enabled"]:
-        outputs.append("results/mlflow/mvtec_logged.json")
+        outputs.append("mlflow/mvtec_logged.json")
     return outputs
 
 

@@ -19,14 +19,14 @@ rule collect_results:
         detection_results(),
     output:
         report(
-            "results/summary/results.csv",
+            "summary/results.csv",
             caption="../report/results.rst",
             category="Results",
         ),
     log:
-        "results/logs/collect_results/collect_results.log",
+        "logs/collect_results/collect_results.log",
     benchmark:
-        "results/benchmarks/collect_results/collect_results.tsv"
+        "benchmarks/collect_results/collect_results.tsv"
     conda:
         "../../environment.yml"
     threads: 1
@@ -39,20 +39,21 @@ rule collect_results:
 
 rule make_tables:
     input:
-        "results/summary/results.csv",
+        "summary/results.csv",
         provenance=data_provenance_files(MAIN_DATASETS),
+        histories=training_histories([MAIN]) if MAIN else [],
     output:
         main=report(
-            multiext("results/summary/main_table", ".csv", ".md", ".tex", ".html"),
+            multiext("summary/main_table", ".csv", ".md", ".tex", ".html"),
             caption="../report/main_table.rst",
             category="Tables",
             subcategory="Main table",
         ),
-        comparisons="results/summary/main_table_wilcoxon.md",
-        verdicts="results/summary/main_table_verdicts.csv",
+        comparisons="summary/main_table_wilcoxon.md",
+        verdicts="summary/main_table_verdicts.csv",
         per_class=report(
             expand(
-                "results/summary/per_class/{dataset}{ext}",
+                "summary/per_class/{dataset}{ext}",
                 dataset=MAIN_DATASETS,
                 ext=[".csv", ".md", ".tex", ".html"],
             ),
@@ -61,9 +62,9 @@ rule make_tables:
             subcategory="Per class",
         ),
     log:
-        "results/logs/make_tables/make_tables.log",
+        "logs/make_tables/make_tables.log",
     benchmark:
-        "results/benchmarks/make_tables/make_tables.tsv"
+        "benchmarks/make_tables/make_tables.tsv"
     conda:
         "../../environment.yml"
     threads: 1
@@ -80,18 +81,18 @@ rule make_tables:
 
 rule plot_per_class:
     input:
-        "results/summary/results.csv",
+        "summary/results.csv",
     output:
         report(
-            "results/summary/plots/per_class_{dataset}.png",
+            "summary/plots/per_class_{dataset}.png",
             caption="../report/per_class_plot.rst",
             category="Plots",
             subcategory="{dataset}",
         ),
     log:
-        "results/logs/plot_per_class/{dataset}.log",
+        "logs/plot_per_class/{dataset}.log",
     benchmark:
-        "results/benchmarks/plot_per_class/{dataset}.tsv"
+        "benchmarks/plot_per_class/{dataset}.tsv"
     conda:
         "../../environment.yml"
     threads: 1
@@ -105,7 +106,7 @@ rule plot_per_class:
 # Defined always (localrules names it); requested only where RANK_PLOT holds.
 rule plot_ranks:
     input:
-        "results/summary/results.csv",
+        "summary/results.csv",
     output:
         report(
             RANK_PLOT_FILE,
@@ -114,9 +115,9 @@ rule plot_ranks:
             subcategory="Ranks",
         ),
     log:
-        "results/logs/plot_ranks/plot_ranks.log",
+        "logs/plot_ranks/plot_ranks.log",
     benchmark:
-        "results/benchmarks/plot_ranks/plot_ranks.tsv"
+        "benchmarks/plot_ranks/plot_ranks.tsv"
     conda:
         "../../environment.yml"
     threads: 1
@@ -132,15 +133,15 @@ rule plot_roc_curves:
         lambda wildcards: roc_score_files(wildcards.dataset),
     output:
         report(
-            "results/summary/plots/roc_{dataset}.png",
+            "summary/plots/roc_{dataset}.png",
             caption="../report/roc.rst",
             category="Plots",
             subcategory="{dataset}",
         ),
     log:
-        "results/logs/plot_roc_curves/{dataset}.log",
+        "logs/plot_roc_curves/{dataset}.log",
     benchmark:
-        "results/benchmarks/plot_roc_curves/{dataset}.tsv"
+        "benchmarks/plot_roc_curves/{dataset}.tsv"
     conda:
         "../../environment.yml"
     threads: 1
@@ -153,9 +154,9 @@ rule plot_roc_curves:
 
 rule init_tracking:
     output:
-        "results/mlflow/store.json",
+        "mlflow/store.json",
     log:
-        "results/logs/init_tracking/init_tracking.log",
+        "logs/init_tracking/init_tracking.log",
     conda:
         "../../environment.yml"
     params:
@@ -167,22 +168,22 @@ rule init_tracking:
 
 rule log_to_mlflow:
     input:
-        store="results/mlflow/store.json",
-        results="results/summary/results.csv",
+        store="mlflow/store.json",
+        results="summary/results.csv",
         studies=lambda wildcards: study_outputs(),  # studies.smk, included later
         histories=training_histories(),
         tables=rules.make_tables.output,
         plots=expand(
-            "results/summary/plots/{kind}_{dataset}.png",
+            "summary/plots/{kind}_{dataset}.png",
             kind=["per_class", "roc"],
             dataset=MAIN_DATASETS,
         ),
     output:
-        "results/mlflow/logged.json",
+        "mlflow/logged.json",
     log:
-        "results/logs/log_to_mlflow/log_to_mlflow.log",
+        "logs/log_to_mlflow/log_to_mlflow.log",
     benchmark:
-        "results/benchmarks/log_to_mlflow/log_to_mlflow.tsv"
+        "benchmarks/log_to_mlflow/log_to_mlflow.tsv"
     conda:
         "../../environment.yml"
     threads: 1
@@ -200,16 +201,16 @@ rule log_to_mlflow:
 rule write_provenance:
     input:
         # Re-made whenever the results are, so it describes the code that made them.
-        "results/summary/results.csv",
+        "summary/results.csv",
     output:
-        json="results/summary/provenance.json",
+        json="summary/provenance.json",
         html=report(
-            "results/summary/provenance.html",
+            "summary/provenance.html",
             caption="../report/provenance.rst",
             category="Provenance",
         ),
     log:
-        "results/logs/write_provenance/write_provenance.log",
+        "logs/write_provenance/write_provenance.log",
     conda:
         "../../environment.yml"
     threads: 1

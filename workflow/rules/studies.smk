@@ -36,9 +36,9 @@ if G_METHODS:
                 allow_missing=True,
             ),
         log:
-            "results/logs/score_detectors_g/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}/{fitset}.log",
+            "logs/score_detectors_g/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}/{fitset}.log",
         benchmark:
-            "results/benchmarks/score_detectors_g/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}/{fitset}.tsv"
+            "benchmarks/score_detectors_g/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}/{fitset}.tsv"
         wildcard_constraints:
             method=_one_of(G_METHODS),
         retries: 1
@@ -65,7 +65,7 @@ if UNIFORMITY_GRIDS:
         output:
             os.path.join(SPLIT, "{method}", "uniformity.json"),
         log:
-            "results/logs/measure_uniformity/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.log",
+            "logs/measure_uniformity/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.log",
         wildcard_constraints:
             method=_one_of(TRAINED or ["none"]),
         conda:
@@ -87,6 +87,9 @@ if STUDIES:
                 uniformity_files(STUDY_BY_NAME[wildcards.study]).values()
             ),
             provenance=study_provenance,
+            histories=lambda wildcards: training_histories(
+                [STUDY_BY_NAME[wildcards.study]]
+            ),
         output:
             results=os.path.join(STUDY, "results.csv"),
             expected=os.path.join(STUDY, "expected.csv"),
@@ -109,7 +112,7 @@ if STUDIES:
                 subcategory="{study}",
             ),
         log:
-            "results/logs/make_study/{study}.log",
+            "logs/make_study/{study}.log",
         wildcard_constraints:
             study=_one_of(
                 [grid.name for grid in STUDIES if grid is not MAIN] or ["none"]
@@ -138,17 +141,16 @@ if STUDIES:
 if MAIN:
 
     # The main grid's study: the same job, but its human tables are the main table that
-    # make_tables writes once (results/summary/main_table.*); the study links them.
+    # make_tables writes once (summary/main_table.*); the study links them.
     use rule make_study as make_main_study with:
         input:
             results=study_results,
             uniformity=lambda wildcards: list(
                 uniformity_files(STUDY_BY_NAME[wildcards.study]).values()
             ),
-            main_table=multiext(
-                "results/summary/main_table", ".csv", ".md", ".tex", ".html"
-            ),
+            main_table=multiext("summary/main_table", ".csv", ".md", ".tex", ".html"),
             provenance=study_provenance,
+            histories=training_histories([MAIN]),
         output:
             results=os.path.join(STUDY, "results.csv"),
             expected=os.path.join(STUDY, "expected.csv"),
@@ -176,21 +178,33 @@ if MAIN:
     rule make_summary:
         input:
             manifests=study_outputs(),
-            main_table="results/summary/main_table.csv",
-            verdicts="results/summary/main_table_verdicts.csv",
+            main_table="summary/main_table.csv",
+            verdicts="summary/main_table_verdicts.csv",
             provenance=data_provenance_files(MAIN_DATASETS),
             ranks=RANK_PLOT,
-            results="results/summary/results.csv",
+            results="summary/results.csv",
             logged=image_tracking_log(),
+            # what the page shows inline or links, besides the studies: every table and
+            # figure of the summary folder
+            histories=training_histories([MAIN]),
+            per_class=rules.make_tables.output.per_class,
+            comparisons=rules.make_tables.output.comparisons,
+            bars=expand(rules.plot_per_class.output[0], dataset=MAIN_DATASETS),
+            roc=expand(rules.plot_roc_curves.output[0], dataset=MAIN_DATASETS),
+            run_provenance=rules.write_provenance.output,
+            mvtec=lambda wildcards: (
+                [*mvtec_table_outputs(), *mvtec_heatmap_outputs()] if MVTEC else []
+            ),
+            explanations=lambda wildcards: explanation_outputs(),
         output:
             html=report(
-                "results/summary/index.html",
+                "summary/index.html",
                 caption="../report/summary.rst",
                 category="Summary",
             ),
-            markdown="results/summary/index.md",
+            markdown="summary/index.md",
         log:
-            "results/logs/make_summary/make_summary.log",
+            "logs/make_summary/make_summary.log",
         conda:
             "../../environment.yml"
         threads: 1
@@ -199,9 +213,12 @@ if MAIN:
             runtime=30,
         params:
             studies=[grid.name for grid in STUDIES],
+            datasets=MAIN_DATASETS,
             n_datasets=len(MAIN_DATASETS),
             protocol=protocol_notes(config, MAIN),
             breaks=protocol_breaks(config),
+            # one job of each ROC figure: its class, seed and contamination name the figure
+            roc_jobs=[roc_score_files(dataset)[0] for dataset in MAIN_DATASETS],
         script:
             "../scripts/make_summary.py"
 
@@ -209,9 +226,9 @@ if MAIN:
         """What exists now, with every missing result marked: run with --forcerun
         partial_summary while a large sweep is incomplete or after failed jobs."""
         output:
-            "results/summary/partial/index.html",
+            "summary/partial/index.html",
         log:
-            "results/logs/partial_summary/partial_summary.log",
+            "logs/partial_summary/partial_summary.log",
         conda:
             "../../environment.yml"
         threads: 1

@@ -10,15 +10,15 @@ from pipeline_lib.config.resources import mem_mb_by_attempt
 
 rule train_representation:
     input:
-        dataset="results/{dataset}/dataset.npz",
+        dataset="{dataset}/dataset.npz",
         split=os.path.join(SPLIT, "split.npz"),
     output:
         model=os.path.join(SPLIT, "{method}", "model.pt"),
         history=os.path.join(SPLIT, "{method}", "train_history.json"),
     log:
-        "results/logs/train_representation/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.log",
+        "logs/train_representation/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.log",
     benchmark:
-        "results/benchmarks/train_representation/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.tsv"
+        "benchmarks/train_representation/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.tsv"
     wildcard_constraints:
         method=_one_of([m for m in TRAINED if m not in FUSED] or ["none"]),
     # A killed, timed-out or out-of-memory job retries with more memory and resumes from its
@@ -44,16 +44,16 @@ rule train_representation:
 # job would, so a killed group resumes and a separate job can take over a fused checkpoint.
 rule train_fused:
     input:
-        dataset="results/{dataset}/dataset.npz",
+        dataset="{dataset}/dataset.npz",
         splits=fused_group_splits,
     output:
         # Per class: trained or diverged (the models sit beside it until unpacked). One model
         # that diverges does not fail the job, which would delete the other models' work.
         outcome=temp(os.path.join(FUSED_GROUP, "outcome.json")),
     log:
-        "results/logs/train_fused/{dataset}/contam{contamination}/{method}/{group}.log",
+        "logs/train_fused/{dataset}/contam{contamination}/{method}/{group}.log",
     benchmark:
-        "results/benchmarks/train_fused/{dataset}/contam{contamination}/{method}/{group}.tsv"
+        "benchmarks/train_fused/{dataset}/contam{contamination}/{method}/{group}.tsv"
     wildcard_constraints:
         method=_one_of(FUSED or ["none"]),
         group=r"[^/]+",
@@ -83,7 +83,7 @@ rule unpack_fused_model:
         model=os.path.join(SPLIT, "{method}", "model.pt"),
         history=os.path.join(SPLIT, "{method}", "train_history.json"),
     log:
-        "results/logs/unpack_fused_model/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.log",
+        "logs/unpack_fused_model/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.log",
     wildcard_constraints:
         method=_one_of(FUSED or ["none"]),
     conda:
@@ -102,15 +102,15 @@ localrules:
 
 rule embed_trained:
     input:
-        dataset="results/{dataset}/dataset.npz",
+        dataset="{dataset}/dataset.npz",
         split=os.path.join(SPLIT, "split.npz"),
         model=os.path.join(SPLIT, "{method}", "model.pt"),
     output:
         os.path.join(SPLIT, "{method}", "features.npz"),
     log:
-        "results/logs/embed_trained/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.log",
+        "logs/embed_trained/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.log",
     benchmark:
-        "results/benchmarks/embed_trained/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.tsv"
+        "benchmarks/embed_trained/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.tsv"
     wildcard_constraints:
         method=_one_of(TRAINED or ["none"]),
     retries: 1

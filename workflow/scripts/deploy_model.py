@@ -4,7 +4,7 @@ from pipeline_lib.runtime.warm_jobs import hand_over
 
 hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
 
-from pipeline_lib.deploy.step import package_deploy_cell
+from pipeline_lib.deploy.workflow_step import package_deploy_cell
 from pipeline_lib.runtime.devices import set_threads
 from pipeline_lib.runtime.io import save_json
 from pipeline_lib.runtime.logs import job_logging

@@ -17,6 +17,7 @@ from pipeline_lib.mvtec.tables import (
     per_category_table,
 )
 from pipeline_lib.paper.intervals import interval_note
+from pipeline_lib.paper.protocol import training_notes
 from pipeline_lib.results.table_files import write_table
 from pipeline_lib.runtime.io import atomic_path, load_json
 from pipeline_lib.runtime.logs import job_logging
@@ -25,7 +26,7 @@ with job_logging(snakemake.log[0]):
     results = mvtec_results_frame(
         [
             {**load_json(path), "result_key": Path(path).parent.as_posix()}
-            for path in snakemake.input
+            for path in snakemake.input.results
         ]
     )
     with atomic_path(snakemake.output.results) as tmp:
@@ -33,21 +34,28 @@ with job_logging(snakemake.log[0]):
     folder = Path(snakemake.output.results).parent
     # Categories from mvtec.paths are the user's own data, whatever their name.
     own = snakemake.params.own_categories
+    # How the run differs from the paper, and what its models trained on (their records).
+    protocol = [
+        *snakemake.params.protocol,
+        *training_notes([load_json(path) for path in snakemake.input.histories]),
+    ]
+    summary = group_summary(results, own_categories=own)
     write_table(
-        format_summary(group_summary(results, own_categories=own)),
+        format_summary(summary),
         folder / "summary",
-        notes=[*snakemake.params.protocol, *paper_comparison_notes(results, own_categories=own)],
-        footnotes=[interval_note(1)],
+        notes=[*protocol, *paper_comparison_notes(results, own_categories=own)],
+        footnotes=[interval_note(summary["ci_over"])],
         caption=(
             "MVTec AD: mean over categories, mean +- std over seeds (x100), beside the "
             "paper's Table 6 (no published AUPRO)."
         ),
     )
     for metric in snakemake.params.metrics:
+        per_category = per_category_table(results, metric=metric)
         write_table(
-            format_per_category(per_category_table(results, metric=metric)),
+            format_per_category(per_category),
             folder / f"per_category_{metric}",
             caption=f"MVTec AD per category: {METRICS[metric][0]} (x100), mean +- std over seeds.",
-            notes=snakemake.params.protocol,
-            footnotes=[interval_note(1)],
+            notes=protocol,
+            footnotes=[interval_note(per_category["ci_over"])],
         )

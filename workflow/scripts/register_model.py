@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline_lib.deploy.step import register_package
+from pipeline_lib.deploy.workflow_step import register_package
 from pipeline_lib.runtime.io import load_json, save_json
 from pipeline_lib.runtime.logs import job_logging
 from pipeline_lib.tracking.mlflow_store import default_tracking_uri, ensure_experiment
@@ -19,7 +19,7 @@ with job_logging(snakemake.log[0]):
     if not params.tracking:
         record["registry"] = {"status": "skipped: tracking disabled"}
     else:
-        store_dir = Path("results/mlflow")
+        store_dir = Path("mlflow")  # init_tracking's store, in the working directory
         uri = default_tracking_uri(store_dir)
         store = ensure_experiment(
             uri, params.experiment, artifact_dir=store_dir / "artifacts", timeout_s=params.timeout_s

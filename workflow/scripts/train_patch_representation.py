@@ -9,7 +9,7 @@ from pathlib import Path
 from pipeline_lib.data.mvtec import category_from_arrays
 from pipeline_lib.models.checkpoints import save_representation
 from pipeline_lib.mvtec.patches import train_on_patches
-from pipeline_lib.runtime.devices import select_device, set_threads
+from pipeline_lib.runtime.devices import device_name, select_device, set_threads
 from pipeline_lib.runtime.io import load_npz, save_json
 from pipeline_lib.runtime.logs import job_logging, show_progress
 
@@ -20,13 +20,14 @@ with job_logging(snakemake.log[0]):
     arguments = dict(snakemake.params.training)
     # Beside the outputs but not one of them, so a restarted job resumes from it.
     checkpoint = Path(snakemake.output.model).with_name("checkpoint.pt")
+    device = select_device(int(snakemake.resources.get("gpu", 0)))
     model, history = train_on_patches(
         method,
         category.train_images,
         per_image=snakemake.params.per_image,
         patch_size=snakemake.params.patch_size,
         seed=int(snakemake.wildcards.seed),
-        device=select_device(int(snakemake.resources.get("gpu", 0))),
+        device=device,
         checkpoint_path=checkpoint,
         width=snakemake.params.width,
         progress=show_progress(),
@@ -37,8 +38,16 @@ with job_logging(snakemake.log[0]):
         "patch_size": snakemake.params.patch_size,
         "per_image": snakemake.params.per_image,
     }
+    # The device as the image benchmarks' histories record it: the tables' training line.
     save_json(
-        snakemake.output.history, {"method": method, "arguments": provenance, "history": history}
+        snakemake.output.history,
+        {
+            "method": method,
+            "arguments": provenance,
+            "history": history,
+            "device": device.type,
+            "device_name": device_name(device),
+        },
     )
     save_representation(snakemake.output.model, model, method=method, config_dict=provenance)
     checkpoint.unlink(missing_ok=True)

@@ -1,98 +1,30 @@
-"""What differs between packaging an image cell and an MVTec patch cell: the protocol.
+"""The image protocol: how an image cell (one score per whole image) becomes a package.
 
-:func:`~pipeline_lib.deploy.package.package_cell` takes every step a package shares
-(network, files, export, parity check); a :class:`CellProtocol` supplies the rest: how the
-detector is fitted and the threshold held out, which package class scores new images, what
-is measured on the test split, and how the export and its parity report are recorded.
-
-* :class:`ImageProtocol`: one score per whole image; the detector refitted on the stored
-  features of the detection step (same fit rows), the threshold held out by fit row.
-* :class:`~pipeline_lib.deploy.patch_protocol.PatchProtocol`: MVTec AD, a score and an
-  anomaly map per image from its dense patches; the threshold held out by training image.
+The detector is refitted on the detection step's stored features, on the same fit rows, so
+the package scores as the benchmark did; the threshold is held out by fit row
+(:func:`~pipeline_lib.deploy.threshold.calibrate_threshold`). The interface is
+:class:`~pipeline_lib.deploy.cell_protocol.CellProtocol`.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from torch import nn
 
 from pipeline_lib.data.split import load_split
+from pipeline_lib.deploy.cell_protocol import Calibration, FitSettings
 from pipeline_lib.deploy.export import ParityReport, ScoringGraph
-from pipeline_lib.deploy.package import FitSettings, PackagedDetector
+from pipeline_lib.deploy.image_package import PackagedDetector
 from pipeline_lib.deploy.threshold import THRESHOLD_FOLDS, calibrate_threshold, rates
 from pipeline_lib.detection.detectors import make_detector
 from pipeline_lib.detection.evaluate import to_anomaly_scores
 from pipeline_lib.detection.metrics import auroc
 from pipeline_lib.detection.runner import fit_index_for, limit_fit_index, rows_for
 from pipeline_lib.runtime.io import load_image_dataset, load_npz
-
-
-@dataclass
-class Calibration:
-    """A fitted detector, its threshold and what the protocol measures the package with.
-
-    Attributes
-    ----------
-    detector : sklearn estimator
-        Fitted on the benchmark's fit set.
-    threshold : float
-        On the package's anomaly score.
-    held_out : ndarray
-        Held-out anomaly scores of the fit units (rows or training images).
-    test_images : ndarray of shape (n, s, s, 3), uint8
-        The test split at the model's input size.
-    info : dict
-        The protocol's entries of ``package.json`` (``threshold_rule``, ...).
-    data : dict
-        Whatever else :meth:`CellProtocol.measure` needs (test scores, labels, counts).
-    """
-
-    detector: Any
-    threshold: float
-    held_out: np.ndarray
-    test_images: np.ndarray
-    info: dict[str, Any]
-    data: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def image_size(self) -> int:
-        """Side of the model's (square) input images."""
-        return int(self.test_images.shape[1])
-
-
-class CellProtocol(Protocol):
-    """How one kind of cell becomes a package; its inputs are the implementing dataclass's."""
-
-    #: The benchmark's fit set (``cell.fitset`` of ``package.json``).
-    fitset: str
-    #: Test images of the export-time parity check (a seeded draw).
-    parity_images: int
-
-    def fit(self, representation: nn.Module, settings: FitSettings) -> Calibration:
-        """Fit the detector as the benchmark did and hold out inliers for the threshold."""
-
-    def build(self, representation: nn.Module, calibration: Calibration, info: dict) -> Any:
-        """The package object (``info``: the rest of ``package.json``)."""
-
-    def measure(
-        self, package: Any, calibration: Calibration, recorded_auroc: float | None
-    ) -> dict[str, Any]:
-        """Threshold, held-out and test rates and AUCs of the package on the test split."""
-
-    def export_plan(self, graph: Any) -> tuple[bool, dict[str, Any] | None]:
-        """Whether to export ``graph``, and the ``export`` entry of ``package.json`` (or None)."""
-
-    def parity_record(
-        self, reports: dict[str, ParityReport], n_images: int
-    ) -> tuple[dict[str, Any], dict[str, float]]:
-        """The ``parity`` entry of ``package.json`` and its flat metrics, from the reports."""
-
-    def example_images(self) -> np.ndarray:
-        """Images of the input example logged with the MLflow model."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,8 @@
-"""The deploy package's error type and format, in their own module so every reader can use them."""
+"""The package format's version, its error type and what a reader is told to do.
+
+The bottom of the deploy modules: every writer and reader of a package imports these, and
+this module imports none of them.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,11 @@ PICKLE_FORMATS = ("droc-deploy-package/1", "droc-deploy-package/2")
 REDEPLOY = (
     "re-run the deploy step (snakemake --forcerun deploy_model ... with the same config) to "
     "write a " + PACKAGE_FORMAT + " package"
+)
+#: What a reader of a damaged file of a current package is told to do.
+REWRITE = (
+    "re-run the deploy step (snakemake --forcerun deploy_model ... with the same config) to "
+    "write the package again"
 )
 
 

@@ -21,9 +21,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline_lib.deploy.package import package_cell
+from pipeline_lib.deploy.cell_protocol import CellProtocol
+from pipeline_lib.deploy.image_protocol import ImageProtocol
+from pipeline_lib.deploy.packaging import package_cell
 from pipeline_lib.deploy.patch_protocol import PatchProtocol
-from pipeline_lib.deploy.protocols import CellProtocol, ImageProtocol
 from pipeline_lib.results.tidy_table import load_results_csv
 
 #: MVTec detectors the deploy step cannot package: RotNet's own classifier fits nothing on
@@ -132,7 +133,7 @@ def package_deploy_cell(
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """Package the configured cell into ``out_dir``; no MLflow.
 
-    Every cell goes through :func:`~pipeline_lib.deploy.package.package_cell`; an MVTec
+    Every cell goes through :func:`~pipeline_lib.deploy.packaging.package_cell`; an MVTec
     cell (``patches`` given) with the patch protocol from its ``category`` and ``model``
     files, any other with the image protocol (:func:`cell_protocol`).
 
@@ -228,7 +229,7 @@ def register_package(
     dict
         ``record`` with ``registry``: ``status`` "registered" and the registry entry.
     """
-    from pipeline_lib.deploy.pyfunc import log_and_register
+    from pipeline_lib.deploy.mlflow_model import log_and_register
 
     lock_path = Path(tracking["lock_path"])
     lock_path.parent.mkdir(parents=True, exist_ok=True)

@@ -13,8 +13,9 @@ from mlflow.models import Model
 from mlflow.models.model import MODEL_CODE_PATH
 from mlflow.tracking import MlflowClient
 
-from pipeline_lib.deploy.package import PackageError
-from pipeline_lib.deploy.pyfunc import DrocPyfunc, load_package, log_and_register, model_arguments
+from pipeline_lib.deploy.mlflow_model import load_package, log_and_register, model_arguments
+from pipeline_lib.deploy.package_format import PackageError
+from pipeline_lib.deploy.serving import DrocPyfunc
 from tests.deploy.conftest import SMALL_SIZE, small_package
 
 
@@ -66,3 +67,31 @@ def test_a_model_logged_as_a_pickle_is_refused_unread(tmp_path: Path) -> None:
     with pytest.raises(PackageError, match="not a model logged from code.*register_model"):
         load_package(str(tmp_path / "model"))
     assert not marker.exists()
+
+
+#: The model code file ``pyfunc_model.py`` that models registered by earlier versions carry:
+#: loading such a model runs it, so ``pipeline_lib.deploy.pyfunc.DrocPyfunc`` must resolve.
+EARLIER_MODEL_CODE = """import mlflow
+
+from pipeline_lib.deploy.pyfunc import DrocPyfunc
+
+mlflow.models.set_model(DrocPyfunc())
+"""
+
+
+def test_a_model_logged_with_the_earlier_model_code_loads_and_scores(tmp_path: Path) -> None:
+    package = small_package(tmp_path / "package")
+    code = tmp_path / "pyfunc_model.py"
+    code.write_text(EARLIER_MODEL_CODE)
+    arguments = model_arguments(tmp_path / "package") | {"python_model": str(code)}
+    mlflow.pyfunc.save_model(str(tmp_path / "model"), **arguments)
+    flavor = Model.load(str(tmp_path / "model")).flavors["python_function"]
+    assert Path(flavor[MODEL_CODE_PATH]).name == "pyfunc_model.py"
+    assert (tmp_path / "model" / "pyfunc_model.py").read_text() == EARLIER_MODEL_CODE
+    # pipeline_lib is imported already (as in `droc score --model models:/...`), so the
+    # model's code resolves `pipeline_lib.deploy.pyfunc` against this checkout.
+    loaded = load_package(str(tmp_path / "model"))
+    images = np.random.default_rng(3).integers(0, 256, (4, SMALL_SIZE, SMALL_SIZE, 3), np.uint8)
+    # Same package files, same scoring code: the same kernels run by construction.
+    np.testing.assert_array_equal(loaded.anomaly_scores(images), package.anomaly_scores(images))
+    assert loaded.threshold == package.threshold

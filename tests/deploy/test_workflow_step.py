@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from pipeline_lib.config.validate import ConfigError, validate_config
-from pipeline_lib.deploy.step import UNPACKABLE_DETECTORS, choose_cell, recorded_auroc
+from pipeline_lib.deploy.workflow_step import UNPACKABLE_DETECTORS, choose_cell, recorded_auroc
 from tests.workflow.conftest import REPO
 
 

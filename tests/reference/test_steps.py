@@ -1,0 +1,64 @@
+"""The released training steps against ours, from the ``steps_<method>`` traces.
+
+Four steps of rotation prediction, RotNet, contrastive and contrastive DA from the same
+weights on the same views, the rate moving after step 2: the loss with its weight decay over
+every weight, each step's rate, every gradient with weight decay, every update and the
+BatchNorm moving statistics. float64 on both sides (trace_steps.py says why); each tolerance
+is derived where it is defined, in compare_steps.py.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from tests.reference.harness import failures, one_torch_thread, reference_module
+from tests.reference.traces import load_trace
+
+METHODS = ("rotation", "rotnet", "contrastive", "contrastive_da")
+
+
+@functools.cache
+def _differences(method: str) -> tuple:
+    compare_steps = reference_module("compare_steps")
+    with one_torch_thread():
+        return tuple(compare_steps.compare(*load_trace(f"steps_{method}")))
+
+
+def _select(method: str, *words: str) -> list:
+    chosen = [d for d in _differences(method) if all(word in d.quantity for word in words)]
+    assert chosen, f"no compared quantity of {method} has {words}"
+    return chosen
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_both_sides_use_the_same_generated_weights(method) -> None:
+    assert failures(_select(method, ": weights")) == []
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_loss_with_weight_decay_over_every_weight_matches(method) -> None:
+    assert failures(_select(method, "loss of each step")) == []
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_rate_of_each_step_matches(method) -> None:
+    assert failures(_select(method, "rate of each step")) == []
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_gradients_with_weight_decay_match(method) -> None:
+    assert failures(_select(method, "gradients with weight decay")) == []
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_updates_match_across_the_rate_change(method) -> None:
+    chosen = _select(method, "update of step")
+    assert any("the rate moved" in d.quantity for d in chosen)  # the trace crosses a change
+    assert failures(chosen) == []
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_batchnorm_moving_statistics_move_alike(method) -> None:
+    assert failures(_select(method, "moving statistics")) == []
