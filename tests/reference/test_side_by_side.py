@@ -28,15 +28,26 @@ from pipeline_lib.paper.reproduction import (  # noqa: E402
     replace_parity_section,
 )
 
+PAGE = REPO / "docs" / "reproduction.md"
+REGENERATE = (
+    "docs/reproduction.md's parity section is out of date: run "
+    "PYTHONPATH=$PWD .venv/bin/python benchmarks/reference/parity_report.py"
+)
 
-def test_the_page_shows_what_the_report_computes_from_the_committed_csv() -> None:
-    page = (REPO / "docs" / "reproduction.md").read_text()
-    rows = parity_report.read_results()
-    expected = parity_report.build_section(rows, parity_report.trace_differences())
-    assert parity_section(page) == expected, (
-        "docs/reproduction.md's parity section is out of date: run "
-        "PYTHONPATH=$PWD .venv/bin/python benchmarks/reference/parity_report.py"
+
+def test_the_page_shows_the_side_by_side_table_of_the_committed_csv() -> None:
+    section = parity_section(PAGE.read_text())
+    assert section is not None, REGENERATE
+    part = "\n".join(parity_report.side_by_side_part(parity_report.read_results()))
+    assert part in section, REGENERATE
+
+
+def test_the_page_section_is_what_the_report_computes() -> None:
+    """The whole section, the traces' comparisons included (each family's compare runs)."""
+    expected = parity_report.build_section(
+        parity_report.read_results(), parity_report.trace_differences()
     )
+    assert parity_section(PAGE.read_text()) == expected, REGENERATE
 
 
 def test_the_committed_csv_holds_whole_runs_of_the_recorded_setting() -> None:
