@@ -87,14 +87,15 @@ from pathlib import Path
 import torch
 import yaml
 
-from pipeline_lib.models.flops import (
-    VIEWS_PER_INSTANCE,
-    forward_flops_per_view,
-    training_tflops,
-)
+from pipeline_lib.models.flops import forward_flops_per_view, training_tflops
 from pipeline_lib.planning.rates import Rate
 from pipeline_lib.planning.timing import RateLog, Spread
-from pipeline_lib.registry import TRAINED_METHODS, default_batch_size, instances_per_image
+from pipeline_lib.registry import (
+    TRAINED_METHODS,
+    default_batch_size,
+    instances_per_image,
+    method_spec,
+)
 from pipeline_lib.runtime.devices import device_name
 from pipeline_lib.ssl.fused import train_representations_fused
 from pipeline_lib.ssl.train import train_representation
@@ -422,7 +423,7 @@ def main(argv: list[str] | None = None) -> list[Rate]:
         image_size=side,
     )
     for method in args.methods:
-        batch, views = PAPER_BATCH_SIZE[method], VIEWS_PER_INSTANCE[method]
+        batch, views = PAPER_BATCH_SIZE[method], method_spec(method).views_per_instance
         speed = measure(method, step_mode=table_mode, **timing)  # type: ignore[arg-type]
         spread = speed.spread
         rate = spread.median

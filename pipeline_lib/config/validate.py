@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +43,16 @@ from pipeline_lib.config.section_checks import (
 from pipeline_lib.data import DataError, dataset_class_names
 from pipeline_lib.registry import (
     CAPTURED_STEP_MODES,
-    HEADLESS_METHODS,
+    METHOD_SPECS,
     PAPER_RECIPE,
     RENAMED_TRAIN_VALUES,
     TRAIN_EXECUTION_SETTINGS,
-    TRAINED_METHODS,
+    MethodSpec,
     detector_settings,
+    fuse_setting,
     headless_error,
+    is_trained,
+    method_spec,
     recipe_deviations,
 )
 
@@ -59,6 +62,7 @@ __all__ = [
     "check_dataset_settings",
     "export_data_settings",
     "grid_classes",
+    "load_schema",
     "merge_detectors",
     "resolve_classes",
     "sweep_id",
@@ -122,10 +126,50 @@ def _fill_defaults(instance: Any, schema: Mapping[str, Any]) -> None:
 
 
 @functools.cache
-def _load_schema(schema_path: str) -> dict[str, Any]:
-    """The schema, read once per process: every study grid is validated against it too (a
-    paper config parsed it eleven times, a second of every Snakemake start). Read-only."""
+def _read_schema(schema_path: str) -> dict[str, Any]:
+    """The schema file, read once per process: every study grid is validated against it too
+    (a paper config parsed it eleven times, a second of every Snakemake start). Read-only."""
     return yaml.safe_load(Path(schema_path).read_text())
+
+
+#: ``x-methods`` of a schema node -> the ids of the method table its ``enum`` lists.
+METHOD_ENUMS: dict[str, Callable[[MethodSpec], bool]] = {
+    "all": lambda spec: True,
+    "trained": lambda spec: spec.trained,
+    "networks": lambda spec: spec.network,
+}
+
+
+def load_schema(schema_path: str | os.PathLike) -> dict[str, Any]:
+    """The config schema with its method enums filled from the method table.
+
+    The schema file names no method: a node with ``x-methods: trained`` (``all``,
+    ``networks``) gets the ``enum`` of those ids of :data:`pipeline_lib.registry.
+    METHOD_SPECS` when the schema is loaded, so every method of the table validates, its
+    built-in rows and any other. Read-only (shared by every caller until the table changes).
+    """
+    table = tuple((spec.id, spec.trained, spec.network) for spec in METHOD_SPECS.values())
+    return _schema_with_methods(str(schema_path), table)
+
+
+@functools.cache
+def _schema_with_methods(schema_path: str, table: tuple[tuple[str, bool, bool], ...]) -> dict:
+    """:func:`load_schema` for one state of the table (``table`` keys the cache)."""
+    schema = copy.deepcopy(_read_schema(schema_path))
+    _fill_method_enums(schema)
+    return schema
+
+
+def _fill_method_enums(node: Any) -> None:
+    if isinstance(node, dict):
+        if "x-methods" in node:
+            keep = METHOD_ENUMS[node["x-methods"]]
+            node["enum"] = [spec.id for spec in METHOD_SPECS.values() if keep(spec)]
+        for value in node.values():
+            _fill_method_enums(value)
+    elif isinstance(node, list):
+        for value in node:
+            _fill_method_enums(value)
 
 
 def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -> dict[str, Any]:
@@ -140,7 +184,7 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
     ConfigError
         Naming each key at fault and its allowed values, one line per problem.
     """
-    schema = _load_schema(str(schema_path))
+    schema = load_schema(schema_path)
     config = _typed_command_line_values(config, schema)
     problems = _ProblemList()
     renamed = _renamed_values(config)
@@ -339,7 +383,7 @@ def _renamed_values(config: Mapping[str, Any]) -> list[tuple[str, str]]:
 def _check_fuse(config: Mapping[str, Any]) -> None:
     """``train.fuse`` > 1 trains with one optimiser step for K models: no float16 scaling."""
     train = config.get("train") or {}
-    if train.get("fuse", 1) > 1 and train.get("amp") == "float16":
+    if fuse_setting(train) > 1 and train.get("amp") == "float16":
         raise ConfigError(
             f"config key 'train.fuse': {train['fuse']} needs train.amp bfloat16 or null, not "
             "float16 (one loss scaler would skip every fused model's step when one overflows)"
@@ -362,7 +406,7 @@ def _check_step_mode(config: Mapping[str, Any]) -> None:
 def _check_eval_every(config: Mapping[str, Any]) -> None:
     """``train.eval_every`` needs one model per job: the fused trainer has no evaluation hook."""
     train = config.get("train") or {}
-    if (train.get("eval_every") or 0) > 0 and (train.get("fuse") or 1) > 1:
+    if (train.get("eval_every") or 0) > 0 and fuse_setting(train) > 1:
         raise ConfigError(
             f"config key 'train.eval_every': {train['eval_every']} cannot run with train.fuse "
             f"{train['fuse']} (a fused job trains K models in one loop with no per-epoch "
@@ -396,7 +440,7 @@ def _check_head_depth(config: Mapping[str, Any]) -> None:
     """
     for name, variant in (config.get("variants") or {}).items():
         depth = (variant.get("train") or {}).get("head_depth")
-        if variant["method"] in HEADLESS_METHODS and depth is not None:
+        if not method_spec(variant["method"]).has_mlp_head and depth is not None:
             raise ConfigError(
                 f"config key 'variants.{name}.train.head_depth': "
                 f"{headless_error(variant['method'], depth)}"
@@ -470,7 +514,7 @@ def _check_recipe(config: dict[str, Any]) -> None:
         named += list(study.get("methods", []))
     named += list((config.get("mvtec") or {}).get("methods") or [])
     for method in dict.fromkeys(named):
-        if method not in TRAINED_METHODS:
+        if not is_trained(method):
             continue
         deviations = recipe_deviations(method, config["train"])
         if deviations:

@@ -21,7 +21,7 @@ from pipeline_lib.data.split import OneClassSplit, training_subset
 from pipeline_lib.models.checkpoints import save_representation
 from pipeline_lib.models.embed import embed_split
 from pipeline_lib.models.proxy import ProxyModel
-from pipeline_lib.registry import DRAW_SOURCES, ROTATION_METHODS, training_arguments
+from pipeline_lib.registry import DRAW_SOURCES, method_spec, training_arguments
 from pipeline_lib.runtime.devices import device_name
 from pipeline_lib.runtime.io import save_json
 from pipeline_lib.ssl.fused import FusedResult, train_representations_fused
@@ -248,7 +248,7 @@ def embed_trained(
     features = embed_split(
         model, dataset, fit_index, batch_size=batch_size, device=device, progress=progress
     )
-    if method in ROTATION_METHODS:
+    if method_spec(method).rotation_classifier:
         scores = rotation_scores(model, dataset.test_images, device=device, batch_size=batch_size)
         features.update({f"{name}_test": values for name, values in scores.items()})
     return features

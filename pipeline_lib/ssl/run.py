@@ -362,7 +362,7 @@ def _fingerprint(
             "epoch_order": s.epoch_order,
             "init": s.init,
             "distributions": list(s.distributions),
-            "da_batching": s.da_batching if s.method == "contrastive_da" else None,
+            "da_batching": s.da_batching if s.spec.reads_setting("da_batching") else None,
             "noise_std": s.noise_std,
             "denoising_patch": s.denoising_patch,
             "augment": dataclasses.asdict(augment) if augment is not None else None,
@@ -465,7 +465,7 @@ def prepare_run(
         :func:`~pipeline_lib.ssl.draws.augment_generator_on`).
     """
     s = settings
-    if augment is None and (s.method != "denoising" or s.denoising_views):
+    if augment is None and s.uses_views:
         augment = _view_augment(seed, s)
     device = torch.device(device)
     on_cuda = device.type == "cuda"

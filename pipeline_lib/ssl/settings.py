@@ -19,21 +19,23 @@ from typing import Any
 from pipeline_lib.registry import (
     DA_BATCHINGS,
     DEFAULT_DISTRIBUTIONS,
-    DEFAULT_HEAD_DEPTH,
     DENOISING_DECODERS,
+    DENOISING_PATCH,
     DENOISING_TARGETS,
     DISTRIBUTION_PRIMITIVES,
     EPOCH_ORDERS,
-    HEADLESS_METHODS,
     INITS,
     LOSS_FORMS,
     LR_SCHEDULES,
     MOMENTUM_FORMS,
     PAPER_RECIPE,
     RENAMED_TRAIN_VALUES,
-    TRAINED_METHODS,
     VIEW_FLIPS,
     VIEW_JITTERS,
+    MethodSpec,
+    is_trained,
+    method_ids,
+    method_spec,
     training_arguments,
 )
 
@@ -55,9 +57,9 @@ class TrainSettings:
     Parameters
     ----------
     method : str
-        One of :data:`~pipeline_lib.registry.TRAINED_METHODS`: ``rotnet`` (rotation
-        prediction, linear classifier on ``f``), ``rotation`` (MLP head), ``denoising``,
-        ``contrastive``, ``contrastive_da``.
+        A trained method of the method table (:mod:`pipeline_lib.registry.methods`):
+        ``rotnet`` (rotation prediction, linear classifier on ``f``), ``rotation`` (MLP
+        head), ``denoising``, ``contrastive``, ``contrastive_da``.
     epochs : int
     batch_size : int
         Training instances per step: source images, except for contrastive DA with
@@ -84,7 +86,7 @@ class TrainSettings:
         paper and the released code decay every parameter.
     head_depth : int or None, default=None
         Hidden layers of the MLP head; ``None`` = method default (8, or 0). Must be 0/None
-        for the methods of :data:`~pipeline_lib.registry.HEADLESS_METHODS` (no MLP head).
+        for a method without an MLP head (:attr:`~pipeline_lib.registry.MethodSpec.head`).
     head_hidden, proj_dim : int, default=512, 128
         Hidden width of the head and output of the contrastive head.
     temperature : float, default=0.2
@@ -99,8 +101,8 @@ class TrainSettings:
         Initial weights of every layer (:mod:`pipeline_lib.models.init`): the released
         Keras initialisers or torch's (a variant).
     distributions : sequence of str, default=("rot90", "rot180", "rot270")
-        Distribution-augmentation set of ``contrastive_da`` (identity always included);
-        ignored by the other methods.
+        Distribution-augmentation set of the methods that read it (``contrastive_da``;
+        identity always included); ``()`` for the others.
     da_batching : {"expanded", "per_image"}, default="expanded"
         ``contrastive_da``: draw each batch from the training set expanded once by the
         distribution set (released code), or take ``batch_size`` images with all their
@@ -173,7 +175,7 @@ class TrainSettings:
     noise_std: float = PAPER_RECIPE["noise_std"]
     denoising_views: bool = True
     denoising_target: str = DENOISING_TARGETS[0]
-    denoising_patch: int = 8
+    denoising_patch: int = DENOISING_PATCH
     denoising_decoder: str = DENOISING_DECODERS[0]
     width: int = 64
     stem_width: int | None = None
@@ -183,11 +185,12 @@ class TrainSettings:
 
     def __post_init__(self) -> None:
         self._check()
-        distributions = tuple(self.distributions) if self.method == "contrastive_da" else ()
+        reads = self.spec.reads_setting("distributions")
+        distributions = tuple(self.distributions) if reads else ()
         object.__setattr__(self, "distributions", distributions)
-        if self.method == "contrastive_da":
+        if reads:
             if not distributions:
-                raise ValueError("contrastive_da needs at least one distribution transform")
+                raise ValueError(f"{self.method} needs at least one distribution transform")
             for name in distributions:
                 _check_distribution(name)
 
@@ -203,26 +206,37 @@ class TrainSettings:
         return cls(method=method, **training_arguments(method, dict(training)), **extra)
 
     @property
+    def spec(self) -> MethodSpec:
+        """The method's row of the method table."""
+        return method_spec(self.method)
+
+    @property
     def has_head(self) -> bool:
-        """Whether the method has an MLP head (:data:`~pipeline_lib.registry.HEADLESS_METHODS`)."""
-        return self.method not in HEADLESS_METHODS
+        """Whether the method has an MLP head (:attr:`MethodSpec.has_mlp_head`)."""
+        return self.spec.has_mlp_head
 
     @property
     def default_head_depth(self) -> int:
         """The head depth ``head_depth=None`` stands for (docs/protocol.md, "Heads")."""
-        return DEFAULT_HEAD_DEPTH[self.method]
+        return self.spec.default_head_depth
 
     @property
     def expands(self) -> bool:
         """Whether the training set is expanded once by the distribution set (released DA)."""
-        return self.method == "contrastive_da" and self.da_batching == "expanded"
+        return self.spec.reads_setting("da_batching") and self.da_batching == "expanded"
+
+    @property
+    def uses_views(self) -> bool:
+        """Whether the method draws the view augmentation under these settings."""
+        return self.spec.uses_views({name: getattr(self, name) for name in self.spec.reads})
 
     def _check(self) -> None:
         """Raise ValueError naming the first bad setting, in the order of the keywords."""
         method = self.method
-        if method not in TRAINED_METHODS:
+        if not is_trained(method):
             raise ValueError(
-                f"unknown trained representation {method!r}; allowed: {', '.join(TRAINED_METHODS)}"
+                f"unknown trained representation {method!r}; allowed: "
+                f"{', '.join(method_ids(trained=True))}"
             )
         for name, value in (("epochs", self.epochs), ("batch_size", self.batch_size)):
             if value < 1:
@@ -243,7 +257,7 @@ class TrainSettings:
             raise ValueError(
                 f"amp must be one of {', '.join(AMP_DTYPES)} or None, got {self.amp!r}"
             )
-        if method.startswith("contrastive"):
+        if self.spec.reads_setting("loss_form"):
             renamed = RENAMED_TRAIN_VALUES["loss_form"]
             if self.loss_form in renamed:
                 raise ValueError(
@@ -254,8 +268,8 @@ class TrainSettings:
                 raise ValueError(
                     f"unknown loss_form {self.loss_form!r}; allowed: {', '.join(LOSS_FORMS)}"
                 )
-            if self.temperature <= 0:
-                raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if self.spec.reads_setting("temperature") and self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
         for name, value, allowed in (
             ("da_batching", self.da_batching, DA_BATCHINGS),
             ("view_flip", self.view_flip, VIEW_FLIPS),
