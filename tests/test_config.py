@@ -390,8 +390,8 @@ def test_schema_states_the_recipe_switches_with_the_registry_defaults() -> None:
 
     from pipeline_lib.models.init import INITS
     from pipeline_lib.registry import PAPER_RECIPE
-    from pipeline_lib.ssl.contrastive import LOSS_FORMS
     from pipeline_lib.ssl.order import EPOCH_ORDERS
+    from pipeline_lib.ssl.tasks.contrastive import LOSS_FORMS
 
     schema = yaml.safe_load(SCHEMA.read_text())["properties"]
     train = schema["train"]["properties"]

@@ -18,7 +18,7 @@ import torch
 
 from pipeline_lib.models.checkpoints import load_trained_representation
 from pipeline_lib.models.proxy import rotation_logits
-from pipeline_lib.ssl.denoising import decode
+from pipeline_lib.ssl.tasks.denoising import decode
 
 FIXTURES = Path(__file__).parent / "fixtures" / "checkpoints"
 OUTPUTS = np.load(FIXTURES / "outputs.npz")

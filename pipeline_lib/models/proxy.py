@@ -151,7 +151,7 @@ def build_proxy_model(
     image_size : int, default=32
         Side of the (square) training images; used by the denoising decoder.
     denoising_target : {"pixels", "patch_normalized"}, default="pixels"
-        What the denoising decoder reconstructs (:mod:`pipeline_lib.ssl.denoising`): its
+        What the denoising decoder reconstructs (:mod:`pipeline_lib.ssl.tasks.denoising`): its
         output ends in a sigmoid only for ``"pixels"``. Recorded in ``arch`` for the
         decoder only.
     denoising_decoder : {"pooled", "spatial"}, default="pooled"

@@ -15,7 +15,7 @@ from pipeline_lib.registry.methods import (
     task_settings,
 )
 
-#: What the denoising decoder reconstructs (:mod:`pipeline_lib.ssl.denoising`); the first is
+#: What the denoising decoder reconstructs (:mod:`pipeline_lib.ssl.tasks.denoising`); the first is
 #: the default: the clean image, the paper's denoising autoencoder.
 DENOISING_TARGETS: tuple[str, ...] = ("pixels", "patch_normalized")
 
@@ -109,7 +109,7 @@ PAPER_RECIPE: dict[str, Any] = {
 #: (``validate_config`` names the replacement instead of a bare "not allowed").
 RENAMED_TRAIN_VALUES: dict[str, dict[str, str]] = {"loss_form": {"paper": "same_view"}}
 
-#: Accepted values of the contrastive loss ``form`` (:mod:`pipeline_lib.ssl.contrastive`);
+#: Accepted values of the contrastive loss ``form`` (:mod:`pipeline_lib.ssl.tasks.contrastive`);
 #: the first is the recipe's.
 LOSS_FORMS: tuple[str, ...] = ("released", "same_view", "ntxent")
 
@@ -123,7 +123,7 @@ DEFAULT_FUSE = 1
 
 #: Side of the blocks that the denoising target ``patch_normalized`` standardises (a quarter
 #: of a 32x32 image): :class:`~pipeline_lib.ssl.settings.TrainSettings` and
-#: :mod:`pipeline_lib.ssl.denoising` read it here.
+#: :mod:`pipeline_lib.ssl.tasks.denoising` read it here.
 DENOISING_PATCH = 8
 
 

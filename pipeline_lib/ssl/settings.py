@@ -91,7 +91,7 @@ class TrainSettings:
         Hidden width of the head and output of the contrastive head.
     temperature : float, default=0.2
     loss_form : {"released", "same_view", "ntxent"}, default="released"
-        Contrastive loss (see :mod:`pipeline_lib.ssl.contrastive`): the released
+        Contrastive loss (see :mod:`pipeline_lib.ssl.tasks.contrastive`): the released
         one-directional cross-view form (Eq. 2 read with Sohn 2016), or a variant.
     epoch_order : {"released", "permutation"}, default="released"
         How an epoch orders the instances (:mod:`pipeline_lib.ssl.order`): the released input

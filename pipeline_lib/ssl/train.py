@@ -58,6 +58,7 @@ from pipeline_lib.registry import (
     DA_BATCHINGS,
     DEFAULT_DISTRIBUTIONS,
     DENOISING_DECODERS,
+    DENOISING_PATCH,
     DENOISING_TARGETS,
     DRAW_SOURCES,
     EPOCH_ORDERS,
@@ -65,12 +66,12 @@ from pipeline_lib.registry import (
     LOSS_FORMS,
     LR_SCHEDULES,
     MOMENTUM_FORMS,
+    PAPER_RECIPE,
     VIEW_FLIPS,
     VIEW_JITTERS,
 )
 from pipeline_lib.ssl.augment import ViewAugment
 from pipeline_lib.ssl.compiling import eager_copy, release_network
-from pipeline_lib.ssl.denoising import DEFAULT_NOISE_STD, DEFAULT_TARGET_PATCH
 from pipeline_lib.ssl.loop import (
     TrainingDivergedError,
     checkpoint_due,
@@ -271,10 +272,10 @@ def train_representation(
     lr_schedule: str = LR_SCHEDULES[0],
     epoch_order: str = EPOCH_ORDERS[0],
     init: str = INITS[0],
-    noise_std: float = DEFAULT_NOISE_STD,
+    noise_std: float = PAPER_RECIPE["noise_std"],
     denoising_views: bool = True,
     denoising_target: str = DENOISING_TARGETS[0],
-    denoising_patch: int = DEFAULT_TARGET_PATCH,
+    denoising_patch: int = DENOISING_PATCH,
     denoising_decoder: str = DENOISING_DECODERS[0],
     width: int = 64,
     stem_width: int | None = None,

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from pipeline_lib.data import load_dataset
+from tests.ssl.tiny_runs import spy_on_steps
 
 
 @pytest.fixture(scope="session")
@@ -34,3 +35,11 @@ def deterministic_cudnn():
     torch.backends.cudnn.deterministic = True
     yield
     torch.backends.cudnn.deterministic = before
+
+
+@pytest.fixture
+def step_batches(monkeypatch) -> list[torch.Tensor]:
+    """The batches of every single step trained while the test runs, in order."""
+    batches: list[torch.Tensor] = []
+    spy_on_steps(monkeypatch, lambda batch: batches.append(batch.clone()))
+    return batches

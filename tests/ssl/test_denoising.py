@@ -6,18 +6,19 @@ import numpy as np
 import pytest
 import torch
 
-import pipeline_lib.ssl.denoising as denoising_module
+import pipeline_lib.ssl.tasks.denoising as denoising_module
 from pipeline_lib.models.proxy import build_proxy_model
 from pipeline_lib.ssl.augment import ViewAugment, to_unit_float
-from pipeline_lib.ssl.denoising import (
+from pipeline_lib.ssl.fused import train_representations_fused
+from pipeline_lib.ssl.settings import TrainSettings
+from pipeline_lib.ssl.tasks.denoising import (
     PATCH_STD_EPS,
+    TASK,
     decode,
     denoising_inputs,
-    denoising_step,
     denoising_target,
     normalize_patches,
 )
-from pipeline_lib.ssl.fused import train_representations_fused
 from pipeline_lib.ssl.train import train_representation
 
 
@@ -70,9 +71,9 @@ def test_step_reconstructs_the_chosen_target(target: str) -> None:
     model = build_proxy_model("denoising", width=8, denoising_target=target).eval()
     batch = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8)
     with torch.no_grad():
-        loss = denoising_step(
-            model, batch, generator=torch.Generator().manual_seed(1), target=target
-        )
+        settings = TrainSettings("denoising", epochs=1, batch_size=4, denoising_target=target)
+        step = TASK.step(settings, None)  # no views: the image itself is corrupted
+        loss = step(model, batch, generator=torch.Generator().manual_seed(1))
         noisy = batch.float() / 255 + 0.1 * torch.randn(
             batch.shape, generator=torch.Generator().manual_seed(1)
         )
@@ -125,9 +126,8 @@ def test_with_views_the_target_is_the_clean_view_not_the_image() -> None:
     noisy, clean = denoising_inputs(batch, generator=generator, augment=_flip_view)
     assert torch.equal(clean, to_unit_float(batch).flip(-1))
     with torch.no_grad():
-        loss = denoising_step(
-            model, batch, generator=torch.Generator().manual_seed(1), augment=_flip_view
-        )
+        step = TASK.step(TrainSettings("denoising", epochs=1, batch_size=4), _flip_view)
+        loss = step(model, batch, generator=torch.Generator().manual_seed(1))
         reconstruction = decode(model, noisy)
         on_view = torch.mean((reconstruction - clean) ** 2)
         on_image = torch.mean((reconstruction - to_unit_float(batch)) ** 2)

@@ -139,19 +139,12 @@ def test_the_permutation_variant_is_the_former_fresh_permutation(digits64) -> No
 
 @pytest.mark.parametrize("epoch_order", ["released", "permutation"])
 def test_training_steps_through_the_drawn_order_dropping_the_remainder(
-    digits64, monkeypatch, epoch_order
+    digits64, step_batches, epoch_order
 ) -> None:
     """Each step's batch is the next window of the epoch's order; the last partial batch is
     dropped (released ``drop_remainder=True``): 60 images, batch 16 -> 3 steps of 16."""
     images = digits64[:60]
-    batches: list[torch.Tensor] = []
-    real = run_module.rotation_step
-
-    def spy(model, batch, **kwargs):
-        batches.append(batch.clone())
-        return real(model, batch, **kwargs)
-
-    monkeypatch.setattr(run_module, "rotation_step", spy)
+    batches = step_batches
     options = {"seed": 3, "epochs": 2, "batch_size": 16, "width": 4, "epoch_order": epoch_order}
     _, history = train_representation("rotnet", images, **options)
     run, state = prepare_keyword_run("rotnet", images, **options)

@@ -22,6 +22,7 @@ from pipeline_lib.runtime.devices import device_name
 from pipeline_lib.ssl.augment import distribution_copies
 from pipeline_lib.ssl.jobs import save_trained
 from pipeline_lib.ssl.train import TrainingDivergedError, train_representation
+from tests.ssl.tiny_runs import spy_on_steps
 
 #: Tiny but learnable settings per method (width-8 ResNet-18, 64 digits, 2 epochs).
 TINY = {
@@ -247,24 +248,9 @@ def test_unreadable_representation_file_is_named(tmp_path) -> None:
         load_trained_representation(path)
 
 
-def _recording_contrastive_step(monkeypatch) -> list[torch.Tensor]:
-    """Replace the contrastive step by a spy that records each batch and returns a loss."""
-    import pipeline_lib.ssl.run as run_module
-
-    batches: list[torch.Tensor] = []
-    real = run_module.contrastive_step
-
-    def spy(model, batch, **kwargs):
-        batches.append(batch.clone())
-        return real(model, batch, **kwargs)
-
-    monkeypatch.setattr(run_module, "contrastive_step", spy)
-    return batches
-
-
-def test_da_batches_draw_instances_from_the_expanded_set(digits64, monkeypatch) -> None:
+def test_da_batches_draw_instances_from_the_expanded_set(digits64, step_batches) -> None:
     images = digits64[:16]
-    batches = _recording_contrastive_step(monkeypatch)
+    batches = step_batches
     _, history = train_representation(
         "contrastive_da", images, seed=0, epochs=1, batch_size=8, width=8, head_depth=1
     )
@@ -285,8 +271,8 @@ def test_da_batches_draw_instances_from_the_expanded_set(digits64, monkeypatch) 
     assert all(len(set(batch.tolist())) > 2 for batch in sources)
 
 
-def test_da_per_image_batching_is_the_named_variant(digits64, monkeypatch) -> None:
-    batches = _recording_contrastive_step(monkeypatch)
+def test_da_per_image_batching_is_the_named_variant(digits64, step_batches) -> None:
+    batches = step_batches
     _, history = train_representation(
         "contrastive_da",
         digits64[:16],
@@ -369,8 +355,8 @@ def test_every_step_runs_inside_the_precision_block(digits64, monkeypatch, fused
     """Each epoch's steps, single or fused, and nothing between epochs (the callback)."""
     import contextlib
 
-    import pipeline_lib.ssl.fused_groups as fused_groups
     import pipeline_lib.ssl.run as run_module
+    import pipeline_lib.ssl.tasks.rotation as rotation_task
     from pipeline_lib.ssl.fused import train_representations_fused
 
     depth, steps, between = [0], [], []
@@ -393,7 +379,7 @@ def test_every_step_runs_inside_the_precision_block(digits64, monkeypatch, fused
     monkeypatch.setattr(run_module.Run, "precision", recording)
     options = {"epochs": 2, "batch_size": 16, "width": 4}
     if fused:  # eager on the CPU: one stacked network, the loss per member
-        monkeypatch.setattr(fused_groups, "rotation_loss", spy(fused_groups.rotation_loss))
+        monkeypatch.setattr(rotation_task, "rotation_loss", spy(rotation_task.rotation_loss))
         train_representations_fused(
             "rotnet",
             [digits64[:32], digits64[32:]],
@@ -403,7 +389,7 @@ def test_every_step_runs_inside_the_precision_block(digits64, monkeypatch, fused
         )
         expected_steps = 2 * 2 * 2  # epochs x steps x members
     else:
-        monkeypatch.setattr(run_module, "rotation_step", spy(run_module.rotation_step))
+        spy_on_steps(monkeypatch, lambda batch: steps.append(depth[0]))
         train_representation(
             "rotnet", digits64, seed=0, callback=lambda r: between.append(depth[0]), **options
         )
@@ -414,16 +400,8 @@ def test_every_step_runs_inside_the_precision_block(digits64, monkeypatch, fused
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_float32_training_on_cuda_runs_without_tf32(digits64, tf32_allowed, monkeypatch) -> None:
-    import pipeline_lib.ssl.run as run_module
-
     during: list[tuple[bool, bool]] = []
-    real = run_module.rotation_step
-
-    def spy(*args, **kwargs):
-        during.append(_tf32_flags())
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(run_module, "rotation_step", spy)
+    spy_on_steps(monkeypatch, lambda batch: during.append(_tf32_flags()))
     train_representation(
         "rotnet",
         digits64,

@@ -1,10 +1,12 @@
 """Tiny training runs shared by the step-mode tests (CPU and CUDA): each a method and the
-keyword options that make it small (4 steps an epoch on 48 images)."""
+keyword options that make it small (4 steps an epoch on 48 images); a spy on the steps."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+
+from pipeline_lib.ssl.tasks import StepParts
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
@@ -17,3 +19,14 @@ TINY_RUNS: dict[str, tuple[str, dict[str, int]]] = {
     ),
     "denoising": ("denoising", {"batch_size": 12}),
 }
+
+
+def spy_on_steps(monkeypatch, seen) -> None:
+    """Call ``seen(batch)`` with each batch a single (uncaptured) step trains on, every task."""
+    real = StepParts.__call__
+
+    def step(self, model, batch, **kwargs):
+        seen(batch)
+        return real(self, model, batch, **kwargs)
+
+    monkeypatch.setattr(StepParts, "__call__", step)
