@@ -36,7 +36,8 @@ from pipeline_lib.mvtec.patches import (
     score_category,
     train_on_patches,
 )
-from pipeline_lib.registry import is_trained, method_spec, method_training, training_arguments
+from pipeline_lib.registry import is_trained, method_spec, method_training
+from pipeline_lib.ssl.settings import Execution, TrainSettings
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -149,17 +150,15 @@ def representation_for(
     the training seconds."""
     if not is_trained(method):
         return build_representation(method, seed=0, width=bench.width), 0.0
-    arguments = training_arguments(method, method_training(method, bench.train))
+    training = method_training(method, bench.train)
     start = time.perf_counter()
     model, _ = train_on_patches(
-        method,
+        TrainSettings.from_config(method, training, width=bench.width),
         images,
         per_image=bench.per_image,
         patch_size=bench.patch,
         seed=0,
-        width=bench.width,
-        device=device,
-        **{k: v for k, v in arguments.items() if k != "checkpoint_every"},
+        execution=Execution(device=device),
     )
     return model, _seconds(start, device)
 

@@ -113,20 +113,11 @@ def _trained(run: ReferenceRun, folder: Path) -> list[tuple[torch.nn.Module, Pat
     paths = [folder / f"seed{seed}.pt" for seed in run.seeds]
     if not run.fused:
         model, _ = train_representation(
-            run.method,
-            images[0],
-            seed=run.seeds[0],
-            checkpoint_path=paths[0],
-            settings=settings,
+            settings, images[0], seed=run.seeds[0], checkpoint_path=paths[0]
         )
         return [(model, paths[0])]
-    arguments = {
-        field.name: getattr(settings, field.name)
-        for field in dataclasses.fields(settings)
-        if field.name not in ("method", "checkpoint_every", "log_every")
-    }
     results = train_representations_fused(
-        run.method, images, seeds=list(run.seeds), checkpoint_paths=paths, **arguments
+        settings, images, seeds=list(run.seeds), checkpoint_paths=paths
     )
     for result in results:
         if isinstance(result, Exception):

@@ -1,6 +1,6 @@
 """Our training steps against the ``steps_<method>`` traces (trace_steps.py). Torch and NumPy.
 
-Our side is the trainer itself: :func:`pipeline_lib.ssl.train.prepare_keyword_run` with the
+Our side is the trainer itself: :func:`pipeline_lib.ssl.run.prepare_run` with the
 recipe's defaults (optimiser groups and their weight decay, cosine schedule, momentum form,
 loss form) and the trace's budget, the converted weights loaded, the model in float64 (as the
 trace: trace_steps.py says why), and the eager loop (:func:`pipeline_lib.ssl.loop.
@@ -31,7 +31,8 @@ from weights import regenerated_weights
 from pipeline_lib.models.keras_weights import hidden_layers, keras_layout, torch_name
 from pipeline_lib.registry import method_spec
 from pipeline_lib.ssl.loop import train_epoch
-from pipeline_lib.ssl.train import prepare_keyword_run
+from pipeline_lib.ssl.run import prepare_run
+from pipeline_lib.ssl.settings import Execution, TrainSettings
 
 FAMILY = "steps"
 METHODS = ("rotation", "rotnet", "contrastive", "contrastive_da")
@@ -140,7 +141,6 @@ def _our_steps(
         "width": int(meta["width"]),
         "stem_width": int(meta["stem_width"]),
         "amp": None,
-        "step_mode": "eager",
     }
     spec = method_spec(method)
     if spec.has_mlp_head:
@@ -152,7 +152,12 @@ def _our_steps(
     sources = per_step * num_batch // (4 if meta["expanded"] else 1)
     side = arrays["views"].shape[3]
     images = np.zeros((sources, side, side, 3), np.uint8)
-    run, state = prepare_keyword_run(method, images, seed=int(meta["seed"]), **options)
+    run, state = prepare_run(
+        TrainSettings(method, **options),
+        images,
+        seed=int(meta["seed"]),
+        execution=Execution(step_mode="eager"),
+    )
     if run.data.steps_per_epoch != num_batch:
         raise ValueError(f"{run.data.steps_per_epoch} steps an epoch, the trace has {num_batch}")
     load_keras_weights(state.model, weights)

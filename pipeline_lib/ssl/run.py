@@ -3,9 +3,10 @@
 One module for the single loop (:mod:`pipeline_lib.ssl.train`), the fused loop
 (:mod:`pipeline_lib.ssl.fused`), the tests and the benchmarks, so they all prepare a run the
 same way: :func:`prepare_run` turns :class:`~pipeline_lib.ssl.settings.TrainSettings`, the
-images, a seed and the execution settings (device, step mode, draws) into a :class:`Run`
-(what the run fixes before its first step) and its fresh :class:`TrainingState`. What
-happens in and after each epoch lives in :mod:`pipeline_lib.ssl.loop`.
+images, a seed and an :class:`~pipeline_lib.ssl.settings.Execution` (device, step mode,
+draws) into a :class:`Run` (what the run fixes before its first step) and its fresh
+:class:`TrainingState`. What happens in and after each epoch lives in
+:mod:`pipeline_lib.ssl.loop`.
 
 docs/protocol.md, "Training recipe": ResNet-18 (3x3 stem, no max-pool), SGD with momentum 0.9,
 lr 0.01 with a single cosine decay to 0 and no warm-up (stepped once an epoch, as the
@@ -41,7 +42,7 @@ from pipeline_lib.ssl.augment import ViewAugment, distribution_copies
 from pipeline_lib.ssl.draws import augment_generator_on
 from pipeline_lib.ssl.order import EpochOrder
 from pipeline_lib.ssl.schedule import MomentumFormLR
-from pipeline_lib.ssl.settings import TrainSettings
+from pipeline_lib.ssl.settings import DEFAULT_EXECUTION, Execution, TrainSettings
 from pipeline_lib.ssl.stepper import resolve_step_mode
 from pipeline_lib.ssl.tasks import ProxyTask, StepParts, task_of
 
@@ -376,10 +377,7 @@ def prepare_run(
     images_uint8: np.ndarray | torch.Tensor,
     *,
     seed: int,
-    device: torch.device | str = "cpu",
-    step_mode: str = "eager",
-    augment: ViewAugment | None = None,
-    draws: str = DRAW_SOURCES[0],
+    execution: Execution = DEFAULT_EXECUTION,
 ) -> tuple[Run, TrainingState]:
     """Load the data and build the run and fresh state of ``settings`` on ``images_uint8``.
 
@@ -388,18 +386,12 @@ def prepare_run(
     settings : TrainSettings
         The recipe (already checked).
     images_uint8 : ndarray or Tensor of shape (n, h, w, 3), uint8
-        Square training images, moved once to ``device``.
+        Square training images, moved once to the execution's device.
     seed : int
         Seeds the initialisation, the epoch order and the augmentations (:func:`stream_seed`).
-    device : torch.device or str, default="cpu"
-    step_mode : {"auto", "eager", "graph", "compiled"}, default="eager"
-        An execution setting (:func:`~pipeline_lib.ssl.stepper.resolve_step_mode`).
-    augment : ViewAugment or None, default=None
-        The view augmentation; None builds the settings' one (none for denoising without
-        views).
-    draws : {"host", "device"}, default="host"
-        An execution setting: where the steps' random numbers are drawn
-        (:mod:`pipeline_lib.ssl.draws`; on the CPU both are the host).
+    execution : Execution, default=DEFAULT_EXECUTION
+        Device, step mode (:func:`~pipeline_lib.ssl.stepper.resolve_step_mode`), where the
+        steps' random numbers are drawn, and optionally the view augmentation.
 
     Returns
     -------
@@ -409,21 +401,21 @@ def prepare_run(
     Raises
     ------
     ValueError
-        On bad images, a denoising patch that does not divide the side, a step mode that
-        cannot run on ``device``, or an unknown ``draws`` (from the fresh state's
-        :func:`~pipeline_lib.ssl.draws.augment_generator_on`).
+        On bad images, images the task's settings do not fit (a denoising patch that does
+        not divide the side), or a step mode that cannot run on the device.
     """
     s = settings
+    augment, draws = execution.augment, execution.draws
     if augment is None and s.uses_views:
         augment = _view_augment(seed, s)
-    device = torch.device(device)
+    device = torch.device(execution.device)
     on_cuda = device.type == "cuda"
     use_deterministic_kernels(device)
     task = task_of(s.method)
     data = _training_data(images_uint8, s, task, device)
     cosine = _cosine_schedule(s.lr_schedule, data.steps_per_epoch, s.epochs * data.steps_per_epoch)
     use_scaler = on_cuda and s.amp == "float16"
-    step_mode = resolve_step_mode(step_mode, device, float16_scaler=use_scaler)
+    step_mode = resolve_step_mode(execution.step_mode, device, float16_scaler=use_scaler)
     new_state = _state_factory(
         s,
         seed=seed,

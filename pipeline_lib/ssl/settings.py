@@ -1,13 +1,12 @@
-"""What one training run learns with, as one frozen, torch-free value: :class:`TrainSettings`.
+"""What one training run learns with, and how it executes, as two frozen, torch-free values.
 
-The settings used to travel as some thirty loose keywords through the trainer, the fused
-trainer and the argument checks; here they are built once, checked in one place and handed
-to the run API (:mod:`pipeline_lib.ssl.run`). The module imports no torch, so the config
-checks and the planner can build and validate settings at parse time.
-
-Execution settings (``step_mode``, ``fuse``, ``eval_every``, ``draws``, the device) are not
-settings of the recipe: they stay out of this class, of job params and of checkpoint
-fingerprints (:data:`pipeline_lib.registry.TRAIN_EXECUTION_SETTINGS`).
+:class:`TrainSettings` is the recipe: built once (from a config's ``train`` section, or by
+hand), checked in one place and handed to the run API (:mod:`pipeline_lib.ssl.run`), the
+single, fused and MVTec trainers alike. :class:`Execution` is how the steps run (device,
+step mode, where random numbers are drawn): not part of the recipe, of job params or of
+checkpoint fingerprints (:data:`pipeline_lib.registry.TRAIN_EXECUTION_SETTINGS`). The module
+imports no torch, so the config checks and the planner can build and validate settings at
+parse time.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from pipeline_lib.registry import (
     DENOISING_PATCH,
     DENOISING_TARGETS,
     DISTRIBUTION_PRIMITIVES,
+    DRAW_SOURCES,
     EPOCH_ORDERS,
     INITS,
     LOSS_FORMS,
@@ -30,6 +30,7 @@ from pipeline_lib.registry import (
     MOMENTUM_FORMS,
     PAPER_RECIPE,
     RENAMED_TRAIN_VALUES,
+    STEP_MODES,
     VIEW_FLIPS,
     VIEW_JITTERS,
     MethodSpec,
@@ -39,7 +40,7 @@ from pipeline_lib.registry import (
     training_arguments,
 )
 
-__all__ = ["AMP_DTYPES", "TrainSettings"]
+__all__ = ["AMP_DTYPES", "DEFAULT_EXECUTION", "Execution", "TrainSettings"]
 
 #: Autocast dtypes a run may train in on CUDA (``None``: float32).
 AMP_DTYPES: tuple[str, ...] = ("bfloat16", "float16")
@@ -49,10 +50,10 @@ AMP_DTYPES: tuple[str, ...] = ("bfloat16", "float16")
 class TrainSettings:
     """The recipe of one training run: method, budget, optimiser, heads, losses, views.
 
-    Every field is also a keyword of :func:`pipeline_lib.ssl.train.train_representation`,
-    with the same default. The instance is checked when it is made, so whoever holds one
-    holds a valid recipe. ``distributions`` holds the set in use: ``()`` for every method but
-    ``contrastive_da``.
+    The instance is checked when it is made, so whoever holds one holds a valid recipe
+    (:func:`pipeline_lib.ssl.train.train_representation` takes nothing else).
+    ``distributions`` holds the set in use: ``()`` for a method that does not read it
+    (every method but ``contrastive_da``).
 
     Parameters
     ----------
@@ -291,3 +292,52 @@ def _check_distribution(name: str) -> None:
             f"unknown distribution transform {name!r}; combine with '+' any of "
             f"{', '.join(DISTRIBUTION_PRIMITIVES)} (e.g. 'rot90+hflip')"
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class Execution:
+    """How a run's steps execute, apart from what they learn (the same weights either way,
+    up to the step mode's rounding; docs/usage.md).
+
+    Parameters
+    ----------
+    device : torch.device or str, default="cpu"
+    step_mode : {"auto", "eager", "graph", "compiled"}, default="auto"
+        ``train.step_mode`` (:func:`pipeline_lib.ssl.stepper.resolve_step_mode`): ``auto``
+        is ``graph`` on CUDA and ``eager`` elsewhere.
+    draws : {"host", "device"}, default="host"
+        ``train.draws``: where a step's random numbers are drawn
+        (:mod:`pipeline_lib.ssl.draws`; on the CPU both are the host).
+    augment : ViewAugment or None, default=None
+        A view augmentation to use instead of the one the settings describe (tests and
+        benchmarks); None builds the settings' one (none when the method's views are off).
+
+    Raises
+    ------
+    ValueError
+        On an unknown step mode or draw source.
+    """
+
+    device: Any = "cpu"
+    step_mode: str = STEP_MODES[0]
+    draws: str = DRAW_SOURCES[0]
+    augment: Any = None
+
+    def __post_init__(self) -> None:
+        if self.step_mode not in STEP_MODES:
+            raise ValueError(
+                f"unknown step_mode {self.step_mode!r}; allowed: {', '.join(STEP_MODES)}"
+            )
+        if self.draws not in DRAW_SOURCES:
+            raise ValueError(f"unknown draws {self.draws!r}; allowed: {', '.join(DRAW_SOURCES)}")
+
+    @classmethod
+    def from_config(cls, training: Mapping[str, Any], **extra: Any) -> Execution:
+        """The execution a ``train`` section asks for (its ``step_mode`` and ``draws``,
+        absent: the defaults); ``extra`` adds what the job decides (``device``)."""
+        chosen = {key: training[key] for key in ("step_mode", "draws") if training.get(key)}
+        return cls(**chosen, **extra)
+
+
+#: The CPU, each step as its device allows (``auto``), random numbers drawn on the host.
+DEFAULT_EXECUTION = Execution()

@@ -21,8 +21,9 @@ from pipeline_lib.paper.protocol import training_notes
 from pipeline_lib.runtime.devices import device_name
 from pipeline_lib.ssl.augment import distribution_copies
 from pipeline_lib.ssl.jobs import save_trained
-from pipeline_lib.ssl.train import TrainingDivergedError, train_representation
-from tests.ssl.tiny_runs import spy_on_steps
+from pipeline_lib.ssl.settings import TrainSettings
+from pipeline_lib.ssl.train import TrainingDivergedError
+from tests.ssl.tiny_runs import keyword_prepare, keyword_train, keyword_train_fused, spy_on_steps
 
 #: Tiny but learnable settings per method (width-8 ResNet-18, 64 digits, 2 epochs).
 TINY = {
@@ -37,7 +38,7 @@ TINY = {
 
 def _train(method: str, images: np.ndarray, **overrides):
     kwargs = {"seed": 1, "epochs": 2, "width": 8, "lr": 0.1, **TINY[method], **overrides}
-    return train_representation(method, images, **kwargs)
+    return keyword_train(method, images, **kwargs)
 
 
 def _assert_same_weights(first: torch.nn.Module, second: torch.nn.Module) -> None:
@@ -191,7 +192,7 @@ def test_nan_loss_names_epoch_and_step(digits64: np.ndarray) -> None:
 
 def test_bad_arguments_raise(digits64: np.ndarray) -> None:
     with pytest.raises(ValueError, match="unknown trained"):
-        train_representation("raw", digits64, seed=0, epochs=1, batch_size=8)
+        keyword_train("raw", digits64, seed=0, epochs=1, batch_size=8)
     with pytest.raises(ValueError, match="loss_form"):
         _train("contrastive", digits64, loss_form="simclr")
     with pytest.raises(ValueError, match="distribution transform"):
@@ -251,7 +252,7 @@ def test_unreadable_representation_file_is_named(tmp_path) -> None:
 def test_da_batches_draw_instances_from_the_expanded_set(digits64, step_batches) -> None:
     images = digits64[:16]
     batches = step_batches
-    _, history = train_representation(
+    _, history = keyword_train(
         "contrastive_da", images, seed=0, epochs=1, batch_size=8, width=8, head_depth=1
     )
     # Released data/cifar.py: |D| n / b steps, b instances each.
@@ -273,7 +274,7 @@ def test_da_batches_draw_instances_from_the_expanded_set(digits64, step_batches)
 
 def test_da_per_image_batching_is_the_named_variant(digits64, step_batches) -> None:
     batches = step_batches
-    _, history = train_representation(
+    _, history = keyword_train(
         "contrastive_da",
         digits64[:16],
         seed=0,
@@ -286,21 +287,19 @@ def test_da_per_image_batching_is_the_named_variant(digits64, step_batches) -> N
     assert history[0]["steps"] == 16 // 8 == len(batches)
     assert all(len(batch) == 8 for batch in batches)  # images; copies are made in the step
     with pytest.raises(ValueError, match="unknown da_batching 'mixed'"):
-        train_representation(
+        keyword_train(
             "contrastive_da", digits64, seed=0, epochs=1, batch_size=8, da_batching="mixed"
         )
 
 
 def test_default_optimiser_decays_batchnorm_parameters() -> None:
-    import inspect
-
     from pipeline_lib.models.proxy import build_proxy_model
     from pipeline_lib.ssl.run import _parameter_groups
 
-    default = inspect.signature(train_representation).parameters["exclude_bn_from_decay"]
-    assert default.default is False  # released --regularize_bn=false: nothing excluded
+    default = TrainSettings("contrastive", epochs=1, batch_size=2).exclude_bn_from_decay
+    assert default is False  # released --regularize_bn=false: nothing excluded
     model = build_proxy_model("contrastive", width=8, head_depth=2)
-    groups = _parameter_groups(model, weight_decay=3e-4, exclude_bn_from_decay=default.default)
+    groups = _parameter_groups(model, weight_decay=3e-4, exclude_bn_from_decay=default)
     assert len(groups) == 1 and groups[0]["weight_decay"] == 3e-4
     bn = [
         p
@@ -332,9 +331,7 @@ def test_float32_on_cuda_switches_tf32_off_for_the_run_only(digits64, tf32_allow
     """The flags are read, not used, here: a CUDA run's precision block needs no GPU."""
     import dataclasses
 
-    from pipeline_lib.ssl.train import prepare_keyword_run
-
-    run, _ = prepare_keyword_run("rotnet", digits64, seed=0, epochs=1, batch_size=16, width=4)
+    run, _ = keyword_prepare("rotnet", digits64, seed=0, epochs=1, batch_size=16, width=4)
     cuda = torch.device("cuda")
     for device, amp, inside in (
         (cuda, None, (False, False)),  # float32 meant: float32 done
@@ -357,7 +354,6 @@ def test_every_step_runs_inside_the_precision_block(digits64, monkeypatch, fused
 
     import pipeline_lib.ssl.run as run_module
     import pipeline_lib.ssl.tasks.rotation as rotation_task
-    from pipeline_lib.ssl.fused import train_representations_fused
 
     depth, steps, between = [0], [], []
 
@@ -380,7 +376,7 @@ def test_every_step_runs_inside_the_precision_block(digits64, monkeypatch, fused
     options = {"epochs": 2, "batch_size": 16, "width": 4}
     if fused:  # eager on the CPU: one stacked network, the loss per member
         monkeypatch.setattr(rotation_task, "rotation_loss", spy(rotation_task.rotation_loss))
-        train_representations_fused(
+        keyword_train_fused(
             "rotnet",
             [digits64[:32], digits64[32:]],
             seeds=[0, 1],
@@ -390,7 +386,7 @@ def test_every_step_runs_inside_the_precision_block(digits64, monkeypatch, fused
         expected_steps = 2 * 2 * 2  # epochs x steps x members
     else:
         spy_on_steps(monkeypatch, lambda batch: steps.append(depth[0]))
-        train_representation(
+        keyword_train(
             "rotnet", digits64, seed=0, callback=lambda r: between.append(depth[0]), **options
         )
         expected_steps = 2 * 4
@@ -402,7 +398,7 @@ def test_every_step_runs_inside_the_precision_block(digits64, monkeypatch, fused
 def test_float32_training_on_cuda_runs_without_tf32(digits64, tf32_allowed, monkeypatch) -> None:
     during: list[tuple[bool, bool]] = []
     spy_on_steps(monkeypatch, lambda batch: during.append(_tf32_flags()))
-    train_representation(
+    keyword_train(
         "rotnet",
         digits64,
         seed=0,

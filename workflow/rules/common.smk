@@ -23,6 +23,7 @@ from pipeline_lib.config.keys import (
     contamination_text,
 )
 from pipeline_lib.config.experiment import anchor_paths, claim_folder, run_folder
+from pipeline_lib.config.job_params import training_execution
 from pipeline_lib.config.gpus import GPU_RULES, gpu_warning, visible_cuda_devices
 from pipeline_lib.data import DataError, resolve_data_root
 from pipeline_lib.data.presence import missing_data
@@ -362,6 +363,12 @@ def get_training(wildcards):
 
 def get_base_method(wildcards):
     return BASE[wildcards.method]
+
+
+# How training jobs execute (train.step_mode, draws, eval_every, the evaluation's
+# detectors): a param Snakemake does not record (pipeline_lib.config.job_params), so
+# changing them re-runs no finished job.
+TRAINING_EXECUTION = training_execution(config)
 
 
 def get_train_size(wildcards):
