@@ -1,0 +1,116 @@
+"""The summary page's blocks rendered as Markdown or as a standalone HTML page.
+
+A page is a list of blocks: ``("h", level, text)``, ``("p", text)``, ``("table", DataFrame
+of cells)``, ``("list", [cell, ...])`` and ``("img", alt, href)``; a cell is a string, a
+:class:`Link` or a sequence of them (joined by " · ").
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+__all__ = ["Cell", "Link", "render_html", "render_markdown"]
+
+#: The page's CSS.
+STYLE = (
+    "body{font-family:system-ui,sans-serif;margin:2em;max-width:80em}"
+    "table{border-collapse:collapse;font-size:0.9em;margin-bottom:1em}"
+    "th,td{border:1px solid #ccc;padding:0.3em 0.6em;text-align:left}"
+    "th{background:#f3f3f3}img{max-width:100%;margin:0.5em 0}.missing{color:#b00}"
+    "figcaption{font-size:0.9em;color:#444;max-width:60em}"
+)
+
+
+@dataclass(frozen=True)
+class Link:
+    text: str
+    href: str
+
+
+# A cell is a str, a link, or a sequence of them (joined by " · ").
+Cell = str | Link | Sequence[str | Link]
+
+
+def md_cell(cell: Cell) -> str:
+    if isinstance(cell, Link):
+        return f"[{cell.text}]({cell.href})"
+    if isinstance(cell, str):
+        return cell.replace("|", "\\|").replace("\n", " ")
+    parts = [md_cell(part) for part in cell]
+    if parts and isinstance(cell[0], str) and cell[0].endswith(": "):
+        return parts[0] + " · ".join(parts[1:])  # "Table: md · html · csv · tex"
+    return " · ".join(parts)
+
+
+def html_cell(cell: Cell) -> str:
+    if isinstance(cell, Link):
+        return f'<a href="{html.escape(cell.href, quote=True)}">{html.escape(cell.text)}</a>'
+    if isinstance(cell, str):
+        text = html.escape(cell)
+        return f'<span class="missing">{text}</span>' if "missing" in cell else text
+    parts = [html_cell(part) for part in cell]
+    if cell and isinstance(cell[0], str) and cell[0].endswith(": "):
+        # a label, then its links: separated, or a browser shows "mdhtmlcsvtex"
+        return parts[0] + " · ".join(parts[1:])
+    return " · ".join(parts)
+
+
+def render_markdown(blocks: list[tuple]) -> str:
+    out: list[str] = []
+    for block in blocks:
+        kind = block[0]
+        if kind == "h":
+            out.append(f"{'#' * block[1]} {block[2]}\n")
+        elif kind == "p":
+            out.append(f"{block[1]}\n")
+        elif kind == "list":
+            out.append("\n".join(f"- {md_cell(item)}" for item in block[1]) + "\n")
+        elif kind == "img":
+            out.append(f"![{block[1]}]({block[2]})\n")
+        elif kind == "table":
+            frame: pd.DataFrame = block[1]
+            lines = [
+                "| " + " | ".join(str(c) for c in frame.columns) + " |",
+                "|" + "|".join("---" for _ in frame.columns) + "|",
+            ]
+            for row in frame.itertuples(index=False):
+                lines.append("| " + " | ".join(md_cell(c) for c in row) + " |")
+            out.append("\n".join(lines) + "\n")
+    return "\n".join(out)
+
+
+def render_html(blocks: list[tuple], title: str) -> str:
+    body: list[str] = []
+    for block in blocks:
+        kind = block[0]
+        if kind == "h":
+            body.append(f"<h{block[1]}>{html.escape(block[2])}</h{block[1]}>")
+        elif kind == "p":
+            body.append(f"<p>{html.escape(block[1])}</p>")
+        elif kind == "list":
+            items = "".join(f"<li>{html_cell(item)}</li>" for item in block[1])
+            body.append(f"<ul>{items}</ul>")
+        elif kind == "img":
+            body.append(
+                f'<figure><img src="{html.escape(block[2], quote=True)}" '
+                f'alt="{html.escape(block[1], quote=True)}"><figcaption>'
+                f"{html.escape(block[1])}</figcaption></figure>"
+            )
+        elif kind == "table":
+            frame = block[1]
+            head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+            rows = "".join(
+                "<tr>" + "".join(f"<td>{html_cell(c)}</td>" for c in row) + "</tr>"
+                for row in frame.itertuples(index=False)
+            )
+            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{html.escape(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
+        + "\n".join(body)
+        + "\n</body>\n</html>\n"
+    )
