@@ -9,7 +9,7 @@ top of the representation and is not part of the features: the 4-way rotation cl
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -60,28 +60,22 @@ class ProxyModel(Representation):
 Heads = tuple[nn.Module | None, nn.Module | None, dict[str, Any]]
 
 
-def _projection(f_dim: int, *, depth: int, head_hidden: int, proj_dim: int, **_: Any) -> Heads:
+def _projection(f_dim: int, sizes: Mapping[str, Any]) -> Heads:
     """The contrastive projection ``g`` and no proxy module (the loss reads ``g``)."""
-    return contrastive_head(f_dim, depth=depth, hidden=head_hidden, out_dim=proj_dim), None, {}
+    depth, hidden, out = sizes["head_depth"], sizes["head_hidden"], sizes["proj_dim"]
+    return contrastive_head(f_dim, depth=depth, hidden=hidden, out_dim=out), None, {}
 
 
-def _rotation_classifier(f_dim: int, *, depth: int, head_hidden: int, **_: Any) -> Heads:
+def _rotation_classifier(f_dim: int, sizes: Mapping[str, Any]) -> Heads:
     """The rotation MLP ``g`` (the identity at depth 0) and the 4-way classifier on it."""
-    head = rotation_head(f_dim, depth=depth, hidden=head_hidden)
+    head = rotation_head(f_dim, depth=sizes["head_depth"], hidden=sizes["head_hidden"])
     return head, nn.Linear(head_output_dim(head, f_dim), 4), {}
 
 
-def _decoder(
-    f_dim: int,
-    *,
-    width: int,
-    image_size: int,
-    denoising_target: str,
-    denoising_decoder: str,
-    **_: Any,
-) -> Heads:
-    """No ``g`` and the denoising decoder of ``target`` and ``decoder`` (both checked first);
-    both are recorded in the network's ``arch``."""
+def _decoder(f_dim: int, sizes: Mapping[str, Any]) -> Heads:
+    """No ``g`` and the denoising decoder of ``denoising_target`` and ``denoising_decoder``
+    (both checked first); both are recorded in the network's ``arch``."""
+    denoising_target, denoising_decoder = sizes["denoising_target"], sizes["denoising_decoder"]
     if denoising_target not in DENOISING_TARGETS:
         raise ValueError(
             f"unknown denoising_target {denoising_target!r}; allowed: "
@@ -94,8 +88,8 @@ def _decoder(
         )
     decoder = Decoder(
         f_dim,
-        image_size=image_size,
-        width=width,
+        image_size=sizes["image_size"],
+        width=sizes["width"],
         sigmoid=denoising_target == "pixels",
         spatial=denoising_decoder == "spatial",
     )
@@ -104,7 +98,8 @@ def _decoder(
 
 
 #: Head kind (:data:`pipeline_lib.registry.HEAD_KINDS`) -> what builds ``g`` and the proxy
-#: module on a backbone of ``f_dim`` features, and the ``arch`` entries they add.
+#: module on a backbone of ``f_dim`` features from the network's sizes (its ``arch`` and the
+#: decoder's settings), and the ``arch`` entries they add.
 HEAD_BUILDERS: dict[str, Callable[..., Heads]] = {
     "projection": _projection,
     "rotation_mlp": _rotation_classifier,
@@ -195,16 +190,8 @@ def build_proxy_model(
     if stem_width is not None and stem_width != width:
         arch["stem_width"] = stem_width
     backbone = resnet18_small(width=width, stem_width=stem_width, init=init)
-    head, proxy, extra = HEAD_BUILDERS[spec.head](
-        backbone.feature_dim,
-        depth=depth,
-        width=width,
-        head_hidden=head_hidden,
-        proj_dim=proj_dim,
-        image_size=image_size,
-        denoising_target=denoising_target,
-        denoising_decoder=denoising_decoder,
-    )
+    decoding = {"denoising_target": denoising_target, "denoising_decoder": denoising_decoder}
+    head, proxy, extra = HEAD_BUILDERS[spec.head](backbone.feature_dim, {**arch, **decoding})
     arch.update(extra)
     if init == "released":  # the backbone initialised itself; torch's defaults stay otherwise
         for module in (head, proxy):

@@ -150,81 +150,63 @@ class MethodSpec:
         return True
 
 
-_ROTATION = "pipeline_lib.ssl.tasks.rotation:TASK"
-_CONTRASTIVE = "pipeline_lib.ssl.tasks.contrastive:TASK"
-_DENOISING = "pipeline_lib.ssl.tasks.denoising:TASK"
-_CONTRASTIVE_SETTINGS = ("temperature", "loss_form")
+def _trained(
+    method: str,
+    head: str,
+    task: str,
+    batch_size: int,
+    views: int,
+    rates: tuple[float, float],
+    reads: tuple[str, ...] = (),
+    views_switch: str | None = None,
+) -> MethodSpec:
+    """A built-in trained method: head kind, task module, default batch size, views per
+    instance, fallback rates (CPU, CUDA), the task's own settings and views switch."""
+    return MethodSpec(
+        method,
+        trained=True,
+        head=head,
+        task=f"pipeline_lib.ssl.tasks.{task}:TASK",
+        reads=reads,
+        batch_size=batch_size,
+        views_per_instance=views,
+        views_switch=views_switch,
+        rates=dict(zip(RATE_DEVICES, rates, strict=True)),
+    )
 
-#: The built-in methods, in the order of the paper's tables. Their fallback rates: ResNet-18
-#: width 64 on 32x32 images at the paper's batch size, measured with
-#: ``benchmarks/bench_train.py``; ``cpu`` on a 2-core CPU (the CI machine), ``cuda`` one job
-#: alone on an NVIDIA H200 (bf16 autocast, channels-last) with the graph-captured step, the
-#: default on CUDA: the fuse-1 graph rows of benchmarks/rates/h200.csv (the median of a
-#: day's rows, as ``--rates`` takes them). The eager step trained 2.5-6.3x slower there; a
-#: fused job of K captured models side by side trains 1.3-2.4x one job's images
-#: (benchmarks/rates/README.md).
+
+_CONTRASTIVE = ("temperature", "loss_form")
+_DA = (*_CONTRASTIVE, "distributions", "da_batching")
+_DENOISING = (
+    "noise_std",
+    "denoising_views",
+    "denoising_target",
+    "denoising_patch",
+    "denoising_decoder",
+)
+
+#: The built-in methods, in the order of the paper's tables. RotNet (Golan et al.) is the
+#: rotation task with a linear classifier on ``f``; contrastive DA reads the distribution set
+#: and, under its default ``expanded`` batching, makes every transformed copy an instance of
+#: its own, seen in two views (:func:`pipeline_lib.registry.instances_per_image`). The
+#: fallback rates: ResNet-18 width 64 on 32x32 images at the paper's batch size, measured
+#: with ``benchmarks/bench_train.py``; ``cpu`` on a 2-core CPU (the CI machine), ``cuda``
+#: one job alone on an NVIDIA H200 (bf16 autocast, channels-last) with the graph-captured
+#: step, the default on CUDA: the fuse-1 graph rows of benchmarks/rates/h200.csv (the
+#: median of a day's rows, as ``--rates`` takes them). The eager step trained 2.5-6.3x
+#: slower there; a fused job of K captured models side by side trains 1.3-2.4x one job's
+#: images (benchmarks/rates/README.md).
 BUILTIN_METHODS: tuple[MethodSpec, ...] = (
     MethodSpec("raw", trained=False, network=False),
     MethodSpec("resnet18_random", trained=False),
     MethodSpec("resnet50_imagenet", trained=False),
-    # RotNet (Golan et al.) is the rotation task with a linear classifier on f.
-    MethodSpec(
-        "rotnet",
-        trained=True,
-        head="rotation_linear",
-        task=_ROTATION,
-        batch_size=64,
-        views_per_instance=4,
-        rates={"cpu": 5.8, "cuda": 11297.0},
+    _trained("rotnet", "rotation_linear", "rotation", 64, 4, (5.8, 11297.0)),
+    _trained("rotation", "rotation_mlp", "rotation", 64, 4, (6.7, 10687.0)),
+    _trained(
+        "denoising", "decoder", "denoising", 64, 1, (26.4, 23088.0), _DENOISING, "denoising_views"
     ),
-    MethodSpec(
-        "rotation",
-        trained=True,
-        head="rotation_mlp",
-        task=_ROTATION,
-        batch_size=64,
-        views_per_instance=4,
-        rates={"cpu": 6.7, "cuda": 10687.0},
-    ),
-    MethodSpec(
-        "denoising",
-        trained=True,
-        head="decoder",
-        task=_DENOISING,
-        reads=(
-            "noise_std",
-            "denoising_views",
-            "denoising_target",
-            "denoising_patch",
-            "denoising_decoder",
-        ),
-        batch_size=64,
-        views_per_instance=1,
-        views_switch="denoising_views",
-        rates={"cpu": 26.4, "cuda": 23088.0},
-    ),
-    MethodSpec(
-        "contrastive",
-        trained=True,
-        head="projection",
-        task=_CONTRASTIVE,
-        reads=_CONTRASTIVE_SETTINGS,
-        batch_size=32,
-        views_per_instance=2,
-        rates={"cpu": 12.0, "cuda": 10280.5},
-    ),
-    # Under the default ``expanded`` batching every transformed copy is an instance of its
-    # own, seen in two views (:func:`pipeline_lib.registry.instances_per_image`).
-    MethodSpec(
-        "contrastive_da",
-        trained=True,
-        head="projection",
-        task=_CONTRASTIVE,
-        reads=(*_CONTRASTIVE_SETTINGS, "distributions", "da_batching"),
-        batch_size=32,
-        views_per_instance=2,
-        rates={"cpu": 3.0, "cuda": 10414.0},
-    ),
+    _trained("contrastive", "projection", "contrastive", 32, 2, (12.0, 10280.5), _CONTRASTIVE),
+    _trained("contrastive_da", "projection", "contrastive", 32, 2, (3.0, 10414.0), _DA),
 )
 
 #: Method id -> its spec: the table every lookup reads.

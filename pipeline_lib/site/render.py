@@ -8,12 +8,12 @@ of cells)``, ``("list", [cell, ...])`` and ``("img", alt, href)``; a cell is a s
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 
-__all__ = ["Cell", "Link", "render_html", "render_markdown"]
+__all__ = ["HTML", "MARKDOWN", "Cell", "Link", "render_html", "render_markdown"]
 
 #: The page's CSS.
 STYLE = (
@@ -59,55 +59,60 @@ def html_cell(cell: Cell) -> str:
     return " · ".join(parts)
 
 
+def _markdown_table(frame: pd.DataFrame) -> str:
+    lines = [
+        "| " + " | ".join(str(c) for c in frame.columns) + " |",
+        "|" + "|".join("---" for _ in frame.columns) + "|",
+    ]
+    lines += [
+        "| " + " | ".join(md_cell(c) for c in row) + " |" for row in frame.itertuples(index=False)
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _html_table(frame: pd.DataFrame) -> str:
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{html_cell(c)}</td>" for c in row) + "</tr>"
+        for row in frame.itertuples(index=False)
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+def _html_figure(alt: str, href: str) -> str:
+    return (
+        f'<figure><img src="{html.escape(href, quote=True)}" alt="{html.escape(alt, quote=True)}">'
+        f"<figcaption>{html.escape(alt)}</figcaption></figure>"
+    )
+
+
+#: Block kind -> its Markdown, from the block's fields after the kind.
+MARKDOWN: dict[str, Callable[..., str]] = {
+    "h": lambda level, text: f"{'#' * level} {text}\n",
+    "p": lambda text: f"{text}\n",
+    "list": lambda items: "\n".join(f"- {md_cell(item)}" for item in items) + "\n",
+    "img": lambda alt, href: f"![{alt}]({href})\n",
+    "table": _markdown_table,
+}
+
+#: Block kind -> its HTML element, from the block's fields after the kind.
+HTML: dict[str, Callable[..., str]] = {
+    "h": lambda level, text: f"<h{level}>{html.escape(text)}</h{level}>",
+    "p": lambda text: f"<p>{html.escape(text)}</p>",
+    "list": lambda items: "<ul>" + "".join(f"<li>{html_cell(i)}</li>" for i in items) + "</ul>",
+    "img": _html_figure,
+    "table": _html_table,
+}
+
+
 def render_markdown(blocks: list[tuple]) -> str:
-    out: list[str] = []
-    for block in blocks:
-        kind = block[0]
-        if kind == "h":
-            out.append(f"{'#' * block[1]} {block[2]}\n")
-        elif kind == "p":
-            out.append(f"{block[1]}\n")
-        elif kind == "list":
-            out.append("\n".join(f"- {md_cell(item)}" for item in block[1]) + "\n")
-        elif kind == "img":
-            out.append(f"![{block[1]}]({block[2]})\n")
-        elif kind == "table":
-            frame: pd.DataFrame = block[1]
-            lines = [
-                "| " + " | ".join(str(c) for c in frame.columns) + " |",
-                "|" + "|".join("---" for _ in frame.columns) + "|",
-            ]
-            for row in frame.itertuples(index=False):
-                lines.append("| " + " | ".join(md_cell(c) for c in row) + " |")
-            out.append("\n".join(lines) + "\n")
-    return "\n".join(out)
+    """The page as Markdown."""
+    return "\n".join(MARKDOWN[block[0]](*block[1:]) for block in blocks)
 
 
 def render_html(blocks: list[tuple], title: str) -> str:
-    body: list[str] = []
-    for block in blocks:
-        kind = block[0]
-        if kind == "h":
-            body.append(f"<h{block[1]}>{html.escape(block[2])}</h{block[1]}>")
-        elif kind == "p":
-            body.append(f"<p>{html.escape(block[1])}</p>")
-        elif kind == "list":
-            items = "".join(f"<li>{html_cell(item)}</li>" for item in block[1])
-            body.append(f"<ul>{items}</ul>")
-        elif kind == "img":
-            body.append(
-                f'<figure><img src="{html.escape(block[2], quote=True)}" '
-                f'alt="{html.escape(block[1], quote=True)}"><figcaption>'
-                f"{html.escape(block[1])}</figcaption></figure>"
-            )
-        elif kind == "table":
-            frame = block[1]
-            head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
-            rows = "".join(
-                "<tr>" + "".join(f"<td>{html_cell(c)}</td>" for c in row) + "</tr>"
-                for row in frame.itertuples(index=False)
-            )
-            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+    """The page as a standalone HTML document titled ``title``."""
+    body = [HTML[block[0]](*block[1:]) for block in blocks]
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{html.escape(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"

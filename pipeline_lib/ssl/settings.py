@@ -16,27 +16,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipeline_lib.registry import (
-    DA_BATCHINGS,
-    DEFAULT_DISTRIBUTIONS,
-    DENOISING_DECODERS,
-    DENOISING_PATCH,
-    DENOISING_TARGETS,
-    DISTRIBUTION_PRIMITIVES,
-    DRAW_SOURCES,
-    EPOCH_ORDERS,
-    INITS,
-    LOSS_FORMS,
-    LR_SCHEDULES,
-    MOMENTUM_FORMS,
-    PAPER_RECIPE,
-    RENAMED_TRAIN_VALUES,
-    STEP_MODES,
-    VIEW_FLIPS,
-    VIEW_JITTERS,
     MethodSpec,
     is_trained,
     method_ids,
     method_spec,
+    recipe,
     training_arguments,
 )
 
@@ -157,27 +141,27 @@ class TrainSettings:
     batch_size: int
     lr: float = 0.01
     momentum: float = 0.9
-    momentum_form: str = MOMENTUM_FORMS[0]
+    momentum_form: str = recipe.MOMENTUM_FORMS[0]
     weight_decay: float = 3e-4
     exclude_bn_from_decay: bool = False
     head_depth: int | None = None
     head_hidden: int = 512
     proj_dim: int = 128
     temperature: float = 0.2
-    loss_form: str = LOSS_FORMS[0]
-    distributions: Sequence[str] = DEFAULT_DISTRIBUTIONS
-    da_batching: str = DA_BATCHINGS[0]
-    view_flip: str = VIEW_FLIPS[0]
-    view_jitter: str = VIEW_JITTERS[0]
+    loss_form: str = recipe.LOSS_FORMS[0]
+    distributions: Sequence[str] = recipe.DEFAULT_DISTRIBUTIONS
+    da_batching: str = recipe.DA_BATCHINGS[0]
+    view_flip: str = recipe.VIEW_FLIPS[0]
+    view_jitter: str = recipe.VIEW_JITTERS[0]
     view_blur: bool = False
-    lr_schedule: str = LR_SCHEDULES[0]
-    epoch_order: str = EPOCH_ORDERS[0]
-    init: str = INITS[0]
-    noise_std: float = PAPER_RECIPE["noise_std"]
+    lr_schedule: str = recipe.LR_SCHEDULES[0]
+    epoch_order: str = recipe.EPOCH_ORDERS[0]
+    init: str = recipe.INITS[0]
+    noise_std: float = recipe.PAPER_RECIPE["noise_std"]
     denoising_views: bool = True
-    denoising_target: str = DENOISING_TARGETS[0]
-    denoising_patch: int = DENOISING_PATCH
-    denoising_decoder: str = DENOISING_DECODERS[0]
+    denoising_target: str = recipe.DENOISING_TARGETS[0]
+    denoising_patch: int = recipe.DENOISING_PATCH
+    denoising_decoder: str = recipe.DENOISING_DECODERS[0]
     width: int = 64
     stem_width: int | None = None
     amp: str | None = "bfloat16"
@@ -259,26 +243,26 @@ class TrainSettings:
                 f"amp must be one of {', '.join(AMP_DTYPES)} or None, got {self.amp!r}"
             )
         if self.spec.reads_setting("loss_form"):
-            renamed = RENAMED_TRAIN_VALUES["loss_form"]
+            renamed = recipe.RENAMED_TRAIN_VALUES["loss_form"]
             if self.loss_form in renamed:
                 raise ValueError(
                     f"loss_form {self.loss_form!r} was renamed {renamed[self.loss_form]!r} "
-                    f"(same loss); the recipe's is {LOSS_FORMS[0]!r}"
+                    f"(same loss); the recipe's is {recipe.LOSS_FORMS[0]!r}"
                 )
-            if self.loss_form not in LOSS_FORMS:
+            if self.loss_form not in recipe.LOSS_FORMS:
                 raise ValueError(
-                    f"unknown loss_form {self.loss_form!r}; allowed: {', '.join(LOSS_FORMS)}"
+                    f"unknown loss_form {self.loss_form!r}; allowed: {', '.join(recipe.LOSS_FORMS)}"
                 )
         if self.spec.reads_setting("temperature") and self.temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
         for name, value, allowed in (
-            ("da_batching", self.da_batching, DA_BATCHINGS),
-            ("view_flip", self.view_flip, VIEW_FLIPS),
-            ("view_jitter", self.view_jitter, VIEW_JITTERS),
-            ("lr_schedule", self.lr_schedule, LR_SCHEDULES),
-            ("epoch_order", self.epoch_order, EPOCH_ORDERS),
-            ("init", self.init, INITS),
-            ("momentum_form", self.momentum_form, MOMENTUM_FORMS),
+            ("da_batching", self.da_batching, recipe.DA_BATCHINGS),
+            ("view_flip", self.view_flip, recipe.VIEW_FLIPS),
+            ("view_jitter", self.view_jitter, recipe.VIEW_JITTERS),
+            ("lr_schedule", self.lr_schedule, recipe.LR_SCHEDULES),
+            ("epoch_order", self.epoch_order, recipe.EPOCH_ORDERS),
+            ("init", self.init, recipe.INITS),
+            ("momentum_form", self.momentum_form, recipe.MOMENTUM_FORMS),
         ):
             if value not in allowed:
                 raise ValueError(f"unknown {name} {value!r}; allowed: {', '.join(allowed)}")
@@ -287,10 +271,10 @@ class TrainSettings:
 def _check_distribution(name: str) -> None:
     """Raise ValueError unless ``name`` combines known primitives with ``+``."""
     parts = name.split("+")
-    if not name or any(part not in DISTRIBUTION_PRIMITIVES for part in parts):
+    if not name or any(part not in recipe.DISTRIBUTION_PRIMITIVES for part in parts):
         raise ValueError(
             f"unknown distribution transform {name!r}; combine with '+' any of "
-            f"{', '.join(DISTRIBUTION_PRIMITIVES)} (e.g. 'rot90+hflip')"
+            f"{', '.join(recipe.DISTRIBUTION_PRIMITIVES)} (e.g. 'rot90+hflip')"
         )
 
 
@@ -319,17 +303,19 @@ class Execution:
     """
 
     device: Any = "cpu"
-    step_mode: str = STEP_MODES[0]
-    draws: str = DRAW_SOURCES[0]
+    step_mode: str = recipe.STEP_MODES[0]
+    draws: str = recipe.DRAW_SOURCES[0]
     augment: Any = None
 
     def __post_init__(self) -> None:
-        if self.step_mode not in STEP_MODES:
+        if self.step_mode not in recipe.STEP_MODES:
             raise ValueError(
-                f"unknown step_mode {self.step_mode!r}; allowed: {', '.join(STEP_MODES)}"
+                f"unknown step_mode {self.step_mode!r}; allowed: {', '.join(recipe.STEP_MODES)}"
             )
-        if self.draws not in DRAW_SOURCES:
-            raise ValueError(f"unknown draws {self.draws!r}; allowed: {', '.join(DRAW_SOURCES)}")
+        if self.draws not in recipe.DRAW_SOURCES:
+            raise ValueError(
+                f"unknown draws {self.draws!r}; allowed: {', '.join(recipe.DRAW_SOURCES)}"
+            )
 
     @classmethod
     def from_config(cls, training: Mapping[str, Any], **extra: Any) -> Execution:
