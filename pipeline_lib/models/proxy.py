@@ -135,8 +135,8 @@ def build_proxy_model(
     stem_width : int or None, default=None
         Channels of the ResNet's stem; None: ``width``
         (:class:`~pipeline_lib.models.resnet.SmallImageResNet`). Recorded in ``arch`` only
-        when it differs from ``width``, so the arch of every network with the usual stem is
-        what it was before the setting existed.
+        when it differs from ``width``, so a network with the usual stem has the same arch
+        (and checkpoint fingerprint) whether or not the setting is given.
     head_depth : int or None, default=None
         Hidden layers of the MLP head; ``None`` uses the method's default (8, or 0 without
         an MLP head, where any other value raises).

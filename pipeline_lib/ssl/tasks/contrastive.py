@@ -16,7 +16,8 @@ for a batch of ``M`` instances with views ``z1 = phi(A(x))`` and ``z2 = phi(A'(x
     (exp(z1[a].z2[a]/tau) + sum_{i != a} exp(z1[a].z1[i]/tau))``, symmetrised: the mean of
     this term over all anchors of view 1 and the mirror term over all anchors of view 2
     (anchor ``z2[a]``, positive ``z1[a]``, negatives ``z2[i]``). Each anchor has exactly
-    ``M - 1`` negatives. (Named ``paper`` before the reading above was settled.)
+    ``M - 1`` negatives. (The value ``paper`` is refused with this name: see
+    :data:`RENAMED_LOSS_FORMS`.)
 ``"ntxent"`` (a variant)
     SimCLR's symmetric NT-Xent over the ``2M`` views: every view is an anchor, its partner
     view is the positive and all other ``2M - 2`` views are negatives.
