@@ -122,6 +122,7 @@ def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
     from pipeline_lib.runtime.io import load_image_dataset, save_json
     from pipeline_lib.ssl.jobs import embed_trained, train_on_split
     from pipeline_lib.ssl.rotation import rotation_logits_of_images
+    from pipeline_lib.ssl.settings import Execution
 
     set_threads(job.threads)
     device = torch.device(job.device)
@@ -176,10 +177,9 @@ def run_job(job: Job, config: dict[str, Any]) -> dict[str, Any]:
             training=variant_training(job.method, config["train"], variants),
             train_size=variant_train_size(job.method, variants),
             seed=job.seed,
-            device=device,
             width=width,
+            execution=Execution.from_config(config["train"], device=device),
             checkpoint_path=Path(job.out).with_suffix(".ckpt"),
-            step_mode=config["train"].get("step_mode", "auto"),
             progress=job.progress,
             evaluate=evaluate,
             eval_every=eval_every,

@@ -40,7 +40,8 @@ class StepParts:
 
     #: ``(uint8 batch, generator or draws) -> (network input, what the loss needs besides)``
     inputs: Callable[[torch.Tensor, torch.Generator | Draws], tuple[torch.Tensor, Any]]
-    #: ``(network, input) -> output``; the network may be a stacked one.
+    #: ``(network, input) -> output``: the network's modules only, since it may be a stacked
+    #: network of K models whose output the fused trainer splits per model before ``loss``.
     forward: Callable[[nn.Module, torch.Tensor], torch.Tensor]
     #: ``(one model's output, what inputs returned besides the input) -> scalar loss``
     loss: Callable[[torch.Tensor, Any], torch.Tensor]
