@@ -27,6 +27,7 @@ from pipeline_lib.config.errors import ConfigError
 from pipeline_lib.config.grids import (
     Grid,
     GridError,
+    base_method,
     check_methods,
     load_study,
     merge_datasets,
@@ -213,7 +214,7 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
     with problems.collect():
         _check_grids(filled, schema_path)
         # These read the variants and studies the grids merged in.
-        for check in (_check_head_depth, merge_detectors, _check_recipe):
+        for check in (_check_head_depth, merge_detectors, _check_recipe, _check_execution):
             with problems.collect():
                 check(filled)
     for name, settings in filled.get("datasets", {}).items():
@@ -401,6 +402,30 @@ def _check_step_mode(config: Mapping[str, Any]) -> None:
             "float16 (the GradScaler reads its overflow flag on the host every step); use auto "
             "or eager"
         )
+
+
+def _check_execution(config: Mapping[str, Any]) -> None:
+    """A method that cannot train fused or captured (:attr:`MethodSpec.fusable`,
+    :attr:`MethodSpec.capturable`) refuses ``train.fuse`` > 1 or a captured step mode."""
+    train = config.get("train") or {}
+    fused, mode = fuse_setting(train) > 1, train.get("step_mode")
+    variants = config.get("variants") or {}
+    named = [
+        *config["methods"],
+        *(m for study in config.get("studies", []) for m in study["methods"]),
+    ]
+    for name in dict.fromkeys(named):
+        spec = METHOD_SPECS[base_method(name, variants)]
+        if fused and not spec.fusable:
+            raise ConfigError(
+                f"config key 'train.fuse': {train['fuse']} but {name} ({spec.id}) cannot train "
+                "fused; set train.fuse to 1 or drop the method"
+            )
+        if mode in CAPTURED_STEP_MODES and not spec.capturable:
+            raise ConfigError(
+                f"config key 'train.step_mode': {mode} but the step of {name} ({spec.id}) "
+                "cannot be captured as a CUDA graph; use auto or eager"
+            )
 
 
 def _check_eval_every(config: Mapping[str, Any]) -> None:

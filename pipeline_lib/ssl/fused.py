@@ -303,8 +303,9 @@ def train_representations_fused(
     Raises
     ------
     ValueError
-        On a bad argument, ``amp="float16"``, or if ``seeds`` / ``checkpoint_paths`` do not
-        match the models.
+        On a bad argument, ``amp="float16"``, a method that cannot train fused
+        (:attr:`~pipeline_lib.registry.MethodSpec.fusable`), or if ``seeds`` /
+        ``checkpoint_paths`` do not match the models.
     """
     count = len(images_per_model)
     paths = [None] * count if checkpoint_paths is None else list(checkpoint_paths)
@@ -313,6 +314,8 @@ def train_representations_fused(
             f"need one seed and one checkpoint path per model: {count} models, "
             f"{len(seeds)} seeds, {len(paths)} checkpoint paths"
         )
+    if not settings.spec.fusable:
+        raise ValueError(f"{settings.method} cannot train fused: train its models one by one")
     if settings.amp == "float16":
         # One GradScaler would skip every model's step when one model's gradients overflow.
         raise ValueError("fused training supports amp='bfloat16' or None, not 'float16'")

@@ -36,7 +36,7 @@ from torch import nn
 
 from pipeline_lib.models.checkpoints import plain
 from pipeline_lib.models.proxy import ProxyModel, build_proxy_model
-from pipeline_lib.registry import DRAW_SOURCES, INITS
+from pipeline_lib.registry import CAPTURED_STEP_MODES, DRAW_SOURCES, INITS
 from pipeline_lib.runtime.devices import use_deterministic_kernels
 from pipeline_lib.ssl.augment import ViewAugment, distribution_copies
 from pipeline_lib.ssl.draws import augment_generator_on
@@ -415,7 +415,12 @@ def prepare_run(
     data = _training_data(images_uint8, s, task, device)
     cosine = _cosine_schedule(s.lr_schedule, data.steps_per_epoch, s.epochs * data.steps_per_epoch)
     use_scaler = on_cuda and s.amp == "float16"
-    step_mode = resolve_step_mode(execution.step_mode, device, float16_scaler=use_scaler)
+    requested = execution.step_mode
+    if not s.spec.capturable:  # auto never captures its step; a captured mode is an error
+        if requested in CAPTURED_STEP_MODES:
+            raise ValueError(f"step_mode={requested!r}: the step of {s.method} cannot be captured")
+        requested = "eager"
+    step_mode = resolve_step_mode(requested, device, float16_scaler=use_scaler)
     new_state = _state_factory(
         s,
         seed=seed,

@@ -3,15 +3,18 @@ trains alone and fused, validates in a config and is planned, with nothing else 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 import torch.nn.functional as F
 
-from pipeline_lib.config.validate import validate_config
+from pipeline_lib.config.validate import ConfigError, validate_config
 from pipeline_lib.planning.training import training_spec
 from pipeline_lib.registry import METHOD_SPECS, MethodSpec, method_training
 from pipeline_lib.ssl.fused import train_representations_fused
-from pipeline_lib.ssl.settings import TrainSettings
+from pipeline_lib.ssl.run import prepare_run
+from pipeline_lib.ssl.settings import Execution, TrainSettings
 from pipeline_lib.ssl.tasks import ProxyTask, StepParts, load_task, task_of
 from pipeline_lib.ssl.train import train_representation
 from tests.benchmark_scripts import REPO
@@ -99,3 +102,29 @@ def test_a_task_of_the_table_validates_and_is_planned(flip) -> None:
     assert (spec.base, spec.batch_size, spec.epochs) == ("flip", 4, 3)
     # No rates of its own: the planner has none to fall back to (unmeasured, not an error).
     assert flip.rates == {}
+
+
+def test_a_method_that_cannot_fuse_or_capture_is_refused(monkeypatch, digits64) -> None:
+    """Validation, the fused trainer and the step mode honour fusable and capturable."""
+    stiff = dataclasses.replace(SPEC, id="stiff", fusable=False, capturable=False)
+    monkeypatch.setitem(METHOD_SPECS, "stiff", stiff)
+    config = {
+        "datasets": {"digits": {"classes": ["0"]}},
+        "methods": ["stiff"],
+        "seeds": [0],
+        "detectors": {"kde": {}},
+    }
+    schema = REPO / "workflow/schemas/config.schema.yaml"
+    with pytest.raises(
+        ConfigError, match="'train.fuse': 2 but stiff \\(stiff\\) cannot train fused"
+    ):
+        validate_config({**config, "train": {"fuse": 2}}, schema)
+    with pytest.raises(ConfigError, match="'train.step_mode': graph but the step of stiff"):
+        validate_config({**config, "train": {"step_mode": "graph"}}, schema)
+    settings = TrainSettings("stiff", epochs=1, batch_size=8, width=4, head_depth=1)
+    with pytest.raises(ValueError, match="stiff cannot train fused"):
+        train_representations_fused(settings, [digits64[:8], digits64[8:16]], seeds=[0, 1])
+    with pytest.raises(ValueError, match="the step of stiff cannot be captured"):
+        prepare_run(settings, digits64[:8], seed=0, execution=Execution(step_mode="graph"))
+    run, _ = prepare_run(settings, digits64[:8], seed=0)  # auto: eager, never captured
+    assert run.step_mode == "eager"

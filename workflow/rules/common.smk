@@ -264,7 +264,6 @@ CLASSES = {
 METHODS = _union(grid.methods for grid in GRIDS)
 BASE = {name: base_method(name, VARIANTS) for name in METHODS}
 TRAINED = [name for name in METHODS if is_trained(BASE[name])]
-# Frozen representations of the method table (pipeline_lib.registry.methods).
 FROZEN = list(method_ids(trained=False))
 SEEDS = [str(seed) for seed in _union(grid.seeds for grid in GRIDS)]
 # The top level's, then the studies' (validation rejects a detector given two parameter sets).
@@ -365,9 +364,7 @@ def get_base_method(wildcards):
     return BASE[wildcards.method]
 
 
-# How training jobs execute (train.step_mode, draws, eval_every, the evaluation's
-# detectors): a param Snakemake does not record (pipeline_lib.config.job_params), so
-# changing them re-runs no finished job.
+# How training jobs execute: a param Snakemake does not record (config.job_params).
 TRAINING_EXECUTION = training_execution(config)
 
 
