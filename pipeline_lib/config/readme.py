@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from pipeline_lib.config.validate import load_schema
+from pipeline_lib.config.schema import load_schema
 
 __all__ = ["README", "SHOWN_CONFIGS", "key_rows", "render", "main"]
 

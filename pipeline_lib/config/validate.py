@@ -1,6 +1,7 @@
 """Config validation: fail before any job starts, naming the key and the allowed values.
 
-:func:`validate_config` runs the schema, then the checks that need more than the schema:
+:func:`validate_config` runs the schema (loaded by :mod:`pipeline_lib.config.schema`, its
+method enums filled from the method table), then the checks that need more than the schema:
 the recipe and grids here, the data sets' classes and splits
 (:mod:`pipeline_lib.config.dataset_checks`) and the detector parameters and optional sections
 (:mod:`pipeline_lib.config.section_checks`).
@@ -10,12 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import hashlib
 import json
 import os
-import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from pipeline_lib.config.grids import (
     merge_variants,
     study_grids,
 )
+from pipeline_lib.config.schema import fill_defaults, load_schema, typed_command_line_values
 from pipeline_lib.config.section_checks import (
     MVTEC_DEPLOY_DATASET,
     check_deploy,
@@ -48,7 +48,6 @@ from pipeline_lib.registry import (
     PAPER_RECIPE,
     RENAMED_TRAIN_VALUES,
     TRAIN_EXECUTION_SETTINGS,
-    MethodSpec,
     detector_settings,
     fuse_setting,
     headless_error,
@@ -111,68 +110,6 @@ def _explain(error: jsonschema.ValidationError) -> str:
     return f"config key '{key}': {error.message}"
 
 
-def _fill_defaults(instance: Any, schema: Mapping[str, Any]) -> None:
-    if not isinstance(instance, dict):
-        return
-    for name, sub in schema.get("properties", {}).items():
-        if name not in instance and "default" in sub:
-            instance[name] = copy.deepcopy(sub["default"])
-        if name in instance:
-            _fill_defaults(instance[name], sub)
-    extra = schema.get("additionalProperties")
-    if isinstance(extra, dict):
-        for name, value in instance.items():
-            if name not in schema.get("properties", {}):
-                _fill_defaults(value, extra)
-
-
-@functools.cache
-def _read_schema(schema_path: str) -> dict[str, Any]:
-    """The schema file, read once per process: every study grid is validated against it too
-    (a paper config parsed it eleven times, a second of every Snakemake start). Read-only."""
-    return yaml.safe_load(Path(schema_path).read_text())
-
-
-#: ``x-methods`` of a schema node -> the ids of the method table its ``enum`` lists.
-METHOD_ENUMS: dict[str, Callable[[MethodSpec], bool]] = {
-    "all": lambda spec: True,
-    "trained": lambda spec: spec.trained,
-    "networks": lambda spec: spec.network,
-}
-
-
-def load_schema(schema_path: str | os.PathLike) -> dict[str, Any]:
-    """The config schema with its method enums filled from the method table.
-
-    The schema file names no method: a node with ``x-methods: trained`` (``all``,
-    ``networks``) gets the ``enum`` of those ids of :data:`pipeline_lib.registry.
-    METHOD_SPECS` when the schema is loaded, so every method of the table validates, its
-    built-in rows and any other. Read-only (shared by every caller until the table changes).
-    """
-    table = tuple((spec.id, spec.trained, spec.network) for spec in METHOD_SPECS.values())
-    return _schema_with_methods(str(schema_path), table)
-
-
-@functools.cache
-def _schema_with_methods(schema_path: str, table: tuple[tuple[str, bool, bool], ...]) -> dict:
-    """:func:`load_schema` for one state of the table (``table`` keys the cache)."""
-    schema = copy.deepcopy(_read_schema(schema_path))
-    _fill_method_enums(schema)
-    return schema
-
-
-def _fill_method_enums(node: Any) -> None:
-    if isinstance(node, dict):
-        if "x-methods" in node:
-            keep = METHOD_ENUMS[node["x-methods"]]
-            node["enum"] = [spec.id for spec in METHOD_SPECS.values() if keep(spec)]
-        for value in node.values():
-            _fill_method_enums(value)
-    elif isinstance(node, list):
-        for value in node:
-            _fill_method_enums(value)
-
-
 def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -> dict[str, Any]:
     """Validate ``config`` against the JSON schema and return a copy with defaults filled.
 
@@ -186,7 +123,7 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
         Naming each key at fault and its allowed values, one line per problem.
     """
     schema = load_schema(schema_path)
-    config = _typed_command_line_values(config, schema)
+    config = typed_command_line_values(config, schema)
     problems = _ProblemList()
     renamed = _renamed_values(config)
     problems.extend(message for _, message in renamed)
@@ -198,7 +135,7 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
             problems.append(_schema_problem(error))
     problems.raise_if_any()
     filled = copy.deepcopy(dict(config))
-    _fill_defaults(filled, schema)
+    fill_defaults(filled, schema)
     with problems.collect():
         for options in filled["detectors"].values() if "detectors" in filled else []:
             if options is not None and not isinstance(options, dict):
@@ -288,61 +225,6 @@ def _schema_problem(error: jsonschema.ValidationError) -> str:
     if error.context:
         inner = min(error.context, key=lambda e: len(list(e.absolute_path)))
     return _explain(error if inner.validator == "const" else inner)
-
-
-_INTEGER = re.compile(r"[+-]?\d+")
-_NULL_SPELLINGS = ("null", "~", "none")
-
-
-def _typed_command_line_values(value: Any, schema: Mapping[str, Any]) -> Any:
-    """``value`` with strings turned into the integer, number or boolean the schema wants.
-
-    Why: Snakemake reads a nested ``--config`` value as YAML with every scalar a string
-    (``--config "train={fuse: 10}"`` gives ``{'train': {'fuse': '10'}}``; a profile's
-    ``config:`` entries too), so a nested override would otherwise always fail the schema.
-    Only where the schema does not also allow a string, and only a string that spells such
-    a value; anything else is left for the schema to reject with its usual message.
-    """
-    if isinstance(value, Mapping):
-        properties = schema.get("properties") or {}
-        extra = schema.get("additionalProperties")
-        typed = {}
-        for key, item in value.items():
-            sub = properties.get(key, extra if isinstance(extra, Mapping) else {})
-            typed[key] = _typed_command_line_values(item, sub)
-        return typed
-    if isinstance(value, list):
-        items = schema.get("items")
-        return [
-            _typed_command_line_values(item, items if isinstance(items, Mapping) else {})
-            for item in value
-        ]
-    if not isinstance(value, str):
-        return value
-    spelled = value.strip().lower()
-    choices = schema.get("enum")
-    if choices is not None and value not in choices:
-        for choice in choices:  # e.g. train.amp's null, given as the string 'null'
-            spellings = _NULL_SPELLINGS if choice is None else (str(choice).lower(),)
-            if not isinstance(choice, str) and spelled in spellings:
-                return choice
-        return value
-    types = schema.get("type") or []
-    types = [types] if isinstance(types, str) else list(types)
-    if "string" in types or not types:
-        return value
-    if "integer" in types and _INTEGER.fullmatch(spelled):
-        return int(spelled)
-    if "number" in types:
-        try:
-            return float(spelled)
-        except ValueError:
-            pass
-    if "boolean" in types and spelled in ("true", "false"):
-        return spelled == "true"
-    if "null" in types and spelled in _NULL_SPELLINGS:
-        return None
-    return value
 
 
 def _renamed_values(config: Mapping[str, Any]) -> list[tuple[str, str]]:
