@@ -217,3 +217,38 @@ def test_the_documented_one_gpu_command_gives_the_training_job_a_gpu(
     assert gpus == {"train_representation": 0, "embed_trained": 0} and declared == 1
     warning = gpu_warning(gpus, declared=declared, cuda_devices=1)
     assert warning is not None and "--profile profiles/gpu" in warning
+
+
+def test_the_gpu_profile_gives_mvtec_s_torch_jobs_a_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MVTec AD's training, dense embedding and patch scoring get the GPU under the same
+    profile as the image benchmarks'; without it, the warning names each of those rules."""
+    monkeypatch.chdir(REPO)
+    configfile = REPO / "config/mvtec_bottle_reduced.yaml"  # a plan needs no data
+
+    def gpus_of(argv: list[str]) -> dict[str, set[int]]:
+        resources, overwrite = command_resources(argv)
+        jobs, _ = snakemake_jobs(
+            [configfile], workdir=tmp_path, resources=resources, overwrite_resources=overwrite
+        )
+        gpus: dict[str, set[int]] = {}
+        for job in jobs:
+            if job.rule in GPU_RULES:
+                gpus.setdefault(job.rule, set()).add(job.gpus)
+        return gpus
+
+    mvtec_rules = {
+        "train_patch_representation",
+        "embed_patches",
+        "score_patches",
+        "score_patches_and_rotation_classifier",
+    }
+    assert gpus_of(["--profile", "profiles/gpu"]) == {rule: {1} for rule in mvtec_rules}
+    plain = gpus_of(["--resources", "gpu=1"])
+    assert plain == {rule: {0} for rule in mvtec_rules}
+    warning = gpu_warning(
+        {rule: min(gpus) for rule, gpus in plain.items()}, declared=1, cuda_devices=0
+    )
+    assert warning is not None and "--profile profiles/gpu" in warning
+    assert all(f"{rule}:gpu=1" in warning for rule in mvtec_rules)

@@ -7,6 +7,8 @@ prepare_mvtec_category -> train_patch_representation (trained methods) -> embed_
 params) are in mvtec_common.smk.
 """
 
+from pipeline_lib.config.resources import mem_mb_by_attempt
+
 
 include: "mvtec_common.smk"
 
@@ -55,11 +57,14 @@ if MVTEC:
             method=_one_of(
                 [m for m in MVTEC_METHODS if m in TRAINED_METHODS] or ["none"]
             ),
+        # As the image benchmarks' training (train.smk): a killed, timed-out or
+        # out-of-memory job retries with more memory and resumes from its checkpoint.
+        retries: 2
         conda:
             "../../environment.yml"
         threads: 2
         resources:
-            mem_mb=12000,
+            mem_mb=mem_mb_by_attempt(12000),
             runtime=1440,
             gpu=0,
         params:
@@ -85,11 +90,12 @@ if MVTEC:
         wildcard_constraints:
             seed=_one_of(MVTEC_SEEDS),
             method=_one_of(MVTEC_METHODS),
+        retries: 1
         conda:
             "../../environment.yml"
         threads: 2
         resources:
-            mem_mb=16000,
+            mem_mb=mem_mb_by_attempt(16000),
             runtime=240,
             gpu=0,
         params:
@@ -129,11 +135,12 @@ if MVTEC:
                 [m for m in MVTEC_METHODS if m not in MVTEC_SCORED_ROTATION]
                 or ["none"]
             ),
+        retries: 1
         conda:
             "../../environment.yml"
         threads: 2
         resources:
-            mem_mb=16000,
+            mem_mb=mem_mb_by_attempt(16000),
             runtime=240,
             gpu=0,
         params:
@@ -170,11 +177,12 @@ if MVTEC:
         wildcard_constraints:
             seed=_one_of(MVTEC_SEEDS),
             method=_one_of(MVTEC_SCORED_ROTATION or ["none"]),
+        retries: 1
         conda:
             "../../environment.yml"
         threads: 2
         resources:
-            mem_mb=16000,
+            mem_mb=mem_mb_by_attempt(16000),
             runtime=240,
             gpu=0,
         params:
