@@ -127,19 +127,19 @@ def _tracking_config(tmp_path: Path) -> Path:
     return path
 
 
-def _writes_mlflow(rule: str) -> bool:
-    """The rule's script opens the tracking store (docs/architecture.md, "Conventions")."""
-    script = REPO / "workflow/scripts" / f"{rule}.py"
-    text = script.read_text() if script.exists() else ""
+def _writes_mlflow(script: str | None) -> bool:
+    """A rule's script opens the tracking store (docs/architecture.md, "Conventions")."""
+    path = REPO / "workflow/scripts" / Path(script or "none").name
+    text = path.read_text() if path.exists() else ""
     writers = ("tracking.mlflow_store import", "tracking.loggers import", "register_package")
     return any(name in text for name in writers)
 
 
-#: Parse the workflow with Snakemake's API; print every rule and whether a cluster executor
-#: keeps it local. Without one (a dry run included) Snakemake treats every job as local, so
-#: the plan's "localrule" lines cannot tell; the rules that stay local under a remote
-#: executor are Workflow._localrules (the ``localrules:`` lists and ``localrule: True``),
-#: which Workflow.is_local reads.
+#: Parse the workflow with Snakemake's API; print every rule, whether a cluster executor
+#: keeps it local, and its script. Without one (a dry run included) Snakemake treats every
+#: job as local, so the plan's "localrule" lines cannot tell; the rules that stay local under
+#: a remote executor are Workflow._localrules (the ``localrules:`` lists and ``localrule:
+#: True``), which Workflow.is_local reads.
 _LOCAL_RULES = """
 import json, sys
 from pathlib import Path
@@ -154,7 +154,9 @@ with SnakemakeApi(OutputSettings()) as api:
         snakefile=snakefile,
         workdir=workdir,
     )._workflow
-    print(json.dumps({rule.name: rule.name in workflow._localrules for rule in workflow.rules}))
+    print(json.dumps({
+        rule.name: [rule.name in workflow._localrules, rule.script] for rule in workflow.rules
+    }))
 """
 
 
@@ -169,9 +171,12 @@ def test_every_mlflow_writer_is_a_local_rule_and_they_run_one_after_another(
         check=True,
         timeout=300,
     )
-    is_local = json.loads(parsed.stdout.strip().splitlines()[-1])
-    writers = {rule for rule in is_local if _writes_mlflow(rule)}
+    rules = json.loads(parsed.stdout.strip().splitlines()[-1])
+    is_local = {rule: local for rule, (local, _) in rules.items()}
+    writers = {rule for rule, (_, script) in rules.items() if _writes_mlflow(script)}
     assert writers == {"init_tracking", "log_to_mlflow", "log_mvtec_to_mlflow", "register_model"}
+    # Both benchmarks' results go through one script.
+    assert rules["log_to_mlflow"][1] == rules["log_mvtec_to_mlflow"][1]
     assert all(is_local[rule] for rule in writers), {rule: is_local[rule] for rule in writers}
     # Packaging and the training it needs still go to the cluster.
     for rule in ("deploy_model", "train_representation", "train_patch_representation"):

@@ -3,8 +3,8 @@
 prepare_mvtec_category -> train_patch_representation (trained methods) -> embed_patches
 -> score_patches (score_patches_and_rotation_classifier for RotNet / rotation prediction)
 -> make_mvtec_tables (the tidy CSV and the tables), plot_mvtec_heatmaps
-(-> log_mvtec_to_mlflow). Runs when the config has an `mvtec` section. Helpers (targets,
-params) are in mvtec_common.smk.
+(-> log_mvtec_to_mlflow: the image benchmarks' MLflow script on MVTec AD's results). Runs
+when the config has an `mvtec` section. Helpers (targets, params) are in mvtec_common.smk.
 """
 
 from pipeline_lib.config.resources import mem_mb_by_attempt
@@ -271,9 +271,11 @@ if MVTEC:
             mem_mb=4000,
             runtime=60,
         params:
+            benchmark="mvtec",
             experiment=config["experiment"],
             # Its own parent run, beside the image benchmarks' sweep.
             sweep=f"{SWEEP}-mvtec",
+            tags={"benchmark": "mvtec"},
             timeout_s=config["tracking"]["timeout_s"],
         script:
-            "../scripts/log_mvtec_to_mlflow.py"
+            "../scripts/log_to_mlflow.py"
