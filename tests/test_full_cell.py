@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from pipeline_lib.registry import ROTATION_DETECTORS
+from tests.workflow.conftest import script_pids
 
 pytestmark = pytest.mark.workflow  # the run is Snakemake's
 
@@ -84,19 +85,9 @@ def _check_outputs(out: Path, result: dict) -> None:
 
 
 def _processes_of(run: Path) -> list[int]:
-    """Processes of the run: working in its folder or naming it (Snakemake, its jobs)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            cwd = os.readlink(entry / "cwd")
-        except OSError:
-            continue
-        if str(run) in command or cwd.startswith(str(run)):
-            pids.append(int(entry.name))
-    return pids
+    """The run's Python processes: Snakemake, its jobs and the record, working in or naming
+    its folder."""
+    return script_pids(run / "workflow", "python")
 
 
 def _kill(run: Path) -> None:
