@@ -271,7 +271,7 @@ if MVTEC:
             mem_mb=4000,
             runtime=60,
         params:
-            benchmark="mvtec",
+            benchmark="mvtec_ad",
             experiment=config["experiment"],
             # Its own parent run, beside the image benchmarks' sweep.
             sweep=f"{SWEEP}-mvtec",

@@ -1,9 +1,9 @@
 """The MLflow writer of both benchmarks: a child run per job result, a training run per model,
 a parent run per sweep with its tables and plots (and, for the image benchmarks, per study).
 
-The rule names its benchmark (``params.benchmark``), which decides how its tidy table is read:
-``images`` (with the studies of ``input.studies``) or ``mvtec``; ``params.tags`` go on every
-run. :func:`pipeline_lib.tracking.loggers.log_benchmark` does the logging for both.
+The rule names its benchmark (``params.benchmark``), which decides how its tidy table is
+read: ``images`` (with the studies of ``input.studies``) or ``mvtec_ad``; ``params.tags`` go
+on every run. :func:`pipeline_lib.tracking.loggers.log_benchmark` logs both.
 """
 
 from pipeline_lib.runtime.warm_jobs import hand_over
@@ -21,7 +21,7 @@ from pipeline_lib.tracking.loggers import log_benchmark
 
 with job_logging(snakemake.log[0]):
     studies = None
-    if snakemake.params.benchmark == "mvtec":
+    if snakemake.params.benchmark == "mvtec_ad":
         records = mvtec_result_records(snakemake.input.results)
     else:
         records = load_results_csv(snakemake.input.results).to_dict("records")
