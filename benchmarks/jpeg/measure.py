@@ -176,7 +176,7 @@ def measure(
 ) -> list[dict[str, Any]]:
     """AUCs of one representation on one version of the data set, one row per detector.
 
-    The workflow's chain (as ``benchmarks/direct_run.py``): ``one_class_split`` ->
+    The workflow's chain, its scripts' library calls: ``one_class_split`` ->
     ``build_representation`` + ``embed_split`` (frozen) or ``train_representation`` +
     ``embed_trained`` (RotNet, trained on the first ``n_train`` training inliers) ->
     ``run_detection`` (fitted on every training inlier) and, for RotNet,

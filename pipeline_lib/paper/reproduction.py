@@ -1,7 +1,7 @@
 """docs/reproduction.md: every full-protocol cell we ran, beside the paper's number.
 
 Reads the runs of ``benchmarks/full_cell.sh`` (``benchmarks/fullcell/*.json``, the
-``results.json`` of ``benchmarks/direct_run.py``), the queue of runs not made yet
+``results.json`` of ``benchmarks/run_record.py``), the queue of runs not made yet
 (``benchmarks/fullcell/pending.yaml``) and, when it exists, the JPEG experiment's
 ``benchmarks/jpeg/summary.json``, and writes one page: a row per score of each cell with the
 paper's mean +- std (from :mod:`pipeline_lib.paper.published`), ours, the verdict of

@@ -1,8 +1,7 @@
 """A trained representation's per-split steps: train it on a split, embed the split with it.
 
-The workflow's ``train_representation`` (or ``train_fused``) and ``embed_trained`` scripts and
-``benchmarks/direct_run.py`` call these same two functions, so the direct runner cannot
-drift from the workflow. Embedding lives here rather
+The workflow's ``train_representation`` (or ``train_fused``) and ``embed_trained`` scripts
+call these two functions. Embedding lives here rather
 than in :mod:`pipeline_lib.models.embed` because it adds the rotation classifier's scores
 (:mod:`pipeline_lib.ssl.rotation`), and the models stage sits below the ssl stage.
 """

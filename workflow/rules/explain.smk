@@ -5,6 +5,8 @@
 an `explain` section.
 """
 
+from pipeline_lib.config.resources import mem_mb_by_attempt
+
 
 include: "explain_common.smk"
 
@@ -28,11 +30,12 @@ if EXPLAIN:
             f"logs/explain_detectors/{_explain_dataset}/{_explain_inlier}.log",
         benchmark:
             f"benchmarks/explain_detectors/{_explain_dataset}/{_explain_inlier}.tsv"
+        retries: 1
         conda:
             "../../environment.yml"
         threads: 2
         resources:
-            mem_mb=8000,
+            mem_mb=mem_mb_by_attempt(8000),
             runtime=60,
             gpu=0,
         params:
