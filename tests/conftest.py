@@ -70,6 +70,8 @@ def _weight(items: list[pytest.Item]) -> int:
 SLOW_FILES = frozenset(
     {
         "tests/ssl/test_stepper.py",
+        "tests/ssl/test_stepper_fused.py",
+        "tests/ssl/test_stepper_cuda.py",
         "tests/ssl/test_fused.py",
         "tests/ssl/test_compiling.py",
         "tests/ssl/test_train.py",

@@ -30,7 +30,7 @@ import yaml
 from pipeline_lib.paper.protocol import PAPER_PROTOCOL, protocol_differences
 from pipeline_lib.paper.published import display_name, load_published
 from pipeline_lib.paper.verdict import reproduction_verdict
-from pipeline_lib.registry import RECIPE_READERS
+from pipeline_lib.registry import reads_setting
 
 __all__ = ["build_page", "cell_rows", "main", "paper_value", "score_meaning"]
 
@@ -141,7 +141,7 @@ def _recipe_version(config: Mapping[str, Any], method: str) -> list[str]:
     return [
         f"recipe then: {key} {former} (now {key} released)"
         for key, former in SWITCHES_BEFORE.items()
-        if key not in train and method in RECIPE_READERS[key]
+        if key not in train and reads_setting(method, key)
     ]
 
 

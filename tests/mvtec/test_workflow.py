@@ -36,10 +36,10 @@ from pipeline_lib.models.representation import build_representation
 from pipeline_lib.mvtec.tables import INTERVAL_FIELDS
 from pipeline_lib.paper.published import display_name
 from pipeline_lib.runtime.io import load_npz, save_image_dataset, save_npz
-from pipeline_lib.ssl.train import train_representation
 from tests.deploy.conftest import png_bytes
 from tests.mvtec.conftest import write_category
 from tests.serving import post_json, served_model
+from tests.ssl.tiny_runs import keyword_train
 from tests.workflow.conftest import ONE_THREAD_PER_JOB, REPO, run_snakemake
 
 pytestmark = pytest.mark.workflow
@@ -273,7 +273,7 @@ def _explain_inputs(workdir: Path) -> None:
     folder.mkdir(parents=True)
     save_split(folder / "split.npz", split)
     torch.manual_seed(0)
-    model, _ = train_representation(
+    model, _ = keyword_train(
         "rotnet", dataset.train_images[split.train_index], seed=0, epochs=1, batch_size=16, width=4
     )
     save_representation(folder / "rotnet/model.pt", model, method="rotnet", config_dict={})

@@ -21,7 +21,7 @@ if EXPLAIN:
             models=[
                 os.path.join(_explain_split, method, "model.pt")
                 for method in EXPLAIN["methods"]
-                if method in TRAINED_METHODS
+                if is_trained(method)
             ],
         output:
             figure=f"summary/explanations/{_explain_dataset}/{_explain_inlier}.png",
@@ -41,7 +41,9 @@ if EXPLAIN:
         params:
             methods=EXPLAIN["methods"],
             features=json.dumps(_explain_features),
-            rotation=[m for m in EXPLAIN["methods"] if m in ROTATION_METHODS],
+            rotation=[
+                m for m in EXPLAIN["methods"] if method_spec(m).rotation_classifier
+            ],
             n_images=EXPLAIN["n_images"],
             test_index=EXPLAIN["test_index"],
             ig_steps=EXPLAIN["ig_steps"],
