@@ -108,9 +108,9 @@ from pipeline_lib.planning.timing import median_seconds, time_repeats
 from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
 from pipeline_lib.ssl import augment
 from pipeline_lib.ssl.loop import run_static_step, train_epoch
-from pipeline_lib.ssl.run import Run, TrainingState
+from pipeline_lib.ssl.run import Run, TrainingState, prepare_run
+from pipeline_lib.ssl.settings import Execution, TrainSettings
 from pipeline_lib.ssl.stepper import DevicePhase, StaticStep
-from pipeline_lib.ssl.train import prepare_keyword_run
 
 #: Dynamo backends: inductor (the default; a C++ compiler on the CPU, Triton on CUDA), and
 #: the two that need no compiler (dynamo's graph run by torch; the same after AOTAutograd).
@@ -149,12 +149,12 @@ STEP_MODES: tuple[str, ...] = ("eager", "graph", "compiled")
 def prepared_run(
     method: str, images: torch.Tensor, *, device: torch.device, **options: Any
 ) -> tuple[Run, TrainingState]:
-    """A run of ``train_representation``'s defaults with ``options`` (eager mode).
+    """A run of seed 0 with the recipe ``options`` over the defaults (eager mode).
 
     The static steps are built here, so the run itself is prepared as ``eager``.
     """
-    arguments = {"seed": 0, **options, "device": device, "step_mode": "eager"}
-    return prepare_keyword_run(method, images, **arguments)
+    execution = Execution(device=device, step_mode="eager")
+    return prepare_run(TrainSettings(method, **options), images, seed=0, execution=execution)
 
 
 def _mark_static(step: StaticStep) -> None:

@@ -37,6 +37,7 @@ run only.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import multiprocessing
 import os
 import queue
@@ -61,6 +62,7 @@ def _worker(settings: dict[str, Any], barrier: Any, results: Any) -> None:
         import torch
 
         from pipeline_lib.runtime.devices import job_device, set_threads
+        from pipeline_lib.ssl.settings import Execution, TrainSettings
         from pipeline_lib.ssl.train import train_representation
 
         set_threads(settings["threads"])
@@ -69,18 +71,20 @@ def _worker(settings: dict[str, Any], barrier: Any, results: Any) -> None:
         images = torch.randint(
             0, 256, (batch * settings["steps_per_epoch"], 32, 32, 3), generator=generator
         ).to(torch.uint8)
-        common = {
-            "seed": settings["rank"],
-            "batch_size": batch,
-            "width": settings["width"],
-            "amp": settings["amp"],
-            "step_mode": settings["step_mode"],
-        }
+        recipe = TrainSettings(
+            settings["method"],
+            epochs=1,
+            batch_size=batch,
+            width=settings["width"],
+            amp=settings["amp"],
+        )
         gpus = 1 if settings["device"] == "cuda" else 0
         with job_device(gpus, lock_dir=settings["lock_dir"]) as device:
-            train_representation(
-                settings["method"], images[:batch], epochs=1, device=device, **common
-            )
+            common = {
+                "seed": settings["rank"],
+                "execution": Execution(device=device, step_mode=settings["step_mode"]),
+            }
+            train_representation(recipe, images[:batch], **common)
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(device)
             records: list[dict[str, float]] = []
@@ -94,10 +98,8 @@ def _worker(settings: dict[str, Any], barrier: Any, results: Any) -> None:
 
             try:
                 train_representation(
-                    settings["method"],
+                    dataclasses.replace(recipe, epochs=10**6),
                     images,
-                    epochs=10**6,
-                    device=device,
                     callback=stop_when_done,
                     **common,
                 )

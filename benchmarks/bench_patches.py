@@ -27,7 +27,7 @@ import yaml
 
 from pipeline_lib.data.mvtec import MVTecCategory, read_mvtec_category, resolve_category_paths
 from pipeline_lib.models.embed import extract_embeddings
-from pipeline_lib.models.representation import TRAINED_METHODS, build_representation
+from pipeline_lib.models.representation import build_representation
 from pipeline_lib.mvtec.localize import IMAGE_SIZE, PATCH_SIZE, STRIDE, grid_side
 from pipeline_lib.mvtec.patches import (
     PatchOptions,
@@ -36,7 +36,8 @@ from pipeline_lib.mvtec.patches import (
     score_category,
     train_on_patches,
 )
-from pipeline_lib.registry import ROTATION_METHODS, method_training, training_arguments
+from pipeline_lib.registry import is_trained, method_spec, method_training
+from pipeline_lib.ssl.settings import Execution, TrainSettings
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -147,19 +148,17 @@ def representation_for(
 ) -> tuple[torch.nn.Module, float]:
     """The method's network, trained on random patches of ``images`` when it is trained, and
     the training seconds."""
-    if method not in TRAINED_METHODS:
+    if not is_trained(method):
         return build_representation(method, seed=0, width=bench.width), 0.0
-    arguments = training_arguments(method, method_training(method, bench.train))
+    training = method_training(method, bench.train)
     start = time.perf_counter()
     model, _ = train_on_patches(
-        method,
+        TrainSettings.from_config(method, training, width=bench.width),
         images,
         per_image=bench.per_image,
         patch_size=bench.patch,
         seed=0,
-        width=bench.width,
-        device=device,
-        **{k: v for k, v in arguments.items() if k != "checkpoint_every"},
+        execution=Execution(device=device),
     )
     return model, _seconds(start, device)
 
@@ -170,7 +169,7 @@ def time_method(
     """Seconds to train, embed every patch and score with KDE, the embedded patches per
     second and the image AUC of one method on one category."""
     model, train_s = representation_for(method, category.train_images, bench, device)
-    rotation = method in ROTATION_METHODS
+    rotation = method_spec(method).rotation_classifier
     start = time.perf_counter()
     features = embed_category_patches(
         model,

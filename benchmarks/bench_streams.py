@@ -65,8 +65,8 @@ from pipeline_lib.runtime.devices import device_name
 from pipeline_lib.ssl.compiling import eager_copy
 from pipeline_lib.ssl.fused import ConcurrentGroup
 from pipeline_lib.ssl.loop import divergence, epoch_record, write_checkpoint
-from pipeline_lib.ssl.run import TrainingState
-from pipeline_lib.ssl.train import prepare_keyword_run
+from pipeline_lib.ssl.run import TrainingState, prepare_run
+from pipeline_lib.ssl.settings import Execution, TrainSettings
 
 
 def make_group(
@@ -90,17 +90,9 @@ def make_group(
         generator = torch.Generator().manual_seed(seed)
         shape = (batch * steps, image_size, image_size, 3)
         images = torch.randint(0, 256, shape, generator=generator)
-        options = {
-            "batch_size": batch,
-            "width": width,
-            "amp": amp,
-            "epochs": epochs,
-            "step_mode": step_mode,
-            "draws": draws,
-        }
-        run, state = prepare_keyword_run(
-            method, images.to(torch.uint8), seed=seed, device=device, **options
-        )
+        settings = TrainSettings(method, epochs=epochs, batch_size=batch, width=width, amp=amp)
+        execution = Execution(device=device, step_mode=step_mode, draws=draws)
+        run, state = prepare_run(settings, images.to(torch.uint8), seed=seed, execution=execution)
         runs.append(run)
         states.append(state)
     return ConcurrentGroup(list(range(k)), runs, states)

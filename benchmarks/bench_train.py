@@ -80,6 +80,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,16 +88,18 @@ from pathlib import Path
 import torch
 import yaml
 
-from pipeline_lib.models.flops import (
-    VIEWS_PER_INSTANCE,
-    forward_flops_per_view,
-    training_tflops,
-)
+from pipeline_lib.models.flops import forward_flops_per_view, training_tflops
 from pipeline_lib.planning.rates import Rate
 from pipeline_lib.planning.timing import RateLog, Spread
-from pipeline_lib.registry import TRAINED_METHODS, default_batch_size, instances_per_image
+from pipeline_lib.registry import (
+    TRAINED_METHODS,
+    default_batch_size,
+    instances_per_image,
+    method_spec,
+)
 from pipeline_lib.runtime.devices import device_name
 from pipeline_lib.ssl.fused import train_representations_fused
+from pipeline_lib.ssl.settings import Execution, TrainSettings
 from pipeline_lib.ssl.train import train_representation
 
 REPO = Path(__file__).resolve().parents[1]
@@ -160,10 +163,11 @@ def measure(
     """
     batch = PAPER_BATCH_SIZE[method]
     images = random_images(batch * steps, side=image_size)
-    common = {"seed": 0, "batch_size": batch, "width": width, "step_mode": step_mode}
-    common |= {"amp": amp, "device": device}
-    train_representation(method, images[:batch], epochs=1, **common)  # warm-up: one step
-    _, history = train_representation(method, images, epochs=warm_epochs + repeats, **common)
+    settings = TrainSettings(method, epochs=1, batch_size=batch, width=width, amp=amp)
+    execution = Execution(device=device, step_mode=step_mode)
+    train_representation(settings, images[:batch], seed=0, execution=execution)  # one step
+    settings = dataclasses.replace(settings, epochs=warm_epochs + repeats)
+    _, history = train_representation(settings, images, seed=0, execution=execution)
     timed = history[warm_epochs:]
     return Measured(
         spread=Spread.of([record["images_per_s"] for record in timed]),
@@ -200,12 +204,12 @@ def measure_fused(
     """
     batch = PAPER_BATCH_SIZE[method]
     images = random_images(k, batch * steps, side=image_size)
-    common = {"seeds": list(range(k)), "batch_size": batch, "width": width}
-    common |= {"amp": amp, "device": device, "step_mode": step_mode}
-    train_representations_fused(method, [x[:batch] for x in images], epochs=1, **common)
+    settings = TrainSettings(method, epochs=1, batch_size=batch, width=width, amp=amp)
+    common = {"seeds": list(range(k)), "execution": Execution(device=device, step_mode=step_mode)}
+    train_representations_fused(settings, [x[:batch] for x in images], **common)
     histories = []
-    epochs = warm_epochs + repeats
-    for result in train_representations_fused(method, list(images), epochs=epochs, **common):
+    settings = dataclasses.replace(settings, epochs=warm_epochs + repeats)
+    for result in train_representations_fused(settings, list(images), **common):
         if isinstance(result, Exception):
             raise result
         histories.append(result[1][warm_epochs:])
@@ -422,7 +426,7 @@ def main(argv: list[str] | None = None) -> list[Rate]:
         image_size=side,
     )
     for method in args.methods:
-        batch, views = PAPER_BATCH_SIZE[method], VIEWS_PER_INSTANCE[method]
+        batch, views = PAPER_BATCH_SIZE[method], method_spec(method).views_per_instance
         speed = measure(method, step_mode=table_mode, **timing)  # type: ignore[arg-type]
         spread = speed.spread
         rate = spread.median

@@ -37,6 +37,7 @@ from pipeline_lib.models.proxy import build_proxy_model
 from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
 from pipeline_lib.ssl.fused import train_representations_fused
 from pipeline_lib.ssl.run import stream_seed
+from pipeline_lib.ssl.settings import Execution, TrainSettings
 from pipeline_lib.ssl.train import train_representation
 
 
@@ -84,22 +85,18 @@ def check(
     generator = torch.Generator().manual_seed(0)
     images = torch.randint(0, 256, (k, batch * steps, 32, 32, 3), generator=generator)
     sets = list(images.to(torch.uint8))
-    options = {
-        "epochs": 1,
-        "batch_size": batch,
-        "width": width,
-        "amp": amp,
-        "device": device,
-        "step_mode": step_mode,
-    }
-    fused = train_representations_fused(method, sets, seeds=list(range(k)), **options)
+    settings = TrainSettings(method, epochs=1, batch_size=batch, width=width, amp=amp)
+    execution = Execution(device=device, step_mode=step_mode)
+    fused = train_representations_fused(settings, sets, seeds=list(range(k)), execution=execution)
     ratio = floor = 0.0
     for seed, result in enumerate(fused):
         if isinstance(result, Exception):
             raise result
-        separate = [_vector(train_representation(method, sets[seed], seed=seed, **options)[0])]
+        separate = [
+            _vector(train_representation(settings, sets[seed], seed=seed, execution=execution)[0])
+        ]
         with _other_memory_format():
-            model, _ = train_representation(method, sets[seed], seed=seed, **options)
+            model, _ = train_representation(settings, sets[seed], seed=seed, execution=execution)
         separate.append(_vector(model))
         update = (separate[0] - _initial(method, seed, width)).norm()
         ratio = max(ratio, float((_vector(result[0]) - separate[0]).norm() / update))

@@ -7,21 +7,29 @@
 # (the device machine keeps such a process running until the machine goes back), and each
 # call of this script follows it for at most WAIT seconds: the first call starts it, a second
 # call made within the 30 s the machine stays warm picks it up where it is -- no restart, no
-# second compilation, no epochs lost. When the run has finished, the call copies its log,
-# result JSON (with the code's commit: set COMMIT, the device copy has no .git), per-epoch
-# history (with test-split AUCs every train.eval_every epochs), features (float16) and, for
-# rotation models, rotation logits (float32) to $OUT, for benchmarks/fullcell_detectors.py.
-# If the run is gone unfinished (the machine was given back, or
-# the process was killed), the next call starts it again and it resumes from its last
-# checkpoint. On an H200 it took 837 of a session's 900 device-seconds (two calls, 585 s and
-# 212 s, with the machine's start; benchmarks/fullcell/): give it a session of its own.
+# second compilation, no epochs lost. The run is the workflow's: Snakemake makes the cell's
+# tidy table (target summary/results.csv, in $RUN/workflow; DEVICE=cuda runs it with
+# --profile profiles/gpu), then benchmarks/run_record.py writes its record. When the run has
+# finished, the call copies to $OUT the run's log (full_cell.txt: Snakemake's, with its jobs'
+# log lines, then the record's), the record (results.json, with the code's commit: set
+# COMMIT, the device copy has no .git), the per-epoch history (with test-split AUCs every
+# train.eval_every epochs), the features (float16) and, for rotation models, the rotation
+# logits (float32), for benchmarks/fullcell_detectors.py. If the run is gone unfinished (the
+# machine was given back, or the process was killed), the next call starts it again:
+# Snakemake redoes the unfinished jobs and training resumes from its last checkpoint. On an
+# H200 the cell took 837 of a session's 900 device-seconds (two calls, 585 s and 212 s, with
+# the machine's start; benchmarks/fullcell/), run then by the direct runner of commit 9fac754
+# (`git show 9fac754:benchmarks/direct_run.py`); the workflow adds its jobs' starts and the
+# CPU detectors, seconds each: give the cell a session of its own.
 #
 #   mkdir -p .data && cp "$DROC_SHARED"/data/{cifar10_jpeg.npz,make_cifar10.py} .data/
 #   echo /.data/ >> .git/info/exclude; echo /.whl/ >> .git/info/exclude
-#   # the device image lacks jsonschema (config validation): its wheels, for Python 3.12
-#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
-#     --implementation cp --platform manylinux_2_17_x86_64 -d .whl jsonschema \
-#     jsonschema-specifications referencing rpds-py
+#   # the device image lacks Snakemake and jsonschema: their wheels with their dependencies,
+#   # for Python 3.12 (about 29 MB; connection_pool has none on PyPI: pip builds it)
+#   python3 -m pip wheel --no-deps -w .whl connection_pool==0.0.3
+#   python3 -m pip download --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --find-links .whl \
+#     -d .whl snakemake==9.27.1 jsonschema
 #   # both calls, the same command (the first carries .data and .whl, timeout 600; the
 #   # second at once, within the 30 s): the run works from a copy outside the synced tree
 #   [ -d /tmp/fcr ] || cp -a . /tmp/fcr; OUT=$OUT RUN=/tmp/fullcell CHECKPOINT_EVERY=128 \
@@ -29,8 +37,9 @@
 #
 # The CIFAR-10 copy ($DROC_SHARED: the development data) is JPEG q75: pixels differ slightly
 # from the official binaries the paper used (results.json says so in `data_source`). CONFIG,
-# DEVICE, WAIT, RUN, PYTHON and COMMIT override the defaults; CHECKPOINT_EVERY overrides the config's train.checkpoint_every (a run that
-# is not killed needs few: each RotNet checkpoint is 90 MB written in the training loop).
+# DEVICE, WAIT, RUN, CORES, PYTHON and COMMIT override the defaults; CHECKPOINT_EVERY
+# overrides the config's train.checkpoint_every (a run that is not killed needs few: each
+# RotNet checkpoint is 90 MB written in the training loop).
 # tests/test_full_cell.py runs it on the CPU with a tiny config.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,18 +49,25 @@ CONFIG=${CONFIG:-config/experiments/cifar10_fullcell.yaml}
 DEVICE=${DEVICE:-cuda}
 WAIT=${WAIT:-585}  # seconds from this script's start to follow the run; a call may run 600
 RUN=${RUN:-results/fullcell}
+CORES=${CORES:-$(nproc 2>/dev/null || echo 2)}
 PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT" "$RUN"
 RUN=$(cd "$RUN" && pwd)
 
-alive() { [ -f "$RUN/run.pid" ] && kill -0 "$(cat "$RUN/run.pid")" 2>/dev/null; }
+# The run's session leader exists and is not a zombie (a killed run whose parent is gone may
+# stay one where nothing reaps it).
+alive() {
+  local pid
+  pid=$(cat "$RUN/run.pid" 2>/dev/null) && kill -0 "$pid" 2>/dev/null &&
+    ! grep -qs '^State:[[:space:]]*Z' "/proc/$pid/status"
+}
 
 if [ -f "$RUN/exit_code" ]; then
   echo "the run has finished (exit code $(cat "$RUN/exit_code")); to run it again, delete $RUN"
 elif alive; then
   echo "following the run started earlier (pid $(cat "$RUN/run.pid"))"
 else
-  if compgen -G ".whl/*.whl" >/dev/null && ! "$PYTHON" -c "import jsonschema" 2>/dev/null; then
+  if compgen -G ".whl/*.whl" >/dev/null && ! "$PYTHON" -c "import snakemake, jsonschema" 2>/dev/null; then
     "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
       --target /tmp/site .whl/*.whl || exit
     export PYTHONPATH="/tmp/site:$PYTHONPATH"
@@ -73,18 +89,30 @@ config.setdefault("train", {})["checkpoint_every"] = int(every)
 open(target, "w").write(yaml.safe_dump(config, sort_keys=False))
 EOF
   fi
+  # What the run's session reads from its environment.
+  PROFILE=""
+  [ "$DEVICE" = cuda ] && PROFILE=profiles/gpu  # the training and embedding jobs get the GPU
+  export PYTHON RUN DEVICE CORES PROFILE CELL_CONFIG=$config COMMIT=${COMMIT:-}
   # A process session of its own outlives this call; the first thing it does is say its pid.
-  echo "starting the run (it resumes from $RUN/jobs/*.ckpt if there is one)"
+  echo "starting the run (it resumes from its checkpoint in $RUN/workflow if there is one)"
   rm -f "$RUN/run.pid"
   # (os.setsid through Python, which every machine that runs this has; setsid(1) may not be)
-  # A group leader (a shell with job control) cannot setsid: it forks first.
+  # A group leader (a shell with job control) cannot setsid: it forks first. --nolock: no
+  # other run works in $RUN (one starts only when none is alive), and a killed run leaves
+  # its lock behind.
   "$PYTHON" -c 'import os, sys
 if os.getpgrp() == os.getpid() and os.fork(): os._exit(0)
 os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' \
-    bash -c 'run=$1; shift; echo $$ > "$run/run.pid"
-    "$@" >> "$run/run.log" 2>&1; echo $? > "$run/exit_code"' _ "$RUN" \
-    "$PYTHON" benchmarks/direct_run.py --configfile "$config" --device "$DEVICE" \
-    --parallel 1 --progress --features ${COMMIT:+--commit "$COMMIT"} --out "$RUN" \
+    bash -c 'echo $$ > "$RUN/run.pid"
+    {
+      "$PYTHON" -m snakemake --snakefile Snakefile --directory "$RUN/workflow" --nolock \
+        --configfile "$CELL_CONFIG" --cores "$CORES" ${PROFILE:+--profile "$PROFILE"} \
+        summary/results.csv &&
+        "$PYTHON" benchmarks/run_record.py --configfile "$CELL_CONFIG" \
+          --workdir "$RUN/workflow" --out "$RUN/record" --features --device "$DEVICE" \
+          ${COMMIT:+--commit "$COMMIT"}
+    } >> "$RUN/run.log" 2>&1
+    echo $? > "$RUN/exit_code"' \
     </dev/null >/dev/null 2>&1 &
   for _ in $(seq 100); do [ -f "$RUN/run.pid" ] && break; sleep 0.1; done
 fi
@@ -96,9 +124,9 @@ while alive && [ "$SECONDS" -lt "$WAIT" ]; do
 done
 cp "$RUN/run.log" "$OUT/full_cell.txt" 2>/dev/null
 if [ -f "$RUN/exit_code" ]; then
-  cp "$RUN/results.json" "$OUT/" 2>/dev/null
-  # One job: its history, features and rotation logits (under 16 MiB each, 8 files in all).
-  for file in "$RUN"/jobs/*.history.json "$RUN"/jobs/*.features.npz "$RUN"/jobs/*.rotation.npz; do
+  # The record and, per trained model, its history, features and rotation logits (one
+  # model: 5 files with the log, each under 16 MiB).
+  for file in "$RUN"/record/*.json "$RUN"/record/*.npz; do
     if [ -f "$file" ]; then cp "$file" "$OUT/"; fi
   done
   tail -n 20 "$RUN/run.log"

@@ -73,7 +73,7 @@ MODES=eager  # graph capture is CUDA-only (the CPU tests run in CI)
 if [ "$DEVICE" = cuda ]; then
   MODES=both
   step graph_tests 300 "$PYTHON" -m pytest -q -p no:cacheprovider tests/ssl/test_compiling.py \
-    tests/ssl/test_stepper.py tests/ssl/test_device_draws.py tests/test_devices.py \
+    tests/ssl/test_stepper_cuda.py tests/ssl/test_device_draws.py tests/test_devices.py \
     tests/test_bench_compile.py -k on_cuda
 fi
 step check_fused 60 "$PYTHON" benchmarks/check_fused.py --device "$DEVICE" --k 4 --steps 3 \

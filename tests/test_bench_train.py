@@ -40,11 +40,11 @@ def test_measure_is_the_median_of_the_timed_epochs_after_the_warm_ones(monkeypat
     rates = [5.0, 400.0, 100.0, 300.0, 200.0]  # epoch 0 is the capture
     calls = []
 
-    def fake_train(method, images, *, epochs, **options):
-        calls.append((len(images), epochs, options["step_mode"]))
+    def fake_train(settings, images, *, seed, execution):
+        calls.append((len(images), settings.epochs, execution.step_mode))
         history = [
             {"images_per_s": rate, "seconds": 64 / rate, "steps": 1, "step_mode": "graph"}
-            for rate in rates[:epochs]
+            for rate in rates[: settings.epochs]
         ]
         return None, history
 

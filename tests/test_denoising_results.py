@@ -18,7 +18,8 @@ def results():
 
 
 def _summary(tmp_path: Path) -> Path:
-    """A direct_run.py summary: 2 classes x 2 seeds of random weights, the recipe, a variant."""
+    """A run's record (benchmarks/run_record.py): 2 classes x 2 seeds of random weights, the
+    recipe, a variant."""
     config = {
         "experiment": "toy",
         "datasets": {"cifar10": {"classes": ["automobile", "horse"]}},

@@ -38,6 +38,7 @@ from pipeline_lib.runtime.devices import (
     wait_from_env,
 )
 from pipeline_lib.runtime.gpu_slots import prepare_lock_dir
+from tests.ssl.tiny_runs import keyword_prepare
 
 #: A "job" in its own process: take a slot, print its device index, hold it until stdin closes.
 HOLD_SLOT = """
@@ -275,12 +276,10 @@ def test_deterministic_kernels_are_chosen_for_cuda_only() -> None:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_a_run_prepared_on_cuda_uses_deterministic_kernels() -> None:
-    from pipeline_lib.ssl.train import prepare_keyword_run
-
     images = torch.randint(0, 256, (16, 32, 32, 3), dtype=torch.uint8)
     with _cudnn_flags_kept():
         torch.backends.cudnn.deterministic = False
-        prepare_keyword_run(
+        keyword_prepare(
             "rotnet", images, seed=0, device=torch.device("cuda"), epochs=1, batch_size=8, width=4
         )
         assert torch.backends.cudnn.deterministic

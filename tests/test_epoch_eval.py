@@ -12,7 +12,7 @@ from pipeline_lib.detection.epoch_eval import epoch_evaluator
 from pipeline_lib.detection.runner import run_detection, run_rotation_detection
 from pipeline_lib.registry import ROTATION_DETECTORS
 from pipeline_lib.ssl.jobs import embed_trained
-from pipeline_lib.ssl.train import train_representation
+from tests.ssl.tiny_runs import keyword_train
 
 DETECTORS = {"kde": {}, "ocsvm": {}}
 TINY = {"seed": 1, "width": 8, "lr": 0.1, "batch_size": 16}
@@ -46,7 +46,7 @@ def _evaluator(cell, method: str = "rotnet", **options):
 def _train(cell, method: str = "rotnet", n: int | None = None, **options):
     dataset, split = cell
     images = dataset.train_images[split.train_index[:n]]
-    return train_representation(method, images, **TINY, **options)
+    return keyword_train(method, images, **TINY, **options)
 
 
 def _without_eval(history: list[dict]) -> list[dict]:

@@ -27,16 +27,23 @@ REPO = Path(__file__).resolve().parents[1]
 CPU_BY_DEFAULT = {"score_detectors", "score_detectors_g"}
 
 
-def _rules_declaring_a_gpu() -> set[str]:
-    """Rules of workflow/rules/*.smk with a `gpu=` resource (snakefmt's layout: one rule's
-    block runs from its `rule NAME:` line to the next)."""
-    found = set()
+def _rule_blocks() -> dict[str, str]:
+    """Each rule of workflow/rules/*.smk -> its text (snakefmt's layout: one rule's block runs
+    from its `rule NAME:` line to the next)."""
+    found = {}
     for path in (REPO / "workflow/rules").glob("*.smk"):
         blocks = re.split(r"^\s*rule (\w+):", path.read_text(), flags=re.MULTILINE)[1:]
-        for name, body in zip(blocks[::2], blocks[1::2], strict=True):
-            if re.search(r"^\s+gpu=", body, flags=re.MULTILINE):
-                found.add(name)
+        found |= dict(zip(blocks[::2], blocks[1::2], strict=True))
     return found
+
+
+def _rules_declaring_a_gpu() -> set[str]:
+    """Rules with a `gpu=` resource."""
+    return {
+        name
+        for name, body in _rule_blocks().items()
+        if re.search(r"^\s+gpu=", body, flags=re.MULTILINE)
+    }
 
 
 def test_the_gpu_profile_gives_every_training_and_embedding_rule_a_gpu() -> None:
@@ -48,6 +55,32 @@ def test_the_gpu_profile_gives_every_training_and_embedding_rule_a_gpu() -> None
     # Every rule that can use a GPU is in the profile, or on the CPU on purpose.
     assert declared == set(GPU_RULES) | CPU_BY_DEFAULT
     assert DEVICE_RULES == IMAGE_GPU_RULES and set(IMAGE_GPU_RULES) < set(GPU_RULES)
+
+
+@pytest.mark.parametrize("profile", ["slurm", "kubernetes"])
+def test_the_cluster_profiles_give_every_torch_rule_a_gpu(profile: str) -> None:
+    settings = yaml.safe_load((REPO / "profiles" / profile / "config.v8+.yaml").read_text())
+    given = {rule for rule, values in settings["set-resources"].items() if values.get("gpu")}
+    assert given == set(GPU_RULES)
+
+
+def test_every_torch_rule_retries_with_more_memory_and_packs_on_a_gpu_slot() -> None:
+    """The image benchmarks' and MVTec AD's torch rules keep one convention: retries (twice
+    for training, which resumes from its checkpoint), memory growing with the attempt, and
+    the device from job_device, a slot on the least-loaded visible GPU, never a device the
+    script picks itself."""
+    blocks = _rule_blocks()
+    for rule in GPU_RULES:
+        body = blocks[rule]
+        retries = re.search(r"^\s+retries: (\d+)$", body, flags=re.MULTILINE)
+        assert retries is not None, f"{rule} has no retries"
+        assert int(retries.group(1)) == (2 if rule.startswith("train_") else 1), rule
+        assert re.search(r"^\s+mem_mb=mem_mb_by_attempt\(\d+\),$", body, re.MULTILINE), rule
+        script = re.search(r'^\s+script:\s+"\.\./scripts/(\w+\.py)"', body, re.MULTILINE)
+        assert script is not None, f"{rule} runs no script"
+        text = (REPO / "workflow/scripts" / script.group(1)).read_text()
+        assert "job_device(gpus_requested(snakemake.resources)) as device" in text, rule
+        assert "select_device" not in text, rule
 
 
 def test_declared_gpus_that_no_training_job_gets_are_a_warning() -> None:

@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 import yaml
 
-from pipeline_lib.config.grids import BASE_METHODS, base_method, study_grids, variant_training
+from pipeline_lib.config.grids import (
+    GridError,
+    base_method,
+    check_methods,
+    study_grids,
+    variant_training,
+)
 from pipeline_lib.config.validate import ConfigError, validate_config
 from pipeline_lib.data.split import training_subset
 from pipeline_lib.models.representation import METHODS
@@ -29,8 +35,10 @@ def base_config(**extra):
     return config
 
 
-def test_base_methods_match_the_torch_registry() -> None:
-    assert set(BASE_METHODS) == set(METHODS)
+def test_every_method_of_the_table_is_its_own_base_and_reserved_for_variants() -> None:
+    assert [base_method(name, {}) for name in METHODS] == list(METHODS)
+    with pytest.raises(GridError, match="a variant may not reuse a method name"):
+        check_methods({"methods": ["rotnet"], "variants": {"rotnet": {"method": "rotation"}}})
 
 
 def test_variant_overrides_only_its_own_keys() -> None:

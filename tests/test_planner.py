@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import re
@@ -12,7 +13,7 @@ import yaml
 
 from pipeline_lib.planning.best_setting import regroup, setting_costs
 from pipeline_lib.planning.costs import RuleCost, plan_costs
-from pipeline_lib.planning.defaults import DEFAULT_IMAGES_PER_S, DEFAULT_JOB_SECONDS
+from pipeline_lib.planning.defaults import DEFAULT_JOB_SECONDS, default_images_per_s
 from pipeline_lib.planning.jobs import Job, PlanError, snakemake_jobs
 from pipeline_lib.planning.planner import main, plan_config, without_studies
 from pipeline_lib.planning.rate_choice import Setting, choose_rate
@@ -21,6 +22,13 @@ from pipeline_lib.planning.report import SourceNotes, format_plan, format_settin
 from pipeline_lib.planning.sizes import DATASET_SIZES, dataset_size
 from pipeline_lib.planning.timing import RateLog, Spread
 from pipeline_lib.planning.training import training_spec
+from pipeline_lib.registry import METHOD_SPECS, RATE_DEVICES, TRAINED_METHODS
+
+#: The methods' fallback rates (:attr:`pipeline_lib.registry.MethodSpec.rates`) by device kind.
+DEFAULT_IMAGES_PER_S = {
+    kind: {method: default_images_per_s(kind, method) for method in TRAINED_METHODS}
+    for kind in RATE_DEVICES
+}
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -133,7 +141,9 @@ def test_gpu_plan_without_a_rate_says_unknown_and_a_given_rate_fills_it(
 ) -> None:
     jobs = small_plan()
     config = {"datasets": {"cifar10": {}, "catvsdog": {}}, "train": {"epochs": 10}}
-    monkeypatch.setitem(DEFAULT_IMAGES_PER_S["cuda"], "rotnet", None)
+    # A method without a CUDA rate of its own (as a new method's row) is unmeasured there.
+    unmeasured = dataclasses.replace(METHOD_SPECS["rotnet"], rates={"cpu": 5.8})
+    monkeypatch.setitem(METHOD_SPECS, "rotnet", unmeasured)
     unknown = plan_costs(jobs, config, device="cuda")
     assert unknown["train_representation"].hours is None
     assert "unknown" in format_plan("x", unknown, device="cuda")

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from pipeline_lib import registry
+from pipeline_lib.config.validate import load_schema
 from pipeline_lib.registry import (
     DETECTOR_DEFAULTS,
     GAMMA_SCALE,
@@ -22,7 +23,7 @@ SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.
 
 @pytest.fixture(scope="module")
 def schema() -> dict:
-    return yaml.safe_load(SCHEMA.read_text())["properties"]
+    return load_schema(SCHEMA)["properties"]
 
 
 def test_schema_detector_ids_equal_the_registry(schema) -> None:
@@ -51,11 +52,57 @@ def test_rotation_detector_ids_agree_everywhere(schema) -> None:
     assert "that former score is now `rotation_log_p`" in " ".join(protocol.split())
 
 
-def test_schema_method_ids_equal_the_registry(schema) -> None:
+def test_schema_method_ids_are_the_method_tables(schema) -> None:
     variant = schema["variants"]["additionalProperties"]["properties"]["method"]["enum"]
     mvtec = schema["mvtec"]["properties"]["methods"]["items"]["enum"]
+    explain = schema["explain"]["properties"]["methods"]["items"]["enum"]
     assert variant == list(registry.TRAINED_METHODS)
     assert mvtec == list(registry.METHODS)
+    assert explain == [m for m in registry.METHODS if m != "raw"]
+    # The file names no method: the enums come from the table when the schema is loaded.
+    raw = SCHEMA.read_text()
+    assert "x-methods: trained" in raw and "contrastive_da]" not in raw
+
+
+def test_a_method_added_to_the_table_validates_and_is_reserved(monkeypatch) -> None:
+    """Any row of the table (a built-in or another) is a method of the schema and the grids."""
+    flip = registry.MethodSpec(
+        "flip",
+        trained=True,
+        head="projection",
+        task="tasks:FLIP",
+        batch_size=8,
+        views_per_instance=2,
+    )
+    monkeypatch.setitem(registry.METHOD_SPECS, "flip", flip)
+    schema = load_schema(SCHEMA)["properties"]
+    assert schema["variants"]["additionalProperties"]["properties"]["method"]["enum"][-1] == "flip"
+    assert registry.is_trained("flip") and registry.method_ids(trained=True)[-1] == "flip"
+    assert registry.training_arguments("flip", {"temperature": 0.5})["batch_size"] == 8
+    monkeypatch.delitem(registry.METHOD_SPECS, "flip")
+    assert (
+        "flip"
+        not in load_schema(SCHEMA)["properties"]["mvtec"]["properties"]["methods"]["items"]["enum"]
+    )
+
+
+def test_a_spec_states_a_consistent_method() -> None:
+    with pytest.raises(ValueError, match="unknown head kind 'mlp'"):
+        registry.MethodSpec("x", trained=True, head="mlp", task="m:T", batch_size=8)
+    with pytest.raises(ValueError, match="names its task and a head kind"):
+        registry.MethodSpec("x", trained=True, head="projection", batch_size=8)
+    with pytest.raises(ValueError, match="default batch size and its views"):
+        registry.MethodSpec("x", trained=True, head="projection", task="m:T")
+    with pytest.raises(ValueError, match="views_switch 'views' is not one of"):
+        registry.MethodSpec(
+            "x",
+            trained=True,
+            head="decoder",
+            task="m:T",
+            batch_size=8,
+            views_per_instance=1,
+            views_switch="views",
+        )
 
 
 def test_schema_dataset_ids_equal_the_data_set_registry(schema) -> None:

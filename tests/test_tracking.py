@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from pipeline_lib.mvtec.tables import mvtec_result_records
+from pipeline_lib.tracking.loggers import log_benchmark
 from pipeline_lib.tracking.mlflow_store import (
     EXPERIMENT_KIND,
     EXPERIMENT_KIND_TAG,
@@ -19,6 +21,7 @@ from pipeline_lib.tracking.mlflow_store import (
     INTERVAL_OMITTED_TAG,
     KEY_TAG,
     KIND_TAG,
+    PARAM_COLUMNS,
     SWEEP_TAG,
     default_tracking_uri,
     ensure_experiment,
@@ -168,6 +171,47 @@ def test_a_job_without_an_interval_says_why_on_its_run(store: dict) -> None:
     assert runs[without["result_key"]].data.tags[INTERVAL_OMITTED_TAG] == reason
     assert INTERVAL_OMITTED_TAG not in runs[with_interval["result_key"]].data.tags
     assert runs[with_interval["result_key"]].data.metrics["auroc_low"] == 88.0
+
+
+def test_mvtec_results_log_what_was_measured_under_their_benchmark_tag(
+    store: dict, tmp_path: Path
+) -> None:
+    """MVTec AD's tidy table as its logger reads it: a category without masks has no pixel
+    metrics, so its run has none (not NaN); a category named by digits keeps its name; every
+    run carries the rule's tags. The image benchmarks' NaN interval: the test above."""
+    table = tmp_path / "results.csv"
+    table.write_text(
+        "category,group,method,detector,seed,image_auroc,pixel_auroc,aupro,dataset,inlier,"
+        "contamination,fitset,result_key\n"
+        "007,object,rotnet,kde,0,91.5,88.0,70.25,mvtec,007,0.0,train,mvtec/007/seed0/rotnet/kde\n"
+        "plain,texture,rotnet,kde,0,80.0,,,mvtec,plain,0.0,train,mvtec/plain/seed0/rotnet/kde\n"
+    )
+    summary = log_benchmark(
+        mvtec_result_records(table),
+        store_dir=store["root"],
+        experiment="mvtec-lane",
+        sweep="s1-mvtec",
+        timeout_s=5.0,
+        code_dir=tmp_path,
+        artifacts=[table],
+        tags={"benchmark": "mvtec"},
+    )
+    assert summary["status"] == "logged" and summary["created"] == 2 and "studies" not in summary
+    runs = _runs(store, summary["experiment_id"])
+    assert {run.data.tags["benchmark"] for run in runs} == {"mvtec"} and len(runs) == 3
+    jobs = {run.data.tags[KEY_TAG]: run for run in runs if run.data.tags[KIND_TAG] == "job"}
+    masked, plain = jobs["mvtec/007/seed0/rotnet/kde"], jobs["mvtec/plain/seed0/rotnet/kde"]
+    identity = {"dataset": "mvtec", "inlier": "007", "contamination": "0.0", "seed": "0"}
+    identity |= {"method": "rotnet", "fitset": "train", "detector": "kde"}
+    assert masked.data.params == {name: identity[name] for name in PARAM_COLUMNS}
+    assert masked.info.run_name == "/".join(identity[name] for name in PARAM_COLUMNS)
+    assert masked.data.metrics == {"image_auroc": 91.5, "pixel_auroc": 88.0, "aupro": 70.25}
+    assert plain.data.metrics == {"image_auroc": 80.0}
+    (parent,) = [run for run in runs if run.data.tags[KIND_TAG] == "summary"]
+    assert parent.info.run_name == "mvtec-lane-s1-mvtec"
+    assert parent.data.metrics == {"n_results": 2.0}
+    artifacts = store["client"].list_artifacts(parent.info.run_id, tmp_path.name)
+    assert [item.path for item in artifacts] == [f"{tmp_path.name}/results.csv"]
 
 
 def test_log_sweep_is_idempotent_and_updates_changed_records(store: dict) -> None:

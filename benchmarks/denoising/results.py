@@ -1,7 +1,7 @@
-"""The measured table of docs/denoising.md, from a committed CSV of direct_run.py results.
+"""The measured table of docs/denoising.md, from a committed CSV of run records.
 
 ``python benchmarks/denoising/results.py RESULTS.json [...]`` turns the ``results.json`` of
-``benchmarks/direct_run.py`` runs into ``results.csv`` beside this script (one row per job
+runs (``benchmarks/run_record.py``) into ``results.csv`` beside this script (one row per job
 and detector, with the config's protocol line), then writes the table into
 docs/denoising.md between its two ``measured`` markers. Without arguments it only rewrites
 the table from the committed CSV. The page never holds a hand-typed number.

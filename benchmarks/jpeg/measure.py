@@ -102,6 +102,7 @@ def train_and_embed(
     from pipeline_lib.config.grids import variant_training
     from pipeline_lib.registry import training_arguments
     from pipeline_lib.ssl.jobs import embed_trained
+    from pipeline_lib.ssl.settings import Execution, TrainSettings
     from pipeline_lib.ssl.train import train_representation
 
     width = settings.rotnet_width
@@ -109,7 +110,10 @@ def train_and_embed(
     arguments = training_arguments(TRAINED, variant_training(TRAINED, config["train"], {}))
     tic = time.perf_counter()
     model, history = train_representation(
-        TRAINED, images, seed=seed, device=device, width=width, **arguments
+        TrainSettings(TRAINED, width=width, **arguments),
+        images,
+        seed=seed,
+        execution=Execution(device=device),
     )
     train_s = time.perf_counter() - tic
     tic = time.perf_counter()
@@ -172,7 +176,7 @@ def measure(
 ) -> list[dict[str, Any]]:
     """AUCs of one representation on one version of the data set, one row per detector.
 
-    The workflow's chain (as ``benchmarks/direct_run.py``): ``one_class_split`` ->
+    The workflow's chain, its scripts' library calls: ``one_class_split`` ->
     ``build_representation`` + ``embed_split`` (frozen) or ``train_representation`` +
     ``embed_trained`` (RotNet, trained on the first ``n_train`` training inliers) ->
     ``run_detection`` (fitted on every training inlier) and, for RotNet,

@@ -24,6 +24,7 @@ from inputs import coordinates, crop_parameters
 from parity import Difference, relative_difference
 from trace_io import read_trace
 
+from pipeline_lib.registry import BUILTIN_METHODS
 from pipeline_lib.ssl.augment import (
     ViewAugment,
     crop_and_resize,
@@ -38,10 +39,10 @@ from pipeline_lib.ssl.color_ops import (
     adjust_saturation,
     released_color_jitter,
 )
-from pipeline_lib.ssl.contrastive import contrastive_inputs
 from pipeline_lib.ssl.draws import GeneratorDraws
 from pipeline_lib.ssl.run import prepare_run
 from pipeline_lib.ssl.settings import TrainSettings
+from pipeline_lib.ssl.tasks.contrastive import contrastive_inputs
 
 FAMILY = "augment"
 TRACES = ("augment_ops", "augment_draws", "augment_batches")
@@ -52,8 +53,8 @@ EPS32 = float(np.finfo(np.float32).eps)
 #: Our draws per parameter (as many as the released trace's) and their seed.
 N_OURS = 10000
 OUR_SEED = 45
-#: The paper's methods whose views the released recipe never blurs.
-VIEW_METHODS = ("rotnet", "rotation", "contrastive", "contrastive_da", "denoising")
+#: The paper's methods with views, which the released recipe never blurs.
+VIEW_METHODS = tuple(spec.id for spec in BUILTIN_METHODS if spec.trained and spec.views)
 
 #: Per operation: the tolerance on ``max |ours - released| / max |released|`` and why.
 OP_TOLERANCES: dict[str, tuple[float, str]] = {
@@ -94,7 +95,7 @@ def recipe_augment() -> ViewAugment:
     """The view augmentation of the paper's contrastive row (seed 1), as training builds it."""
     settings = TrainSettings(method="contrastive", epochs=1, batch_size=2, width=16)
     run, _ = prepare_run(settings, np.zeros((2, 8, 8, 3), np.uint8), seed=1)
-    return run.step_options["augment"]
+    return run.augment
 
 
 def _nchw(images: np.ndarray) -> torch.Tensor:
@@ -227,7 +228,7 @@ def _our_blur_change() -> float:
     for method in VIEW_METHODS:
         settings = TrainSettings(method=method, epochs=1, batch_size=4, width=16)
         run, _ = prepare_run(settings, np.zeros((4, 16, 16, 3), np.uint8), seed=1)
-        augment = run.step_options["augment"]
+        augment = run.augment
         unblurred = dataclasses.replace(augment, blur_p=0.0)
         views = augment(images, torch.Generator().manual_seed(3))
         reference = unblurred(images, torch.Generator().manual_seed(3))

@@ -1,6 +1,6 @@
 """Our learning-rate schedule against the ``schedule`` trace (trace_schedule.py).
 
-Our side is the trainer's: :func:`pipeline_lib.ssl.train.prepare_keyword_run` with the run's
+Our side is the trainer's: :func:`pipeline_lib.ssl.run.prepare_run` with the run's
 epochs, steps an epoch (from the number of images) and rate, ``lr_schedule`` ``per_epoch``
 for the released ``--sched_freq=epoch`` (the recipe's default) and ``per_step`` for
 ``--sched_freq=step``. The rate of a step is its optimiser group's rate when the step runs;
@@ -17,7 +17,8 @@ import numpy as np
 from parity import Difference
 from trace_io import read_trace
 
-from pipeline_lib.ssl.train import prepare_keyword_run
+from pipeline_lib.ssl.run import prepare_run
+from pipeline_lib.ssl.settings import Execution, TrainSettings
 
 FAMILY = "schedule"
 
@@ -31,18 +32,16 @@ def our_rates(num_batch: int, num_epoch: int, lr: float, sched_freq: str) -> np.
     """The rate of each step of our trainer's run (module docstring)."""
     per_step = 2
     images = np.zeros((per_step * num_batch, 8, 8, 3), np.uint8)
-    run, state = prepare_keyword_run(
+    settings = TrainSettings(
         "rotnet",
-        images,
-        seed=1,
         epochs=num_epoch,
         batch_size=per_step,
         lr=lr,
         lr_schedule={"epoch": "per_epoch", "step": "per_step"}[sched_freq],
         width=1,
         amp=None,
-        step_mode="eager",
     )
+    run, state = prepare_run(settings, images, seed=1, execution=Execution(step_mode="eager"))
     if run.data.steps_per_epoch != num_batch:
         raise ValueError(f"{run.data.steps_per_epoch} steps an epoch, the trace has {num_batch}")
     rates = []

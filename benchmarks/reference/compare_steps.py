@@ -1,6 +1,6 @@
 """Our training steps against the ``steps_<method>`` traces (trace_steps.py). Torch and NumPy.
 
-Our side is the trainer itself: :func:`pipeline_lib.ssl.train.prepare_keyword_run` with the
+Our side is the trainer itself: :func:`pipeline_lib.ssl.run.prepare_run` with the
 recipe's defaults (optimiser groups and their weight decay, cosine schedule, momentum form,
 loss form) and the trace's budget, the converted weights loaded, the model in float64 (as the
 trace: trace_steps.py says why), and the eager loop (:func:`pipeline_lib.ssl.loop.
@@ -29,11 +29,10 @@ from trace_io import read_trace
 from weights import regenerated_weights
 
 from pipeline_lib.models.keras_weights import hidden_layers, keras_layout, torch_name
-from pipeline_lib.models.proxy import rotation_logits
-from pipeline_lib.ssl.contrastive import contrastive_outputs_loss
+from pipeline_lib.registry import method_spec
 from pipeline_lib.ssl.loop import train_epoch
-from pipeline_lib.ssl.rotation import rotation_loss
-from pipeline_lib.ssl.train import prepare_keyword_run
+from pipeline_lib.ssl.run import prepare_run
+from pipeline_lib.ssl.settings import Execution, TrainSettings
 
 FAMILY = "steps"
 METHODS = ("rotation", "rotnet", "contrastive", "contrastive_da")
@@ -70,23 +69,18 @@ def _views(arrays: Mapping[str, np.ndarray], batch: int) -> torch.Tensor:
 
 
 def _loss_function(run: Any, chunks: int, n: int) -> LossFunction:
-    """The loss of the run's step on given views: rotation or contrastive, as the step's."""
-    if run.method in ("rotation", "rotnet"):
-        labels = torch.arange(chunks).repeat_interleave(n)  # as rotation_views: chunk k is k
+    """The loss of the run's step on given views: its task's forward and loss.
 
-        def rotation(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-            return rotation_loss(rotation_logits(model, x), labels)
+    The rotation task's loss reads the rotation of each view (as rotation_views: chunk k
+    is rotated k times), the contrastive loss nothing besides the views.
+    """
+    labels = torch.arange(chunks).repeat_interleave(n)
+    extra = labels if method_spec(run.method).rotation_classifier else None
 
-        return rotation
-    options = run.step_options
+    def loss(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+        return run.step.loss(run.step.forward(model, x), extra)
 
-    def contrastive(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-        z = model.head(model.backbone(x))
-        return contrastive_outputs_loss(
-            z, temperature=options["temperature"], form=options["loss_form"]
-        )
-
-    return contrastive
+    return loss
 
 
 class _FixedViewSteps:
@@ -147,18 +141,23 @@ def _our_steps(
         "width": int(meta["width"]),
         "stem_width": int(meta["stem_width"]),
         "amp": None,
-        "step_mode": "eager",
     }
-    if method != "rotnet":
+    spec = method_spec(method)
+    if spec.has_mlp_head:
         options["head_depth"] = int(meta["head_depth"])
         options["head_hidden"] = int(meta["head_hidden"])
-    if method.startswith("contrastive"):
+    if spec.reads_setting("temperature"):
         options["temperature"] = float(meta["temperature"])
     # Blank images, as many as make the trace's steps an epoch (DA expands them 4 times).
     sources = per_step * num_batch // (4 if meta["expanded"] else 1)
     side = arrays["views"].shape[3]
     images = np.zeros((sources, side, side, 3), np.uint8)
-    run, state = prepare_keyword_run(method, images, seed=int(meta["seed"]), **options)
+    run, state = prepare_run(
+        TrainSettings(method, **options),
+        images,
+        seed=int(meta["seed"]),
+        execution=Execution(step_mode="eager"),
+    )
     if run.data.steps_per_epoch != num_batch:
         raise ValueError(f"{run.data.steps_per_epoch} steps an epoch, the trace has {num_batch}")
     load_keras_weights(state.model, weights)

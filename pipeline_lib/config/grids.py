@@ -20,10 +20,7 @@ from typing import Any
 
 import yaml
 
-from pipeline_lib.registry import METHODS, TRAIN_EXECUTION_SETTINGS, method_training
-
-#: Methods of the main table.
-BASE_METHODS: tuple[str, ...] = METHODS
+from pipeline_lib.registry import METHOD_SPECS, TRAIN_EXECUTION_SETTINGS, method_training
 
 #: Keys a study takes from its own file; training, embedding and detection settings are
 #: global because result paths do not name them.
@@ -70,7 +67,7 @@ def base_method(name: str, variants: Mapping[str, Mapping[str, Any]]) -> str:
     """The method a representation name trains with (itself unless it is a variant)."""
     if name in variants:
         return str(variants[name]["method"])
-    if name in BASE_METHODS:
+    if name in METHOD_SPECS:
         return name
     raise GridError(f"unknown representation {name!r}: not a method and not a variant")
 
@@ -97,11 +94,11 @@ def check_methods(config: Mapping[str, Any], *, where: str = "") -> None:
     variants = config.get("variants") or {}
     prefix = f"{where}: " if where else ""
     for name in variants:
-        if name in BASE_METHODS:
+        if name in METHOD_SPECS:
             raise GridError(
                 f"{prefix}config key 'variants.{name}': a variant may not reuse a method name"
             )
-    allowed = [*BASE_METHODS, *variants]
+    allowed = [*METHOD_SPECS, *variants]
     for index, name in enumerate(config.get("methods") or []):
         if name not in allowed:
             raise GridError(

@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from pipeline_lib.config.schema import load_schema
+
 __all__ = ["README", "SHOWN_CONFIGS", "key_rows", "render", "main"]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -170,7 +172,7 @@ def render(schema: Mapping[str, Any], configs: Mapping[str, Mapping[str, Any]]) 
 
 def current() -> str:
     """The README as the schema and the shown configs make it now."""
-    schema = yaml.safe_load(SCHEMA.read_text())
+    schema = load_schema(SCHEMA)
     configs = {
         name: yaml.safe_load((REPO / path).read_text()) for name, path in SHOWN_CONFIGS.items()
     }

@@ -1,6 +1,7 @@
 """Config validation: fail before any job starts, naming the key and the allowed values.
 
-:func:`validate_config` runs the schema, then the checks that need more than the schema:
+:func:`validate_config` runs the schema (loaded by :mod:`pipeline_lib.config.schema`, its
+method enums filled from the method table), then the checks that need more than the schema:
 the recipe and grids here, the data sets' classes and splits
 (:mod:`pipeline_lib.config.dataset_checks`) and the detector parameters and optional sections
 (:mod:`pipeline_lib.config.section_checks`).
@@ -10,11 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import hashlib
 import json
 import os
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,12 +26,14 @@ from pipeline_lib.config.errors import ConfigError
 from pipeline_lib.config.grids import (
     Grid,
     GridError,
+    base_method,
     check_methods,
     load_study,
     merge_datasets,
     merge_variants,
     study_grids,
 )
+from pipeline_lib.config.schema import fill_defaults, load_schema, typed_command_line_values
 from pipeline_lib.config.section_checks import (
     MVTEC_DEPLOY_DATASET,
     check_deploy,
@@ -43,13 +44,15 @@ from pipeline_lib.config.section_checks import (
 from pipeline_lib.data import DataError, dataset_class_names
 from pipeline_lib.registry import (
     CAPTURED_STEP_MODES,
-    HEADLESS_METHODS,
+    METHOD_SPECS,
     PAPER_RECIPE,
     RENAMED_TRAIN_VALUES,
     TRAIN_EXECUTION_SETTINGS,
-    TRAINED_METHODS,
     detector_settings,
+    fuse_setting,
     headless_error,
+    is_trained,
+    method_spec,
     recipe_deviations,
 )
 
@@ -59,6 +62,7 @@ __all__ = [
     "check_dataset_settings",
     "export_data_settings",
     "grid_classes",
+    "load_schema",
     "merge_detectors",
     "resolve_classes",
     "sweep_id",
@@ -106,28 +110,6 @@ def _explain(error: jsonschema.ValidationError) -> str:
     return f"config key '{key}': {error.message}"
 
 
-def _fill_defaults(instance: Any, schema: Mapping[str, Any]) -> None:
-    if not isinstance(instance, dict):
-        return
-    for name, sub in schema.get("properties", {}).items():
-        if name not in instance and "default" in sub:
-            instance[name] = copy.deepcopy(sub["default"])
-        if name in instance:
-            _fill_defaults(instance[name], sub)
-    extra = schema.get("additionalProperties")
-    if isinstance(extra, dict):
-        for name, value in instance.items():
-            if name not in schema.get("properties", {}):
-                _fill_defaults(value, extra)
-
-
-@functools.cache
-def _load_schema(schema_path: str) -> dict[str, Any]:
-    """The schema, read once per process: every study grid is validated against it too (a
-    paper config parsed it eleven times, a second of every Snakemake start). Read-only."""
-    return yaml.safe_load(Path(schema_path).read_text())
-
-
 def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -> dict[str, Any]:
     """Validate ``config`` against the JSON schema and return a copy with defaults filled.
 
@@ -140,8 +122,8 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
     ConfigError
         Naming each key at fault and its allowed values, one line per problem.
     """
-    schema = _load_schema(str(schema_path))
-    config = _typed_command_line_values(config, schema)
+    schema = load_schema(schema_path)
+    config = typed_command_line_values(config, schema)
     problems = _ProblemList()
     renamed = _renamed_values(config)
     problems.extend(message for _, message in renamed)
@@ -153,7 +135,7 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
             problems.append(_schema_problem(error))
     problems.raise_if_any()
     filled = copy.deepcopy(dict(config))
-    _fill_defaults(filled, schema)
+    fill_defaults(filled, schema)
     with problems.collect():
         for options in filled["detectors"].values() if "detectors" in filled else []:
             if options is not None and not isinstance(options, dict):
@@ -169,7 +151,7 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
     with problems.collect():
         _check_grids(filled, schema_path)
         # These read the variants and studies the grids merged in.
-        for check in (_check_head_depth, merge_detectors, _check_recipe):
+        for check in (_check_head_depth, merge_detectors, _check_recipe, _check_execution):
             with problems.collect():
                 check(filled)
     for name, settings in filled.get("datasets", {}).items():
@@ -245,61 +227,6 @@ def _schema_problem(error: jsonschema.ValidationError) -> str:
     return _explain(error if inner.validator == "const" else inner)
 
 
-_INTEGER = re.compile(r"[+-]?\d+")
-_NULL_SPELLINGS = ("null", "~", "none")
-
-
-def _typed_command_line_values(value: Any, schema: Mapping[str, Any]) -> Any:
-    """``value`` with strings turned into the integer, number or boolean the schema wants.
-
-    Why: Snakemake reads a nested ``--config`` value as YAML with every scalar a string
-    (``--config "train={fuse: 10}"`` gives ``{'train': {'fuse': '10'}}``; a profile's
-    ``config:`` entries too), so a nested override would otherwise always fail the schema.
-    Only where the schema does not also allow a string, and only a string that spells such
-    a value; anything else is left for the schema to reject with its usual message.
-    """
-    if isinstance(value, Mapping):
-        properties = schema.get("properties") or {}
-        extra = schema.get("additionalProperties")
-        typed = {}
-        for key, item in value.items():
-            sub = properties.get(key, extra if isinstance(extra, Mapping) else {})
-            typed[key] = _typed_command_line_values(item, sub)
-        return typed
-    if isinstance(value, list):
-        items = schema.get("items")
-        return [
-            _typed_command_line_values(item, items if isinstance(items, Mapping) else {})
-            for item in value
-        ]
-    if not isinstance(value, str):
-        return value
-    spelled = value.strip().lower()
-    choices = schema.get("enum")
-    if choices is not None and value not in choices:
-        for choice in choices:  # e.g. train.amp's null, given as the string 'null'
-            spellings = _NULL_SPELLINGS if choice is None else (str(choice).lower(),)
-            if not isinstance(choice, str) and spelled in spellings:
-                return choice
-        return value
-    types = schema.get("type") or []
-    types = [types] if isinstance(types, str) else list(types)
-    if "string" in types or not types:
-        return value
-    if "integer" in types and _INTEGER.fullmatch(spelled):
-        return int(spelled)
-    if "number" in types:
-        try:
-            return float(spelled)
-        except ValueError:
-            pass
-    if "boolean" in types and spelled in ("true", "false"):
-        return spelled == "true"
-    if "null" in types and spelled in _NULL_SPELLINGS:
-        return None
-    return value
-
-
 def _renamed_values(config: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(key, message) of each former value of a ``train`` switch, naming its new name.
 
@@ -339,7 +266,7 @@ def _renamed_values(config: Mapping[str, Any]) -> list[tuple[str, str]]:
 def _check_fuse(config: Mapping[str, Any]) -> None:
     """``train.fuse`` > 1 trains with one optimiser step for K models: no float16 scaling."""
     train = config.get("train") or {}
-    if train.get("fuse", 1) > 1 and train.get("amp") == "float16":
+    if fuse_setting(train) > 1 and train.get("amp") == "float16":
         raise ConfigError(
             f"config key 'train.fuse': {train['fuse']} needs train.amp bfloat16 or null, not "
             "float16 (one loss scaler would skip every fused model's step when one overflows)"
@@ -359,10 +286,34 @@ def _check_step_mode(config: Mapping[str, Any]) -> None:
         )
 
 
+def _check_execution(config: Mapping[str, Any]) -> None:
+    """A method that cannot train fused or captured (:attr:`MethodSpec.fusable`,
+    :attr:`MethodSpec.capturable`) refuses ``train.fuse`` > 1 or a captured step mode."""
+    train = config.get("train") or {}
+    fused, mode = fuse_setting(train) > 1, train.get("step_mode")
+    variants = config.get("variants") or {}
+    named = [
+        *config["methods"],
+        *(m for study in config.get("studies", []) for m in study["methods"]),
+    ]
+    for name in dict.fromkeys(named):
+        spec = METHOD_SPECS[base_method(name, variants)]
+        if fused and not spec.fusable:
+            raise ConfigError(
+                f"config key 'train.fuse': {train['fuse']} but {name} ({spec.id}) cannot train "
+                "fused; set train.fuse to 1 or drop the method"
+            )
+        if mode in CAPTURED_STEP_MODES and not spec.capturable:
+            raise ConfigError(
+                f"config key 'train.step_mode': {mode} but the step of {name} ({spec.id}) "
+                "cannot be captured as a CUDA graph; use auto or eager"
+            )
+
+
 def _check_eval_every(config: Mapping[str, Any]) -> None:
     """``train.eval_every`` needs one model per job: the fused trainer has no evaluation hook."""
     train = config.get("train") or {}
-    if (train.get("eval_every") or 0) > 0 and (train.get("fuse") or 1) > 1:
+    if (train.get("eval_every") or 0) > 0 and fuse_setting(train) > 1:
         raise ConfigError(
             f"config key 'train.eval_every': {train['eval_every']} cannot run with train.fuse "
             f"{train['fuse']} (a fused job trains K models in one loop with no per-epoch "
@@ -396,7 +347,7 @@ def _check_head_depth(config: Mapping[str, Any]) -> None:
     """
     for name, variant in (config.get("variants") or {}).items():
         depth = (variant.get("train") or {}).get("head_depth")
-        if variant["method"] in HEADLESS_METHODS and depth is not None:
+        if not method_spec(variant["method"]).has_mlp_head and depth is not None:
             raise ConfigError(
                 f"config key 'variants.{name}.train.head_depth': "
                 f"{headless_error(variant['method'], depth)}"
@@ -470,7 +421,7 @@ def _check_recipe(config: dict[str, Any]) -> None:
         named += list(study.get("methods", []))
     named += list((config.get("mvtec") or {}).get("methods") or [])
     for method in dict.fromkeys(named):
-        if method not in TRAINED_METHODS:
+        if not is_trained(method):
             continue
         deviations = recipe_deviations(method, config["train"])
         if deviations:

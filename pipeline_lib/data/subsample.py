@@ -70,9 +70,8 @@ def prepare_dataset(
 ) -> ImageDataset:
     """A config's data set as its jobs see it: read with its options, then subsampled.
 
-    The one recipe of the ``prepare_dataset`` rule and of ``benchmarks/direct_run.py``, so
-    the two cannot drift apart. ``settings`` is one entry of the config's ``datasets``
-    (``options``, ``max_train_per_class``, ``max_test_per_class``).
+    The ``prepare_dataset`` rule's recipe in one function. ``settings`` is one entry of the
+    config's ``datasets`` (``options``, ``max_train_per_class``, ``max_test_per_class``).
     """
     dataset = load_dataset(name, root=root, download=download, **settings.get("options", {}))
     return subsample_dataset(

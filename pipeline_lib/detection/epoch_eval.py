@@ -26,7 +26,7 @@ from pipeline_lib.data import ImageDataset
 from pipeline_lib.data.split import OneClassSplit
 from pipeline_lib.detection.runner import run_detection, run_rotation_detection
 from pipeline_lib.models.proxy import ProxyModel
-from pipeline_lib.registry import DETECTORS, ROTATION_DETECTORS, ROTATION_METHODS
+from pipeline_lib.registry import DETECTORS, ROTATION_DETECTORS, method_spec
 from pipeline_lib.ssl.jobs import embed_trained
 
 #: The figure of ``train.eval_every`` (:func:`pipeline_lib.paper.plots.plot_eval_curves`)
@@ -87,9 +87,8 @@ def epoch_evaluator(
     unknown = sorted(set(detectors) - set(DETECTORS))
     if unknown:
         raise ValueError(f"unknown detectors {unknown}; allowed: {', '.join(DETECTORS)}")
-    rotation = (
-        list(ROTATION_DETECTORS) if rotation_classifier and method in ROTATION_METHODS else []
-    )
+    scored = rotation_classifier and method_spec(method).rotation_classifier
+    rotation = list(ROTATION_DETECTORS) if scored else []
     if not detectors and not rotation:
         raise ValueError(f"no detector to evaluate {method} with: configure at least one")
     parameters = {name: dict(params or {}) for name, params in detectors.items()}

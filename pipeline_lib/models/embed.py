@@ -148,11 +148,10 @@ def embed_frozen(
 ) -> dict[str, np.ndarray]:
     """Build a frozen representation and embed a whole data set with it.
 
-    One call for the workflow's ``embed_frozen_dataset`` job and
-    ``benchmarks/direct_run.py``, so both build ``resnet50_imagenet`` alike: the weights
-    path is environment-like (``$DROC_IMAGENET_WEIGHTS``, exported from the config by
-    :func:`pipeline_lib.config.validate.export_data_settings`), and the input side is passed only
-    when set, so the other frozen methods keep their own defaults.
+    The workflow's ``embed_frozen_dataset`` job in one call. The weights path of
+    ``resnet50_imagenet`` is environment-like (``$DROC_IMAGENET_WEIGHTS``, exported from the
+    config by :func:`pipeline_lib.config.validate.export_data_settings`), and the input side is
+    passed only when set, so the other frozen methods keep their own defaults.
 
     Parameters
     ----------

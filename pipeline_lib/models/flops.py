@@ -17,20 +17,9 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from pipeline_lib.models.proxy import build_proxy_model
+from pipeline_lib.registry import method_spec
 
-__all__ = ["VIEWS_PER_INSTANCE", "forward_flops_per_view", "training_tflops"]
-
-#: Views per training instance as the trainer builds them: the 4 rotations (RotNet,
-#: rotation prediction), 1 corrupted image (denoising), 2 augmented views (contrastive, and
-#: contrastive DA under its default ``expanded`` batching, where every rotated copy is an
-#: instance of its own).
-VIEWS_PER_INSTANCE: dict[str, int] = {
-    "rotnet": 4,
-    "rotation": 4,
-    "denoising": 1,
-    "contrastive": 2,
-    "contrastive_da": 2,
-}
+__all__ = ["forward_flops_per_view", "training_tflops"]
 
 
 @functools.cache
@@ -46,13 +35,18 @@ def forward_flops_per_view(
         if not backbone_only:
             head = model.head(features) if model.head is not None else features
             if model.proxy is not None:  # the rotation classifier reads g, the decoder f
-                model.proxy(head if method in ("rotnet", "rotation") else features)
+                model.proxy(head if method_spec(method).rotation_classifier else features)
     return int(counter.get_total_flops())
 
 
 def training_tflops(
     method: str, *, width: int, instances_per_s: float, image_size: int = 32
 ) -> float:
-    """Model TFLOP/s of training ``method`` at ``instances_per_s`` training instances/s."""
+    """Model TFLOP/s of training ``method`` at ``instances_per_s`` training instances/s.
+
+    Each instance is :attr:`~pipeline_lib.registry.MethodSpec.views_per_instance` views
+    through the network (4 rotations, 1 corrupted image, 2 augmented views).
+    """
+    views = method_spec(method).views_per_instance
     per_instance = 3 * forward_flops_per_view(method, width=width, image_size=image_size)
-    return per_instance * VIEWS_PER_INSTANCE[method] * instances_per_s / 1e12
+    return per_instance * views * instances_per_s / 1e12

@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pipeline_lib.registry import MLP_HEAD_DEPTH
+
 
 class HeadBatchNorm(nn.BatchNorm1d):
     """The head's BatchNorm: moving variance towards the *biased* batch variance.
@@ -121,7 +123,7 @@ def mlp_head(
 
 
 def contrastive_head(
-    in_dim: int, *, depth: int = 8, hidden: int = 512, out_dim: int = 128
+    in_dim: int, *, depth: int = MLP_HEAD_DEPTH, hidden: int = 512, out_dim: int = 128
 ) -> nn.Module:
     """Contrastive projection ``[hidden x depth, out_dim]``: the released ``get_head``.
 
@@ -131,7 +133,7 @@ def contrastive_head(
     return mlp_head(in_dim, depth=depth, hidden=hidden, out_dim=out_dim, out_bias=False)
 
 
-def rotation_head(in_dim: int, *, depth: int = 8, hidden: int = 512) -> nn.Module:
+def rotation_head(in_dim: int, *, depth: int = MLP_HEAD_DEPTH, hidden: int = 512) -> nn.Module:
     """Rotation-prediction MLP of the released code: ``--head_dims`` of ``depth`` entries.
 
     ``depth - 1`` hidden layers, then ``Linear(hidden)`` with a bias (the ``embeds`` of a

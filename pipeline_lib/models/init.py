@@ -18,7 +18,7 @@ transposed convolutions get the convolution rule with ``fan_out`` as both framew
 it for a transposed kernel (``in_channels * kh * kw``: Keras' kernel is ``(kh, kw, out,
 in)``, torch's ``(in, out, kh, kw)``), and a zero bias; its Linear layer the Dense rule.
 
-``torch`` is the project's former initialisation: torchvision's ResNet rule for the
+``torch`` (a variant) is torch's own initialisation: torchvision's ResNet rule for the
 backbone's convolutions (Kaiming normal, fan-out, not truncated; BatchNorm 1 and 0) and
 torch's layer defaults for every other layer (``kaiming_uniform_(a=sqrt(5))`` weights and
 ``U(+-1/sqrt(fan_in))`` biases for Linear and transposed convolutions).

@@ -9,6 +9,7 @@ top of the representation and is not part of the features: the 4-way rotation cl
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -16,13 +17,14 @@ from torch import nn
 
 from pipeline_lib.models.heads import Decoder, contrastive_head, head_output_dim, rotation_head
 from pipeline_lib.models.init import check_init, released_init_
-from pipeline_lib.models.representation import TRAINED_METHODS, Representation
+from pipeline_lib.models.representation import Representation
 from pipeline_lib.models.resnet import resnet18_small
 from pipeline_lib.registry import (
-    DEFAULT_HEAD_DEPTH,
     DENOISING_DECODERS,
     DENOISING_TARGETS,
-    HEADLESS_METHODS,
+    is_trained,
+    method_ids,
+    method_spec,
 )
 
 
@@ -55,25 +57,55 @@ class ProxyModel(Representation):
         self.arch = dict(arch)
 
 
-def _denoising_decoder(
-    f_dim: int, *, image_size: int, width: int, target: str, decoder: str
-) -> Decoder:
-    """The denoising decoder of ``target`` and ``decoder`` (both checked first)."""
-    if target not in DENOISING_TARGETS:
+Heads = tuple[nn.Module | None, nn.Module | None, dict[str, Any]]
+
+
+def _projection(f_dim: int, sizes: Mapping[str, Any]) -> Heads:
+    """The contrastive projection ``g`` and no proxy module (the loss reads ``g``)."""
+    depth, hidden, out = sizes["head_depth"], sizes["head_hidden"], sizes["proj_dim"]
+    return contrastive_head(f_dim, depth=depth, hidden=hidden, out_dim=out), None, {}
+
+
+def _rotation_classifier(f_dim: int, sizes: Mapping[str, Any]) -> Heads:
+    """The rotation MLP ``g`` (the identity at depth 0) and the 4-way classifier on it."""
+    head = rotation_head(f_dim, depth=sizes["head_depth"], hidden=sizes["head_hidden"])
+    return head, nn.Linear(head_output_dim(head, f_dim), 4), {}
+
+
+def _decoder(f_dim: int, sizes: Mapping[str, Any]) -> Heads:
+    """No ``g`` and the denoising decoder of ``denoising_target`` and ``denoising_decoder``
+    (both checked first); both are recorded in the network's ``arch``."""
+    denoising_target, denoising_decoder = sizes["denoising_target"], sizes["denoising_decoder"]
+    if denoising_target not in DENOISING_TARGETS:
         raise ValueError(
-            f"unknown denoising_target {target!r}; allowed: {', '.join(DENOISING_TARGETS)}"
+            f"unknown denoising_target {denoising_target!r}; allowed: "
+            f"{', '.join(DENOISING_TARGETS)}"
         )
-    if decoder not in DENOISING_DECODERS:
+    if denoising_decoder not in DENOISING_DECODERS:
         raise ValueError(
-            f"unknown denoising_decoder {decoder!r}; allowed: {', '.join(DENOISING_DECODERS)}"
+            f"unknown denoising_decoder {denoising_decoder!r}; allowed: "
+            f"{', '.join(DENOISING_DECODERS)}"
         )
-    return Decoder(
+    decoder = Decoder(
         f_dim,
-        image_size=image_size,
-        width=width,
-        sigmoid=target == "pixels",
-        spatial=decoder == "spatial",
+        image_size=sizes["image_size"],
+        width=sizes["width"],
+        sigmoid=denoising_target == "pixels",
+        spatial=denoising_decoder == "spatial",
     )
+    arch = {"denoising_target": denoising_target, "denoising_decoder": denoising_decoder}
+    return None, decoder, arch
+
+
+#: Head kind (:data:`pipeline_lib.registry.HEAD_KINDS`) -> what builds ``g`` and the proxy
+#: module on a backbone of ``f_dim`` features from the network's sizes (its ``arch`` and the
+#: decoder's settings), and the ``arch`` entries they add.
+HEAD_BUILDERS: dict[str, Callable[..., Heads]] = {
+    "projection": _projection,
+    "rotation_mlp": _rotation_classifier,
+    "rotation_linear": _rotation_classifier,
+    "decoder": _decoder,
+}
 
 
 def build_proxy_model(
@@ -91,34 +123,36 @@ def build_proxy_model(
 ) -> ProxyModel:
     """Build the untrained network of a trained method (uses the global torch RNG).
 
+    The backbone, then the heads of the method's head kind
+    (:attr:`~pipeline_lib.registry.MethodSpec.head`, :data:`HEAD_BUILDERS`).
+
     Parameters
     ----------
     method : str
-        One of :data:`~pipeline_lib.models.representation.TRAINED_METHODS`.
+        A trained method of the method table (:mod:`pipeline_lib.registry.methods`).
     width : int, default=64
         First-stage width of the ResNet-18 (``f`` has ``8 * width`` dimensions).
     stem_width : int or None, default=None
         Channels of the ResNet's stem; None: ``width``
         (:class:`~pipeline_lib.models.resnet.SmallImageResNet`). Recorded in ``arch`` only
-        when it differs from ``width``, so the arch of every network with the usual stem is
-        what it was before the setting existed.
+        when it differs from ``width``, so a network with the usual stem has the same arch
+        (and checkpoint fingerprint) whether or not the setting is given.
     head_depth : int or None, default=None
-        Hidden layers of the MLP head; ``None`` uses :data:`DEFAULT_HEAD_DEPTH` (8, or 0).
-        The methods of :data:`~pipeline_lib.registry.HEADLESS_METHODS` (RotNet, denoising)
-        have no head, so any other value raises for them.
+        Hidden layers of the MLP head; ``None`` uses the method's default (8, or 0 without
+        an MLP head, where any other value raises).
     head_hidden : int, default=512
     proj_dim : int, default=128
         Output of the contrastive head.
     image_size : int, default=32
         Side of the (square) training images; used by the denoising decoder.
     denoising_target : {"pixels", "patch_normalized"}, default="pixels"
-        What the denoising decoder reconstructs (:mod:`pipeline_lib.ssl.denoising`): its
-        output ends in a sigmoid only for ``"pixels"``. Recorded in ``arch`` for
-        ``denoising`` only.
+        What the denoising decoder reconstructs (:mod:`pipeline_lib.ssl.tasks.denoising`): its
+        output ends in a sigmoid only for ``"pixels"``. Recorded in ``arch`` for the
+        decoder only.
     denoising_decoder : {"pooled", "spatial"}, default="pooled"
         Whether the decoder reads ``f`` or the feature map before pooling
-        (:class:`~pipeline_lib.models.heads.Decoder`). Recorded in ``arch`` for
-        ``denoising`` only.
+        (:class:`~pipeline_lib.models.heads.Decoder`). Recorded in ``arch`` for the
+        decoder only.
     init : {"released", "torch"}, default="released"
         Initial weights of every layer, backbone, head and proxy module alike
         (:mod:`pipeline_lib.models.init`). Not recorded in ``arch``: a saved model's weights
@@ -133,13 +167,15 @@ def build_proxy_model(
     ValueError
         On an unknown method or init, or a head depth the method does not allow.
     """
-    if method not in TRAINED_METHODS:
+    if not is_trained(method):
         raise ValueError(
-            f"unknown trained representation {method!r}; allowed: {', '.join(TRAINED_METHODS)}"
+            f"unknown trained representation {method!r}; allowed: "
+            f"{', '.join(method_ids(trained=True))}"
         )
+    spec = method_spec(method)
     check_init(init)
-    depth = DEFAULT_HEAD_DEPTH[method] if head_depth is None else int(head_depth)
-    if method in HEADLESS_METHODS and depth != 0:
+    depth = spec.default_head_depth if head_depth is None else int(head_depth)
+    if not spec.has_mlp_head and depth != 0:
         raise ValueError(
             f"{method} has no MLP head (head_depth must be 0 or None), got head_depth={depth}"
         )
@@ -154,26 +190,9 @@ def build_proxy_model(
     if stem_width is not None and stem_width != width:
         arch["stem_width"] = stem_width
     backbone = resnet18_small(width=width, stem_width=stem_width, init=init)
-    f_dim = backbone.feature_dim
-    head: nn.Module | None
-    proxy: nn.Module | None
-    if method in ("rotnet", "rotation"):
-        head = rotation_head(f_dim, depth=depth, hidden=head_hidden)
-        proxy = nn.Linear(head_output_dim(head, f_dim), 4)
-    elif method in ("contrastive", "contrastive_da"):
-        head = contrastive_head(f_dim, depth=depth, hidden=head_hidden, out_dim=proj_dim)
-        proxy = None
-    else:  # denoising
-        proxy = _denoising_decoder(
-            f_dim,
-            image_size=image_size,
-            width=width,
-            target=denoising_target,
-            decoder=denoising_decoder,
-        )
-        arch["denoising_target"] = denoising_target
-        arch["denoising_decoder"] = denoising_decoder
-        head = None
+    decoding = {"denoising_target": denoising_target, "denoising_decoder": denoising_decoder}
+    head, proxy, extra = HEAD_BUILDERS[spec.head](backbone.feature_dim, {**arch, **decoding})
+    arch.update(extra)
     if init == "released":  # the backbone initialised itself; torch's defaults stay otherwise
         for module in (head, proxy):
             if module is not None:
@@ -183,6 +202,7 @@ def build_proxy_model(
 
 def rotation_logits(model: ProxyModel, x: torch.Tensor) -> torch.Tensor:
     """4-way rotation logits ``proxy(g(f(x)))`` of shape ``(n, 4)``."""
-    if model.arch.get("method") not in ("rotnet", "rotation"):
-        raise ValueError(f"model of method {model.arch.get('method')!r} has no rotation classifier")
+    method = model.arch.get("method")
+    if not (is_trained(method) and method_spec(method).rotation_classifier):
+        raise ValueError(f"model of method {method!r} has no rotation classifier")
     return model.proxy(model.head(model.backbone(x)))

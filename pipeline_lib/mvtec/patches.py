@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ from pipeline_lib.mvtec.pixel_intervals import LOCALIZATION_INTERVAL_FIELDS
 from pipeline_lib.mvtec.pro import DEFAULT_MAX_FPR
 from pipeline_lib.registry import ROTATION_DETECTORS
 from pipeline_lib.ssl.rotation import rotation_view_logits, scores_from_rotation_logits
+from pipeline_lib.ssl.settings import DEFAULT_EXECUTION, Execution, TrainSettings
 
 __all__ = [
     "PatchOptions",
@@ -350,20 +352,22 @@ def patch_score_maps(
 
 
 def train_on_patches(
-    method: str,
+    settings: TrainSettings,
     train_images: np.ndarray,
     *,
     per_image: int,
     patch_size: int = PATCH_SIZE,
     seed: int,
-    **training: Any,
+    execution: Execution = DEFAULT_EXECUTION,
+    checkpoint_path: str | os.PathLike | None = None,
+    progress: bool = False,
 ) -> tuple[ProxyModel, list[dict[str, float]]]:
     """Train a representation on ``per_image`` random patches of every training image.
 
     The patches are drawn once (:func:`random_patches` with ``seed``) and form the training
     set of :func:`pipeline_lib.ssl.train.train_representation`, which applies the method's own
-    view augmentations to them every step; ``training`` holds its other keyword arguments
-    (``epochs``, ``batch_size``, ``device``, ``checkpoint_path``, ...).
+    view augmentations to them every step; ``settings``, ``execution``, ``checkpoint_path``
+    and ``progress`` are its own.
 
     Returns
     -------
@@ -375,13 +379,20 @@ def train_on_patches(
     patches = random_patches(train_images, per_image=per_image, patch_size=patch_size, seed=seed)
     log.info(
         "%s: %d training patches of %dx%d from %d images",
-        method,
+        settings.method,
         len(patches),
         patch_size,
         patch_size,
         len(train_images),
     )
-    return train_representation(method, patches, seed=seed, **training)
+    return train_representation(
+        settings,
+        patches,
+        seed=seed,
+        execution=execution,
+        checkpoint_path=checkpoint_path,
+        progress=progress,
+    )
 
 
 def embed_category_patches(
@@ -436,6 +447,33 @@ def embed_category_patches(
     return features
 
 
+def _detector_maps(
+    features: dict[str, np.ndarray],
+    n_test: int,
+    detector: str,
+    detector_params: dict[str, Any] | None,
+    device: torch.device | str | None,
+) -> tuple[np.ndarray, int]:
+    """:func:`score_category`'s score maps ``(n_test, grid, grid)`` and fitted patches."""
+    if detector == "rotation_classifier":
+        if "rotation_anomaly_test" not in features:
+            raise ValueError(
+                "the patch features hold no rotation_anomaly_test: only RotNet / rotation "
+                "models have them, embedded with detect.rotation_classifier on (a feature "
+                "file from before the score became sum_k p(k | rot_k x) holds "
+                "rotation_nll_test instead: delete it to embed again)"
+            )
+        return np.asarray(features["rotation_anomaly_test"], dtype=np.float32), 0
+    params = dict(detector_params or {})
+    accepted = inspect.signature(DETECTORS[detector].__init__).parameters
+    if device is not None and "device" in accepted and "device" not in params:
+        params["device"] = str(device)
+    maps = patch_score_maps(
+        features["f_fit"], features["f_test"], n_images=n_test, detector=detector, **params
+    )
+    return maps, len(features["f_fit"])
+
+
 def score_category(
     category: MVTecCategory,
     features: dict[str, np.ndarray],
@@ -467,25 +505,7 @@ def score_category(
     """
     started = time.perf_counter()
     n_test = len(category.test_images)
-    if detector == "rotation_classifier":
-        if "rotation_anomaly_test" not in features:
-            raise ValueError(
-                "the patch features hold no rotation_anomaly_test: only RotNet / rotation "
-                "models have them, embedded with detect.rotation_classifier on (a feature "
-                "file from before the score became sum_k p(k | rot_k x) holds "
-                "rotation_nll_test instead: delete it to embed again)"
-            )
-        maps = np.asarray(features["rotation_anomaly_test"], dtype=np.float32)
-        n_fit = 0
-    else:
-        params = dict(detector_params or {})
-        accepted = inspect.signature(DETECTORS[detector].__init__).parameters
-        if device is not None and "device" in accepted and "device" not in params:
-            params["device"] = str(device)
-        maps = patch_score_maps(
-            features["f_fit"], features["f_test"], n_images=n_test, detector=detector, **params
-        )
-        n_fit = len(features["f_fit"])
+    maps, n_fit = _detector_maps(features, n_test, detector, detector_params, device)
     score_seconds = time.perf_counter() - started
     metrics = evaluate_score_maps(
         maps,

@@ -21,6 +21,7 @@ A job whose test set holds a single good or defective image has none of them and
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -46,6 +47,7 @@ __all__ = [
     "format_per_category",
     "format_summary",
     "group_summary",
+    "mvtec_result_records",
     "mvtec_results_frame",
     "paper_comparison_notes",
     "per_category_table",
@@ -106,6 +108,19 @@ def mvtec_results_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     frame = frame.drop(columns=["_category", "_method", "_detector"]).reset_index(drop=True)
     ordered = [*RESULT_COLUMNS, *[c for c in frame.columns if c not in RESULT_COLUMNS]]
     return frame[ordered]
+
+
+def mvtec_result_records(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """The jobs of the tidy CSV (``make_mvtec_tables``'s ``results.csv``) as records, each
+    without its missing values: a category without masks has no pixel metrics, and MLflow
+    gets the metrics that were measured, not NaN in their place. Names stay strings (a
+    category called ``007`` is not the number 7)."""
+    names = ("dataset", "inlier", "category", "method", "fitset", "detector")
+    frame = pd.read_csv(path, dtype=dict.fromkeys(names, str))
+    return [
+        {key: value for key, value in record.items() if not pd.isna(value)}
+        for record in frame.to_dict("records")
+    ]
 
 
 def _category_rank(name: str) -> int:

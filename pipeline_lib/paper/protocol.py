@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipeline_lib.data import DATASETS
-from pipeline_lib.registry import PAPER_RECIPE, RECIPE_READERS, TRAINED_METHODS
+from pipeline_lib.registry import PAPER_RECIPE, is_trained, reads_setting
 
 __all__ = [
     "PAPER_PROTOCOL",
@@ -62,11 +62,9 @@ PAPER_TRAIN: Mapping[str, Any] = {
     **PAPER_RECIPE,
 }
 
-_TRAINED = TRAINED_METHODS
-
 
 def _trained(methods: Sequence[str], variants: Mapping[str, Any]) -> bool:
-    return any(m in _TRAINED or m in variants for m in methods)
+    return any(is_trained(m) or m in variants for m in methods)
 
 
 def _read_by_run(key: str, methods: Sequence[str], variants: Mapping[str, Any]) -> bool:
@@ -75,10 +73,10 @@ def _read_by_run(key: str, methods: Sequence[str], variants: Mapping[str, Any]) 
     A recipe switch that no method of the run reads (the denoising input of a RotNet run,
     say) cannot take the run off the paper's recipe.
     """
-    if key not in RECIPE_READERS:
+    if key not in PAPER_RECIPE:
         return True
     bases = {(variants.get(m) or {}).get("method", m) for m in methods}
-    return any(base in RECIPE_READERS[key] for base in bases)
+    return any(reads_setting(base, key) for base in bases)
 
 
 def _class_subset(name: str, classes: Any) -> str | None:

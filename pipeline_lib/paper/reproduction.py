@@ -1,7 +1,7 @@
 """docs/reproduction.md: every full-protocol cell we ran, beside the paper's number.
 
 Reads the runs of ``benchmarks/full_cell.sh`` (``benchmarks/fullcell/*.json``, the
-``results.json`` of ``benchmarks/direct_run.py``), the queue of runs not made yet
+``results.json`` of ``benchmarks/run_record.py``), the queue of runs not made yet
 (``benchmarks/fullcell/pending.yaml``) and, when it exists, the JPEG experiment's
 ``benchmarks/jpeg/summary.json``, and writes one page: a row per score of each cell with the
 paper's mean +- std (from :mod:`pipeline_lib.paper.published`), ours, the verdict of
@@ -34,7 +34,7 @@ import yaml
 from pipeline_lib.paper.protocol import PAPER_PROTOCOL, protocol_differences
 from pipeline_lib.paper.published import display_name, load_published
 from pipeline_lib.paper.verdict import reproduction_verdict
-from pipeline_lib.registry import RECIPE_READERS
+from pipeline_lib.registry import reads_setting
 
 __all__ = [
     "PARITY_END",
@@ -162,7 +162,7 @@ def _recipe_version(config: Mapping[str, Any], method: str) -> list[str]:
     return [
         f"recipe then: {key} {former} (now {key} released)"
         for key, former in SWITCHES_BEFORE.items()
-        if key not in train and method in RECIPE_READERS[key]
+        if key not in train and reads_setting(method, key)
     ]
 
 

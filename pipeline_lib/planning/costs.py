@@ -16,7 +16,6 @@ from pipeline_lib.config.fusing import group_members
 from pipeline_lib.config.grids import base_method
 from pipeline_lib.planning.defaults import (
     DEFAULT_CHECKPOINT_EVERY,
-    DEFAULT_IMAGES_PER_S,
     DEFAULT_JOB_SECONDS,
     DEFAULT_OTHER_SECONDS,
     TRAINING_RULES,
@@ -32,7 +31,7 @@ from pipeline_lib.planning.rate_choice import embedding_rate
 from pipeline_lib.planning.rates import Rate
 from pipeline_lib.planning.sizes import dataset_size, estimated_output_bytes
 from pipeline_lib.planning.training import TableQuery, TrainingSpec, training_rate, training_spec
-from pipeline_lib.registry import ROTATION_METHODS
+from pipeline_lib.registry import RATE_DEVICES, method_spec
 
 
 @dataclass
@@ -124,8 +123,8 @@ def plan_costs(
     RateTableError
         If ``rates`` hold rows of two devices of ``device``'s kind.
     """
-    if device not in DEFAULT_IMAGES_PER_S:
-        raise ValueError(f"device must be one of {sorted(DEFAULT_IMAGES_PER_S)}, got {device!r}")
+    if device not in RATE_DEVICES:
+        raise ValueError(f"device must be one of {sorted(RATE_DEVICES)}, got {device!r}")
     width = int((config.get("embed") or {}).get("width") or 64)
     train = config.get("train") or {}
     table = TableQuery(rates, device, width, train.get("step_mode"), train.get("amp"))
@@ -199,7 +198,7 @@ def _embedding_seconds(
         return None, why
     base = base_method(job.wildcards.get("method", ""), config.get("variants") or {})
     images = size.train_per_class + size.n_test
-    if base in ROTATION_METHODS:
+    if method_spec(base).rotation_classifier:
         images += 4 * size.n_test
     return images / rate, why
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from pipeline_lib.planning.jobs import Job
-from pipeline_lib.registry import TRAINED_METHODS
+from pipeline_lib.registry import is_trained
 
 
 def measured_images_per_s(
@@ -41,7 +41,7 @@ def measured_images_per_s(
             values = [float(epoch["images_per_s"]) for epoch in history]
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if method in TRAINED_METHODS:
+        if is_trained(method):
             rates.setdefault(method, []).extend(value for value in values if value > 0)
     return rates
 

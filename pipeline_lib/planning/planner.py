@@ -35,7 +35,7 @@ own), then projects per rule (:mod:`pipeline_lib.planning.costs`):
      ``train_history.json`` files of that device and width) in its experiment folder,
      ``results/<experiment>/`` (:mod:`pipeline_lib.config.experiment`; ``--directory``
      names another), which holds no other config's runs;
-  4. the documented defaults ``DEFAULT_IMAGES_PER_S`` (:mod:`pipeline_lib.planning.defaults`:
+  4. the methods' fallback rates (:attr:`pipeline_lib.registry.MethodSpec.rates`,
      one job alone, width 64; on CUDA with the graph-captured step, the default there).
 
   Sources 1, 3 and 4 are 32x32 rates: a 64x64 job scales them by pixels, and says so.
@@ -94,7 +94,7 @@ from pipeline_lib.config.grids import merge_datasets, study_grids
 from pipeline_lib.config.validate import validate_config
 from pipeline_lib.planning.best_setting import SettingCost, setting_costs
 from pipeline_lib.planning.costs import RuleCost, plan_costs
-from pipeline_lib.planning.defaults import DEFAULT_IMAGES_PER_S, DEVICE_RULES
+from pipeline_lib.planning.defaults import DEVICE_RULES
 from pipeline_lib.planning.jobs import REPO, PlanError, profile_resources, snakemake_jobs
 from pipeline_lib.planning.rates import Rate, RateTableError, read_rates
 from pipeline_lib.planning.report import (
@@ -103,7 +103,7 @@ from pipeline_lib.planning.report import (
     format_settings,
     format_without_gpu,
 )
-from pipeline_lib.registry import TRAINED_METHODS
+from pipeline_lib.registry import RATE_DEVICES, is_trained, method_ids
 
 #: The schema the Snakefile validates a config with (defaults filled, studies merged).
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
@@ -220,10 +220,10 @@ def _parse_rates(values: Sequence[str]) -> dict[str, float]:
     rates = {}
     for value in values:
         method, _, rate = value.partition("=")
-        if method not in TRAINED_METHODS or not rate:
+        if not is_trained(method) or not rate:
+            trained = ", ".join(method_ids(trained=True))
             raise argparse.ArgumentTypeError(
-                f"--images-per-s takes METHOD=RATE with METHOD in {', '.join(TRAINED_METHODS)}; "
-                f"got {value!r}"
+                f"--images-per-s takes METHOD=RATE with METHOD in {trained}; got {value!r}"
             )
         rates[method] = float(rate)
     return rates
@@ -249,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the Snakemake profile the sweep runs with (profiles/gpu): its resources decide "
         "which jobs get a GPU",
     )
-    parser.add_argument("--device", choices=sorted(DEFAULT_IMAGES_PER_S), default="cuda")
+    parser.add_argument("--device", choices=sorted(RATE_DEVICES), default="cuda")
     parser.add_argument(
         "--images-per-s", nargs="+", default=[], metavar="METHOD=RATE", help="training rates"
     )

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline_lib.registry import STEP_MODES as TRAIN_STEP_MODES
-from pipeline_lib.registry import TRAINED_METHODS
+from pipeline_lib.registry import method_ids
 
 #: The columns of tables written before rates were medians of repeats (all 32x32 images).
 LEGACY_COLUMNS: tuple[str, ...] = (
@@ -281,7 +281,7 @@ def parse_row(row: dict[str, str], where: str, *, legacy: bool = False) -> Rate:
         device=_field(row, "device", where),
         kind=_choice(row, "kind", where, KINDS),
         width=int(_positive(row, "width", where, int)),
-        method=_choice(row, "method", where, TRAINED_METHODS),
+        method=_choice(row, "method", where, method_ids(trained=True)),
         step_mode=_choice(row, "step_mode", where, STEP_MODES),
         fuse=int(_positive(row, "fuse", where, int)),
         images_per_s_per_model=median,

@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline_lib.config.grids import base_method, variant_train_size, variant_training
-from pipeline_lib.planning.defaults import DEFAULT_IMAGES_PER_S
+from pipeline_lib.planning.defaults import default_images_per_s
 from pipeline_lib.planning.measured import median
 from pipeline_lib.planning.rate_choice import Choice, choose_rate, size_label
 from pipeline_lib.planning.rates import STEP_MODES, Overheads, Rate
 from pipeline_lib.registry import (
     CAPTURED_STEP_MODES,
-    TRAINED_METHODS,
     instances_per_image,
+    is_trained,
     training_arguments,
 )
 
@@ -59,7 +59,7 @@ def training_spec(name: str, config: Mapping[str, Any]) -> TrainingSpec | None:
     """
     variants = config.get("variants") or {}
     base = base_method(name, variants)
-    if base not in TRAINED_METHODS:
+    if not is_trained(base):
         return None
     arguments = training_arguments(
         base, variant_training(name, config.get("train") or {}, variants)
@@ -219,7 +219,7 @@ def training_rate(
             if found is not None:
                 return found, [why]
             sources.append(why)
-        default = DEFAULT_IMAGES_PER_S[device][method]
+        default = default_images_per_s(device, method)
         if measured.get(method):
             rate, source = median(measured[method]), "rate measured"
         elif default is not None:

@@ -16,16 +16,15 @@ the same content; both only read
 
 from __future__ import annotations
 
-import html
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from pipeline_lib.site.render import Link, render_html, render_markdown
 from pipeline_lib.site.sections import Section
 from pipeline_lib.studies.contract import STAT_COLUMNS, StudyResult
 from pipeline_lib.studies.files import COMPARISONS_SUFFIX
@@ -53,23 +52,6 @@ RANKED_COLUMNS: tuple[str, ...] = (
 
 _TABLE_SUFFIXES = (".md", ".html", ".csv", ".tex")
 _DECIMALS = {"AUC": 1, "r": 3, "train images": 0}
-_STYLE = (
-    "body{font-family:system-ui,sans-serif;margin:2em;max-width:80em}"
-    "table{border-collapse:collapse;font-size:0.9em;margin-bottom:1em}"
-    "th,td{border:1px solid #ccc;padding:0.3em 0.6em;text-align:left}"
-    "th{background:#f3f3f3}img{max-width:100%;margin:0.5em 0}.missing{color:#b00}"
-    "figcaption{font-size:0.9em;color:#444;max-width:60em}"
-)
-
-
-@dataclass(frozen=True)
-class _Link:
-    text: str
-    href: str
-
-
-# A cell is a str, a link, or a sequence of them (joined by " · ").
-_Cell = str | _Link | Sequence[str | _Link]
 
 
 def ranked_deviations(studies: Mapping[str, StudyResult | None]) -> pd.DataFrame:
@@ -202,31 +184,31 @@ def _linked_cells(table: pd.DataFrame, links: Mapping[tuple[str, str, str], str]
         for column in table.columns:
             href = links.get((row["Representation"], row["Detector"], column))
             if href is not None:
-                out.at[index, column] = _Link(str(row[column]), href)
+                out.at[index, column] = Link(str(row[column]), href)
     return out
 
 
-def _table_links(name: str, paths: Sequence[Path], relative_to: Path | None) -> list[_Link]:
+def _table_links(name: str, paths: Sequence[Path], relative_to: Path | None) -> list[Link]:
     """Links to a study's tables (by suffix), then to its paired tests where written."""
     paths = [Path(p) for p in paths]
     tables = [
-        _Link(p.suffix.lstrip("."), _href(p, relative_to))
+        Link(p.suffix.lstrip("."), _href(p, relative_to))
         for suffix in _TABLE_SUFFIXES
         for p in paths
         if p.suffix == suffix and not p.stem.endswith(("_deviations", COMPARISONS_SUFFIX))
     ]
     # the paired Wilcoxon tests between the study's rows, where written
     return tables + [
-        _Link("paired tests", _href(p, relative_to))
+        Link("paired tests", _href(p, relative_to))
         for p in paths
         if p.stem.endswith(COMPARISONS_SUFFIX) and p.suffix == ".md"
     ]
 
 
-def _figure_links(name: str, paths: Sequence[Path], relative_to: Path | None) -> list[_Link]:
+def _figure_links(name: str, paths: Sequence[Path], relative_to: Path | None) -> list[Link]:
     """Links to a study's figures, named by their file stem without the study prefix."""
     paths = [Path(p) for p in paths if Path(p).suffix == ".png"]
-    return [_Link(p.stem.removeprefix(f"{name}_"), _href(p, relative_to)) for p in paths]
+    return [Link(p.stem.removeprefix(f"{name}_"), _href(p, relative_to)) for p in paths]
 
 
 def _opening_blocks(
@@ -259,7 +241,7 @@ def _main_table_blocks(main: Mapping[str, Any], relative_to: Path | None) -> lis
     blocks += [("p", line) for line in main.get("protocol", [])]
     blocks.append(("table", _linked_cells(main["table"], main.get("run_links") or {})))
     files = [
-        _Link(Path(path).suffix.lstrip("."), _href(path, relative_to))
+        Link(Path(path).suffix.lstrip("."), _href(path, relative_to))
         for path in main.get("links", [])
     ]
     if files:
@@ -285,7 +267,7 @@ def _section_blocks(section: Section, relative_to: Path | None) -> list[tuple]:
         if table.caption:
             blocks.append(("p", table.caption))
         blocks.append(("table", table.table))
-        files = [_Link(Path(p).suffix.lstrip("."), _href(p, relative_to)) for p in table.files]
+        files = [Link(Path(p).suffix.lstrip("."), _href(p, relative_to)) for p in table.files]
         if files:
             blocks.append(("list", [["Files: ", *files]]))
         if table.notes:
@@ -297,7 +279,7 @@ def _section_blocks(section: Section, relative_to: Path | None) -> list[tuple]:
             (
                 "list",
                 [
-                    [f"{label}: ", _Link(Path(p).name, _href(p, relative_to))]
+                    [f"{label}: ", Link(Path(p).name, _href(p, relative_to))]
                     for label, p in section.files
                 ],
             )
@@ -447,8 +429,8 @@ def _blocks(
     links: Mapping[str, Sequence[Path]],
     *,
     title: str,
-    relative_to: Path | None,
-    top: int | None,
+    relative_to: Path | None = None,
+    top: int | None = None,
     main: Mapping[str, Any] | None = None,
     sections: Sequence[Section] = (),
 ) -> list[tuple]:
@@ -464,87 +446,6 @@ def _blocks(
     blocks += _missing_blocks(studies)
     blocks += _detail_blocks(studies, links, relative_to)
     return blocks
-
-
-def _md_cell(cell: _Cell) -> str:
-    if isinstance(cell, _Link):
-        return f"[{cell.text}]({cell.href})"
-    if isinstance(cell, str):
-        return cell.replace("|", "\\|").replace("\n", " ")
-    parts = [_md_cell(part) for part in cell]
-    if parts and isinstance(cell[0], str) and cell[0].endswith(": "):
-        return parts[0] + " · ".join(parts[1:])  # "Table: md · html · csv · tex"
-    return " · ".join(parts)
-
-
-def _html_cell(cell: _Cell) -> str:
-    if isinstance(cell, _Link):
-        return f'<a href="{html.escape(cell.href, quote=True)}">{html.escape(cell.text)}</a>'
-    if isinstance(cell, str):
-        text = html.escape(cell)
-        return f'<span class="missing">{text}</span>' if "missing" in cell else text
-    parts = [_html_cell(part) for part in cell]
-    if cell and isinstance(cell[0], str) and cell[0].endswith(": "):
-        # a label, then its links: separated, or a browser shows "mdhtmlcsvtex"
-        return parts[0] + " · ".join(parts[1:])
-    return " · ".join(parts)
-
-
-def _render_markdown(blocks: list[tuple]) -> str:
-    out: list[str] = []
-    for block in blocks:
-        kind = block[0]
-        if kind == "h":
-            out.append(f"{'#' * block[1]} {block[2]}\n")
-        elif kind == "p":
-            out.append(f"{block[1]}\n")
-        elif kind == "list":
-            out.append("\n".join(f"- {_md_cell(item)}" for item in block[1]) + "\n")
-        elif kind == "img":
-            out.append(f"![{block[1]}]({block[2]})\n")
-        elif kind == "table":
-            frame: pd.DataFrame = block[1]
-            lines = [
-                "| " + " | ".join(str(c) for c in frame.columns) + " |",
-                "|" + "|".join("---" for _ in frame.columns) + "|",
-            ]
-            for row in frame.itertuples(index=False):
-                lines.append("| " + " | ".join(_md_cell(c) for c in row) + " |")
-            out.append("\n".join(lines) + "\n")
-    return "\n".join(out)
-
-
-def _render_html(blocks: list[tuple], title: str) -> str:
-    body: list[str] = []
-    for block in blocks:
-        kind = block[0]
-        if kind == "h":
-            body.append(f"<h{block[1]}>{html.escape(block[2])}</h{block[1]}>")
-        elif kind == "p":
-            body.append(f"<p>{html.escape(block[1])}</p>")
-        elif kind == "list":
-            items = "".join(f"<li>{_html_cell(item)}</li>" for item in block[1])
-            body.append(f"<ul>{items}</ul>")
-        elif kind == "img":
-            body.append(
-                f'<figure><img src="{html.escape(block[2], quote=True)}" '
-                f'alt="{html.escape(block[1], quote=True)}"><figcaption>'
-                f"{html.escape(block[1])}</figcaption></figure>"
-            )
-        elif kind == "table":
-            frame = block[1]
-            head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
-            rows = "".join(
-                "<tr>" + "".join(f"<td>{_html_cell(c)}</td>" for c in row) + "</tr>"
-                for row in frame.itertuples(index=False)
-            )
-            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
-    return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f"<title>{html.escape(title)}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n"
-        + "\n".join(body)
-        + "\n</body>\n</html>\n"
-    )
 
 
 def build_summary(
@@ -598,16 +499,17 @@ def build_summary(
         the main table, the sections, the studies' overview, ranked deviations, missing
         results, then each study's protocol line, links, notes and figures.
     """
-    blocks = _blocks(
-        studies,
-        links,
-        title=title,
-        relative_to=relative_to,
-        top=top,
-        main=main,
-        sections=sections,
+    return render_markdown(
+        _blocks(
+            studies,
+            links,
+            title=title,
+            relative_to=relative_to,
+            top=top,
+            main=main,
+            sections=sections,
+        )
     )
-    return _render_markdown(blocks)
 
 
 def summary_html(
@@ -615,19 +517,8 @@ def summary_html(
     links: Mapping[str, list[Path]],
     *,
     title: str = "droc-bench: the paper's studies beside its published numbers",
-    relative_to: Path | None = None,
-    top: int | None = None,
-    main: Mapping[str, Any] | None = None,
-    sections: Sequence[Section] = (),
+    **options: Any,
 ) -> str:
-    """The summary page as a standalone HTML document (same content as :func:`build_summary`)."""
-    blocks = _blocks(
-        studies,
-        links,
-        title=title,
-        relative_to=relative_to,
-        top=top,
-        main=main,
-        sections=sections,
-    )
-    return _render_html(blocks, title)
+    """The summary page as a standalone HTML document: :func:`build_summary`'s content, with
+    its keywords (``relative_to``, ``top``, ``main``, ``sections``)."""
+    return render_html(_blocks(studies, links, title=title, **options), title)

@@ -25,7 +25,7 @@ The view pipeline (:class:`ViewAugment`) follows the released code's
 Where torch cannot be identical: the random numbers (TF's stateful RNG streams cannot be
 reproduced), the order permutation of each view stream (drawn from the run's seed instead of
 Python's ``random`` state at trace time), and float rounding of the resampling and HSV
-arithmetic. ``jitter="torchvision"`` selects the jitter this project used before (a named
+arithmetic. ``jitter="torchvision"`` selects torchvision-style factors instead (a named
 variant, :func:`~pipeline_lib.ssl.color_ops.affine_color_jitter`).
 
 Geometric transforms for rotation prediction and distribution augmentation are exact pixel

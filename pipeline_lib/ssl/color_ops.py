@@ -22,9 +22,9 @@ Two colour jitters live here:
     view stream from the run's seed.
 
 ``torchvision`` (:func:`affine_color_jitter`, a named variant)
-    The jitter this project used before it matched the released code: brightness, contrast
-    and saturation as torchvision's factors, hue as a YIQ chroma rotation, a random order
-    per image and a clamp to [0, 1] after every operation.
+    Not the released code's: brightness, contrast and saturation as torchvision's factors,
+    hue as a YIQ chroma rotation, a random order per image and a clamp to [0, 1] after every
+    operation.
 
 The HSV helpers re-implement TF's C++ kernels; the test suite checks them against the
 worked examples of TF's own documentation and a numpy re-implementation.

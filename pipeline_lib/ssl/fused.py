@@ -80,9 +80,9 @@ from pipeline_lib.ssl.loop import (
     write_checkpoint,
 )
 from pipeline_lib.ssl.run import Run, TrainingState, prepare_run
-from pipeline_lib.ssl.settings import TrainSettings
+from pipeline_lib.ssl.settings import DEFAULT_EXECUTION, Execution, TrainSettings
 from pipeline_lib.ssl.stepper import StaticStep
-from pipeline_lib.ssl.train import EXECUTION_KEYWORDS, RECIPE_KEYWORDS, record_epoch
+from pipeline_lib.ssl.train import record_epoch
 
 __all__ = ["FusedResult", "train_representations_fused"]
 
@@ -90,9 +90,6 @@ log = logging.getLogger(__name__)
 
 #: One model's outcome: its trained model and history, or the error that stopped it.
 FusedResult = tuple[ProxyModel, list[dict[str, float]]] | TrainingDivergedError
-
-#: Recipe keywords that fused training takes as its own arguments (per call, not per model).
-_PER_CALL = ("method", "checkpoint_every", "log_every")
 
 
 def _runs_side_by_side(step_mode: str, members: int) -> bool:
@@ -114,40 +111,6 @@ def _group(
     if _runs_side_by_side(runs[members[0]].step_mode, len(members)):
         return ConcurrentGroup(members, runs, states)
     return StackedGroup(members, runs, states)
-
-
-def _shared_settings(
-    method: str, given: dict[str, Any], *, checkpoint_every: int, log_every: int
-) -> tuple[TrainSettings, dict[str, Any]]:
-    """The models' shared recipe and execution keywords (``device``, ``step_mode``, ``augment``).
-
-    Raises
-    ------
-    TypeError
-        On a keyword :func:`train_representation` does not share here (``seed``,
-        ``checkpoint_path``, ``evaluate``, ...), or a missing ``epochs`` / ``batch_size``.
-    ValueError
-        On a bad setting, or ``amp="float16"``.
-    """
-    recipe = [name for name in RECIPE_KEYWORDS if name not in _PER_CALL]
-    unknown = sorted(set(given) - set(recipe) - set(EXECUTION_KEYWORDS))
-    if unknown:
-        raise TypeError(f"unexpected arguments for fused training: {unknown}")
-    missing = sorted({"epochs", "batch_size"} - set(given))
-    if missing:
-        raise TypeError(f"missing arguments for fused training: {missing}")
-    settings = TrainSettings(
-        method=method,
-        checkpoint_every=checkpoint_every,
-        log_every=log_every,
-        **{name: value for name, value in given.items() if name in recipe},
-    )
-    if settings.amp == "float16":
-        # One GradScaler would skip every model's step when one model's gradients overflow.
-        raise ValueError("fused training supports amp='bfloat16' or None, not 'float16'")
-    execution = {"step_mode": "auto"}
-    execution |= {name: value for name, value in given.items() if name in EXECUTION_KEYWORDS}
-    return settings, execution
 
 
 def _shape_groups(runs: Sequence[Run]) -> list[list[int]]:
@@ -290,50 +253,44 @@ def _train_group(
 
 
 def train_representations_fused(
-    method: str,
+    settings: TrainSettings,
     images_per_model: Sequence[np.ndarray | torch.Tensor],
     *,
     seeds: Sequence[int],
+    execution: Execution = DEFAULT_EXECUTION,
     checkpoint_paths: Sequence[str | os.PathLike | None] | None = None,
-    checkpoint_every: int = 1,
-    log_every: int = 10,
     callback: Callable[[int, dict[str, float]], None] | None = None,
-    **options: Any,
 ) -> list[FusedResult]:
-    """Train K representations of one method together (stacked, or side by side when captured).
+    """Train K representations of one recipe together (stacked, or side by side when captured).
 
-    Model ``k`` is trained as ``train_representation(method, images_per_model[k],
-    seed=seeds[k], checkpoint_path=checkpoint_paths[k], **options)`` would train it: to
-    float32 rounding when stacked (eager), with its own kernels when captured (see the
-    module docstring).
+    Model ``k`` is trained as ``train_representation(settings, images_per_model[k],
+    seed=seeds[k], execution=execution, checkpoint_path=checkpoint_paths[k])`` would train
+    it: to float32 rounding when stacked (eager), with its own kernels when captured (see
+    the module docstring).
 
     Parameters
     ----------
-    method : str
-        One of the trained methods; shared by all models.
+    settings : TrainSettings
+        The recipe every model trains with (``amp="float16"`` is refused: its loss scaling
+        would couple the models).
     images_per_model : sequence of ndarray or Tensor of shape (n_k, h, w, 3), uint8
         Each model's training images. Models step together when they share the image side,
         the batch and the steps per epoch; models that do not are trained in separate
         fused groups, one group after the other.
     seeds : sequence of int
         One per model.
+    execution : Execution, default=DEFAULT_EXECUTION
+        Shared by the models, as for :func:`train_representation`: ``auto`` is ``graph`` on
+        CUDA and ``eager`` elsewhere, ``graph`` off CUDA is an error; under ``graph`` each
+        model's own step is captured once and the models replay side by side on CUDA
+        streams (see the module docstring), and each history record's ``step_mode`` says
+        what ran its epoch.
     checkpoint_paths : sequence of (str or PathLike or None), or None, default=None
         One resumable checkpoint per model, in :func:`train_representation`'s format (a
         separate run can resume a fused run's checkpoint and the other way round).
-    checkpoint_every, log_every : int, default=1, 10
-        As in :func:`train_representation`.
     callback : callable or None, default=None
         Called as ``callback(k, record)`` with model ``k``'s epoch record, after all
         checkpoints of that epoch are written (an exception stops training, as a kill would).
-    **options
-        Every other keyword argument of :func:`train_representation` (``epochs`` and
-        ``batch_size`` are required; ``amp="float16"`` is refused: its loss scaling would
-        couple the models). ``seed``, ``checkpoint_path``, ``callback`` and ``progress``
-        are not accepted. ``step_mode`` (default ``"auto"``) is resolved as there: ``auto``
-        is ``graph`` on CUDA and ``eager`` elsewhere, ``graph`` off CUDA is an error; under
-        ``graph`` each model's own step is captured once and the models replay side by
-        side on CUDA streams (see the module docstring), and each history record's
-        ``step_mode`` says what ran its epoch.
 
     Returns
     -------
@@ -346,9 +303,9 @@ def train_representations_fused(
     Raises
     ------
     ValueError
-        On a bad argument, or if ``seeds`` / ``checkpoint_paths`` do not match the models.
-    TypeError
-        On an unknown or missing keyword argument.
+        On a bad argument, ``amp="float16"``, a method that cannot train fused
+        (:attr:`~pipeline_lib.registry.MethodSpec.fusable`), or if ``seeds`` /
+        ``checkpoint_paths`` do not match the models.
     """
     count = len(images_per_model)
     paths = [None] * count if checkpoint_paths is None else list(checkpoint_paths)
@@ -357,13 +314,15 @@ def train_representations_fused(
             f"need one seed and one checkpoint path per model: {count} models, "
             f"{len(seeds)} seeds, {len(paths)} checkpoint paths"
         )
-    settings, execution = _shared_settings(
-        method, options, checkpoint_every=checkpoint_every, log_every=log_every
-    )
+    if not settings.spec.fusable:
+        raise ValueError(f"{settings.method} cannot train fused: train its models one by one")
+    if settings.amp == "float16":
+        # One GradScaler would skip every model's step when one model's gradients overflow.
+        raise ValueError("fused training supports amp='bfloat16' or None, not 'float16'")
     runs: list[Run] = []
     states: list[TrainingState] = []
     for images, seed, path in zip(images_per_model, seeds, paths, strict=True):
-        run, state = prepare_run(settings, images, seed=seed, **execution)
+        run, state = prepare_run(settings, images, seed=seed, execution=execution)
         runs.append(run)
         states.append(resume(run, state, path))
     failed: dict[int, TrainingDivergedError] = {}
@@ -373,8 +332,8 @@ def train_representations_fused(
             runs,
             states,
             paths,
-            checkpoint_every=checkpoint_every,
-            log_every=log_every,
+            checkpoint_every=settings.checkpoint_every,
+            log_every=settings.log_every,
             callback=callback,
         )
     return [

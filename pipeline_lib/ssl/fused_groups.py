@@ -10,16 +10,12 @@ group a set of runs forms, and why (measurements, NaN containment).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
 
 import torch
 from torch import nn
 
-from pipeline_lib.models.proxy import rotation_logits
 from pipeline_lib.models.stacked import (
     stack_inputs,
     stack_models,
@@ -29,72 +25,13 @@ from pipeline_lib.models.stacked import (
     unstack_tensor,
 )
 from pipeline_lib.registry import CAPTURED_STEP_MODES
-from pipeline_lib.ssl.augment import rotation_views
-from pipeline_lib.ssl.contrastive import contrastive_inputs, contrastive_outputs_loss
-from pipeline_lib.ssl.denoising import (
-    decode,
-    denoising_inputs,
-    denoising_target,
-    reconstruction_loss,
-)
 from pipeline_lib.ssl.draws import Draws, StaticDraws
 from pipeline_lib.ssl.loop import run_static_step
-from pipeline_lib.ssl.rotation import rotation_loss
 from pipeline_lib.ssl.run import Run, TrainingState
 from pipeline_lib.ssl.schedule import MOMENTUM_LR, MomentumFormLR
 from pipeline_lib.ssl.stepper import StaticStep
 
 __all__ = ["MAX_SIDE_BY_SIDE", "ConcurrentGroup", "StackedGroup"]
-
-
-@dataclasses.dataclass(frozen=True)
-class _Task:
-    """A proxy task in the three parts its step function composes (see ``_step_function``)."""
-
-    #: ``(uint8 batch, generator or draws) -> (network input, what the loss needs besides it)``
-    inputs: Callable[[torch.Tensor, torch.Generator | Draws], tuple[torch.Tensor, Any]]
-    #: ``(network, input) -> output``; the network may be a stacked one.
-    forward: Callable[[nn.Module, torch.Tensor], torch.Tensor]
-    #: ``(one model's output, what inputs returned besides the input) -> scalar loss``
-    loss: Callable[[torch.Tensor, Any], torch.Tensor]
-
-
-def _contrastive_forward(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    return model.head(model.backbone(x))
-
-
-def _task(method: str, options: dict[str, Any]) -> _Task:
-    """The task of ``method`` with a run's step options (the same as its step function's)."""
-    augment = options["augment"]
-    if method in ("rotnet", "rotation"):
-        return _Task(
-            inputs=lambda batch, generator: rotation_views(batch, augment, generator),
-            forward=rotation_logits,
-            loss=rotation_loss,
-        )
-    if method in ("contrastive", "contrastive_da"):
-        make_views = functools.partial(
-            contrastive_inputs, augment=augment, distributions=options["distributions"]
-        )
-        loss = functools.partial(
-            contrastive_outputs_loss,
-            temperature=options["temperature"],
-            form=options["loss_form"],
-        )
-        return _Task(
-            inputs=lambda batch, generator: (make_views(batch, generator=generator), None),
-            forward=_contrastive_forward,
-            loss=lambda z, _: loss(z),
-        )
-    corrupt = functools.partial(denoising_inputs, noise_std=options["noise_std"], augment=augment)
-    target = functools.partial(
-        denoising_target, target=options["denoising_target"], patch=options["denoising_patch"]
-    )
-    return _Task(
-        inputs=lambda batch, generator: corrupt(batch, generator=generator),
-        forward=decode,
-        loss=lambda reconstruction, clean: reconstruction_loss(reconstruction, target(clean)),
-    )
 
 
 class _Group:
@@ -124,8 +61,8 @@ class StackedGroup(_Group):
         self, members: list[int], runs: Sequence[Run], states: Sequence[TrainingState]
     ) -> None:
         super().__init__(members, runs, states)
-        # Per member: each run has its own view augmentation (its jitter order is seeded).
-        self.tasks = [_task(run.method, run.step_options) for run in self.runs]
+        # Per member: each run's step has its own view augmentation (its seeded jitter order).
+        self.member_steps = [run.step for run in self.runs]
         self.model = stack_models([state.model for state in self.states])
         if self.runs[0].on_cuda:
             self.model = self.model.to(memory_format=torch.channels_last)
@@ -214,15 +151,15 @@ class StackedGroup(_Group):
     ) -> torch.Tensor:
         """The members' losses ``(K,)``; member ``k`` draws from ``sources[k]`` only."""
         prepared = [
-            task.inputs(batch, source)
-            for task, batch, source in zip(self.tasks, batches, sources, strict=True)
+            step.inputs(batch, source)
+            for step, batch, source in zip(self.member_steps, batches, sources, strict=True)
         ]
-        output = self.tasks[0].forward(model, stack_inputs([x for x, _ in prepared]))
+        output = self.member_steps[0].forward(model, stack_inputs([x for x, _ in prepared]))
         outputs = unstack_outputs(output, len(self.members))
         return torch.stack(
             [
-                task.loss(out, extra)
-                for task, out, (_, extra) in zip(self.tasks, outputs, prepared, strict=True)
+                step.loss(out, extra)
+                for step, out, (_, extra) in zip(self.member_steps, outputs, prepared, strict=True)
             ]
         )
 

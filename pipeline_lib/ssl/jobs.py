@@ -1,8 +1,7 @@
 """A trained representation's per-split steps: train it on a split, embed the split with it.
 
-The workflow's ``train_representation`` (or ``train_fused``) and ``embed_trained`` scripts and
-``benchmarks/direct_run.py`` call these same two functions, so the direct runner cannot
-drift from the workflow (it once embedded no clean fit sets). Embedding lives here rather
+The workflow's ``train_representation`` (or ``train_fused``) and ``embed_trained`` scripts
+call these two functions. Embedding lives here rather
 than in :mod:`pipeline_lib.models.embed` because it adds the rotation classifier's scores
 (:mod:`pipeline_lib.ssl.rotation`), and the models stage sits below the ssl stage.
 """
@@ -21,12 +20,12 @@ from pipeline_lib.data.split import OneClassSplit, training_subset
 from pipeline_lib.models.checkpoints import save_representation
 from pipeline_lib.models.embed import embed_split
 from pipeline_lib.models.proxy import ProxyModel
-from pipeline_lib.registry import DRAW_SOURCES, ROTATION_METHODS, training_arguments
+from pipeline_lib.registry import method_spec, training_arguments
 from pipeline_lib.runtime.devices import device_name
 from pipeline_lib.runtime.io import save_json
 from pipeline_lib.ssl.fused import FusedResult, train_representations_fused
 from pipeline_lib.ssl.rotation import rotation_scores
-from pipeline_lib.ssl.settings import TrainSettings
+from pipeline_lib.ssl.settings import Execution, TrainSettings
 from pipeline_lib.ssl.train import train_representation
 
 
@@ -38,12 +37,10 @@ def train_on_split(
     training: Mapping[str, Any],
     train_size: int | None,
     seed: int,
-    device: torch.device | str,
     width: int,
+    execution: Execution,
     checkpoint_path: str | os.PathLike | None = None,
     progress: bool = False,
-    step_mode: str = "auto",
-    draws: str = DRAW_SOURCES[0],
     evaluate: Callable[[ProxyModel], Mapping[str, float]] | None = None,
     eval_every: int = 0,
 ) -> tuple[ProxyModel, list[dict[str, Any]], dict[str, Any]]:
@@ -63,17 +60,15 @@ def train_on_split(
         A data-efficiency variant learns from a seeded subset of this many images (the
         detectors still use every image); None = all of them.
     seed : int
-    device : torch.device or str
     width : int
         Network width.
+    execution : Execution
+        The job's device and ``train.step_mode`` / ``train.draws``
+        (:meth:`~pipeline_lib.ssl.settings.Execution.from_config`; not part of
+        ``arguments``, the recipe).
     checkpoint_path : str or PathLike or None, default=None
         Where training checkpoints (and resumes from).
     progress : bool, default=False
-    step_mode : {"auto", "eager", "graph", "compiled"}, default="auto"
-        ``train.step_mode``: how steps execute (not part of ``arguments``, the recipe).
-    draws : {"host", "device"}, default="host"
-        ``train.draws``: where the steps' random numbers are drawn (not part of
-        ``arguments``; :mod:`pipeline_lib.ssl.draws`).
     evaluate : callable or None, default=None
         The per-epoch diagnostic of :func:`pipeline_lib.ssl.train.train_representation`
         (built by the caller, e.g. :func:`pipeline_lib.detection.epoch_eval.epoch_evaluator`).
@@ -91,17 +86,14 @@ def train_on_split(
     train_index = training_subset(split.train_index, train_size, seed=seed)
     arguments = training_arguments(method, dict(training))
     model, history = train_representation(
-        method,
+        TrainSettings.from_config(method, training, width=width),
         train_images[train_index],
         seed=seed,
-        device=device,
+        execution=execution,
         checkpoint_path=checkpoint_path,
         progress=progress,
-        step_mode=step_mode,
-        draws=draws,
         evaluate=evaluate,
         eval_every=eval_every,
-        settings=TrainSettings.from_config(method, training, width=width),
     )
     return model, history, arguments
 
@@ -114,11 +106,9 @@ def train_on_splits_fused(
     training: Mapping[str, Any],
     train_size: int | None,
     seeds: Sequence[int],
-    device: torch.device | str,
     width: int,
+    execution: Execution,
     checkpoint_paths: Sequence[str | os.PathLike | None] | None = None,
-    step_mode: str = "auto",
-    draws: str = DRAW_SOURCES[0],
 ) -> tuple[list[FusedResult], dict[str, Any]]:
     """Train one model per split as :func:`train_on_split` would, fused into one computation.
 
@@ -131,20 +121,17 @@ def train_on_splits_fused(
 
     Parameters
     ----------
-    method, train_images, training, train_size, device, width
+    method, train_images, training, train_size, width
         As for :func:`train_on_split`.
     splits : sequence of OneClassSplit
         One per model.
     seeds : sequence of int
         One per model: its seed, as its separate job's ``seed``.
+    execution : Execution
+        As for :func:`train_on_split`; under step mode ``graph`` or ``compiled`` each
+        model's step is captured as a CUDA graph and the models replay side by side.
     checkpoint_paths : sequence of (str or PathLike or None), or None, default=None
         One per model.
-    step_mode : {"auto", "eager", "graph", "compiled"}, default="auto"
-        ``train.step_mode``, as for :func:`train_on_split` (not part of ``arguments``); under
-        ``graph`` or ``compiled`` each model's step is captured as a CUDA graph and the
-        models replay side by side.
-    draws : {"host", "device"}, default="host"
-        ``train.draws``, as for :func:`train_on_split`.
 
     Returns
     -------
@@ -162,15 +149,11 @@ def train_on_splits_fused(
         for split, seed in zip(splits, seeds, strict=True)
     ]
     results = train_representations_fused(
-        method,
+        TrainSettings.from_config(method, training, width=width),
         images,
         seeds=list(seeds),
+        execution=execution,
         checkpoint_paths=checkpoint_paths,
-        device=device,
-        width=width,
-        step_mode=step_mode,
-        draws=draws,
-        **arguments,
     )
     return results, arguments
 
@@ -248,7 +231,7 @@ def embed_trained(
     features = embed_split(
         model, dataset, fit_index, batch_size=batch_size, device=device, progress=progress
     )
-    if method in ROTATION_METHODS:
+    if method_spec(method).rotation_classifier:
         scores = rotation_scores(model, dataset.test_images, device=device, batch_size=batch_size)
         features.update({f"{name}_test": values for name, values in scores.items()})
     return features

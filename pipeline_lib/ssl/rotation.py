@@ -1,49 +1,21 @@
-"""Rotation prediction (Gidaris et al.; RotNet of Golan et al. is the depth-0 head variant).
+"""The rotation classifier as a detector: its one-class scores.
 
-Training: four independently augmented views of every image, rotated by 0/90/180/270
-degrees, and cross-entropy of the 4-way classifier ``proxy(g(f(view)))`` against the rotation.
-RotNet's own one-class scores (:func:`rotation_scores`) use that classifier on the
-un-augmented image, in four forms (:func:`scores_from_rotation_logits`; docs/protocol.md).
+A model trained by rotation prediction (:mod:`pipeline_lib.ssl.tasks.rotation`: RotNet and
+``rotation``) scores an image with its classifier on the four rotations of the
+un-augmented image (:func:`rotation_scores`), in four forms
+(:func:`scores_from_rotation_logits`; docs/protocol.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from pipeline_lib.models.proxy import ProxyModel, rotation_logits
-from pipeline_lib.ssl.augment import rotate90, rotation_views, to_unit_float
-from pipeline_lib.ssl.contrastive import at_least_float32
-from pipeline_lib.ssl.draws import Draws
-
-
-def rotation_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of ``(n, 4)`` rotation logits against labels in 0..3 (float32, or
-    float64 for float64 logits)."""
-    if logits.ndim != 2 or logits.shape[1] != 4 or labels.shape != logits.shape[:1]:
-        raise ValueError(
-            f"need logits (n, 4) and labels (n,), got {tuple(logits.shape)}, {tuple(labels.shape)}"
-        )
-    return F.cross_entropy(at_least_float32(logits), labels)
-
-
-def rotation_step(
-    model: ProxyModel,
-    batch: torch.Tensor,
-    *,
-    generator: torch.Generator | Draws,
-    augment: Callable[..., torch.Tensor],
-) -> torch.Tensor:
-    """One rotation-prediction loss on a uint8 batch ``(n, 3, h, w)`` (``4 n`` views).
-
-    Returns the scalar float32 cross-entropy.
-    """
-    views, labels = rotation_views(batch, augment, generator)
-    return rotation_loss(rotation_logits(model, views), labels)
-
+from pipeline_lib.ssl.augment import rotate90, to_unit_float
 
 #: The rotation classifier's scores (higher = more normal), by their feature-file names;
 #: :data:`pipeline_lib.registry.ROTATION_DETECTORS` maps the detector ids onto them.

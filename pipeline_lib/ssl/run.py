@@ -3,9 +3,10 @@
 One module for the single loop (:mod:`pipeline_lib.ssl.train`), the fused loop
 (:mod:`pipeline_lib.ssl.fused`), the tests and the benchmarks, so they all prepare a run the
 same way: :func:`prepare_run` turns :class:`~pipeline_lib.ssl.settings.TrainSettings`, the
-images, a seed and the execution settings (device, step mode, draws) into a :class:`Run`
-(what the run fixes before its first step) and its fresh :class:`TrainingState`. What
-happens in and after each epoch lives in :mod:`pipeline_lib.ssl.loop`.
+images, a seed and an :class:`~pipeline_lib.ssl.settings.Execution` (device, step mode,
+draws) into a :class:`Run` (what the run fixes before its first step) and its fresh
+:class:`TrainingState`. What happens in and after each epoch lives in
+:mod:`pipeline_lib.ssl.loop`.
 
 docs/protocol.md, "Training recipe": ResNet-18 (3x3 stem, no max-pool), SGD with momentum 0.9,
 lr 0.01 with a single cosine decay to 0 and no warm-up (stepped once an epoch, as the
@@ -26,7 +27,7 @@ import dataclasses
 import functools
 import hashlib
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -35,17 +36,15 @@ from torch import nn
 
 from pipeline_lib.models.checkpoints import plain
 from pipeline_lib.models.proxy import ProxyModel, build_proxy_model
-from pipeline_lib.registry import DRAW_SOURCES, INITS
+from pipeline_lib.registry import CAPTURED_STEP_MODES, DRAW_SOURCES, INITS
 from pipeline_lib.runtime.devices import use_deterministic_kernels
 from pipeline_lib.ssl.augment import ViewAugment, distribution_copies
-from pipeline_lib.ssl.contrastive import contrastive_step
-from pipeline_lib.ssl.denoising import denoising_step
 from pipeline_lib.ssl.draws import augment_generator_on
 from pipeline_lib.ssl.order import EpochOrder
-from pipeline_lib.ssl.rotation import rotation_step
 from pipeline_lib.ssl.schedule import MomentumFormLR
-from pipeline_lib.ssl.settings import TrainSettings
+from pipeline_lib.ssl.settings import DEFAULT_EXECUTION, Execution, TrainSettings
 from pipeline_lib.ssl.stepper import resolve_step_mode
+from pipeline_lib.ssl.tasks import ProxyTask, StepParts, task_of
 
 #: torch's optimisers import torch._dynamo (with sympy and half of torch besides) when the
 #: first one is built: about 4 s of CPU in every training job. A warm-worker server
@@ -105,42 +104,6 @@ def _parameter_groups(
     return groups
 
 
-def _step_function(
-    method: str,
-    *,
-    augment: ViewAugment | None,
-    temperature: float,
-    loss_form: str,
-    distributions: Sequence[str],
-    noise_std: float,
-    denoising_target: str,
-    denoising_patch: int,
-) -> Callable[..., torch.Tensor]:
-    if method in ("rotnet", "rotation"):
-        return functools.partial(rotation_step, augment=augment)
-    if method == "contrastive":
-        return functools.partial(
-            contrastive_step, augment=augment, temperature=temperature, form=loss_form
-        )
-    if method == "contrastive_da":
-        # With ``expanded`` batching the copies are already instances of the training set
-        # (``distributions`` is empty here); ``per_image`` makes them inside the step.
-        return functools.partial(
-            contrastive_step,
-            augment=augment,
-            temperature=temperature,
-            form=loss_form,
-            distributions=tuple(distributions),
-        )
-    return functools.partial(
-        denoising_step,
-        noise_std=noise_std,
-        target=denoising_target,
-        patch=denoising_patch,
-        augment=augment,
-    )
-
-
 def _view_augment(seed: int, settings: TrainSettings) -> ViewAugment:
     """The released view augmentation with the recipe's ``view_*`` switches applied."""
     flips_distribution = any("hflip" in name.split("+") for name in settings.distributions)
@@ -170,10 +133,13 @@ class TrainingData:
 
 
 def _training_data(
-    images_uint8: np.ndarray | torch.Tensor, settings: TrainSettings, device: torch.device
+    images_uint8: np.ndarray | torch.Tensor,
+    settings: TrainSettings,
+    task: ProxyTask,
+    device: torch.device,
 ) -> TrainingData:
     """Move the images to the device once (expanded by the DA set if the recipe ``expands``);
-    size the steps by its ``batch_size``."""
+    size the steps by its ``batch_size``. The task checks that the images fit its settings."""
     s = settings
     data = _images_on_device(images_uint8, device)
     n, _, side, _ = data.shape
@@ -182,12 +148,7 @@ def _training_data(
         # Released data/cifar.py: every transformed copy is an instance of the training set.
         data = distribution_copies(data, s.distributions).images
     instances = len(data)
-    if s.method == "denoising" and s.denoising_target == "patch_normalized":
-        if s.denoising_patch < 2 or side % s.denoising_patch:
-            raise ValueError(
-                f"denoising_patch must be >= 2 and divide the image side {side}, "
-                f"got {s.denoising_patch}"
-            )
+    task.check_data(s, side)
     per_step = min(s.batch_size, instances)
     return TrainingData(data, n, side, data_sha1, per_step, instances // per_step)
 
@@ -275,9 +236,11 @@ class Run:
     momentum_form: str
     data: TrainingData
     cosine: Callable[[int], float]
-    step: Callable[..., torch.Tensor]
-    #: ``_step_function``'s keyword arguments (the fused trainer builds its steps from them).
-    step_options: dict[str, Any]
+    #: The proxy task's step bound to the run (:class:`~pipeline_lib.ssl.tasks.StepParts`):
+    #: called as one step, composed part by part by the fused trainer.
+    step: StepParts
+    #: The view augmentation the step draws (None when the method's views are off).
+    augment: ViewAugment | None
     fingerprint: dict[str, Any]
     new_state: Callable[[], TrainingState]
     device: torch.device
@@ -362,7 +325,7 @@ def _fingerprint(
             "epoch_order": s.epoch_order,
             "init": s.init,
             "distributions": list(s.distributions),
-            "da_batching": s.da_batching if s.method == "contrastive_da" else None,
+            "da_batching": s.da_batching if s.spec.reads_setting("da_batching") else None,
             "noise_std": s.noise_std,
             "denoising_patch": s.denoising_patch,
             "augment": dataclasses.asdict(augment) if augment is not None else None,
@@ -409,28 +372,12 @@ def _state_factory(
     )
 
 
-def _step_options(s: TrainSettings, augment: ViewAugment | None) -> dict[str, Any]:
-    """The keyword arguments of the run's step function (:attr:`Run.step_options`)."""
-    return {
-        "augment": augment,
-        "temperature": s.temperature,
-        "loss_form": s.loss_form,
-        "distributions": () if s.expands else s.distributions,
-        "noise_std": s.noise_std,
-        "denoising_target": s.denoising_target,
-        "denoising_patch": s.denoising_patch,
-    }
-
-
 def prepare_run(
     settings: TrainSettings,
     images_uint8: np.ndarray | torch.Tensor,
     *,
     seed: int,
-    device: torch.device | str = "cpu",
-    step_mode: str = "eager",
-    augment: ViewAugment | None = None,
-    draws: str = DRAW_SOURCES[0],
+    execution: Execution = DEFAULT_EXECUTION,
 ) -> tuple[Run, TrainingState]:
     """Load the data and build the run and fresh state of ``settings`` on ``images_uint8``.
 
@@ -439,18 +386,12 @@ def prepare_run(
     settings : TrainSettings
         The recipe (already checked).
     images_uint8 : ndarray or Tensor of shape (n, h, w, 3), uint8
-        Square training images, moved once to ``device``.
+        Square training images, moved once to the execution's device.
     seed : int
         Seeds the initialisation, the epoch order and the augmentations (:func:`stream_seed`).
-    device : torch.device or str, default="cpu"
-    step_mode : {"auto", "eager", "graph", "compiled"}, default="eager"
-        An execution setting (:func:`~pipeline_lib.ssl.stepper.resolve_step_mode`).
-    augment : ViewAugment or None, default=None
-        The view augmentation; None builds the settings' one (none for denoising without
-        views).
-    draws : {"host", "device"}, default="host"
-        An execution setting: where the steps' random numbers are drawn
-        (:mod:`pipeline_lib.ssl.draws`; on the CPU both are the host).
+    execution : Execution, default=DEFAULT_EXECUTION
+        Device, step mode (:func:`~pipeline_lib.ssl.stepper.resolve_step_mode`), where the
+        steps' random numbers are drawn, and optionally the view augmentation.
 
     Returns
     -------
@@ -460,20 +401,26 @@ def prepare_run(
     Raises
     ------
     ValueError
-        On bad images, a denoising patch that does not divide the side, a step mode that
-        cannot run on ``device``, or an unknown ``draws`` (from the fresh state's
-        :func:`~pipeline_lib.ssl.draws.augment_generator_on`).
+        On bad images, images the task's settings do not fit (a denoising patch that does
+        not divide the side), or a step mode that cannot run on the device.
     """
     s = settings
-    if augment is None and (s.method != "denoising" or s.denoising_views):
+    augment, draws = execution.augment, execution.draws
+    if augment is None and s.uses_views:
         augment = _view_augment(seed, s)
-    device = torch.device(device)
+    device = torch.device(execution.device)
     on_cuda = device.type == "cuda"
     use_deterministic_kernels(device)
-    data = _training_data(images_uint8, s, device)
+    task = task_of(s.method)
+    data = _training_data(images_uint8, s, task, device)
     cosine = _cosine_schedule(s.lr_schedule, data.steps_per_epoch, s.epochs * data.steps_per_epoch)
     use_scaler = on_cuda and s.amp == "float16"
-    step_mode = resolve_step_mode(step_mode, device, float16_scaler=use_scaler)
+    requested = execution.step_mode
+    if not s.spec.capturable:  # auto never captures its step; a captured mode is an error
+        if requested in CAPTURED_STEP_MODES:
+            raise ValueError(f"step_mode={requested!r}: the step of {s.method} cannot be captured")
+        requested = "eager"
+    step_mode = resolve_step_mode(requested, device, float16_scaler=use_scaler)
     new_state = _state_factory(
         s,
         seed=seed,
@@ -484,7 +431,6 @@ def prepare_run(
         draws=draws,
     )
     state = new_state()
-    step_options = _step_options(s, augment)
     fingerprint = _fingerprint(
         s, seed=seed, data=data, arch=state.model.arch, augment=augment, device=device
     )
@@ -495,8 +441,8 @@ def prepare_run(
         momentum_form=s.momentum_form,
         data=data,
         cosine=cosine,
-        step=_step_function(s.method, **step_options),
-        step_options=step_options,
+        step=task.step(s, augment),
+        augment=augment,
         fingerprint=fingerprint,
         new_state=new_state,
         device=device,

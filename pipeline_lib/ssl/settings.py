@@ -1,13 +1,12 @@
-"""What one training run learns with, as one frozen, torch-free value: :class:`TrainSettings`.
+"""What one training run learns with, and how it executes, as two frozen, torch-free values.
 
-The settings used to travel as some thirty loose keywords through the trainer, the fused
-trainer and the argument checks; here they are built once, checked in one place and handed
-to the run API (:mod:`pipeline_lib.ssl.run`). The module imports no torch, so the config
-checks and the planner can build and validate settings at parse time.
-
-Execution settings (``step_mode``, ``fuse``, ``eval_every``, ``draws``, the device) are not
-settings of the recipe: they stay out of this class, of job params and of checkpoint
-fingerprints (:data:`pipeline_lib.registry.TRAIN_EXECUTION_SETTINGS`).
+:class:`TrainSettings` is the recipe: built once (from a config's ``train`` section, or by
+hand), checked in one place and handed to the run API (:mod:`pipeline_lib.ssl.run`), the
+single, fused and MVTec trainers alike. :class:`Execution` is how the steps run (device,
+step mode, where random numbers are drawn): not part of the recipe, of job params or of
+checkpoint fingerprints (:data:`pipeline_lib.registry.TRAIN_EXECUTION_SETTINGS`). The module
+imports no torch, so the config checks and the planner can build and validate settings at
+parse time.
 """
 
 from __future__ import annotations
@@ -17,27 +16,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipeline_lib.registry import (
-    DA_BATCHINGS,
-    DEFAULT_DISTRIBUTIONS,
-    DEFAULT_HEAD_DEPTH,
-    DENOISING_DECODERS,
-    DENOISING_TARGETS,
-    DISTRIBUTION_PRIMITIVES,
-    EPOCH_ORDERS,
-    HEADLESS_METHODS,
-    INITS,
-    LOSS_FORMS,
-    LR_SCHEDULES,
-    MOMENTUM_FORMS,
-    PAPER_RECIPE,
-    RENAMED_TRAIN_VALUES,
-    TRAINED_METHODS,
-    VIEW_FLIPS,
-    VIEW_JITTERS,
+    MethodSpec,
+    is_trained,
+    method_ids,
+    method_spec,
+    recipe,
     training_arguments,
 )
 
-__all__ = ["AMP_DTYPES", "TrainSettings"]
+__all__ = ["AMP_DTYPES", "DEFAULT_EXECUTION", "Execution", "TrainSettings"]
 
 #: Autocast dtypes a run may train in on CUDA (``None``: float32).
 AMP_DTYPES: tuple[str, ...] = ("bfloat16", "float16")
@@ -47,17 +34,17 @@ AMP_DTYPES: tuple[str, ...] = ("bfloat16", "float16")
 class TrainSettings:
     """The recipe of one training run: method, budget, optimiser, heads, losses, views.
 
-    Every field is also a keyword of :func:`pipeline_lib.ssl.train.train_representation`,
-    with the same default. The instance is checked when it is made, so whoever holds one
-    holds a valid recipe. ``distributions`` holds the set in use: ``()`` for every method but
-    ``contrastive_da``.
+    The instance is checked when it is made, so whoever holds one holds a valid recipe
+    (:func:`pipeline_lib.ssl.train.train_representation` takes nothing else).
+    ``distributions`` holds the set in use: ``()`` for a method that does not read it
+    (every method but ``contrastive_da``).
 
     Parameters
     ----------
     method : str
-        One of :data:`~pipeline_lib.registry.TRAINED_METHODS`: ``rotnet`` (rotation
-        prediction, linear classifier on ``f``), ``rotation`` (MLP head), ``denoising``,
-        ``contrastive``, ``contrastive_da``.
+        A trained method of the method table (:mod:`pipeline_lib.registry.methods`):
+        ``rotnet`` (rotation prediction, linear classifier on ``f``), ``rotation`` (MLP
+        head), ``denoising``, ``contrastive``, ``contrastive_da``.
     epochs : int
     batch_size : int
         Training instances per step: source images, except for contrastive DA with
@@ -84,12 +71,12 @@ class TrainSettings:
         paper and the released code decay every parameter.
     head_depth : int or None, default=None
         Hidden layers of the MLP head; ``None`` = method default (8, or 0). Must be 0/None
-        for the methods of :data:`~pipeline_lib.registry.HEADLESS_METHODS` (no MLP head).
+        for a method without an MLP head (:attr:`~pipeline_lib.registry.MethodSpec.head`).
     head_hidden, proj_dim : int, default=512, 128
         Hidden width of the head and output of the contrastive head.
     temperature : float, default=0.2
     loss_form : {"released", "same_view", "ntxent"}, default="released"
-        Contrastive loss (see :mod:`pipeline_lib.ssl.contrastive`): the released
+        Contrastive loss (see :mod:`pipeline_lib.ssl.tasks.contrastive`): the released
         one-directional cross-view form (Eq. 2 read with Sohn 2016), or a variant.
     epoch_order : {"released", "permutation"}, default="released"
         How an epoch orders the instances (:mod:`pipeline_lib.ssl.order`): the released input
@@ -99,8 +86,8 @@ class TrainSettings:
         Initial weights of every layer (:mod:`pipeline_lib.models.init`): the released
         Keras initialisers or torch's (a variant).
     distributions : sequence of str, default=("rot90", "rot180", "rot270")
-        Distribution-augmentation set of ``contrastive_da`` (identity always included);
-        ignored by the other methods.
+        Distribution-augmentation set of the methods that read it (``contrastive_da``;
+        identity always included); ``()`` for the others.
     da_batching : {"expanded", "per_image"}, default="expanded"
         ``contrastive_da``: draw each batch from the training set expanded once by the
         distribution set (released code), or take ``batch_size`` images with all their
@@ -154,27 +141,27 @@ class TrainSettings:
     batch_size: int
     lr: float = 0.01
     momentum: float = 0.9
-    momentum_form: str = MOMENTUM_FORMS[0]
+    momentum_form: str = recipe.MOMENTUM_FORMS[0]
     weight_decay: float = 3e-4
     exclude_bn_from_decay: bool = False
     head_depth: int | None = None
     head_hidden: int = 512
     proj_dim: int = 128
     temperature: float = 0.2
-    loss_form: str = LOSS_FORMS[0]
-    distributions: Sequence[str] = DEFAULT_DISTRIBUTIONS
-    da_batching: str = DA_BATCHINGS[0]
-    view_flip: str = VIEW_FLIPS[0]
-    view_jitter: str = VIEW_JITTERS[0]
+    loss_form: str = recipe.LOSS_FORMS[0]
+    distributions: Sequence[str] = recipe.DEFAULT_DISTRIBUTIONS
+    da_batching: str = recipe.DA_BATCHINGS[0]
+    view_flip: str = recipe.VIEW_FLIPS[0]
+    view_jitter: str = recipe.VIEW_JITTERS[0]
     view_blur: bool = False
-    lr_schedule: str = LR_SCHEDULES[0]
-    epoch_order: str = EPOCH_ORDERS[0]
-    init: str = INITS[0]
-    noise_std: float = PAPER_RECIPE["noise_std"]
+    lr_schedule: str = recipe.LR_SCHEDULES[0]
+    epoch_order: str = recipe.EPOCH_ORDERS[0]
+    init: str = recipe.INITS[0]
+    noise_std: float = recipe.PAPER_RECIPE["noise_std"]
     denoising_views: bool = True
-    denoising_target: str = DENOISING_TARGETS[0]
-    denoising_patch: int = 8
-    denoising_decoder: str = DENOISING_DECODERS[0]
+    denoising_target: str = recipe.DENOISING_TARGETS[0]
+    denoising_patch: int = recipe.DENOISING_PATCH
+    denoising_decoder: str = recipe.DENOISING_DECODERS[0]
     width: int = 64
     stem_width: int | None = None
     amp: str | None = "bfloat16"
@@ -183,11 +170,12 @@ class TrainSettings:
 
     def __post_init__(self) -> None:
         self._check()
-        distributions = tuple(self.distributions) if self.method == "contrastive_da" else ()
+        reads = self.spec.reads_setting("distributions")
+        distributions = tuple(self.distributions) if reads else ()
         object.__setattr__(self, "distributions", distributions)
-        if self.method == "contrastive_da":
+        if reads:
             if not distributions:
-                raise ValueError("contrastive_da needs at least one distribution transform")
+                raise ValueError(f"{self.method} needs at least one distribution transform")
             for name in distributions:
                 _check_distribution(name)
 
@@ -203,26 +191,37 @@ class TrainSettings:
         return cls(method=method, **training_arguments(method, dict(training)), **extra)
 
     @property
+    def spec(self) -> MethodSpec:
+        """The method's row of the method table."""
+        return method_spec(self.method)
+
+    @property
     def has_head(self) -> bool:
-        """Whether the method has an MLP head (:data:`~pipeline_lib.registry.HEADLESS_METHODS`)."""
-        return self.method not in HEADLESS_METHODS
+        """Whether the method has an MLP head (:attr:`MethodSpec.has_mlp_head`)."""
+        return self.spec.has_mlp_head
 
     @property
     def default_head_depth(self) -> int:
         """The head depth ``head_depth=None`` stands for (docs/protocol.md, "Heads")."""
-        return DEFAULT_HEAD_DEPTH[self.method]
+        return self.spec.default_head_depth
 
     @property
     def expands(self) -> bool:
         """Whether the training set is expanded once by the distribution set (released DA)."""
-        return self.method == "contrastive_da" and self.da_batching == "expanded"
+        return self.spec.reads_setting("da_batching") and self.da_batching == "expanded"
+
+    @property
+    def uses_views(self) -> bool:
+        """Whether the method draws the view augmentation under these settings."""
+        return self.spec.uses_views({name: getattr(self, name) for name in self.spec.reads})
 
     def _check(self) -> None:
         """Raise ValueError naming the first bad setting, in the order of the keywords."""
         method = self.method
-        if method not in TRAINED_METHODS:
+        if not is_trained(method):
             raise ValueError(
-                f"unknown trained representation {method!r}; allowed: {', '.join(TRAINED_METHODS)}"
+                f"unknown trained representation {method!r}; allowed: "
+                f"{', '.join(method_ids(trained=True))}"
             )
         for name, value in (("epochs", self.epochs), ("batch_size", self.batch_size)):
             if value < 1:
@@ -243,27 +242,27 @@ class TrainSettings:
             raise ValueError(
                 f"amp must be one of {', '.join(AMP_DTYPES)} or None, got {self.amp!r}"
             )
-        if method.startswith("contrastive"):
-            renamed = RENAMED_TRAIN_VALUES["loss_form"]
+        if self.spec.reads_setting("loss_form"):
+            renamed = recipe.RENAMED_TRAIN_VALUES["loss_form"]
             if self.loss_form in renamed:
                 raise ValueError(
                     f"loss_form {self.loss_form!r} was renamed {renamed[self.loss_form]!r} "
-                    f"(same loss); the recipe's is {LOSS_FORMS[0]!r}"
+                    f"(same loss); the recipe's is {recipe.LOSS_FORMS[0]!r}"
                 )
-            if self.loss_form not in LOSS_FORMS:
+            if self.loss_form not in recipe.LOSS_FORMS:
                 raise ValueError(
-                    f"unknown loss_form {self.loss_form!r}; allowed: {', '.join(LOSS_FORMS)}"
+                    f"unknown loss_form {self.loss_form!r}; allowed: {', '.join(recipe.LOSS_FORMS)}"
                 )
-            if self.temperature <= 0:
-                raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if self.spec.reads_setting("temperature") and self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
         for name, value, allowed in (
-            ("da_batching", self.da_batching, DA_BATCHINGS),
-            ("view_flip", self.view_flip, VIEW_FLIPS),
-            ("view_jitter", self.view_jitter, VIEW_JITTERS),
-            ("lr_schedule", self.lr_schedule, LR_SCHEDULES),
-            ("epoch_order", self.epoch_order, EPOCH_ORDERS),
-            ("init", self.init, INITS),
-            ("momentum_form", self.momentum_form, MOMENTUM_FORMS),
+            ("da_batching", self.da_batching, recipe.DA_BATCHINGS),
+            ("view_flip", self.view_flip, recipe.VIEW_FLIPS),
+            ("view_jitter", self.view_jitter, recipe.VIEW_JITTERS),
+            ("lr_schedule", self.lr_schedule, recipe.LR_SCHEDULES),
+            ("epoch_order", self.epoch_order, recipe.EPOCH_ORDERS),
+            ("init", self.init, recipe.INITS),
+            ("momentum_form", self.momentum_form, recipe.MOMENTUM_FORMS),
         ):
             if value not in allowed:
                 raise ValueError(f"unknown {name} {value!r}; allowed: {', '.join(allowed)}")
@@ -272,8 +271,59 @@ class TrainSettings:
 def _check_distribution(name: str) -> None:
     """Raise ValueError unless ``name`` combines known primitives with ``+``."""
     parts = name.split("+")
-    if not name or any(part not in DISTRIBUTION_PRIMITIVES for part in parts):
+    if not name or any(part not in recipe.DISTRIBUTION_PRIMITIVES for part in parts):
         raise ValueError(
             f"unknown distribution transform {name!r}; combine with '+' any of "
-            f"{', '.join(DISTRIBUTION_PRIMITIVES)} (e.g. 'rot90+hflip')"
+            f"{', '.join(recipe.DISTRIBUTION_PRIMITIVES)} (e.g. 'rot90+hflip')"
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class Execution:
+    """How a run's steps execute, apart from what they learn (the same weights either way,
+    up to the step mode's rounding; docs/usage.md).
+
+    Parameters
+    ----------
+    device : torch.device or str, default="cpu"
+    step_mode : {"auto", "eager", "graph", "compiled"}, default="auto"
+        ``train.step_mode`` (:func:`pipeline_lib.ssl.stepper.resolve_step_mode`): ``auto``
+        is ``graph`` on CUDA and ``eager`` elsewhere.
+    draws : {"host", "device"}, default="host"
+        ``train.draws``: where a step's random numbers are drawn
+        (:mod:`pipeline_lib.ssl.draws`; on the CPU both are the host).
+    augment : ViewAugment or None, default=None
+        A view augmentation to use instead of the one the settings describe (tests and
+        benchmarks); None builds the settings' one (none when the method's views are off).
+
+    Raises
+    ------
+    ValueError
+        On an unknown step mode or draw source.
+    """
+
+    device: Any = "cpu"
+    step_mode: str = recipe.STEP_MODES[0]
+    draws: str = recipe.DRAW_SOURCES[0]
+    augment: Any = None
+
+    def __post_init__(self) -> None:
+        if self.step_mode not in recipe.STEP_MODES:
+            raise ValueError(
+                f"unknown step_mode {self.step_mode!r}; allowed: {', '.join(recipe.STEP_MODES)}"
+            )
+        if self.draws not in recipe.DRAW_SOURCES:
+            raise ValueError(
+                f"unknown draws {self.draws!r}; allowed: {', '.join(recipe.DRAW_SOURCES)}"
+            )
+
+    @classmethod
+    def from_config(cls, training: Mapping[str, Any], **extra: Any) -> Execution:
+        """The execution a ``train`` section asks for (its ``step_mode`` and ``draws``,
+        absent: the defaults); ``extra`` adds what the job decides (``device``)."""
+        chosen = {key: training[key] for key in ("step_mode", "draws") if training.get(key)}
+        return cls(**chosen, **extra)
+
+
+#: The CPU, each step as its device allows (``auto``), random numbers drawn on the host.
+DEFAULT_EXECUTION = Execution()

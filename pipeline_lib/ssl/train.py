@@ -1,11 +1,11 @@
 """Self-supervised representation training: one plain epoch loop for every proxy task.
 
-:func:`train_representation` checks the recipe (:class:`~pipeline_lib.ssl.settings.
-TrainSettings`), prepares the run (:mod:`pipeline_lib.ssl.run`) and steps through its epochs
+:func:`train_representation` takes the recipe as one value (:class:`~pipeline_lib.ssl.
+settings.TrainSettings`) and how it executes as another (:class:`~pipeline_lib.ssl.settings.
+Execution`), prepares the run (:mod:`pipeline_lib.ssl.run`) and steps through its epochs
 with the loop API (:mod:`pipeline_lib.ssl.loop`) that the fused trainer
-(:mod:`pipeline_lib.ssl.fused`) shares; this module adds the epoch loop itself, the
-per-epoch evaluation and the keyword helper :func:`prepare_keyword_run` for the tests and
-benchmarks.
+(:mod:`pipeline_lib.ssl.fused`) shares; this module adds the epoch loop itself and the
+per-epoch evaluation.
 
 Execution settings (not part of the recipe, nor of a checkpoint's fingerprint):
 
@@ -41,12 +41,10 @@ training, excluding checkpointing and evaluation), ``seconds``, ``steps``, ``ste
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -54,23 +52,7 @@ import torch
 from tqdm.auto import tqdm
 
 from pipeline_lib.models.proxy import ProxyModel
-from pipeline_lib.registry import (
-    DA_BATCHINGS,
-    DEFAULT_DISTRIBUTIONS,
-    DENOISING_DECODERS,
-    DENOISING_TARGETS,
-    DRAW_SOURCES,
-    EPOCH_ORDERS,
-    INITS,
-    LOSS_FORMS,
-    LR_SCHEDULES,
-    MOMENTUM_FORMS,
-    VIEW_FLIPS,
-    VIEW_JITTERS,
-)
-from pipeline_lib.ssl.augment import ViewAugment
 from pipeline_lib.ssl.compiling import eager_copy, release_network
-from pipeline_lib.ssl.denoising import DEFAULT_NOISE_STD, DEFAULT_TARGET_PATCH
 from pipeline_lib.ssl.loop import (
     TrainingDivergedError,
     checkpoint_due,
@@ -83,38 +65,11 @@ from pipeline_lib.ssl.loop import (
     write_checkpoint,
 )
 from pipeline_lib.ssl.run import Run, TrainingState, prepare_run
-from pipeline_lib.ssl.settings import TrainSettings
+from pipeline_lib.ssl.settings import DEFAULT_EXECUTION, Execution, TrainSettings
 
-__all__ = [
-    "RECIPE_KEYWORDS",
-    "TrainingDivergedError",
-    "prepare_keyword_run",
-    "record_epoch",
-    "train_representation",
-]
+__all__ = ["TrainingDivergedError", "record_epoch", "train_representation"]
 
 log = logging.getLogger(__name__)
-
-#: The keywords of :func:`train_representation` that make up its :class:`TrainSettings`.
-RECIPE_KEYWORDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(TrainSettings))
-
-#: Keywords of :func:`train_representation` that are execution settings: not the recipe.
-EXECUTION_KEYWORDS: tuple[str, ...] = ("augment", "device", "step_mode", "draws")
-
-
-def prepare_keyword_run(
-    method: str, images_uint8: np.ndarray | torch.Tensor, *, seed: int, **options: Any
-) -> tuple[Run, TrainingState]:
-    """A run prepared as :func:`train_representation` prepares it from the same keywords.
-
-    For the tests and benchmarks that drive the epochs themselves; the defaults of
-    :class:`TrainSettings` fill what ``options`` leaves out, ``step_mode`` defaults to
-    ``"auto"`` as there.
-    """
-    execution = {name: options.pop(name) for name in EXECUTION_KEYWORDS if name in options}
-    execution.setdefault("step_mode", "auto")
-    settings = TrainSettings(method=method, **options)
-    return prepare_run(settings, images_uint8, seed=seed, **execution)
 
 
 def _evaluate(
@@ -146,24 +101,6 @@ def _evaluate(
     record["eval_seconds"] = time.perf_counter() - started
 
 
-def _check_no_recipe_keywords(
-    method: str, settings: TrainSettings, given: Mapping[str, Any]
-) -> None:
-    """Raise ValueError if ``settings`` comes with another method or a recipe keyword too."""
-    if method != settings.method:
-        raise ValueError(f"method {method!r} differs from the settings' {settings.method!r}")
-    defaults = inspect.signature(train_representation).parameters
-    given_too = sorted(
-        name
-        for name in RECIPE_KEYWORDS
-        if name != "method" and given[name] is not defaults[name].default
-    )
-    if given_too:
-        raise ValueError(
-            f"pass the recipe either as settings or as keywords, not both: {given_too}"
-        )
-
-
 def record_epoch(
     run: Run,
     state: TrainingState,
@@ -181,19 +118,6 @@ def record_epoch(
     state.epoch = epoch + 1
     log_epoch(run, record, first=first, log_every=log_every)
     return record
-
-
-def _recipe(given: Mapping[str, Any]) -> TrainSettings:
-    """The recipe of :func:`train_representation`'s arguments ``given`` (its ``locals()``)."""
-    if given["eval_every"] < 0:
-        raise ValueError(f"eval_every must be >= 0 (0 = never), got {given['eval_every']}")
-    settings = given["settings"]
-    if settings is None:
-        if given["epochs"] is None or given["batch_size"] is None:
-            raise TypeError("train_representation needs epochs and batch_size (or settings)")
-        return TrainSettings(**{name: given[name] for name in RECIPE_KEYWORDS})
-    _check_no_recipe_keywords(given["method"], settings, given)
-    return settings
 
 
 def _train_epochs(
@@ -247,77 +171,34 @@ def _train_epochs(
 
 
 def train_representation(
-    method: str,
+    settings: TrainSettings,
     images_uint8: np.ndarray | torch.Tensor,
     *,
     seed: int,
-    epochs: int | None = None,
-    batch_size: int | None = None,
-    lr: float = 0.01,
-    momentum: float = 0.9,
-    momentum_form: str = MOMENTUM_FORMS[0],
-    weight_decay: float = 3e-4,
-    exclude_bn_from_decay: bool = False,
-    head_depth: int | None = None,
-    head_hidden: int = 512,
-    proj_dim: int = 128,
-    temperature: float = 0.2,
-    loss_form: str = LOSS_FORMS[0],
-    distributions: Sequence[str] = DEFAULT_DISTRIBUTIONS,
-    da_batching: str = DA_BATCHINGS[0],
-    view_flip: str = VIEW_FLIPS[0],
-    view_jitter: str = VIEW_JITTERS[0],
-    view_blur: bool = False,
-    lr_schedule: str = LR_SCHEDULES[0],
-    epoch_order: str = EPOCH_ORDERS[0],
-    init: str = INITS[0],
-    noise_std: float = DEFAULT_NOISE_STD,
-    denoising_views: bool = True,
-    denoising_target: str = DENOISING_TARGETS[0],
-    denoising_patch: int = DEFAULT_TARGET_PATCH,
-    denoising_decoder: str = DENOISING_DECODERS[0],
-    width: int = 64,
-    stem_width: int | None = None,
-    augment: ViewAugment | None = None,
-    amp: str | None = "bfloat16",
-    device: torch.device | str = "cpu",
-    step_mode: str = "auto",
-    draws: str = DRAW_SOURCES[0],
+    execution: Execution = DEFAULT_EXECUTION,
     checkpoint_path: str | os.PathLike | None = None,
-    checkpoint_every: int = 1,
     progress: bool = False,
-    log_every: int = 10,
     callback: Callable[[dict[str, float]], None] | None = None,
     evaluate: Callable[[ProxyModel], Mapping[str, float]] | None = None,
     eval_every: int = 0,
-    settings: TrainSettings | None = None,
 ) -> tuple[ProxyModel, list[dict[str, float]]]:
     """Train a representation with a self-supervised proxy task.
 
     Parameters
     ----------
-    method : str
-        One of :data:`~pipeline_lib.models.representation.TRAINED_METHODS`.
+    settings : TrainSettings
+        The recipe: method, budget, optimiser, heads, the task's settings, views
+        (:class:`~pipeline_lib.ssl.settings.TrainSettings`), the same for the single, fused
+        and MVTec trainers.
     images_uint8 : ndarray or Tensor of shape (n, h, w, 3), uint8
-        The training images (square), moved once to ``device`` as one uint8 tensor.
+        The training images (square), moved once to the device as one uint8 tensor.
     seed : int
         Seeds the initialisation, the batch order and the augmentations (independent streams).
-    epochs, batch_size, lr, ..., width, stem_width, amp
-        The recipe: the fields of :class:`~pipeline_lib.ssl.settings.TrainSettings`, with
-        the same defaults (its docstring describes each); ``settings`` gives them at once.
-    settings : TrainSettings or None, default=None
-        The recipe as one value instead of its keywords (``method`` must be its method).
-    augment : ViewAugment or None, default=None
-        View augmentation; ``None`` builds one from ``view_flip``, ``view_jitter`` and
-        ``view_blur``; ``denoising`` uses it only with ``denoising_views``.
-    device : torch.device or str, default="cpu"
-    step_mode : {"auto", "eager", "graph", "compiled"}, default="auto"
-    draws : {"host", "device"}, default="host"
+    execution : Execution, default=DEFAULT_EXECUTION
+        How the steps run: device, step mode, where random numbers are drawn, and
+        optionally the view augmentation (:class:`~pipeline_lib.ssl.settings.Execution`).
     checkpoint_path : str or PathLike or None, default=None
-        How a step runs, where its random numbers are drawn (:mod:`pipeline_lib.ssl.draws`),
-        and a resumable checkpoint (module docstring).
-    checkpoint_every, log_every : int, default=1, 10
-        Epochs between checkpoints and INFO log lines (last epoch: both; first: logged).
+        A resumable checkpoint (module docstring).
     progress : bool, default=False
         tqdm bar over epochs.
     callback : callable or None, default=None
@@ -330,7 +211,7 @@ def train_representation(
     Returns
     -------
     model : ProxyModel
-        In inference mode, on ``device``: ``f`` is the pooled backbone feature, ``g`` the
+        In inference mode, on the device: ``f`` is the pooled backbone feature, ``g`` the
         contrastive projection or the rotation MLP's output (``f`` for ``rotnet``; none for
         ``denoising``); the rotation classifier / decoder is ``model.proxy``.
     history : list of dict
@@ -343,16 +224,9 @@ def train_representation(
     TrainingDivergedError
         If a loss or a weight is NaN or infinite (checked every epoch, before its checkpoint).
     """
-    settings = _recipe(locals())
-    run, state = prepare_run(
-        settings,
-        images_uint8,
-        seed=seed,
-        device=device,
-        step_mode=step_mode,
-        augment=augment,
-        draws=draws,
-    )
+    if eval_every < 0:
+        raise ValueError(f"eval_every must be >= 0 (0 = never), got {eval_every}")
+    run, state = prepare_run(settings, images_uint8, seed=seed, execution=execution)
     state = resume(run, state, checkpoint_path)
     _train_epochs(run, state, settings, checkpoint_path, progress, callback, evaluate, eval_every)
     return release_network(state.model).eval(), state.history

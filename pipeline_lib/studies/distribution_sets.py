@@ -36,7 +36,7 @@ import pandas as pd
 
 from pipeline_lib.paper.published import load_published
 from pipeline_lib.paper.published.text_values import text_value
-from pipeline_lib.registry import DEFAULT_DISTRIBUTIONS
+from pipeline_lib.registry import DEFAULT_DISTRIBUTIONS, reads_setting
 from pipeline_lib.studies.display import DATASET_ROW, label
 from pipeline_lib.studies.figures import bar_panel, legend_below, new_figure, ours_bars, palette
 from pipeline_lib.studies.paper import PAPER_TABLE_NUMBERS, published_main
@@ -76,13 +76,15 @@ SUPP_ENSEMBLE_IDS: dict[str, str] = {
 
 
 def _distribution_set(base_method: str, distributions: str) -> frozenset[str] | None:
-    """The augmented distributions of a contrastive variant; None for other methods."""
-    if base_method == "contrastive":
-        return frozenset(d for d in distributions.split(",") if d)
-    if base_method == "contrastive_da":
-        chosen = frozenset(d for d in distributions.split(",") if d)
+    """The augmented distributions of a contrastive row (a method whose task reads the
+    contrastive temperature); None for other methods. A method that reads ``distributions``
+    without naming them trains on the default set; plain contrastive learning on none."""
+    if not reads_setting(base_method, "temperature"):
+        return None
+    chosen = frozenset(d for d in distributions.split(",") if d)
+    if reads_setting(base_method, "distributions"):
         return chosen or frozenset(DEFAULT_DISTRIBUTIONS)
-    return None
+    return chosen
 
 
 def assign_sets(cells: pd.DataFrame, sets: Mapping[str, Sequence[str]]) -> pd.DataFrame:

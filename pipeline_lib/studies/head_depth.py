@@ -6,7 +6,8 @@ the AUC of f rises with depth while g(f) falls. The only published numbers are t
 main-table AUCs of f at the default depth (8).
 
 Options: ``base_methods`` (default: every base method in the grid), ``detector``
-(``"ocsvm"``), ``default_head_depth`` (8: what a NaN ``head_depth`` means), ``decimals``.
+(``"ocsvm"``), ``default_head_depth`` (what a NaN ``head_depth`` means: the MLP heads'
+default, :data:`pipeline_lib.registry.MLP_HEAD_DEPTH`), ``decimals``.
 One-class jobs only (contamination 0, fit set ``train``). The table has one row per
 (dataset, base_method, head_depth, space).
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from pipeline_lib.registry import MLP_HEAD_DEPTH
 from pipeline_lib.studies.display import DATASET_ROW, label, named
 from pipeline_lib.studies.figures import (
     SPACE_NAMES,
@@ -64,7 +66,11 @@ def _figure(table: pd.DataFrame, dataset: str, detector: str):
 SPEC = StudySpec(
     kind="head_depth",
     caption="MLP projection-head depth: AUC of f and of g(f) (Sec. 5.1, Fig. 3c)",
-    defaults={"base_methods": None, "detector": "ocsvm", "default_head_depth": 8.0},
+    defaults={
+        "base_methods": None,
+        "detector": "ocsvm",
+        "default_head_depth": float(MLP_HEAD_DEPTH),
+    },
     select={
         "detector": Opt("detector"),
         "fitset": "train",

@@ -1,10 +1,10 @@
 """MLflow logging: the only module that imports mlflow.
 
-One writer (the ``log_to_mlflow`` rule) logs every job result as a child run and a parent
-summary run per sweep. The result files (in ``results/<experiment>/``) are the source of
-truth: a tracking server that does not answer costs a warning and a few seconds, never a
-failed pipeline. Runs carry a stable key, so logging the same results again creates no
-duplicates.
+One writer (``workflow/scripts/log_to_mlflow.py``, for the image benchmarks and MVTec AD
+alike) logs every job result as a child run and a parent summary run per sweep. The result
+files (in ``results/<experiment>/``) are the source of truth: a tracking server that does not
+answer costs a warning and a few seconds, never a failed pipeline. Runs carry a stable key,
+so logging the same results again creates no duplicates.
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from pipeline_lib.detection.metrics import auroc
 from pipeline_lib.models.checkpoints import save_representation
 from pipeline_lib.mvtec.patches import train_on_patches
 from pipeline_lib.runtime.io import save_npz
+from pipeline_lib.ssl.settings import TrainSettings
 from tests.deploy.conftest import png_bytes
 from tests.mvtec.conftest import write_category
 
@@ -63,15 +64,11 @@ def cell(tmp_path_factory: pytest.TempPathFactory) -> dict:
     )
     save_npz(folder / "category.npz", category_to_arrays(category))
     model, _ = train_on_patches(
-        "rotnet",
+        TrainSettings("rotnet", epochs=1, batch_size=32, width=4),
         category.train_images,
         per_image=16,
         patch_size=PATCH,
         seed=0,
-        epochs=1,
-        batch_size=32,
-        width=4,
-        device="cpu",
     )
     save_representation(folder / "model.pt", model, method="rotnet", config_dict={})
     metrics = package_cell(

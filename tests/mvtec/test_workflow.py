@@ -21,6 +21,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from mlflow.tracking import MlflowClient
 from PIL import Image
 
 from pipeline_lib.data import load_dataset
@@ -35,15 +36,17 @@ from pipeline_lib.models.representation import build_representation
 from pipeline_lib.mvtec.tables import INTERVAL_FIELDS
 from pipeline_lib.paper.published import display_name
 from pipeline_lib.runtime.io import load_npz, save_image_dataset, save_npz
-from pipeline_lib.ssl.train import train_representation
 from tests.deploy.conftest import png_bytes
 from tests.mvtec.conftest import write_category
 from tests.serving import post_json, served_model
+from tests.ssl.tiny_runs import keyword_train
 from tests.workflow.conftest import ONE_THREAD_PER_JOB, REPO, run_snakemake
 
 pytestmark = pytest.mark.workflow
 
 SUMMARY = "summary/mvtec"
+#: The kinds of MLflow run a sweep has (pipeline_lib.tracking.mlflow_store).
+KINDS = ("summary", "training", "job")
 
 
 @pytest.fixture(scope="module")
@@ -150,6 +153,32 @@ def test_tables_and_heat_map_are_written(mvtec_run):
 def test_results_reach_mlflow_features_are_temporary_and_a_rerun_does_nothing(mvtec_run):
     logged = yaml.safe_load((mvtec_run / "mlflow/mvtec_logged.json").read_text())
     assert logged["status"] == "logged" and logged["created"] == 3 + 1  # 3 jobs, 1 training
+    client = MlflowClient(tracking_uri=f"sqlite:///{mvtec_run / 'mlflow/mlflow.db'}")
+    runs = client.search_runs(
+        [logged["experiment_id"]], filter_string=f"tags.`droc.sweep` = '{logged['sweep']}'"
+    )
+    assert {run.data.tags["benchmark"] for run in runs} == {"mvtec"} and len(runs) == 5
+    kinds = {kind: [r for r in runs if r.data.tags["droc.kind"] == kind] for kind in KINDS}
+    (parent,), (training,) = kinds["summary"], kinds["training"]
+    assert logged["sweep"].endswith("-mvtec")
+    assert parent.info.run_name == f"droc-mvtec-tiny-{logged['sweep']}"
+    assert training.info.run_name == "train mvtec/widget/seed0/rotnet"
+    assert {"loss", "lr"} <= set(training.data.metrics)
+    jobs = {run.info.run_name: run for run in kinds["job"]}
+    assert set(jobs) == {
+        f"mvtec/widget/0.0/0/{method}/train/{detector}"
+        for method, detector in [
+            ("resnet18_random", "kde"),
+            ("rotnet", "kde"),
+            ("rotnet", "rotation_classifier"),
+        ]
+    }
+    kde = jobs["mvtec/widget/0.0/0/rotnet/train/kde"]
+    assert kde.data.params["inlier"] == "widget" and kde.data.params["detector"] == "kde"
+    assert {"image_auroc", "pixel_auroc", "aupro", "n_fit"} <= set(kde.data.metrics)
+    artifacts = {item.path for item in client.list_artifacts(parent.info.run_id, "mvtec")}
+    artifacts |= {item.path for item in client.list_artifacts(parent.info.run_id, "heatmaps")}
+    assert {"mvtec/results.csv", "mvtec/summary.md", "heatmaps/widget.png"} <= artifacts
     assert not list((mvtec_run / "mvtec").rglob("patch_features.npz"))
     again = run_snakemake(
         mvtec_run, "--cores", "1", "-n", "--configfile", str(mvtec_run / "config.yaml")
@@ -244,7 +273,7 @@ def _explain_inputs(workdir: Path) -> None:
     folder.mkdir(parents=True)
     save_split(folder / "split.npz", split)
     torch.manual_seed(0)
-    model, _ = train_representation(
+    model, _ = keyword_train(
         "rotnet", dataset.train_images[split.train_index], seed=0, epochs=1, batch_size=16, width=4
     )
     save_representation(folder / "rotnet/model.pt", model, method="rotnet", config_dict={})

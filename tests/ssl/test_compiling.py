@@ -20,11 +20,15 @@ import torch.utils._triton
 
 import pipeline_lib.ssl.compiling as compiling
 from pipeline_lib.models.proxy import build_proxy_model
-from pipeline_lib.ssl.fused import train_representations_fused
 from pipeline_lib.ssl.loop import run_static_step, train_epoch
 from pipeline_lib.ssl.stepper import resolve_step_mode
-from pipeline_lib.ssl.train import prepare_keyword_run, train_representation
-from tests.ssl.tiny_runs import TINY_RUNS, needs_cuda
+from tests.ssl.tiny_runs import (
+    TINY_RUNS,
+    keyword_prepare,
+    keyword_train,
+    keyword_train_fused,
+    needs_cuda,
+)
 
 #: Tiny runs: 4 steps an epoch on 48 images.
 CASES = {name: TINY_RUNS[name] for name in ("rotnet", "contrastive_da")}
@@ -65,7 +69,7 @@ def test_a_compiled_network_trains_through_dynamo_to_the_same_numbers_on_the_cpu
     method, options = CASES[case]
     trained = []
     for compiled in (False, True):
-        run, state = prepare_keyword_run(
+        run, state = keyword_prepare(
             method, images, seed=3, epochs=1, width=8, step_mode="eager", **options
         )
         run = dataclasses.replace(run, step_mode="two_phase")
@@ -135,7 +139,7 @@ def test_compiled_needs_cuda_triton_and_a_c_compiler(monkeypatch) -> None:
 
 def test_compiled_on_the_cpu_fails_before_training(images) -> None:
     with pytest.raises(ValueError, match="step_mode='compiled' needs a CUDA device"):
-        train_representation(
+        keyword_train(
             "rotnet", images, seed=0, epochs=1, batch_size=12, width=4, step_mode="compiled"
         )
 
@@ -143,7 +147,7 @@ def test_compiled_on_the_cpu_fails_before_training(images) -> None:
 def _train(case: str, images: np.ndarray, **overrides):
     method, options = CASES[case]
     kwargs = {"seed": 5, "epochs": 2, "width": 8, "lr": 0.05, "device": "cuda"}
-    return train_representation(method, images, **{**kwargs, **options, **overrides})
+    return keyword_train(method, images, **{**kwargs, **options, **overrides})
 
 
 @needs_cuda
@@ -184,9 +188,9 @@ def test_compiled_runs_side_by_side_are_their_runs_alone_on_cuda(case, images) -
     sets = [images[:24], images[24:], images[::-1][:24].copy()]
     common = {"epochs": 2, "width": 8, "lr": 0.05, "device": "cuda", "step_mode": "compiled"}
     common |= {**options, "batch_size": options["batch_size"] // 2}
-    fused = train_representations_fused(method, sets, seeds=[0, 1, 2], **common)
+    fused = keyword_train_fused(method, sets, seeds=[0, 1, 2], **common)
     for k, images_k in enumerate(sets):
-        alone, _ = train_representation(method, images_k, seed=k, **common)
+        alone, _ = keyword_train(method, images_k, seed=k, **common)
         model, history = fused[k]
         assert [r["step_mode"] for r in history] == ["compiled"] * 2
         _assert_same(_weights(alone), _weights(model))
@@ -202,7 +206,7 @@ def test_compiled_stays_near_the_graph_run_on_cuda(images) -> None:
     That dynamo's traced graphs (and AOTAutograd's) compute exactly the uncompiled step is
     checked on the CPU (``aot_eager`` gives the uncompiled weights bit for bit)."""
     method, options = CASES["rotnet"]
-    _, fresh = prepare_keyword_run(method, images, seed=5, epochs=2, width=8, lr=0.05, **options)
+    _, fresh = keyword_prepare(method, images, seed=5, epochs=2, width=8, lr=0.05, **options)
     initial = _weights(fresh.model)  # the runs' own initial weights (seeded), on the CPU
     graph, _ = _train("rotnet", images, amp=None, step_mode="graph")
     compiled, _ = _train("rotnet", images, amp=None, step_mode="compiled")

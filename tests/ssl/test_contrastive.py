@@ -10,10 +10,11 @@ import torch
 
 from pipeline_lib.models.proxy import build_proxy_model
 from pipeline_lib.ssl.augment import distribution_copies, to_unit_float
-from pipeline_lib.ssl.contrastive import (
+from pipeline_lib.ssl.settings import TrainSettings
+from pipeline_lib.ssl.tasks.contrastive import (
     LOSS_FORMS,
+    TASK,
     contrastive_loss,
-    contrastive_step,
     cross_view_contrastive_loss,
     nt_xent_loss,
     same_view_contrastive_loss,
@@ -148,9 +149,11 @@ def test_da_instances_take_both_views_from_the_same_copy() -> None:
     batch = torch.randint(0, 256, (3, 3, 32, 32), dtype=torch.uint8)
     model = build_proxy_model("contrastive_da", width=8, head_depth=1, head_hidden=16)
     names = ("rot90", "rot180", "rot270")
-    loss = contrastive_step(
-        model, batch, generator=torch.Generator(), augment=spy, distributions=names
+    # per_image batching: the step makes the copies (expanded batching: the data set has).
+    settings = TrainSettings(
+        "contrastive_da", epochs=1, batch_size=3, distributions=names, da_batching="per_image"
     )
+    loss = TASK.step(settings, spy)(model, batch, generator=torch.Generator())
     assert len(seen) == 1  # all views in one batched call
     instances = distribution_copies(batch, names).images
     assert len(instances) == 3 * (1 + 3)
@@ -167,5 +170,6 @@ def test_plain_contrastive_step_uses_the_batch_only() -> None:
 
     batch = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8)
     model = build_proxy_model("contrastive", width=8, head_depth=1, head_hidden=16)
-    contrastive_step(model, batch, generator=torch.Generator(), augment=spy, form="ntxent")
+    settings = TrainSettings("contrastive", epochs=1, batch_size=4, loss_form="ntxent")
+    TASK.step(settings, spy)(model, batch, generator=torch.Generator())
     assert torch.equal(seen[0], torch.cat([batch, batch]))

@@ -6,19 +6,19 @@ import numpy as np
 import pytest
 import torch
 
-import pipeline_lib.ssl.denoising as denoising_module
+import pipeline_lib.ssl.tasks.denoising as denoising_module
 from pipeline_lib.models.proxy import build_proxy_model
 from pipeline_lib.ssl.augment import ViewAugment, to_unit_float
-from pipeline_lib.ssl.denoising import (
+from pipeline_lib.ssl.settings import TrainSettings
+from pipeline_lib.ssl.tasks.denoising import (
     PATCH_STD_EPS,
+    TASK,
     decode,
     denoising_inputs,
-    denoising_step,
     denoising_target,
     normalize_patches,
 )
-from pipeline_lib.ssl.fused import train_representations_fused
-from pipeline_lib.ssl.train import train_representation
+from tests.ssl.tiny_runs import keyword_train, keyword_train_fused
 
 
 def test_every_block_of_every_channel_is_standardised() -> None:
@@ -70,9 +70,9 @@ def test_step_reconstructs_the_chosen_target(target: str) -> None:
     model = build_proxy_model("denoising", width=8, denoising_target=target).eval()
     batch = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8)
     with torch.no_grad():
-        loss = denoising_step(
-            model, batch, generator=torch.Generator().manual_seed(1), target=target
-        )
+        settings = TrainSettings("denoising", epochs=1, batch_size=4, denoising_target=target)
+        step = TASK.step(settings, None)  # no views: the image itself is corrupted
+        loss = step(model, batch, generator=torch.Generator().manual_seed(1))
         noisy = batch.float() / 255 + 0.1 * torch.randn(
             batch.shape, generator=torch.Generator().manual_seed(1)
         )
@@ -86,13 +86,13 @@ def test_step_reconstructs_the_chosen_target(target: str) -> None:
 def test_training_rejects_bad_target_settings(digits64: np.ndarray) -> None:
     common = {"seed": 0, "epochs": 1, "batch_size": 16, "width": 8}
     with pytest.raises(ValueError, match="unknown denoising_target 'edges'"):
-        train_representation("denoising", digits64, denoising_target="edges", **common)
+        keyword_train("denoising", digits64, denoising_target="edges", **common)
     with pytest.raises(ValueError, match="denoising_patch must be >= 2 and divide .* 32, got 6"):
-        train_representation(
+        keyword_train(
             "denoising", digits64, denoising_target="patch_normalized", denoising_patch=6, **common
         )
     # pixel targets (the default) need no block size
-    model, history = train_representation("denoising", digits64, denoising_patch=6, **common)
+    model, history = keyword_train("denoising", digits64, denoising_patch=6, **common)
     assert model.arch["denoising_target"] == "pixels" and np.isfinite(history[0]["loss"])
 
 
@@ -125,9 +125,8 @@ def test_with_views_the_target_is_the_clean_view_not_the_image() -> None:
     noisy, clean = denoising_inputs(batch, generator=generator, augment=_flip_view)
     assert torch.equal(clean, to_unit_float(batch).flip(-1))
     with torch.no_grad():
-        loss = denoising_step(
-            model, batch, generator=torch.Generator().manual_seed(1), augment=_flip_view
-        )
+        step = TASK.step(TrainSettings("denoising", epochs=1, batch_size=4), _flip_view)
+        loss = step(model, batch, generator=torch.Generator().manual_seed(1))
         reconstruction = decode(model, noisy)
         on_view = torch.mean((reconstruction - clean) ** 2)
         on_image = torch.mean((reconstruction - to_unit_float(batch)) ** 2)
@@ -152,14 +151,14 @@ def _record_inputs(monkeypatch) -> list[dict]:
 def test_views_are_the_default_and_the_switch_turns_them_off(digits64, monkeypatch) -> None:
     calls = _record_inputs(monkeypatch)
     common = {"seed": 0, "epochs": 1, "batch_size": 16, "width": 8}
-    train_representation("denoising", digits64[:32], noise_std=0.4, **common)
+    keyword_train("denoising", digits64[:32], noise_std=0.4, **common)
     assert len(calls) == 2 and all(isinstance(c["augment"], ViewAugment) for c in calls)
     assert {c["noise_std"] for c in calls} == {0.4}
     # the clean target is a view: crops, flips and jitter move it off the source images
     for call in calls:
         assert not torch.allclose(call["clean"], to_unit_float(call["batch"]), atol=1e-2)
     calls.clear()
-    train_representation("denoising", digits64[:32], denoising_views=False, **common)
+    keyword_train("denoising", digits64[:32], denoising_views=False, **common)
     assert len(calls) == 2 and all(c["augment"] is None for c in calls)
     assert {c["noise_std"] for c in calls} == {0.1}
     for call in calls:
@@ -208,7 +207,7 @@ def test_spatial_decoder_reads_the_map_before_pooling(image_size: int) -> None:
     ids=["recipe", "no_views", "noise04", "spatial", "patchnorm"],
 )
 def test_each_reading_trains_a_step(digits64, reading: dict) -> None:
-    model, history = train_representation(
+    model, history = keyword_train(
         "denoising", digits64[:16], seed=0, epochs=1, batch_size=16, width=8, **reading
     )
     assert history[0]["steps"] == 1 and np.isfinite(history[0]["loss"])
@@ -232,9 +231,9 @@ def test_spatial_decoder_trains_fused_as_separately(digits64, monkeypatch) -> No
     monkeypatch.setattr(run_module, "build_proxy_model", double)
     sets = [digits64[:16], digits64[16:32]]
     options = {"epochs": 1, "batch_size": 8, "width": 8, "lr": 0.1, "denoising_decoder": "spatial"}
-    fused = train_representations_fused("denoising", sets, seeds=[0, 1], **options)
+    fused = keyword_train_fused("denoising", sets, seeds=[0, 1], **options)
     for (model, _), images, seed in zip(fused, sets, [0, 1], strict=True):
-        alone, history = train_representation("denoising", images, seed=seed, **options)
+        alone, history = keyword_train("denoising", images, seed=seed, **options)
         # reordered float64 sums: 64 epsilons of a tensor's norm per step (tests/ssl/test_fused.py)
         bound = 64 * torch.finfo(torch.float64).eps * history[0]["steps"]
         for name, tensor in alone.state_dict().items():

@@ -17,10 +17,14 @@ import torch
 
 from pipeline_lib.models.checkpoints import load_checkpoint, save_checkpoint
 from pipeline_lib.ssl.draws import DeviceDraws, GeneratorDraws, as_draws, augment_generator_on
-from pipeline_lib.ssl.fused import train_representations_fused
 from pipeline_lib.ssl.loop import resume
-from pipeline_lib.ssl.train import prepare_keyword_run, train_representation
-from tests.ssl.tiny_runs import TINY_RUNS, needs_cuda
+from tests.ssl.tiny_runs import (
+    TINY_RUNS,
+    keyword_prepare,
+    keyword_train,
+    keyword_train_fused,
+    needs_cuda,
+)
 
 #: Tiny runs of the methods whose steps draw the most kinds of numbers.
 CASES = TINY_RUNS
@@ -38,13 +42,13 @@ COMMON = {"seed": 5, "epochs": 2, "width": 8, "lr": 0.05, "lr_schedule": "per_st
 
 def _train(case: str, images: np.ndarray, **overrides):
     method, options = CASES[case]
-    return train_representation(method, images, **{**COMMON, **options, **overrides})
+    return keyword_train(method, images, **{**COMMON, **options, **overrides})
 
 
 def _prepared(case: str, images: np.ndarray):
     """The run and fresh state :func:`_train` would start from."""
     method, options = CASES[case]
-    return prepare_keyword_run(method, images, **{**COMMON, **options})
+    return keyword_prepare(method, images, **{**COMMON, **options})
 
 
 def _without_timing(history: list[dict]) -> list[dict]:
@@ -185,9 +189,9 @@ def test_device_drawn_members_side_by_side_are_their_runs_alone_on_cuda(
         "step_mode": "graph",
         "draws": "device",
     }
-    fused = train_representations_fused("denoising", sets, seeds=[3, 4], **options)
+    fused = keyword_train_fused("denoising", sets, seeds=[3, 4], **options)
     for (model, history), images, seed in zip(fused, sets, [3, 4], strict=True):
-        alone, alone_history = train_representation("denoising", images, seed=seed, **options)
+        alone, alone_history = keyword_train("denoising", images, seed=seed, **options)
         assert [r["step_mode"] for r in history] == ["graph"] * 4
         _assert_same_weights(alone, model)
         assert _without_timing(history) == _without_timing(alone_history)

@@ -17,7 +17,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from pipeline_lib.models.flops import forward_flops_per_view, training_tflops
 from pipeline_lib.registry import TRAINED_METHODS
 from pipeline_lib.ssl.loop import train_epoch
-from pipeline_lib.ssl.train import prepare_keyword_run
+from tests.ssl.tiny_runs import keyword_prepare
 
 WIDTH = 8
 
@@ -31,7 +31,7 @@ def test_the_papers_backbone_is_the_quoted_cifar_resnet18() -> None:
 @pytest.mark.parametrize("method", TRAINED_METHODS)
 def test_a_counted_training_epoch_matches_the_accounting(method: str, digits64) -> None:
     images = digits64[:16]
-    run, state = prepare_keyword_run(method, images, seed=0, epochs=1, batch_size=8, width=WIDTH)
+    run, state = keyword_prepare(method, images, seed=0, epochs=1, batch_size=8, width=WIDTH)
     with FlopCounterMode(display=False) as counter:
         train_epoch(run, state)
     instances = run.data.steps_per_epoch * run.data.per_step

@@ -34,7 +34,9 @@ from pipeline_lib.data.split import OneClassSplit
 from pipeline_lib.models.proxy import build_proxy_model
 from pipeline_lib.ssl.fused import train_representations_fused
 from pipeline_lib.ssl.jobs import train_on_splits_fused
-from pipeline_lib.ssl.train import TrainingDivergedError, train_representation
+from pipeline_lib.ssl.settings import Execution, TrainSettings
+from pipeline_lib.ssl.train import TrainingDivergedError
+from tests.ssl.tiny_runs import keyword_train, keyword_train_fused
 
 TINY = {
     "rotnet": {"batch_size": 8},
@@ -76,7 +78,7 @@ def _options(method: str, **overrides) -> dict:
 
 def _separate(method: str, sets, seeds=SEEDS, **options) -> list:
     return [
-        train_representation(method, images, seed=seed, **options)
+        keyword_train(method, images, seed=seed, **options)
         for images, seed in zip(sets, seeds, strict=True)
     ]
 
@@ -128,7 +130,7 @@ def _without_timing(history: list[dict]) -> list[dict]:
 def test_fused_equals_separate_in_float64(method, noise_sets, float64) -> None:
     sets = [images[:8] for images in noise_sets]  # 1 step an epoch (4 with DA's copies)
     options = _options(method)
-    fused = train_representations_fused(method, sets, seeds=SEEDS, **options)
+    fused = keyword_train_fused(method, sets, seeds=SEEDS, **options)
     separate = _separate(method, sets, **options)
     for (model, history), (alone, alone_history) in zip(fused, separate, strict=True):
         assert next(model.parameters()).dtype == torch.float64 and not model.training
@@ -140,7 +142,7 @@ def test_fused_equals_separate_in_float64(method, noise_sets, float64) -> None:
 def test_fused_matches_separate_in_float32_after_one_step(method, noise_sets) -> None:
     sets = [images[:8] for images in noise_sets]
     options = _options(method, epochs=1)
-    fused = train_representations_fused(method, sets, seeds=SEEDS, **options)
+    fused = keyword_train_fused(method, sets, seeds=SEEDS, **options)
     separate = _separate(method, sets, **options)
     for seed, (model, _), (alone, _) in zip(SEEDS, fused, separate, strict=True):
         assert next(model.parameters()).dtype == torch.float32
@@ -154,7 +156,7 @@ def test_fused_matches_separate_in_float32_after_one_step(method, noise_sets) ->
 def test_models_of_other_sizes_train_in_their_own_group(noise_sets, float64) -> None:
     sets = [noise_sets[0][:8], noise_sets[1], noise_sets[2][:8]]  # 1, 2 and 1 steps an epoch
     options = _options("rotnet")
-    fused = train_representations_fused("rotnet", sets, seeds=SEEDS, **options)
+    fused = keyword_train_fused("rotnet", sets, seeds=SEEDS, **options)
     separate = _separate("rotnet", sets, **options)
     for (model, _), (alone, alone_history) in zip(fused, separate, strict=True):
         _assert_close_weights(model, alone, alone_history)
@@ -175,9 +177,7 @@ def test_one_diverged_model_stops_alone(noise_sets, float64, monkeypatch, tmp_pa
     sets = [images[:8] for images in noise_sets]
     paths = [tmp_path / f"model{k}.pt" for k in range(3)]
     options = _options("rotnet")
-    results = train_representations_fused(
-        "rotnet", sets, seeds=SEEDS, checkpoint_paths=paths, **options
-    )
+    results = keyword_train_fused("rotnet", sets, seeds=SEEDS, checkpoint_paths=paths, **options)
     error = results[1]
     assert isinstance(error, TrainingDivergedError)
     assert "rotnet loss is nan at epoch 1/2, step 1/1" in str(error)
@@ -219,7 +219,7 @@ def test_a_nan_that_reaches_every_member_stops_only_its_source(
     paths = [tmp_path / f"model{k}.pt" for k in range(3)]
     options = _options("rotnet")
     with caplog.at_level("WARNING", logger="pipeline_lib.ssl.fused"):
-        results = train_representations_fused(
+        results = keyword_train_fused(
             "rotnet", sets, seeds=SEEDS, checkpoint_paths=paths, **options
         )
     assert isinstance(results[1], TrainingDivergedError)
@@ -239,7 +239,7 @@ class _Killed(Exception):
 
 def test_killed_fused_run_resumes_identically(noise_sets, tmp_path) -> None:
     options = _options("contrastive", epochs=3)
-    straight = train_representations_fused("contrastive", noise_sets, seeds=SEEDS, **options)
+    straight = keyword_train_fused("contrastive", noise_sets, seeds=SEEDS, **options)
     paths = [tmp_path / f"model{k}.pt" for k in range(3)]
 
     def kill_after_second_epoch(index: int, record: dict) -> None:
@@ -247,7 +247,7 @@ def test_killed_fused_run_resumes_identically(noise_sets, tmp_path) -> None:
             raise _Killed
 
     with pytest.raises(_Killed):
-        train_representations_fused(
+        keyword_train_fused(
             "contrastive",
             noise_sets,
             seeds=SEEDS,
@@ -256,7 +256,7 @@ def test_killed_fused_run_resumes_identically(noise_sets, tmp_path) -> None:
             **options,
         )
     epochs_run: list[tuple[int, int]] = []
-    resumed = train_representations_fused(
+    resumed = keyword_train_fused(
         "contrastive",
         noise_sets,
         seeds=SEEDS,
@@ -270,7 +270,7 @@ def test_killed_fused_run_resumes_identically(noise_sets, tmp_path) -> None:
             assert torch.equal(a, b)
         assert _without_timing(history) == _without_timing(again_history)
     # The checkpoints are train_representation's: a separate call finds model 0 finished.
-    alone, alone_history = train_representation(
+    alone, alone_history = keyword_train(
         "contrastive", noise_sets[0], seed=0, checkpoint_path=paths[0], **options
     )
     pairs = zip(alone.state_dict().values(), straight[0][0].state_dict().values(), strict=True)
@@ -281,13 +281,12 @@ def test_killed_fused_run_resumes_identically(noise_sets, tmp_path) -> None:
 
 def test_bad_fused_arguments_raise(noise_sets) -> None:
     with pytest.raises(ValueError, match="one seed and one checkpoint path per model"):
-        train_representations_fused("rotnet", noise_sets, seeds=[0], epochs=1, batch_size=8)
-    with pytest.raises(TypeError, match="unexpected arguments for fused training: \\['seed'\\]"):
-        train_representations_fused("rotnet", noise_sets, seeds=SEEDS, seed=0, epochs=1)
-    with pytest.raises(TypeError, match="missing arguments for fused training: \\['batch_size'"):
-        train_representations_fused("rotnet", noise_sets, seeds=SEEDS)
+        keyword_train_fused("rotnet", noise_sets, seeds=[0], epochs=1, batch_size=8)
+    with pytest.raises(ValueError, match="one seed and one checkpoint path per model"):
+        settings = TrainSettings("rotnet", epochs=1, batch_size=8)
+        train_representations_fused(settings, noise_sets, seeds=SEEDS, checkpoint_paths=[None])
     with pytest.raises(ValueError, match="float16"):
-        train_representations_fused(
+        keyword_train_fused(
             "rotnet", noise_sets, seeds=SEEDS, epochs=1, batch_size=8, amp="float16"
         )
 
@@ -302,7 +301,7 @@ def test_a_model_behind_catches_up_alone_then_rejoins(noise_sets, float64, tmp_p
             raise _Killed
 
     with pytest.raises(_Killed):
-        train_representations_fused(
+        keyword_train_fused(
             "rotnet",
             sets,
             seeds=SEEDS,
@@ -312,7 +311,7 @@ def test_a_model_behind_catches_up_alone_then_rejoins(noise_sets, float64, tmp_p
         )
     paths[1].unlink()  # model 1 starts again from scratch
     epochs_run: list[tuple[int, int]] = []
-    results = train_representations_fused(
+    results = keyword_train_fused(
         "rotnet",
         sets,
         seeds=SEEDS,
@@ -330,26 +329,25 @@ def test_a_model_behind_catches_up_alone_then_rejoins(noise_sets, float64, tmp_p
 
 def test_one_model_trains_exactly_as_train_representation(noise_sets) -> None:
     options = _options("contrastive")
-    ((model, history),) = train_representations_fused(
-        "contrastive", noise_sets[:1], seeds=[5], **options
-    )
-    alone, alone_history = train_representation("contrastive", noise_sets[0], seed=5, **options)
+    ((model, history),) = keyword_train_fused("contrastive", noise_sets[:1], seeds=[5], **options)
+    alone, alone_history = keyword_train("contrastive", noise_sets[0], seed=5, **options)
     for a, b in zip(model.state_dict().values(), alone.state_dict().values(), strict=True):
         assert torch.equal(a, b)  # float32, bit for bit: the separate trainer's own epoch
     assert _without_timing(history) == _without_timing(alone_history)
 
 
-def _step_mode_argument(script: Path) -> str:
-    """The source of the ``step_mode=`` argument of the one call in ``script`` that has it."""
+def _execution_argument(script: Path) -> str:
+    """The source of the ``execution=`` argument of the one call in ``script`` that has it."""
     calls = [node for node in ast.walk(ast.parse(script.read_text())) if isinstance(node, ast.Call)]
-    found = [ast.unparse(k.value) for call in calls for k in call.keywords if k.arg == "step_mode"]
+    found = [ast.unparse(k.value) for call in calls for k in call.keywords if k.arg == "execution"]
     assert len(found) == 1, (script, found)
     return found[0]
 
 
 def test_the_fused_job_passes_train_step_mode_as_the_separate_job_does(noise_sets) -> None:
     """train.step_mode reaches fused training (graph on the CPU is refused there, as alone),
-    read by both job scripts from the config the same way (not a param: it re-runs nothing)."""
+    read by both job scripts from the same unrecorded param (it re-runs nothing), never from
+    ``snakemake.config``."""
     split = OneClassSplit(0, 0.0, 0, np.arange(8), 0, np.arange(1), np.zeros(1, np.int8))
     with pytest.raises(ValueError, match="step_mode='graph' needs a CUDA device"):
         train_on_splits_fused(
@@ -359,19 +357,27 @@ def test_the_fused_job_passes_train_step_mode_as_the_separate_job_does(noise_set
             training={"epochs": 1},
             train_size=None,
             seeds=[0, 1],
-            device="cpu",
             width=4,
-            step_mode="graph",
+            execution=Execution(device="cpu", step_mode="graph"),
         )
     scripts = Path(__file__).resolve().parents[2] / "workflow" / "scripts"
-    expected = "snakemake.config['train'].get('step_mode', 'auto')"
-    assert _step_mode_argument(scripts / "train_fused.py") == expected
-    assert _step_mode_argument(scripts / "train_representation.py") == expected
+    fused = _execution_argument(scripts / "train_fused.py")
+    assert fused == "Execution.from_config(snakemake.params.execution.value, device=device)"
+    assert _execution_argument(scripts / "train_representation.py") == (
+        "Execution.from_config(execution, device=device)"
+    )
+    assert (
+        "execution = snakemake.params.execution.value"
+        in (scripts / "train_representation.py").read_text()
+    )
+    assert not [
+        script.name for script in scripts.glob("*.py") if "snakemake.config" in script.read_text()
+    ]
 
 
 def test_captured_groups_beyond_the_stream_pool_stack_instead() -> None:
     """Side by side needs a capture stream per member; torch's pool has 32 (see the CUDA
-    test of the pool in tests/ssl/test_stepper.py)."""
+    test of the pool in tests/ssl/test_stepper_cuda.py)."""
     side_by_side = fused_module._runs_side_by_side
     assert fused_module.MAX_SIDE_BY_SIDE == 32
     assert side_by_side("graph", 2) and side_by_side("graph", 32)

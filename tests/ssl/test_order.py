@@ -10,7 +10,7 @@ import torch
 
 import pipeline_lib.ssl.run as run_module
 from pipeline_lib.ssl.order import SHUFFLE_BUFFER, EpochOrder, shuffle_buffer_order
-from pipeline_lib.ssl.train import prepare_keyword_run, train_representation
+from tests.ssl.tiny_runs import keyword_prepare, keyword_train
 
 
 def _positions(emitted: torch.Tensor, frozen: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
@@ -105,7 +105,7 @@ def _epoch_orders(run, state, epochs: int) -> list[torch.Tensor]:
 def test_the_run_orders_each_epoch_from_its_frozen_order(digits64) -> None:
     """The trainer's default: 5,000 instances as the paper's one CIFAR-10 class, B = 1,000."""
     images = np.repeat(digits64, 79, axis=0)[:5000]
-    run, state = prepare_keyword_run("rotnet", images, seed=0, epochs=4, batch_size=64, width=4)
+    run, state = keyword_prepare("rotnet", images, seed=0, epochs=4, batch_size=64, width=4)
     assert run.order.kind == "released" and run.order.buffer_size == SHUFFLE_BUFFER == 1000
     frozen = run.order.frozen.clone()
     orders = _epoch_orders(run, state, 4)
@@ -117,19 +117,19 @@ def test_the_run_orders_each_epoch_from_its_frozen_order(digits64) -> None:
         assert (position - source).min() >= -999
     assert len({tuple(order[:50].tolist()) for order in orders}) == 4  # reshuffled each epoch
     # Same seed, same orders; another seed, another frozen order.
-    run_again, state_again = prepare_keyword_run(
+    run_again, state_again = keyword_prepare(
         "rotnet", images, seed=0, epochs=4, batch_size=64, width=4
     )
     assert all(
         torch.equal(a, b)
         for a, b in zip(orders, _epoch_orders(run_again, state_again, 4), strict=True)
     )
-    run_other, _ = prepare_keyword_run("rotnet", images, seed=1, epochs=4, batch_size=64, width=4)
+    run_other, _ = keyword_prepare("rotnet", images, seed=1, epochs=4, batch_size=64, width=4)
     assert not torch.equal(run_other.order.frozen, frozen)
 
 
 def test_the_permutation_variant_is_the_former_fresh_permutation(digits64) -> None:
-    run, state = prepare_keyword_run(
+    run, state = keyword_prepare(
         "rotnet", digits64, seed=0, epochs=2, batch_size=16, width=4, epoch_order="permutation"
     )
     twin = torch.Generator().manual_seed(run_module.stream_seed(0, 1))
@@ -139,22 +139,15 @@ def test_the_permutation_variant_is_the_former_fresh_permutation(digits64) -> No
 
 @pytest.mark.parametrize("epoch_order", ["released", "permutation"])
 def test_training_steps_through_the_drawn_order_dropping_the_remainder(
-    digits64, monkeypatch, epoch_order
+    digits64, step_batches, epoch_order
 ) -> None:
     """Each step's batch is the next window of the epoch's order; the last partial batch is
     dropped (released ``drop_remainder=True``): 60 images, batch 16 -> 3 steps of 16."""
     images = digits64[:60]
-    batches: list[torch.Tensor] = []
-    real = run_module.rotation_step
-
-    def spy(model, batch, **kwargs):
-        batches.append(batch.clone())
-        return real(model, batch, **kwargs)
-
-    monkeypatch.setattr(run_module, "rotation_step", spy)
+    batches = step_batches
     options = {"seed": 3, "epochs": 2, "batch_size": 16, "width": 4, "epoch_order": epoch_order}
-    _, history = train_representation("rotnet", images, **options)
-    run, state = prepare_keyword_run("rotnet", images, **options)
+    _, history = keyword_train("rotnet", images, **options)
+    run, state = keyword_prepare("rotnet", images, **options)
     data = run.data.images
     expected = [
         data[order[i * 16 : (i + 1) * 16]]
@@ -170,7 +163,7 @@ def test_contrastive_da_orders_the_expanded_set(digits64) -> None:
     """Released data/cifar.py expands first ([images, rot90, rot180, rot270]), then
     data_util.py shuffles that whole set once and buffers it each epoch: one order over the
     4n instances, not per source image."""
-    run, state = prepare_keyword_run(
+    run, state = keyword_prepare(
         "contrastive_da", digits64[:16], seed=0, epochs=1, batch_size=8, width=4
     )
     assert run.order.n == len(run.data.images) == 64

@@ -1,4 +1,4 @@
-"""Rotation prediction: the loss step and RotNet's own one-class scores."""
+"""Rotation prediction: the task's step and RotNet's own one-class scores."""
 
 from __future__ import annotations
 
@@ -17,11 +17,12 @@ from pipeline_lib.ssl.augment import rotate90, to_unit_float
 from pipeline_lib.ssl.rotation import (
     ROTATION_SCORE_NAMES,
     rotation_logits_of_images,
-    rotation_loss,
     rotation_scores,
-    rotation_step,
     scores_from_rotation_logits,
 )
+from pipeline_lib.ssl.settings import TrainSettings
+from pipeline_lib.ssl.tasks import task_of
+from pipeline_lib.ssl.tasks.rotation import rotation_loss
 
 EPS64 = float(np.finfo(np.float64).eps)
 EPS32 = float(np.finfo(np.float32).eps)
@@ -35,7 +36,8 @@ def test_rotation_step_is_cross_entropy_over_the_four_rotations() -> None:
     torch.manual_seed(0)
     model = build_proxy_model("rotnet", width=8).eval()
     batch = torch.randint(0, 256, (3, 3, 32, 32), dtype=torch.uint8)
-    loss = rotation_step(model, batch, generator=torch.Generator(), augment=_identity)
+    step = task_of("rotnet").step(TrainSettings("rotnet", epochs=1, batch_size=3), _identity)
+    loss = step(model, batch, generator=torch.Generator())
     x = to_unit_float(batch)
     with torch.no_grad():
         logits = torch.cat([rotation_logits(model, rotate90(x, k)) for k in range(4)])

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from pipeline_lib.ssl.schedule import MOMENTUM_LR, MomentumFormLR
-from pipeline_lib.ssl.train import train_representation
+from tests.ssl.tiny_runs import keyword_train
 
 #: The rate factor of each step: it moves at steps 2, 3 and 5, and reaches 0 after the last.
 FACTORS = (1.0, 1.0, 0.75, 0.5, 0.5, 0.125, 0.0)
@@ -110,7 +110,7 @@ def test_the_trainer_keeps_the_form_it_is_given(digits64) -> None:
     weights = {}
     for form in ("released", "torch"):
         for epochs in (1, 3):
-            model, _ = train_representation(
+            model, _ = keyword_train(
                 "rotnet", digits64, epochs=epochs, momentum_form=form, **options
             )
             weights[form, epochs] = torch.cat([p.detach().flatten() for p in model.parameters()])

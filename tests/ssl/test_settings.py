@@ -1,4 +1,5 @@
-"""TrainSettings: checked once, torch-free, and the same recipe as train_representation's."""
+"""TrainSettings and Execution: checked once, torch-free, the one way every trainer takes a
+recipe and how it runs."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import sys
 
 import pytest
 
+from pipeline_lib.mvtec.patches import random_patches, train_on_patches
 from pipeline_lib.registry import method_training, training_arguments
-from pipeline_lib.ssl.settings import TrainSettings
-from pipeline_lib.ssl.train import RECIPE_KEYWORDS, train_representation
+from pipeline_lib.ssl.fused import train_representations_fused
+from pipeline_lib.ssl.settings import Execution, TrainSettings
+from pipeline_lib.ssl.train import train_representation
 
 
 def test_settings_import_without_torch() -> None:
@@ -24,15 +27,13 @@ def test_settings_import_without_torch() -> None:
     assert out.stdout.strip() == "False"
 
 
-def test_defaults_match_train_representation() -> None:
-    """One recipe: the keyword defaults of the trainer are the settings' defaults."""
-    parameters = inspect.signature(train_representation).parameters
-    fields = {f.name: f.default for f in dataclasses.fields(TrainSettings)}
-    assert set(RECIPE_KEYWORDS) == set(fields)
-    for name, default in fields.items():
-        if default is dataclasses.MISSING:
-            continue
-        assert parameters[name].default == default, name
+@pytest.mark.parametrize("trainer", [train_representation, train_representations_fused])
+def test_the_trainers_take_the_recipe_as_one_value(trainer) -> None:
+    """No recipe setting is a keyword of a trainer: it arrives in the settings, one way."""
+    parameters = list(inspect.signature(trainer).parameters)
+    assert parameters[0] == "settings" and "execution" in parameters
+    fields = {f.name for f in dataclasses.fields(TrainSettings)}
+    assert not fields & set(parameters[1:])
 
 
 @pytest.mark.parametrize(
@@ -84,27 +85,38 @@ def test_from_config_keeps_what_the_method_reads() -> None:
     assert settings.temperature == TrainSettings.temperature  # the default, not 0.5
 
 
-def test_settings_or_keywords_not_both() -> None:
-    settings = TrainSettings(method="rotnet", epochs=1, batch_size=4)
-    images = None  # never reached: the check comes first
-    with pytest.raises(ValueError, match="not both: \\['lr'\\]"):
-        train_representation("rotnet", images, seed=0, lr=0.5, settings=settings)
-    with pytest.raises(ValueError, match="differs from the settings' 'rotnet'"):
-        train_representation("rotation", images, seed=0, settings=settings)
-    with pytest.raises(TypeError, match="needs epochs and batch_size"):
-        train_representation("rotnet", images, seed=0, epochs=1)
+def test_an_execution_is_checked_and_read_from_a_train_section() -> None:
+    with pytest.raises(ValueError, match="unknown step_mode 'jit'; allowed: auto, eager"):
+        Execution(step_mode="jit")
+    with pytest.raises(ValueError, match="unknown draws 'gpu'; allowed: host, device"):
+        Execution(draws="gpu")
+    assert Execution.from_config({"epochs": 3}) == Execution()
+    read = Execution.from_config({"step_mode": "eager", "draws": "device", "lr": 1}, device="cuda")
+    assert read == Execution(device="cuda", step_mode="eager", draws="device")
 
 
-def test_settings_train_as_the_keywords_do(digits64) -> None:
-    """The workflow passes settings; the same recipe as keywords gives the same weights."""
+def test_single_fused_and_patch_training_take_the_same_settings(digits64) -> None:
+    """One settings value trains alike through the single trainer, a fused job of one model
+    (the separate trainer's own epoch) and the MVTec patch trainer (the single trainer on
+    its patches): the same kernels on the same inputs, so the same weights bit for bit."""
     import torch
 
-    options = {"epochs": 1, "batch_size": 16, "width": 4, "lr": 0.05, "head_depth": 1}
-    by_keywords, history = train_representation("rotation", digits64[:32], seed=2, **options)
-    settings = TrainSettings(method="rotation", **options)
-    by_settings, again = train_representation("rotation", digits64[:32], seed=2, settings=settings)
-    for a, b in zip(
-        by_keywords.state_dict().values(), by_settings.state_dict().values(), strict=True
+    settings = TrainSettings(
+        method="rotation", epochs=1, batch_size=16, width=4, lr=0.05, head_depth=1
+    )
+    images = digits64[:32]
+    single, history = train_representation(settings, images, seed=2)
+    ((fused, fused_history),) = train_representations_fused(settings, [images], seeds=[2])
+    source = digits64[:8]
+    patches = random_patches(source, per_image=4, patch_size=16, seed=2)
+    on_patches, _ = train_on_patches(settings, source, per_image=4, patch_size=16, seed=2)
+    directly, _ = train_representation(settings, patches, seed=2, execution=Execution())
+    for a, b, c, d in zip(
+        single.state_dict().values(),
+        fused.state_dict().values(),
+        on_patches.state_dict().values(),
+        directly.state_dict().values(),
+        strict=True,
     ):
-        assert torch.equal(a, b)  # the same kernels on the same inputs, by construction
-    assert history[0]["loss"] == again[0]["loss"]
+        assert torch.equal(a, b) and torch.equal(c, d)
+    assert history[0]["loss"] == fused_history[0]["loss"]

@@ -12,7 +12,7 @@ from pipeline_lib.models.stacked import (
     unload_stacked,
     unstack_outputs,
 )
-from pipeline_lib.ssl.denoising import decode
+from pipeline_lib.ssl.tasks.denoising import decode
 
 #: Grouped convolutions and batched matrix products add in another order than the separate
 #: layers: float32 rounding, measured at most ~7e-6 absolute on outputs of order 1.

@@ -21,7 +21,9 @@ from pipeline_lib.paper.protocol import training_notes
 from pipeline_lib.runtime.devices import device_name
 from pipeline_lib.ssl.augment import distribution_copies
 from pipeline_lib.ssl.jobs import save_trained
-from pipeline_lib.ssl.train import TrainingDivergedError, train_representation
+from pipeline_lib.ssl.settings import TrainSettings
+from pipeline_lib.ssl.train import TrainingDivergedError
+from tests.ssl.tiny_runs import keyword_prepare, keyword_train, keyword_train_fused, spy_on_steps
 
 #: Tiny but learnable settings per method (width-8 ResNet-18, 64 digits, 2 epochs).
 TINY = {
@@ -36,7 +38,7 @@ TINY = {
 
 def _train(method: str, images: np.ndarray, **overrides):
     kwargs = {"seed": 1, "epochs": 2, "width": 8, "lr": 0.1, **TINY[method], **overrides}
-    return train_representation(method, images, **kwargs)
+    return keyword_train(method, images, **kwargs)
 
 
 def _assert_same_weights(first: torch.nn.Module, second: torch.nn.Module) -> None:
@@ -190,7 +192,7 @@ def test_nan_loss_names_epoch_and_step(digits64: np.ndarray) -> None:
 
 def test_bad_arguments_raise(digits64: np.ndarray) -> None:
     with pytest.raises(ValueError, match="unknown trained"):
-        train_representation("raw", digits64, seed=0, epochs=1, batch_size=8)
+        keyword_train("raw", digits64, seed=0, epochs=1, batch_size=8)
     with pytest.raises(ValueError, match="loss_form"):
         _train("contrastive", digits64, loss_form="simclr")
     with pytest.raises(ValueError, match="distribution transform"):
@@ -247,25 +249,10 @@ def test_unreadable_representation_file_is_named(tmp_path) -> None:
         load_trained_representation(path)
 
 
-def _recording_contrastive_step(monkeypatch) -> list[torch.Tensor]:
-    """Replace the contrastive step by a spy that records each batch and returns a loss."""
-    import pipeline_lib.ssl.run as run_module
-
-    batches: list[torch.Tensor] = []
-    real = run_module.contrastive_step
-
-    def spy(model, batch, **kwargs):
-        batches.append(batch.clone())
-        return real(model, batch, **kwargs)
-
-    monkeypatch.setattr(run_module, "contrastive_step", spy)
-    return batches
-
-
-def test_da_batches_draw_instances_from_the_expanded_set(digits64, monkeypatch) -> None:
+def test_da_batches_draw_instances_from_the_expanded_set(digits64, step_batches) -> None:
     images = digits64[:16]
-    batches = _recording_contrastive_step(monkeypatch)
-    _, history = train_representation(
+    batches = step_batches
+    _, history = keyword_train(
         "contrastive_da", images, seed=0, epochs=1, batch_size=8, width=8, head_depth=1
     )
     # Released data/cifar.py: |D| n / b steps, b instances each.
@@ -285,9 +272,9 @@ def test_da_batches_draw_instances_from_the_expanded_set(digits64, monkeypatch) 
     assert all(len(set(batch.tolist())) > 2 for batch in sources)
 
 
-def test_da_per_image_batching_is_the_named_variant(digits64, monkeypatch) -> None:
-    batches = _recording_contrastive_step(monkeypatch)
-    _, history = train_representation(
+def test_da_per_image_batching_is_the_named_variant(digits64, step_batches) -> None:
+    batches = step_batches
+    _, history = keyword_train(
         "contrastive_da",
         digits64[:16],
         seed=0,
@@ -300,21 +287,19 @@ def test_da_per_image_batching_is_the_named_variant(digits64, monkeypatch) -> No
     assert history[0]["steps"] == 16 // 8 == len(batches)
     assert all(len(batch) == 8 for batch in batches)  # images; copies are made in the step
     with pytest.raises(ValueError, match="unknown da_batching 'mixed'"):
-        train_representation(
+        keyword_train(
             "contrastive_da", digits64, seed=0, epochs=1, batch_size=8, da_batching="mixed"
         )
 
 
 def test_default_optimiser_decays_batchnorm_parameters() -> None:
-    import inspect
-
     from pipeline_lib.models.proxy import build_proxy_model
     from pipeline_lib.ssl.run import _parameter_groups
 
-    default = inspect.signature(train_representation).parameters["exclude_bn_from_decay"]
-    assert default.default is False  # released --regularize_bn=false: nothing excluded
+    default = TrainSettings("contrastive", epochs=1, batch_size=2).exclude_bn_from_decay
+    assert default is False  # released --regularize_bn=false: nothing excluded
     model = build_proxy_model("contrastive", width=8, head_depth=2)
-    groups = _parameter_groups(model, weight_decay=3e-4, exclude_bn_from_decay=default.default)
+    groups = _parameter_groups(model, weight_decay=3e-4, exclude_bn_from_decay=default)
     assert len(groups) == 1 and groups[0]["weight_decay"] == 3e-4
     bn = [
         p
@@ -346,9 +331,7 @@ def test_float32_on_cuda_switches_tf32_off_for_the_run_only(digits64, tf32_allow
     """The flags are read, not used, here: a CUDA run's precision block needs no GPU."""
     import dataclasses
 
-    from pipeline_lib.ssl.train import prepare_keyword_run
-
-    run, _ = prepare_keyword_run("rotnet", digits64, seed=0, epochs=1, batch_size=16, width=4)
+    run, _ = keyword_prepare("rotnet", digits64, seed=0, epochs=1, batch_size=16, width=4)
     cuda = torch.device("cuda")
     for device, amp, inside in (
         (cuda, None, (False, False)),  # float32 meant: float32 done
@@ -369,9 +352,8 @@ def test_every_step_runs_inside_the_precision_block(digits64, monkeypatch, fused
     """Each epoch's steps, single or fused, and nothing between epochs (the callback)."""
     import contextlib
 
-    import pipeline_lib.ssl.fused_groups as fused_groups
     import pipeline_lib.ssl.run as run_module
-    from pipeline_lib.ssl.fused import train_representations_fused
+    import pipeline_lib.ssl.tasks.rotation as rotation_task
 
     depth, steps, between = [0], [], []
 
@@ -393,8 +375,8 @@ def test_every_step_runs_inside_the_precision_block(digits64, monkeypatch, fused
     monkeypatch.setattr(run_module.Run, "precision", recording)
     options = {"epochs": 2, "batch_size": 16, "width": 4}
     if fused:  # eager on the CPU: one stacked network, the loss per member
-        monkeypatch.setattr(fused_groups, "rotation_loss", spy(fused_groups.rotation_loss))
-        train_representations_fused(
+        monkeypatch.setattr(rotation_task, "rotation_loss", spy(rotation_task.rotation_loss))
+        keyword_train_fused(
             "rotnet",
             [digits64[:32], digits64[32:]],
             seeds=[0, 1],
@@ -403,8 +385,8 @@ def test_every_step_runs_inside_the_precision_block(digits64, monkeypatch, fused
         )
         expected_steps = 2 * 2 * 2  # epochs x steps x members
     else:
-        monkeypatch.setattr(run_module, "rotation_step", spy(run_module.rotation_step))
-        train_representation(
+        spy_on_steps(monkeypatch, lambda batch: steps.append(depth[0]))
+        keyword_train(
             "rotnet", digits64, seed=0, callback=lambda r: between.append(depth[0]), **options
         )
         expected_steps = 2 * 4
@@ -414,17 +396,9 @@ def test_every_step_runs_inside_the_precision_block(digits64, monkeypatch, fused
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_float32_training_on_cuda_runs_without_tf32(digits64, tf32_allowed, monkeypatch) -> None:
-    import pipeline_lib.ssl.run as run_module
-
     during: list[tuple[bool, bool]] = []
-    real = run_module.rotation_step
-
-    def spy(*args, **kwargs):
-        during.append(_tf32_flags())
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(run_module, "rotation_step", spy)
-    train_representation(
+    spy_on_steps(monkeypatch, lambda batch: during.append(_tf32_flags()))
+    keyword_train(
         "rotnet",
         digits64,
         seed=0,

@@ -1,10 +1,20 @@
 """Tiny training runs shared by the step-mode tests (CPU and CUDA): each a method and the
-keyword options that make it small (4 steps an epoch on 48 images)."""
+keyword options that make it small (4 steps an epoch on 48 images); a spy on the steps; and
+the run API with a test's recipe and execution given as keywords."""
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import pytest
 import torch
+
+from pipeline_lib.ssl.fused import train_representations_fused
+from pipeline_lib.ssl.run import prepare_run
+from pipeline_lib.ssl.settings import Execution, TrainSettings
+from pipeline_lib.ssl.tasks import StepParts
+from pipeline_lib.ssl.train import train_representation
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
@@ -17,3 +27,57 @@ TINY_RUNS: dict[str, tuple[str, dict[str, int]]] = {
     ),
     "denoising": ("denoising", {"batch_size": 12}),
 }
+
+
+def spy_on_steps(monkeypatch, seen) -> None:
+    """Call ``seen(batch)`` with each batch a single (uncaptured) step trains on, every task."""
+    real = StepParts.__call__
+
+    def step(self, model, batch, **kwargs):
+        seen(batch)
+        return real(self, model, batch, **kwargs)
+
+    monkeypatch.setattr(StepParts, "__call__", step)
+
+
+#: Keywords of a run that are not its recipe: the execution's, then train_representation's own.
+EXECUTION_KEYWORDS = tuple(field.name for field in dataclasses.fields(Execution))
+RUN_KEYWORDS = ("checkpoint_path", "progress", "callback", "evaluate", "eval_every")
+
+
+def _split(method: str, options: dict[str, Any]) -> tuple[TrainSettings, Execution, dict]:
+    """A test's keywords as the run API takes them: recipe, execution and the rest."""
+    execution = Execution(**{k: options.pop(k) for k in EXECUTION_KEYWORDS if k in options})
+    rest = {k: options.pop(k) for k in RUN_KEYWORDS if k in options}
+    return TrainSettings(method, **options), execution, rest
+
+
+def keyword_train(method: str, images, *, seed: int, **options: Any):
+    """``train_representation`` of ``method`` with its recipe and execution as keywords."""
+    settings, execution, rest = _split(method, options)
+    return train_representation(settings, images, seed=seed, execution=execution, **rest)
+
+
+def keyword_train_fused(method: str, images_per_model, *, seeds, **options: Any):
+    """``train_representations_fused`` with the recipe and execution as keywords."""
+    paths = options.pop("checkpoint_paths", None)
+    callback = options.pop("callback", None)
+    settings, execution, rest = _split(method, options)
+    if rest:
+        raise TypeError(f"fused training takes no {sorted(rest)}")
+    return train_representations_fused(
+        settings,
+        images_per_model,
+        seeds=seeds,
+        execution=execution,
+        checkpoint_paths=paths,
+        callback=callback,
+    )
+
+
+def keyword_prepare(method: str, images, *, seed: int, **options: Any):
+    """``prepare_run`` of ``method`` with its recipe and execution as keywords."""
+    settings, execution, rest = _split(method, options)
+    if rest:
+        raise TypeError(f"prepare_run takes no {sorted(rest)}")
+    return prepare_run(settings, images, seed=seed, execution=execution)

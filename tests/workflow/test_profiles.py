@@ -127,19 +127,19 @@ def _tracking_config(tmp_path: Path) -> Path:
     return path
 
 
-def _writes_mlflow(rule: str) -> bool:
-    """The rule's script opens the tracking store (docs/architecture.md, "Conventions")."""
-    script = REPO / "workflow/scripts" / f"{rule}.py"
-    text = script.read_text() if script.exists() else ""
+def _writes_mlflow(script: str | None) -> bool:
+    """A rule's script opens the tracking store (docs/architecture.md, "Conventions")."""
+    path = REPO / "workflow/scripts" / Path(script or "none").name
+    text = path.read_text() if path.exists() else ""
     writers = ("tracking.mlflow_store import", "tracking.loggers import", "register_package")
     return any(name in text for name in writers)
 
 
-#: Parse the workflow with Snakemake's API; print every rule and whether a cluster executor
-#: keeps it local. Without one (a dry run included) Snakemake treats every job as local, so
-#: the plan's "localrule" lines cannot tell; the rules that stay local under a remote
-#: executor are Workflow._localrules (the ``localrules:`` lists and ``localrule: True``),
-#: which Workflow.is_local reads.
+#: Parse the workflow with Snakemake's API; print every rule, whether a cluster executor
+#: keeps it local, and its script. Without one (a dry run included) Snakemake treats every
+#: job as local, so the plan's "localrule" lines cannot tell; the rules that stay local under
+#: a remote executor are Workflow._localrules (the ``localrules:`` lists and ``localrule:
+#: True``), which Workflow.is_local reads.
 _LOCAL_RULES = """
 import json, sys
 from pathlib import Path
@@ -154,7 +154,9 @@ with SnakemakeApi(OutputSettings()) as api:
         snakefile=snakefile,
         workdir=workdir,
     )._workflow
-    print(json.dumps({rule.name: rule.name in workflow._localrules for rule in workflow.rules}))
+    print(json.dumps({
+        rule.name: [rule.name in workflow._localrules, rule.script] for rule in workflow.rules
+    }))
 """
 
 
@@ -169,9 +171,12 @@ def test_every_mlflow_writer_is_a_local_rule_and_they_run_one_after_another(
         check=True,
         timeout=300,
     )
-    is_local = json.loads(parsed.stdout.strip().splitlines()[-1])
-    writers = {rule for rule in is_local if _writes_mlflow(rule)}
+    rules = json.loads(parsed.stdout.strip().splitlines()[-1])
+    is_local = {rule: local for rule, (local, _) in rules.items()}
+    writers = {rule for rule, (_, script) in rules.items() if _writes_mlflow(script)}
     assert writers == {"init_tracking", "log_to_mlflow", "log_mvtec_to_mlflow", "register_model"}
+    # Both benchmarks' results go through one script.
+    assert rules["log_to_mlflow"][1] == rules["log_mvtec_to_mlflow"][1]
     assert all(is_local[rule] for rule in writers), {rule: is_local[rule] for rule in writers}
     # Packaging and the training it needs still go to the cluster.
     for rule in ("deploy_model", "train_representation", "train_patch_representation"):
@@ -217,3 +222,38 @@ def test_the_documented_one_gpu_command_gives_the_training_job_a_gpu(
     assert gpus == {"train_representation": 0, "embed_trained": 0} and declared == 1
     warning = gpu_warning(gpus, declared=declared, cuda_devices=1)
     assert warning is not None and "--profile profiles/gpu" in warning
+
+
+def test_the_gpu_profile_gives_mvtec_s_torch_jobs_a_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MVTec AD's training, dense embedding and patch scoring get the GPU under the same
+    profile as the image benchmarks'; without it, the warning names each of those rules."""
+    monkeypatch.chdir(REPO)
+    configfile = REPO / "config/mvtec_bottle_reduced.yaml"  # a plan needs no data
+
+    def gpus_of(argv: list[str]) -> dict[str, set[int]]:
+        resources, overwrite = command_resources(argv)
+        jobs, _ = snakemake_jobs(
+            [configfile], workdir=tmp_path, resources=resources, overwrite_resources=overwrite
+        )
+        gpus: dict[str, set[int]] = {}
+        for job in jobs:
+            if job.rule in GPU_RULES:
+                gpus.setdefault(job.rule, set()).add(job.gpus)
+        return gpus
+
+    mvtec_rules = {
+        "train_patch_representation",
+        "embed_patches",
+        "score_patches",
+        "score_patches_and_rotation_classifier",
+    }
+    assert gpus_of(["--profile", "profiles/gpu"]) == {rule: {1} for rule in mvtec_rules}
+    plain = gpus_of(["--resources", "gpu=1"])
+    assert plain == {rule: {0} for rule in mvtec_rules}
+    warning = gpu_warning(
+        {rule: min(gpus) for rule, gpus in plain.items()}, declared=1, cuda_devices=0
+    )
+    assert warning is not None and "--profile profiles/gpu" in warning
+    assert all(f"{rule}:gpu=1" in warning for rule in mvtec_rules)

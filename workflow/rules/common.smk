@@ -23,6 +23,7 @@ from pipeline_lib.config.keys import (
     contamination_text,
 )
 from pipeline_lib.config.experiment import anchor_paths, claim_folder, run_folder
+from pipeline_lib.config.job_params import training_execution
 from pipeline_lib.config.gpus import GPU_RULES, gpu_warning, visible_cuda_devices
 from pipeline_lib.data import DataError, resolve_data_root
 from pipeline_lib.data.presence import missing_data
@@ -45,9 +46,11 @@ from pipeline_lib.paper.protocol import (
 from pipeline_lib.tracking.mlflow_store import default_tracking_uri, redact_uri
 from pipeline_lib.runtime import warm_jobs
 from pipeline_lib.registry import (
-    FROZEN_METHODS,
-    ROTATION_METHODS,
     TRAINED_METHODS,
+    fuse_setting,
+    is_trained,
+    method_ids,
+    method_spec,
 )
 
 try:
@@ -260,7 +263,8 @@ CLASSES = {
 }
 METHODS = _union(grid.methods for grid in GRIDS)
 BASE = {name: base_method(name, VARIANTS) for name in METHODS}
-TRAINED = [name for name in METHODS if BASE[name] in TRAINED_METHODS]
+TRAINED = [name for name in METHODS if is_trained(BASE[name])]
+FROZEN = list(method_ids(trained=False))
 SEEDS = [str(seed) for seed in _union(grid.seeds for grid in GRIDS)]
 # The top level's, then the studies' (validation rejects a detector given two parameter sets).
 DETECTOR_PARAMS = merge_detectors(config)
@@ -268,11 +272,8 @@ DETECTORS = list(DETECTOR_PARAMS)
 # RotNet and rotation prediction are also scored by their own rotation classifier, with the
 # scores of detect.rotation_detectors (pipeline_lib.registry.ROTATION_DETECTORS).
 ROTATION_DETECTORS = config["detect"]["rotation_detectors"]
-SCORED_ROTATION = (
-    [m for m in TRAINED if BASE[m] in ROTATION_METHODS]
-    if config["detect"]["rotation_classifier"]
-    else []
-)
+ROTATION_MODELS = [m for m in TRAINED if method_spec(BASE[m]).rotation_classifier]
+SCORED_ROTATION = ROTATION_MODELS if config["detect"]["rotation_classifier"] else []
 CONTAMINATIONS = [
     contamination_text(ratio) for ratio in _union(grid.contamination for grid in GRIDS)
 ]
@@ -349,7 +350,7 @@ def detection_results(dataset=None):
 
 def get_features(wildcards):
     """Frozen representations embed the whole data set once per seed; classes share it."""
-    if wildcards.method in FROZEN_METHODS:
+    if wildcards.method in FROZEN:
         return f"{wildcards.dataset}/_frozen/{wildcards.method}/seed{wildcards.seed}/features.npz"
     return os.path.join(SPLIT.format(**wildcards), wildcards.method, "features.npz")
 
@@ -361,6 +362,10 @@ def get_training(wildcards):
 
 def get_base_method(wildcards):
     return BASE[wildcards.method]
+
+
+# How training jobs execute: a param Snakemake does not record (config.job_params).
+TRAINING_EXECUTION = training_execution(config)
 
 
 def get_train_size(wildcards):
@@ -459,7 +464,7 @@ def training_histories(grids=None):
 # contamination and method, over its classes and seeds, are trained K at a time by one
 # train_fused job each (pipeline_lib.config.fusing says how they are grouped and named); fuse 1
 # (the default) keeps one train_representation job per model.
-FUSE = config["train"].get("fuse", 1)
+FUSE = fuse_setting(config["train"])
 FUSED = TRAINED if FUSE > 1 else []
 _FUSED_GROUPS = {}
 

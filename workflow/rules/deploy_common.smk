@@ -96,7 +96,7 @@ if DEPLOY_MVTEC:
                     ),
                     "model.pt",
                 )
-                if method in TRAINED_METHODS
+                if is_trained(method)
                 else None
             ),
         }

@@ -60,7 +60,7 @@ rule score_rotation_classifier:
     benchmark:
         "benchmarks/score_rotation_classifier/{dataset}/{inlier}/contam{contamination}/seed{seed}/{method}.tsv"
     wildcard_constraints:
-        method=_one_of([m for m in TRAINED if BASE[m] in ROTATION_METHODS] or ["none"]),
+        method=_one_of(ROTATION_MODELS or ["none"]),
     retries: 1
     conda:
         "../../environment.yml"

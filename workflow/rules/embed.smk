@@ -13,7 +13,7 @@ rule embed_frozen_dataset:
     benchmark:
         "benchmarks/embed_frozen_dataset/{dataset}/{method}/seed{seed}.tsv"
     wildcard_constraints:
-        method=_one_of(FROZEN_METHODS),
+        method=_one_of(FROZEN),
     retries: 1
     conda:
         "../../environment.yml"

@@ -5,6 +5,8 @@
 an `explain` section.
 """
 
+from pipeline_lib.config.resources import mem_mb_by_attempt
+
 
 include: "explain_common.smk"
 
@@ -19,7 +21,7 @@ if EXPLAIN:
             models=[
                 os.path.join(_explain_split, method, "model.pt")
                 for method in EXPLAIN["methods"]
-                if method in TRAINED_METHODS
+                if is_trained(method)
             ],
         output:
             figure=f"summary/explanations/{_explain_dataset}/{_explain_inlier}.png",
@@ -28,17 +30,20 @@ if EXPLAIN:
             f"logs/explain_detectors/{_explain_dataset}/{_explain_inlier}.log",
         benchmark:
             f"benchmarks/explain_detectors/{_explain_dataset}/{_explain_inlier}.tsv"
+        retries: 1
         conda:
             "../../environment.yml"
         threads: 2
         resources:
-            mem_mb=8000,
+            mem_mb=mem_mb_by_attempt(8000),
             runtime=60,
             gpu=0,
         params:
             methods=EXPLAIN["methods"],
             features=json.dumps(_explain_features),
-            rotation=[m for m in EXPLAIN["methods"] if m in ROTATION_METHODS],
+            rotation=[
+                m for m in EXPLAIN["methods"] if method_spec(m).rotation_classifier
+            ],
             n_images=EXPLAIN["n_images"],
             test_index=EXPLAIN["test_index"],
             ig_steps=EXPLAIN["ig_steps"],

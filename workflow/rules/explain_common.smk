@@ -31,7 +31,7 @@ if EXPLAIN:
     _explain_features = {
         method: (
             f"{_explain_dataset}/_frozen/{method}/seed{SEEDS[0]}/features.npz"
-            if method in FROZEN_METHODS
+            if method in FROZEN
             else os.path.join(_explain_split, method, "features.npz")
         )
         for method in EXPLAIN["methods"]

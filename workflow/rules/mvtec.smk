@@ -3,9 +3,11 @@
 prepare_mvtec_category -> train_patch_representation (trained methods) -> embed_patches
 -> score_patches (score_patches_and_rotation_classifier for RotNet / rotation prediction)
 -> make_mvtec_tables (the tidy CSV and the tables), plot_mvtec_heatmaps
-(-> log_mvtec_to_mlflow). Runs when the config has an `mvtec` section. Helpers (targets,
-params) are in mvtec_common.smk.
+(-> log_mvtec_to_mlflow: the image benchmarks' MLflow script on MVTec AD's results). Runs
+when the config has an `mvtec` section. Helpers (targets, params) are in mvtec_common.smk.
 """
+
+from pipeline_lib.config.resources import mem_mb_by_attempt
 
 
 include: "mvtec_common.smk"
@@ -55,11 +57,14 @@ if MVTEC:
             method=_one_of(
                 [m for m in MVTEC_METHODS if m in TRAINED_METHODS] or ["none"]
             ),
+        # As the image benchmarks' training (train.smk): a killed, timed-out or
+        # out-of-memory job retries with more memory and resumes from its checkpoint.
+        retries: 2
         conda:
             "../../environment.yml"
         threads: 2
         resources:
-            mem_mb=12000,
+            mem_mb=mem_mb_by_attempt(12000),
             runtime=1440,
             gpu=0,
         params:
@@ -85,11 +90,12 @@ if MVTEC:
         wildcard_constraints:
             seed=_one_of(MVTEC_SEEDS),
             method=_one_of(MVTEC_METHODS),
+        retries: 1
         conda:
             "../../environment.yml"
         threads: 2
         resources:
-            mem_mb=16000,
+            mem_mb=mem_mb_by_attempt(16000),
             runtime=240,
             gpu=0,
         params:
@@ -129,11 +135,12 @@ if MVTEC:
                 [m for m in MVTEC_METHODS if m not in MVTEC_SCORED_ROTATION]
                 or ["none"]
             ),
+        retries: 1
         conda:
             "../../environment.yml"
         threads: 2
         resources:
-            mem_mb=16000,
+            mem_mb=mem_mb_by_attempt(16000),
             runtime=240,
             gpu=0,
         params:
@@ -170,11 +177,12 @@ if MVTEC:
         wildcard_constraints:
             seed=_one_of(MVTEC_SEEDS),
             method=_one_of(MVTEC_SCORED_ROTATION or ["none"]),
+        retries: 1
         conda:
             "../../environment.yml"
         threads: 2
         resources:
-            mem_mb=16000,
+            mem_mb=mem_mb_by_attempt(16000),
             runtime=240,
             gpu=0,
         params:
@@ -263,9 +271,11 @@ if MVTEC:
             mem_mb=4000,
             runtime=60,
         params:
+            benchmark="mvtec_ad",
             experiment=config["experiment"],
             # Its own parent run, beside the image benchmarks' sweep.
             sweep=f"{SWEEP}-mvtec",
+            tags={"benchmark": "mvtec"},
             timeout_s=config["tracking"]["timeout_s"],
         script:
-            "../scripts/log_mvtec_to_mlflow.py"
+            "../scripts/log_to_mlflow.py"

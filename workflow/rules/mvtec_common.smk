@@ -42,7 +42,7 @@ if MVTEC:
     MVTEC_METHODS = MVTEC["methods"]
     MVTEC_DETECTORS = list(MVTEC["detectors"])
     MVTEC_SCORED_ROTATION = (
-        [m for m in MVTEC_METHODS if m in ROTATION_METHODS]
+        [m for m in MVTEC_METHODS if method_spec(m).rotation_classifier]
         if config["detect"]["rotation_classifier"]
         else []
     )
@@ -91,7 +91,7 @@ def mvtec_histories():
         for c in MVTEC_CATEGORIES
         for s in MVTEC_SEEDS
         for m in MVTEC_METHODS
-        if m in TRAINED_METHODS
+        if is_trained(m)
     ]
 
 
@@ -110,7 +110,7 @@ def mvtec_outputs():
 
 def get_patch_model(wildcards):
     """Trained methods read their model; frozen ones are rebuilt from the seed."""
-    if wildcards.method in TRAINED_METHODS:
+    if is_trained(wildcards.method):
         return os.path.join(MVTEC_MODEL.format(**wildcards), "model.pt")
     return []
 

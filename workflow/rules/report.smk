@@ -191,8 +191,10 @@ rule log_to_mlflow:
         mem_mb=4000,
         runtime=60,
     params:
+        benchmark="images",
         experiment=config["experiment"],
         sweep=SWEEP,
+        tags={},
         timeout_s=config["tracking"]["timeout_s"],
     script:
         "../scripts/log_to_mlflow.py"

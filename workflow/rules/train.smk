@@ -36,6 +36,7 @@ rule train_representation:
         training=get_training,
         train_size=get_train_size,
         width=config["embed"]["width"],
+        execution=TRAINING_EXECUTION,
     script:
         "../scripts/train_representation.py"
 
@@ -71,6 +72,7 @@ rule train_fused:
         training=get_training,
         train_size=get_train_size,
         width=config["embed"]["width"],
+        execution=TRAINING_EXECUTION,
     script:
         "../scripts/train_fused.py"
 

@@ -5,11 +5,14 @@ from pipeline_lib.runtime.warm_jobs import hand_over
 hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
 
 from pipeline_lib.models.embed import embed_frozen
-from pipeline_lib.runtime.devices import select_device, set_threads
+from pipeline_lib.runtime.devices import gpus_requested, job_device, set_threads
 from pipeline_lib.runtime.io import load_image_dataset, save_npz
 from pipeline_lib.runtime.logs import job_logging, show_progress
 
-with job_logging(snakemake.log[0]):
+with (
+    job_logging(snakemake.log[0]),
+    job_device(gpus_requested(snakemake.resources)) as device,
+):
     set_threads(snakemake.threads)
     # imagenet_size is None for every method but resnet50_imagenet; the weights path comes
     # as $DROC_IMAGENET_WEIGHTS (exported by common.smk).
@@ -19,7 +22,7 @@ with job_logging(snakemake.log[0]):
         seed=int(snakemake.wildcards.seed),
         width=snakemake.params.width,
         batch_size=snakemake.params.batch_size,
-        device=select_device(int(snakemake.resources.get("gpu", 0))),
+        device=device,
         imagenet_size=snakemake.params.imagenet_size,
         progress=show_progress(),
     )

@@ -13,11 +13,14 @@ from pipeline_lib.explain import explain_split
 from pipeline_lib.mvtec.heatmaps import plot_explanations
 from pipeline_lib.paper.plots import save_figure
 from pipeline_lib.paper.published import display_name
-from pipeline_lib.runtime.devices import select_device, set_threads
+from pipeline_lib.runtime.devices import gpus_requested, job_device, set_threads
 from pipeline_lib.runtime.io import load_image_dataset, load_npz, save_npz
 from pipeline_lib.runtime.logs import job_logging
 
-with job_logging(snakemake.log[0]):
+with (
+    job_logging(snakemake.log[0]),
+    job_device(gpus_requested(snakemake.resources)) as device,
+):
     set_threads(snakemake.threads)
     params = snakemake.params
     feature_files = json.loads(params.features)
@@ -38,7 +41,7 @@ with job_logging(snakemake.log[0]):
         baseline=params.baseline,
         ig_steps=params.ig_steps,
         detector_params=params.detector_params,  # the kde detector's gamma / gamma_scale
-        device=select_device(int(snakemake.resources.get("gpu", 0))),
+        device=device,
     )
     figure = plot_explanations(
         explanation.images,

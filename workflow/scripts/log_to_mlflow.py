@@ -1,4 +1,10 @@
-"""The image benchmarks' MLflow writer: a child run per job result, a parent per sweep and study."""
+"""The MLflow writer of both benchmarks: a child run per job result, a training run per model,
+a parent run per sweep with its tables and plots (and, for the image benchmarks, per study).
+
+The rule names its benchmark (``params.benchmark``), which decides how its tidy table is
+read: ``images`` (with the studies of ``input.studies``) or ``mvtec_ad``; ``params.tags`` go
+on every run. :func:`pipeline_lib.tracking.loggers.log_benchmark` logs both.
+"""
 
 from pipeline_lib.runtime.warm_jobs import hand_over
 
@@ -6,6 +12,7 @@ hand_over(snakemake)  # runs the job in the run's warm worker where one serves i
 
 from pathlib import Path
 
+from pipeline_lib.mvtec.tables import mvtec_result_records
 from pipeline_lib.results.study_frames import study_records
 from pipeline_lib.results.tidy_table import load_results_csv
 from pipeline_lib.runtime.io import save_json
@@ -13,13 +20,18 @@ from pipeline_lib.runtime.logs import job_logging
 from pipeline_lib.tracking.loggers import log_benchmark
 
 with job_logging(snakemake.log[0]):
-    studies = {}
-    for manifest in snakemake.input.studies:
-        folder, name = Path(manifest).parent, Path(manifest).stem
-        files = [*sorted(folder.glob(f"{name}.*")), *sorted(folder.glob("figures/*.png"))]
-        studies[name] = (study_records(folder / "results.csv"), files)
+    studies = None
+    if snakemake.params.benchmark == "mvtec_ad":
+        records = mvtec_result_records(snakemake.input.results)
+    else:
+        records = load_results_csv(snakemake.input.results).to_dict("records")
+        studies = {}
+        for manifest in snakemake.input.studies:
+            folder, name = Path(manifest).parent, Path(manifest).stem
+            files = [*sorted(folder.glob(f"{name}.*")), *sorted(folder.glob("figures/*.png"))]
+            studies[name] = (study_records(folder / "results.csv"), files)
     summary = log_benchmark(
-        load_results_csv(snakemake.input.results).to_dict("records"),
+        records,
         store_dir=Path(snakemake.output[0]).parent,
         experiment=snakemake.params.experiment,
         sweep=snakemake.params.sweep,
@@ -27,6 +39,7 @@ with job_logging(snakemake.log[0]):
         code_dir=Path(snakemake.scriptdir),
         history_paths=snakemake.input.histories,
         artifacts=[*snakemake.input.tables, *snakemake.input.plots, snakemake.input.results],
+        tags=snakemake.params.tags,
         studies=studies,
     )
     save_json(snakemake.output[0], summary)

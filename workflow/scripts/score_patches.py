@@ -6,13 +6,15 @@ hand_over(snakemake)  # runs the job in the run's warm worker where one serves i
 
 from pipeline_lib.data.mvtec import category_from_arrays
 from pipeline_lib.mvtec.patches import score_category
-from pipeline_lib.runtime.devices import select_device, set_threads
+from pipeline_lib.runtime.devices import gpus_requested, job_device, set_threads
 from pipeline_lib.runtime.io import load_npz, save_json, save_npz
 from pipeline_lib.runtime.logs import job_logging
 
-with job_logging(snakemake.log[0]):
+with (
+    job_logging(snakemake.log[0]),
+    job_device(gpus_requested(snakemake.resources)) as device,
+):
     set_threads(snakemake.threads)
-    device = select_device(int(snakemake.resources.get("gpu", 0)))
     category = category_from_arrays(load_npz(snakemake.input.category))
     features = load_npz(snakemake.input.features)
     detectors = snakemake.params.detectors

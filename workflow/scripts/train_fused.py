@@ -20,6 +20,7 @@ from pipeline_lib.runtime.devices import gpus_requested, job_device, set_threads
 from pipeline_lib.runtime.io import load_image_dataset, save_json
 from pipeline_lib.runtime.logs import job_logging
 from pipeline_lib.ssl.jobs import save_trained, train_on_splits_fused
+from pipeline_lib.ssl.settings import Execution
 from pipeline_lib.ssl.train import TrainingDivergedError
 
 with job_logging(snakemake.log[0]):
@@ -43,13 +44,11 @@ with job_logging(snakemake.log[0]):
             training=snakemake.params.training,
             train_size=snakemake.params.train_size,
             seeds=[seed for _, seed in members],
-            device=device,
             width=snakemake.params.width,
+            # A param Snakemake does not record, as in train_representation.py: changing the
+            # step mode or the draws re-runs no finished job.
+            execution=Execution.from_config(snakemake.params.execution.value, device=device),
             checkpoint_paths=checkpoints,
-            # An execution setting, read from the config rather than a param, as in
-            # train_representation.py: changing it re-runs no finished job.
-            step_mode=snakemake.config["train"].get("step_mode", "auto"),
-            draws=snakemake.config["train"].get("draws", "host"),
         )
     folder = Path(snakemake.output.outcome).parent
     outcome = {}

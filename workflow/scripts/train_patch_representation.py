@@ -9,29 +9,30 @@ from pathlib import Path
 from pipeline_lib.data.mvtec import category_from_arrays
 from pipeline_lib.models.checkpoints import save_representation
 from pipeline_lib.mvtec.patches import train_on_patches
-from pipeline_lib.runtime.devices import device_name, select_device, set_threads
+from pipeline_lib.runtime.devices import device_name, gpus_requested, job_device, set_threads
 from pipeline_lib.runtime.io import load_npz, save_json
 from pipeline_lib.runtime.logs import job_logging, show_progress
+from pipeline_lib.ssl.settings import Execution, TrainSettings
 
-with job_logging(snakemake.log[0]):
+with (
+    job_logging(snakemake.log[0]),
+    job_device(gpus_requested(snakemake.resources)) as device,
+):
     set_threads(snakemake.threads)
     method = snakemake.wildcards.method
     category = category_from_arrays(load_npz(snakemake.input[0]))
     arguments = dict(snakemake.params.training)
     # Beside the outputs but not one of them, so a restarted job resumes from it.
     checkpoint = Path(snakemake.output.model).with_name("checkpoint.pt")
-    device = select_device(int(snakemake.resources.get("gpu", 0)))
     model, history = train_on_patches(
-        method,
+        TrainSettings(method=method, width=snakemake.params.width, **arguments),
         category.train_images,
         per_image=snakemake.params.per_image,
         patch_size=snakemake.params.patch_size,
         seed=int(snakemake.wildcards.seed),
-        device=device,
+        execution=Execution(device=device),
         checkpoint_path=checkpoint,
-        width=snakemake.params.width,
         progress=show_progress(),
-        **arguments,
     )
     provenance = {
         **arguments,

@@ -11,16 +11,18 @@ from pipeline_lib.runtime.devices import gpus_requested, job_device, set_threads
 from pipeline_lib.runtime.io import load_image_dataset
 from pipeline_lib.runtime.logs import job_logging, show_progress
 from pipeline_lib.ssl.jobs import save_trained, train_on_split
+from pipeline_lib.ssl.settings import Execution
 
 with job_logging(snakemake.log[0]):
     set_threads(snakemake.threads)
     method = snakemake.params.method  # the base method of a variant
     dataset = load_image_dataset(snakemake.input.dataset)
     split = load_split(snakemake.input.split)
-    # Execution settings, read from the config rather than params: changing them re-runs no
-    # finished job (each epoch's history records what ran). eval_every's detectors are the
-    # sweep's own, read here for the same reason: the curves are a diagnostic of this job.
-    eval_every = snakemake.config["train"].get("eval_every") or 0
+    # Execution settings and eval_every's detectors (the sweep's own): a param Snakemake
+    # does not record, so changing them re-runs no finished job (each epoch's history
+    # records what ran; the curves are a diagnostic of this job).
+    execution = snakemake.params.execution.value
+    eval_every = execution["eval_every"]
     # Beside the outputs but not one of them: Snakemake keeps it when a job dies, so the
     # restarted job resumes from it.
     checkpoint = Path(snakemake.output.model).with_name("checkpoint.pt")
@@ -34,12 +36,9 @@ with job_logging(snakemake.log[0]):
                 dataset,
                 split,
                 method=method,
-                detectors=snakemake.config["detectors"],
-                rotation_classifier=snakemake.config["detect"]["rotation_classifier"],
-                max_fit=snakemake.config["detect"]["max_fit"],
                 seed=int(snakemake.wildcards.seed),
-                batch_size=snakemake.config["embed"]["batch_size"],
                 device=device,
+                **execution["evaluation"],
             )
         model, history, arguments = train_on_split(
             method,
@@ -48,12 +47,10 @@ with job_logging(snakemake.log[0]):
             training=snakemake.params.training,
             train_size=snakemake.params.train_size,  # data-efficiency variants: a subset
             seed=int(snakemake.wildcards.seed),
-            device=device,
             width=snakemake.params.width,
+            execution=Execution.from_config(execution, device=device),
             checkpoint_path=checkpoint,
             progress=show_progress(),
-            step_mode=snakemake.config["train"].get("step_mode", "auto"),
-            draws=snakemake.config["train"].get("draws", "host"),
             evaluate=evaluate,
             eval_every=eval_every,
         )

@@ -1,4 +1,5 @@
-"""Denoising autoencoder (Vincent et al. 2008): reconstruct the clean input from ``f(x + noise)``.
+"""Denoising autoencoder (Vincent et al. 2008): reconstruct the clean input from ``f(x + noise)``;
+the task of ``denoising``.
 
 The paper names the method and nothing of its setup; docs/denoising.md gives the reading
 this module implements and the variants. Per step:
@@ -21,21 +22,28 @@ this module implements and the variants. Per step:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pipeline_lib.models.proxy import ProxyModel
-from pipeline_lib.registry import DENOISING_TARGETS
-from pipeline_lib.ssl.augment import to_unit_float
+from pipeline_lib.registry import DENOISING_PATCH, DENOISING_TARGETS, PAPER_RECIPE
+from pipeline_lib.ssl.augment import ViewAugment, to_unit_float
 from pipeline_lib.ssl.draws import Draws, as_draws
+from pipeline_lib.ssl.settings import TrainSettings
+from pipeline_lib.ssl.tasks.base import ProxyTask, StepParts
 
-#: Default standard deviation of the Gaussian corruption (images in [0, 1]).
-DEFAULT_NOISE_STD = 0.1
-#: Side of the blocks that ``patch_normalized`` standardises (a quarter of a 32x32 image).
-DEFAULT_TARGET_PATCH = 8
+__all__ = [
+    "TASK",
+    "decode",
+    "denoising_inputs",
+    "denoising_target",
+    "normalize_patches",
+    "reconstruction_loss",
+]
+
 #: Added to a block's standard deviation so that flat blocks (sky, background) are not
 #: blown up into amplified noise.
 PATCH_STD_EPS = 1e-2
@@ -65,7 +73,9 @@ def normalize_patches(images: torch.Tensor, patch: int) -> torch.Tensor:
     return blocks.permute(0, 1, 2, 4, 3, 5).reshape(n, c, h, w)
 
 
-def denoising_target(clean: torch.Tensor, target: str, patch: int) -> torch.Tensor:
+def denoising_target(
+    clean: torch.Tensor, target: str, patch: int = DENOISING_PATCH
+) -> torch.Tensor:
     """What the decoder must output for clean images in [0, 1] (see the module docstring)."""
     if target == "pixels":
         return clean
@@ -85,37 +95,14 @@ def reconstruction_loss(reconstruction: torch.Tensor, target: torch.Tensor) -> t
     return F.mse_loss(reconstruction.float(), target.float())
 
 
-def denoising_step(
-    model: ProxyModel,
-    batch: torch.Tensor,
-    *,
-    generator: torch.Generator | Draws,
-    noise_std: float = DEFAULT_NOISE_STD,
-    target: str = DENOISING_TARGETS[0],
-    patch: int = DEFAULT_TARGET_PATCH,
-    augment: Callable[..., torch.Tensor] | None = None,
-) -> torch.Tensor:
-    """One denoising loss on a uint8 batch ``(n, 3, h, w)``; scalar float32.
-
-    Raises
-    ------
-    ValueError
-        If ``noise_std < 0``, or on an unknown ``target`` or a ``patch`` that does not fit.
-    """
-    noisy, clean = denoising_inputs(
-        batch, generator=generator, noise_std=noise_std, augment=augment
-    )
-    return reconstruction_loss(decode(model, noisy), denoising_target(clean, target, patch))
-
-
 def decode(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """The decoder's reconstruction of ``x``: from ``f``, or from the map a spatial one reads.
 
-    ``model`` is a denoising :class:`ProxyModel` or a stacked copy of several
-    (:mod:`pipeline_lib.models.stacked`), whose modules keep these attributes. The spatial
-    path calls ``backbone.feature_map``, which ``step_mode: compiled`` leaves uncompiled
-    (it compiles the modules' ``forward``): the backbone then runs eager kernels inside the
-    captured step.
+    ``model`` is a denoising :class:`~pipeline_lib.models.proxy.ProxyModel` or a stacked
+    copy of several (:mod:`pipeline_lib.models.stacked`), whose modules keep these
+    attributes. The spatial path calls ``backbone.feature_map``, which ``step_mode:
+    compiled`` leaves uncompiled (it compiles the modules' ``forward``): the backbone then
+    runs eager kernels inside the captured step.
     """
     if model.proxy.spatial:
         return model.proxy(model.backbone.feature_map(x))
@@ -126,12 +113,13 @@ def denoising_inputs(
     batch: torch.Tensor,
     *,
     generator: torch.Generator | Draws,
-    noise_std: float = DEFAULT_NOISE_STD,
+    noise_std: float = PAPER_RECIPE["noise_std"],
     augment: Callable[..., torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The corrupted network input and the clean images of one denoising step.
 
-    Split from :func:`denoising_step` so the fused trainer draws exactly the same noise.
+    The clean images are one view of each image (``augment``), or the plain images with
+    ``augment=None``; the noise is drawn from ``generator``.
 
     Raises
     ------
@@ -143,3 +131,28 @@ def denoising_inputs(
     clean = augment(batch, generator) if augment is not None else to_unit_float(batch)
     noise = as_draws(generator).randn(*clean.shape).to(clean.device, non_blocking=True)
     return clean + noise_std * noise, clean
+
+
+def _bind(settings: TrainSettings, augment: ViewAugment | None) -> StepParts:
+    """The corrupted view, its reconstruction, and the squared error to the clean target."""
+    corrupt = functools.partial(denoising_inputs, noise_std=settings.noise_std, augment=augment)
+    target = functools.partial(
+        denoising_target, target=settings.denoising_target, patch=settings.denoising_patch
+    )
+    return StepParts(
+        inputs=lambda batch, generator: corrupt(batch, generator=generator),
+        forward=decode,
+        loss=lambda reconstruction, clean: reconstruction_loss(reconstruction, target(clean)),
+    )
+
+
+def _check_patch(settings: TrainSettings, side: int) -> None:
+    """A ``patch_normalized`` target needs blocks that tile the image."""
+    patch = settings.denoising_patch
+    if settings.denoising_target == "patch_normalized" and (patch < 2 or side % patch):
+        raise ValueError(
+            f"denoising_patch must be >= 2 and divide the image side {side}, got {patch}"
+        )
+
+
+TASK = ProxyTask("denoising autoencoder", _bind, check_data=_check_patch)

@@ -1,4 +1,5 @@
-"""Contrastive learning, plain and distribution-augmented (paper Sec. 3.2, Eq. 2).
+"""Contrastive learning, plain and distribution-augmented (paper Sec. 3.2, Eq. 2): the task
+of ``contrastive`` and ``contrastive_da``.
 
 Three loss forms (``form``), all on ``phi = normalize(g(f(.)))`` and temperature ``tau``,
 for a batch of ``M`` instances with views ``z1 = phi(A(x))`` and ``z2 = phi(A'(x))``:
@@ -15,7 +16,8 @@ for a batch of ``M`` instances with views ``z1 = phi(A(x))`` and ``z2 = phi(A'(x
     (exp(z1[a].z2[a]/tau) + sum_{i != a} exp(z1[a].z1[i]/tau))``, symmetrised: the mean of
     this term over all anchors of view 1 and the mirror term over all anchors of view 2
     (anchor ``z2[a]``, positive ``z1[a]``, negatives ``z2[i]``). Each anchor has exactly
-    ``M - 1`` negatives. (Named ``paper`` before the reading above was settled.)
+    ``M - 1`` negatives. (The value ``paper`` is refused with this name: see
+    :data:`RENAMED_LOSS_FORMS`.)
 ``"ntxent"`` (a variant)
     SimCLR's symmetric NT-Xent over the ``2M`` views: every view is an anchor, its partner
     view is the positive and all other ``2M - 2`` views are negatives.
@@ -28,22 +30,32 @@ instance.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from pipeline_lib.registry import LOSS_FORMS, RENAMED_TRAIN_VALUES
-from pipeline_lib.ssl.augment import distribution_copies, two_views
+from pipeline_lib.ssl.augment import ViewAugment, distribution_copies, two_views
 from pipeline_lib.ssl.draws import Draws
+from pipeline_lib.ssl.settings import TrainSettings
+from pipeline_lib.ssl.tasks.base import ProxyTask, StepParts, at_least_float32
+
+__all__ = [
+    "TASK",
+    "contrastive_inputs",
+    "contrastive_loss",
+    "contrastive_outputs_loss",
+    "cross_view_contrastive_loss",
+    "nt_xent_loss",
+    "projection",
+    "same_view_contrastive_loss",
+]
 
 #: Former names of loss forms -> the form that computes the same loss.
 RENAMED_LOSS_FORMS: dict[str, str] = RENAMED_TRAIN_VALUES["loss_form"]
-
-
-def at_least_float32(x: torch.Tensor) -> torch.Tensor:
-    """``x`` in float32 if it is narrower (autocast's bf16 / fp16), else as it is (float64)."""
-    return x.to(torch.promote_types(x.dtype, torch.float32))
 
 
 def _check(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> None:
@@ -140,46 +152,6 @@ def contrastive_loss(
         return _LOSSES[form](z1, z2, temperature=temperature)
 
 
-def contrastive_step(
-    model: torch.nn.Module,
-    batch: torch.Tensor,
-    *,
-    generator: torch.Generator | Draws,
-    augment: Callable[..., torch.Tensor],
-    temperature: float = 0.2,
-    form: str = LOSS_FORMS[0],
-    distributions: Sequence[str] = (),
-) -> torch.Tensor:
-    """One contrastive loss evaluation on a uint8 batch.
-
-    Parameters
-    ----------
-    model : ProxyModel
-        Uses ``model.backbone`` and ``model.head``.
-    batch : Tensor of shape (n, 3, h, w), uint8, on the training device
-    generator : torch.Generator
-        CPU generator of the view augmentation.
-    augment : callable
-        ``augment(images, generator) -> views`` (a :class:`~pipeline_lib.ssl.augment.ViewAugment`).
-    temperature : float, default=0.2
-    form : str, default="released"
-    distributions : sequence of str, default=()
-        Distribution augmentation set (empty for plain contrastive learning), e.g.
-        ``("rot90", "rot180", "rot270")``: ``M = n (1 + len(distributions))`` instances.
-
-    Returns
-    -------
-    Tensor
-        Scalar float32 loss.
-    """
-    views = contrastive_inputs(
-        batch, generator=generator, augment=augment, distributions=distributions
-    )
-    return contrastive_outputs_loss(
-        model.head(model.backbone(views)), temperature=temperature, form=form
-    )
-
-
 def contrastive_inputs(
     batch: torch.Tensor,
     *,
@@ -189,8 +161,10 @@ def contrastive_inputs(
 ) -> torch.Tensor:
     """The network input of one contrastive step: views 1 then views 2, ``(2 M, 3, h, w)``.
 
-    Split from :func:`contrastive_step` so the fused trainer draws exactly the same views.
-    One forward pass over both views, so BatchNorm statistics cover all ``2 M`` views.
+    ``distributions``: the distribution-augmentation set (empty for plain contrastive
+    learning, and under ``expanded`` batching, whose copies are already instances), e.g.
+    ``("rot90", "rot180", "rot270")``: ``M = n (1 + len(distributions))`` instances. One
+    forward pass over both views, so BatchNorm statistics cover all ``2 M`` views.
     """
     images = distribution_copies(batch, distributions).images if distributions else batch
     view_1, view_2 = two_views(images, augment, generator)
@@ -203,3 +177,29 @@ def contrastive_outputs_loss(
     """The loss of the head outputs ``z`` of :func:`contrastive_inputs` (scalar float32)."""
     z1, z2 = at_least_float32(z).chunk(2)
     return contrastive_loss(z1, z2, temperature=temperature, form=form)
+
+
+def projection(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """The head output ``g(f(x))`` the loss reads (``model`` may be a stacked network)."""
+    return model.head(model.backbone(x))
+
+
+def _bind(settings: TrainSettings, augment: ViewAugment | None) -> StepParts:
+    """Two views of every instance and the loss of their projections.
+
+    With ``expanded`` batching the distribution copies are already instances of the
+    training set, so the step makes none; ``per_image`` makes them inside the step.
+    """
+    distributions = () if settings.expands else tuple(settings.distributions)
+    make_views = functools.partial(contrastive_inputs, augment=augment, distributions=distributions)
+    loss = functools.partial(
+        contrastive_outputs_loss, temperature=settings.temperature, form=settings.loss_form
+    )
+    return StepParts(
+        inputs=lambda batch, generator: (make_views(batch, generator=generator), None),
+        forward=projection,
+        loss=lambda z, _: loss(z),
+    )
+
+
+TASK = ProxyTask("contrastive learning", _bind)
