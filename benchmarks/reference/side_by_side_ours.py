@@ -84,6 +84,7 @@ class OursRunner:
     def run(self, method: str, seed: int, *, epochs: int) -> RunResult:
         from pipeline_lib.detection.runner import run_detection, run_rotation_detection
         from pipeline_lib.ssl.jobs import embed_trained, train_on_split
+        from pipeline_lib.ssl.settings import Execution
 
         config = self.config
         split = self.split(seed)
@@ -97,8 +98,8 @@ class OursRunner:
             training={**config["train"], "epochs": epochs},
             train_size=None,
             seed=seed,
-            device=self.device,
             width=config["embed"]["width"],
+            execution=Execution.from_config(config["train"], device=self.device),
             checkpoint_path=checkpoint,
         )
         trained = time.perf_counter()
