@@ -182,22 +182,48 @@ def compare(
 
 
 def comparisons(rows: Sequence[Mapping[str, str]]) -> list[Comparison]:
-    """Every (method, detector) cell that both implementations scored, in table order."""
+    """Every (method, detector) cell that either implementation scored, in table order.
+
+    A cell with fewer than two seeds on a side has no interval: its verdict says what it
+    lacks (a side not run yet, or a second seed), and its difference is that of the means
+    when both sides have one.
+    """
     found = samples(rows)
     cells = []
     for method in METHODS:
         for detector in _DETECTOR_NAMES:
-            ours = found.get(("ours", method, detector))
-            released = found.get(("released", method, detector))
-            if ours and released:
-                cells.append(
-                    compare(
-                        method,
-                        detector,
-                        [ours[s] for s in sorted(ours)],
-                        [released[s] for s in sorted(released)],
-                    )
+            ours = found.get(("ours", method, detector), {})
+            released = found.get(("released", method, detector), {})
+            if not ours and not released:
+                continue
+            ours_values = [ours[s] for s in sorted(ours)]
+            released_values = [released[s] for s in sorted(released)]
+            if len(ours_values) >= 2 and len(released_values) >= 2:
+                cells.append(compare(method, detector, ours_values, released_values))
+                continue
+            missing = [name for name, got in (("released", released), ("ours", ours)) if not got]
+            both = bool(ours_values and released_values)
+            cells.append(
+                Comparison(
+                    method=method,
+                    detector=detector,
+                    ours=tuple(ours_values),
+                    released=tuple(released_values),
+                    difference=(
+                        statistics.fmean(ours_values) - statistics.fmean(released_values)
+                        if both
+                        else math.nan
+                    ),
+                    low=math.nan,
+                    high=math.nan,
+                    p_equivalence=math.nan,
+                    verdict=(
+                        f"{' and '.join(missing)} not run yet"
+                        if missing
+                        else "too few seeds (two a side give an interval)"
+                    ),
                 )
+            )
     return cells
 
 
@@ -264,12 +290,21 @@ def _traces_table(records: Sequence[Difference]) -> list[str]:
 
 
 def _mean_sd(values: Sequence[float]) -> str:
+    if not values:
+        return "not run yet"
+    if len(values) == 1:
+        return f"{values[0]:.2f} (1)"
     return f"{statistics.fmean(values):.2f} +- {statistics.stdev(values):.2f} ({len(values)})"
+
+
+def _signed(value: float, pattern: str) -> str:
+    """``pattern`` filled with the value, or a dash where there is none (NaN)."""
+    return "-" if math.isnan(value) else pattern.format(value)
 
 
 def _side_by_side_table(cells: Sequence[Comparison]) -> list[str]:
     if not cells:
-        return ["No (method, detector) cell has runs of both implementations yet."]
+        return ["No side-by-side run has finished yet."]
     lines = [
         "| method | score | released, mean +- sd (seeds) | ours, mean +- sd (seeds) "
         "| ours - released | 95 % interval | TOST p | verdict |",
@@ -278,9 +313,10 @@ def _side_by_side_table(cells: Sequence[Comparison]) -> list[str]:
     for cell in cells:
         lines.append(
             f"| {_METHOD_NAMES[cell.method]} | {_DETECTOR_NAMES[cell.detector]} "
-            f"| {_mean_sd(cell.released)} | {_mean_sd(cell.ours)} | {cell.difference:+.2f} "
-            f"| [{cell.low:+.2f}, {cell.high:+.2f}] | {cell.p_equivalence:.3f} "
-            f"| **{cell.verdict}** |"
+            f"| {_mean_sd(cell.released)} | {_mean_sd(cell.ours)} "
+            f"| {_signed(cell.difference, '{:+.2f}')} "
+            f"| {'-' if math.isnan(cell.low) else f'[{cell.low:+.2f}, {cell.high:+.2f}]'} "
+            f"| {_signed(cell.p_equivalence, '{:.3f}')} | **{cell.verdict}** |"
         )
     return lines
 
@@ -360,10 +396,11 @@ def traces_part(records: Sequence[Difference]) -> list[str]:
 def side_by_side_part(rows: Sequence[Mapping[str, str]]) -> list[str]:
     """The section's second part: the side-by-side AUCs of ``side_by_side.csv``."""
     cells = comparisons(rows)
-    pending = [cell for cell in cells if cell.verdict == "inconclusive"]
+    pending = [cell for cell in cells if cell.verdict not in ("equivalent", "outside the margin")]
     more = (
         [
-            f"Inconclusive cells take more seeds (up to {MAX_SEEDS}): "
+            f"Cells without a verdict take more runs (up to {MAX_SEEDS} seeds a side, "
+            "`side_by_side.py --seeds`; finished runs are kept): "
             + "; ".join(f"{cell.method} {cell.detector}" for cell in pending)
             + ".",
             "",
@@ -437,7 +474,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"{cell.method:15s} {cell.detector:20s} {cell.difference:+6.2f} "
             f"[{cell.low:+6.2f}, {cell.high:+6.2f}] TOST p {cell.p_equivalence:.3f} "
-            f"{cell.verdict}"
+            f"{cell.verdict} ({len(cell.released)} released, {len(cell.ours)} ours)"
         )
     if args.check:
         if page != current:

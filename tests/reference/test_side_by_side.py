@@ -163,3 +163,18 @@ def test_the_section_reads_each_cell_from_the_rows() -> None:
     assert f"| {ours - released:+.2f} |" in section
     assert "| Contrastive (DA) | KDE on f | 90.03 +- 0.25 (3) | 90.23 +- 0.25 (3) |" in section
     assert section.startswith(PARITY_START) and section.endswith(PARITY_END + "\n")
+
+
+def test_cells_short_of_runs_show_what_they_lack_and_no_interval() -> None:
+    one_each = _result("released", 1, 80.0).rows() + _result("ours", 1, 81.5).rows()
+    (kde, ocsvm) = parity_report.comparisons(one_each)
+    assert kde.verdict.startswith("too few seeds") and math.isnan(kde.low)
+    assert kde.difference == pytest.approx(1.5)
+    section = parity_report.build_section(one_each, [])
+    assert "| Contrastive (DA) | KDE on f | 80.00 (1) | 81.50 (1) | +1.50 | - | - |" in section
+    only_released = parity_report.comparisons(_result("released", 1, 80.0).rows())
+    assert [cell.verdict for cell in only_released] == ["ours not run yet"] * 2
+    assert all(math.isnan(cell.difference) for cell in only_released)
+    assert "contrastive_da kde; contrastive_da ocsvm" in parity_report.build_section(
+        _result("ours", 2, 80.0).rows(), []
+    )
