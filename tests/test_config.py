@@ -23,10 +23,8 @@ from tests.config_cases import (
     minimal_config,
 )
 
-
-@pytest.fixture
-def config() -> dict:
-    return minimal_config()
+#: The smallest valid config (a fresh copy per test).
+config = pytest.fixture(minimal_config, name="config")
 
 
 def test_defaults_are_filled(config) -> None:

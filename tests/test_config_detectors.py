@@ -5,16 +5,10 @@ from __future__ import annotations
 import pytest
 
 from pipeline_lib.config.validate import validate_config
-from tests.config_cases import (
-    SCHEMA,
-    config_error,
-    minimal_config,
-)
+from tests.config_cases import SCHEMA, config_error, minimal_config
 
-
-@pytest.fixture
-def config() -> dict:
-    return minimal_config()
+#: The smallest valid config (a fresh copy per test).
+config = pytest.fixture(minimal_config, name="config")
 
 
 OCSVM_PARAMETERS = (

@@ -6,18 +6,10 @@ import pytest
 import yaml
 
 from pipeline_lib.config.validate import resolve_classes, validate_config
-from tests.config_cases import (
-    DIGITS,
-    ROOT,
-    SCHEMA,
-    config_error,
-    minimal_config,
-)
+from tests.config_cases import DIGITS, ROOT, SCHEMA, config_error, minimal_config
 
-
-@pytest.fixture
-def config() -> dict:
-    return minimal_config()
+#: The smallest valid config (a fresh copy per test).
+config = pytest.fixture(minimal_config, name="config")
 
 
 def test_resnet50_imagenet_without_weights_names_the_key(config) -> None:
