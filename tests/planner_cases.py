@@ -6,6 +6,7 @@ from pathlib import Path
 
 from pipeline_lib.planning.defaults import default_images_per_s
 from pipeline_lib.planning.jobs import Job
+from pipeline_lib.planning.timing import RateLog
 from pipeline_lib.registry import RATE_DEVICES, TRAINED_METHODS
 
 #: The methods' fallback rates (:attr:`pipeline_lib.registry.MethodSpec.rates`) by device kind.
@@ -68,3 +69,18 @@ def rate_row(
 def write_table(path: Path, *rows: str) -> Path:
     path.write_text(HEADER + "".join(rows))
     return path
+
+
+def h200_rate_log(path: Path, image_size: int, date: str = "2026-11-28") -> RateLog:
+    """A rate log of synthetic H200 rows at ``image_size`` px, dated ``date``."""
+    log = RateLog(
+        path,
+        device="NVIDIA H200",
+        kind="cuda",
+        width=64,
+        amp="bfloat16",
+        steps=200,
+        image_size=image_size,
+    )
+    log.common["date"] = f"{date}T00:00:00Z"
+    return log

@@ -14,8 +14,8 @@ from pipeline_lib.planning.planner import main
 from pipeline_lib.planning.rates import read_rates
 from pipeline_lib.planning.report import SourceNotes, format_plan, format_settings
 from pipeline_lib.planning.sizes import DATASET_SIZES
-from pipeline_lib.planning.timing import RateLog, Spread
-from tests.planner_cases import REPO, rate_row, small_plan, write_table
+from pipeline_lib.planning.timing import Spread
+from tests.planner_cases import REPO, h200_rate_log, rate_row, small_plan, write_table
 
 
 def test_dataset_sides_are_the_readers_image_sizes() -> None:
@@ -38,15 +38,7 @@ def test_the_plan_says_per_method_and_setting_whether_a_rate_is_measured_or_extr
     32 px one: Cat-vs-Dog costs the first as measured and the second scaled by pixels."""
     path = tmp_path / "h200.csv"
     for side, rows in ((32, [("rotnet", 8000.0), ("contrastive_da", 6000.0)]), (64, [])):
-        log = RateLog(
-            path,
-            device="NVIDIA H200",
-            kind="cuda",
-            width=64,
-            amp="bfloat16",
-            steps=200,
-            image_size=side,
-        )
+        log = h200_rate_log(path, side)
         for method, rate in rows:
             log.add(method, "graph", 1, Spread(rate, 0.9 * rate, 1.1 * rate, 3))
         if side == 64:
