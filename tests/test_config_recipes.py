@@ -134,13 +134,14 @@ def test_schema_states_the_recipe_switches_with_the_registry_defaults() -> None:
     import yaml
 
     from pipeline_lib.models.init import INITS
-    from pipeline_lib.registry import PAPER_RECIPE
+    from pipeline_lib.registry import DENOISING_PATCH, PAPER_RECIPE
     from pipeline_lib.ssl.order import EPOCH_ORDERS
     from pipeline_lib.ssl.tasks.contrastive import LOSS_FORMS
 
     schema = yaml.safe_load(SCHEMA.read_text())["properties"]
     train = schema["train"]["properties"]
     assert {key: train[key]["default"] for key in PAPER_RECIPE} == PAPER_RECIPE
+    assert train["denoising_patch"]["default"] == DENOISING_PATCH
     for key, values in (("loss_form", LOSS_FORMS), ("epoch_order", EPOCH_ORDERS), ("init", INITS)):
         assert tuple(train[key]["enum"]) == values, key
         assert values[0] == PAPER_RECIPE[key], key  # the library's default is the recipe
