@@ -363,60 +363,41 @@ def test_train_fuse_refuses_float16(config) -> None:
     validate_config(config, SCHEMA)
 
 
-def test_train_step_mode_is_an_execution_setting(config) -> None:
-    """auto, eager, graph or compiled: no default written, no effect on sweep ids or the
-    training settings."""
+def _assert_execution_setting(config: dict, key: str, bad: tuple, good: tuple, method: str) -> None:
+    """``train.<key>`` refuses each of ``bad`` naming the key; each of ``good`` is kept as
+    given, with no default written and no effect on the sweep id or ``method``'s training."""
     from pipeline_lib.config.grids import variant_training
 
     base = validate_config(config, SCHEMA)
-    assert "step_mode" not in base["train"]
-    for bad in ("inductor", 1, True):
-        config["train"] = {"step_mode": bad}
-        assert "config key 'train.step_mode'" in config_error(copy.deepcopy(config)), bad
-    for mode in ("auto", "eager", "graph", "compiled"):
-        chosen = validate_config({**config, "train": {"step_mode": mode}}, SCHEMA)
-        assert chosen["train"]["step_mode"] == mode
+    assert key not in base["train"]
+    for value in bad:
+        config["train"] = {key: value}
+        assert f"config key 'train.{key}'" in config_error(copy.deepcopy(config)), value
+    for value in good:
+        chosen = validate_config({**config, "train": {key: value}}, SCHEMA)
+        assert chosen["train"][key] == value
         assert sweep_id(chosen) == sweep_id(base)
-        assert variant_training("rotnet", chosen["train"], {}) == variant_training(
-            "rotnet", base["train"], {}
-        )
+        trained, default = (variant_training(method, c["train"], {}) for c in (chosen, base))
+        assert trained == default
+
+
+def test_train_step_mode_is_an_execution_setting(config) -> None:
+    """auto, eager, graph or compiled: no default written, no effect on sweep ids or the
+    training settings."""
+    _assert_execution_setting(
+        config, "step_mode", ("inductor", 1, True), ("auto", "eager", "graph", "compiled"), "rotnet"
+    )
 
 
 def test_train_draws_is_an_execution_setting(config) -> None:
     """host or device: no default written, no effect on sweep ids or the training settings."""
-    from pipeline_lib.config.grids import variant_training
-
-    base = validate_config(config, SCHEMA)
-    assert "draws" not in base["train"]
-    for bad in ("gpu", 1, None):
-        config["train"] = {"draws": bad}
-        assert "config key 'train.draws'" in config_error(copy.deepcopy(config)), bad
-    for where in ("host", "device"):
-        chosen = validate_config({**config, "train": {"draws": where}}, SCHEMA)
-        assert chosen["train"]["draws"] == where
-        assert sweep_id(chosen) == sweep_id(base)
-        assert variant_training("denoising", chosen["train"], {}) == variant_training(
-            "denoising", base["train"], {}
-        )
+    _assert_execution_setting(config, "draws", ("gpu", 1, None), ("host", "device"), "denoising")
 
 
 def test_train_eval_every_is_an_execution_setting(config) -> None:
     """No default written, no effect on sweep ids or the training settings; fused jobs
     refuse it (the fused trainer has no evaluation hook)."""
-    from pipeline_lib.config.grids import variant_training
-
-    base = validate_config(config, SCHEMA)
-    assert "eval_every" not in base["train"]
-    for bad in (-1, 1.5, "often"):
-        config["train"] = {"eval_every": bad}
-        assert "config key 'train.eval_every'" in config_error(copy.deepcopy(config)), bad
-    for every in (None, 0, 256):
-        chosen = validate_config({**config, "train": {"eval_every": every}}, SCHEMA)
-        assert chosen["train"]["eval_every"] == every
-        assert sweep_id(chosen) == sweep_id(base)
-        assert variant_training("rotnet", chosen["train"], {}) == variant_training(
-            "rotnet", base["train"], {}
-        )
+    _assert_execution_setting(config, "eval_every", (-1, 1.5, "often"), (None, 0, 256), "rotnet")
     config["train"] = {"eval_every": 4, "fuse": 10}
     message = config_error(copy.deepcopy(config))
     assert "config key 'train.eval_every': 4" in message and "train.fuse 10" in message
