@@ -98,7 +98,7 @@ class TrainSettings:
         Colour jitter of the views (:mod:`pipeline_lib.ssl.color_ops`).
     view_blur : bool, default=False
         SimCLR's Gaussian blur (p = 0.5) in the views; the released code never applies it.
-    noise_std : float, default=0.1
+    noise_std : float, default=PAPER_RECIPE["noise_std"]
         Gaussian corruption of ``denoising``.
     width : int, default=64
         ResNet-18 first-stage width (tests use 8).
@@ -114,7 +114,7 @@ class TrainSettings:
         ``denoising`` only: reconstruct the clean image (the paper's denoising autoencoder)
         or the clean image with each ``denoising_patch``-sided block of each channel
         standardised (the ``denoising_patchnorm`` variant; docs/denoising.md).
-    denoising_patch : int, default=8
+    denoising_patch : int, default=:data:`~pipeline_lib.registry.DENOISING_PATCH`
         Side of those blocks; must divide the image side.
     denoising_decoder : {"pooled", "spatial"}, default="pooled"
         ``denoising`` only: decode from ``f`` or from the feature map before pooling (the
