@@ -167,3 +167,36 @@ def test_a_plugin_model_records_its_package_and_settings(example) -> None:
     assert history[0]["loss"] == pytest.approx(np.log(2), abs=0.2)
     with pytest.raises(ValueError, match="planned with droc-plugin-example==0.0.1"):
         TrainSettings.from_config("flip", {**training, "package": "droc-plugin-example==0.0.1"})
+
+
+def test_a_plugin_detector_cell_is_refused_for_deployment(example) -> None:
+    """A package holds data only; a plugin detector scores with its package's code."""
+    deploy = {"dataset": "digits", "method": "flip", "registered_name": "droc-flip"}
+    validated = validate_config({**CONFIG, "deploy": {**deploy, "detector": "kde"}}, SCHEMA)
+    assert validated["deploy"]["method"] == "flip"  # a plugin's method packages as data
+    with pytest.raises(
+        ConfigError,
+        match="'deploy.detector': 'lof' comes from the plugin package "
+        "droc-plugin-example==0.1.0 and cannot be packaged",
+    ):
+        validate_config({**CONFIG, "deploy": {**deploy, "detector": "lof"}}, SCHEMA)
+
+
+def test_a_package_without_the_head_kind_of_a_method_outside_the_table_is_refused() -> None:
+    from pipeline_lib.deploy.package_format import PackageError
+    from pipeline_lib.deploy.representation_file import check_representation_spec
+
+    arch = {"method": "flip", "width": 8, "head_depth": 1, "head_hidden": 8, "proj_dim": 8}
+    spec = {"kind": "trained", "method": "flip", "arch": arch}
+    with pytest.raises(PackageError, match="the head kind of 'flip' is missing"):
+        check_representation_spec(spec, Path("representation.pt"))
+    with pytest.raises(PackageError, match="head is 'bogus'; allowed: projection"):
+        check_representation_spec({**spec, "head": "bogus"}, Path("representation.pt"))
+    check_representation_spec(
+        {**spec, "head": "projection", "backbone": "resnet18_small"}, Path("representation.pt")
+    )
+    rotnet = {"kind": "trained", "method": "rotnet", "arch": {**arch, "method": "rotnet"}}
+    with pytest.raises(PackageError, match="head 'projection' is not the head of rotnet"):
+        check_representation_spec({**rotnet, "head": "projection"}, Path("representation.pt"))
+    with pytest.raises(PackageError, match="backbone is 'vit'; allowed: resnet18_small"):
+        check_representation_spec({**spec, "head": "projection", "backbone": "vit"}, Path("r.pt"))

@@ -4,14 +4,22 @@ tables, the paired tests and MLflow."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
+import torch
 import yaml
 from mlflow.tracking import MlflowClient
 
+from pipeline_lib.deploy.image_package import PackagedDetector
+from pipeline_lib.runtime.io import load_image_dataset
+from tests.deploy.conftest import png_bytes
 from tests.plugin_packages import example_paths
 from tests.workflow.conftest import ONE_THREAD_PER_JOB, run_snakemake
 
@@ -30,6 +38,15 @@ CONFIG = {
     "detect": {"rotation_classifier": False},
     "detectors": {"kde": {}, "lof": {"n_neighbors": 5}},
     "tracking": {"enabled": True, "timeout_s": 3},
+    # The plugin's method packages as data: the scorer rebuilds it from its head kind.
+    "deploy": {
+        "dataset": "digits",
+        "inlier": "0",
+        "method": "flip",
+        "detector": "kde",
+        "registered_name": "droc-digits-flip",
+        "target_fpr": 0.05,
+    },
 }
 
 
@@ -84,3 +101,50 @@ def test_the_plugin_runs_are_in_mlflow(plugin_run: Path) -> None:
     runs = client.search_runs([experiment.experiment_id], max_results=1000)
     logged = {(r.data.params.get("method"), r.data.params.get("detector")) for r in runs}
     assert {("flip", "lof"), ("flip", "kde"), ("rotnet", "lof")} <= logged
+
+
+#: ``droc score`` with every import of the example package refused, and no plugin named in
+#: its environment: what a package's consumer runs.
+_SCORE_WITHOUT_THE_PLUGIN = """
+import importlib.abc, sys
+
+class Refuse(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "droc_plugin_example":
+            raise ImportError(f"droc score imported {name}")
+
+sys.meta_path.insert(0, Refuse())
+from pipeline_lib.deploy.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_plugin_method_packages_as_data_and_scores_without_its_code(
+    plugin_run: Path, tmp_path: Path
+) -> None:
+    package = plugin_run / "deploy/droc-digits-flip/package"
+    record = json.loads((plugin_run / "deploy/droc-digits-flip/deployed.json").read_text())
+    assert record["cell"]["method"] == "flip"
+    assert record["metrics"]["auroc_pixels"] == pytest.approx(
+        record["metrics"]["auroc_recorded"], abs=1e-9
+    )
+    spec = torch.load(package / "representation.pt", map_location="meta", weights_only=True)
+    assert (spec["head"], spec["backbone"]) == ("projection", "resnet18_small")
+    dataset = load_image_dataset(plugin_run / "digits/dataset.npz")
+    images = dataset.test_images[:6]
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for index, image in enumerate(images):
+        (folder / f"{index}.png").write_bytes(png_bytes(image))
+    output = tmp_path / "scores.csv"
+    env = {k: v for k, v in os.environ.items() if k != "DROC_PLUGINS"}
+    command = [sys.executable, "-c", _SCORE_WITHOUT_THE_PLUGIN, "score", "--model"]
+    command += [str(package), str(folder), "--output", str(output), "--no-progress"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    scored = pd.read_csv(output).sort_values("file")
+    expected = PackagedDetector.load(package).anomaly_scores(images)
+    # The same package scoring the same decoded pixels on the same CPU: float32 rounding of
+    # batch composition apart at most (1e-4 of the scores' spread).
+    spread = float(np.ptp(expected)) or 1.0
+    assert np.allclose(scored["anomaly_score"].to_numpy(), expected, atol=1e-4 * spread)
