@@ -42,6 +42,8 @@ def example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     hold the built-in rows alone again afterwards."""
     for path in example_paths(tmp_path):
         monkeypatch.syspath_prepend(str(path))
+    # Parsing the Snakefile in this process (the planner) exports $DROC_PLUGINS: undone after.
+    monkeypatch.setenv("DROC_PLUGINS", "")  # records its state (delenv of an unset one does not)
     yield
     activate_plugins([])
 
@@ -75,6 +77,11 @@ def test_installed_plugins_a_config_does_not_name_change_nothing(example) -> Non
     with pytest.raises(ConfigError) as error:
         validate_config(plain, SCHEMA)
     assert "config key 'detectors': 'lof' is not allowed" in str(error.value)
+    # The error says where the row comes from and how to opt in (nothing imported).
+    assert (
+        "'lof' is a row of the installed package droc-plugin-example: add plugins: "
+        "[droc_plugin_example] to use it" in str(error.value)
+    )
     assert "flip" not in METHOD_SPECS and "lof" not in DETECTOR_DEFAULTS
     assert load_schema(SCHEMA) == before
     assert plugin_note() == ""

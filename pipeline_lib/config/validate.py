@@ -56,6 +56,7 @@ from pipeline_lib.registry import (
     headless_error,
     is_trained,
     method_spec,
+    plugin_hint,
     plugin_of,
     recipe_deviations,
 )
@@ -91,11 +92,14 @@ def _explain(error: jsonschema.ValidationError) -> str:
     validator, expected = error.validator, error.validator_value
     if validator == "enum":
         allowed = ", ".join(map(str, expected))
-        return f"config key '{key}': {error.instance!r} is not allowed; allowed values: {allowed}"
+        return (
+            f"config key '{key}': {error.instance!r} is not allowed; allowed values: {allowed}"
+            + plugin_hint(error.instance)
+        )
     if validator == "propertyNames":
         allowed = ", ".join(map(str, expected.get("enum", [])))
         bad = error.instance if not isinstance(error.instance, dict) else error.message
-        return f"config key '{key}': unknown name {bad!r}; allowed: {allowed}"
+        return f"config key '{key}': unknown name {bad!r}; allowed: {allowed}" + plugin_hint(bad)
     if validator == "additionalProperties":
         allowed = ", ".join(sorted(error.schema.get("properties", {})))
         return f"config key '{key}': {error.message}; allowed keys: {allowed}"

@@ -36,6 +36,7 @@ __all__ = [
     "detector_job_params",
     "detector_spec",
     "installed_plugins",
+    "plugin_hint",
     "plugin_note",
     "plugin_of",
     "plugins_from_environment",
@@ -274,3 +275,18 @@ def plugin_note() -> str:
         )
         for plugin in _ACTIVE.values()
     )
+
+
+def plugin_hint(row: object) -> str:
+    """``"; 'flip' is a row of the installed package ... add plugins: [...]"`` when an installed
+    package that is not active declares ``row`` (by its entry point's name, nothing
+    imported); ``""`` otherwise. Appended to an unknown method's or detector's message."""
+    if not isinstance(row, str):
+        return ""
+    for name, entries in installed_plugins().items():
+        if name not in _ACTIVE and any(entry.name == row for entry in entries):
+            return (
+                f"; {row!r} is a row of the installed package {entries[0].dist.name}: add "
+                f"plugins: [{name}] to use it (docs/extending.md)"
+            )
+    return ""
