@@ -116,7 +116,7 @@ def test_a_plugin_may_not_take_a_built_in_id(tmp_path: Path, monkeypatch) -> Non
 
 
 def test_the_planner_reports_a_plugin_without_rates_as_unmeasured(example, tmp_path) -> None:
-    from pipeline_lib.planning.planner import plan_config
+    from pipeline_lib.planning.planner import _parse_rates, plan_config
     from pipeline_lib.planning.report import format_plan
 
     configfile = tmp_path / "plugin.yaml"
@@ -127,6 +127,14 @@ def test_the_planner_reports_a_plugin_without_rates_as_unmeasured(example, tmp_p
     # RotNet keeps its hours from its fallback CPU rate; the rule total is unknown.
     assert training.by_method["rotnet"].hours > 0 and training.hours is None
     assert "flip unmeasured: no cpu rate" in format_plan("plugin", result.costs, device="cpu")
+    # A rate given on the command line (an installed package's method is accepted before its
+    # config activates it) measures it.
+    hours = {}
+    for rate in ("24", "48"):
+        given = _parse_rates([f"flip={rate}"])
+        measured = plan_config(configfile, measure=False, device="cpu", images_per_s=given)
+        hours[rate] = measured.costs["train_representation"].by_method["flip"].hours
+    assert hours["48"] > 0 and hours["24"] == pytest.approx(2 * hours["48"], rel=1e-12)
 
 
 def test_the_example_detector_keeps_the_detector_contract(example) -> None:
