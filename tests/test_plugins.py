@@ -215,3 +215,23 @@ def test_a_package_without_the_head_kind_of_a_method_outside_the_table_is_refuse
         check_representation_spec({**rotnet, "head": "projection"}, Path("representation.pt"))
     with pytest.raises(PackageError, match="backbone is 'vit'; allowed: resnet18_small"):
         check_representation_spec({**spec, "head": "projection", "backbone": "vit"}, Path("r.pt"))
+
+
+def test_validating_a_plugin_config_imports_no_torch(tmp_path: Path) -> None:
+    """The Snakefile validates at parse time: the plugin's specs load, its task does not."""
+    import os
+    import subprocess
+
+    paths = [str(path) for path in example_paths(tmp_path)]
+    code = (
+        "import sys\n"
+        "from pipeline_lib.config.validate import validate_config\n"
+        f"validate_config({CONFIG!r}, {str(SCHEMA)!r})\n"
+        "print(sorted(m for m in ('torch', 'droc_plugin_example.flip') if m in sys.modules))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, str(REPO)])}
+    env.pop("DROC_PLUGINS", None)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert out.stdout.strip() == "[]"
