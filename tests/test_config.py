@@ -134,7 +134,7 @@ def test_unknown_top_level_key_lists_allowed_keys(config) -> None:
     assert "'bogus' was unexpected" in message
     assert (
         "allowed keys: data, datasets, deploy, detect, detectors, embed, experiment, explain, "
-        "methods, mvtec, seeds, spaces, splits, studies, study, tracking, train, "
+        "methods, mvtec, plugins, seeds, spaces, splits, studies, study, tracking, train, "
         "variants" in message
     )
 

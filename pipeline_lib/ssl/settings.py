@@ -20,6 +20,7 @@ from pipeline_lib.registry import (
     is_trained,
     method_ids,
     method_spec,
+    plugin_of,
     recipe,
     training_arguments,
 )
@@ -129,6 +130,13 @@ class TrainSettings:
     log_every : int, default=10
         Epochs between INFO log lines (the first and last epoch are always logged). These
         two are bookkeeping: not part of a checkpoint's fingerprint.
+    plugin : mapping, default={}
+        A plugin method's own settings (``train.plugin``), read by its task; empty for a
+        built-in method.
+    package : str or None, default=None
+        ``name==version`` of the installed package a plugin method comes from
+        (:func:`pipeline_lib.registry.method_training` fills it); it must be the package
+        this process has, and it enters the checkpoint's fingerprint.
 
     Raises
     ------
@@ -167,6 +175,8 @@ class TrainSettings:
     amp: str | None = "bfloat16"
     checkpoint_every: int = 1
     log_every: int = 10
+    plugin: Mapping[str, Any] = dataclasses.field(default_factory=dict, hash=False)
+    package: str | None = None
 
     def __post_init__(self) -> None:
         self._check()
@@ -235,6 +245,14 @@ class TrainSettings:
             raise ValueError(
                 f"need lr > 0, 0 <= momentum < 1, weight_decay >= 0; got {self.lr}, "
                 f"{self.momentum}, {self.weight_decay}"
+            )
+        plugin = plugin_of(method)
+        have = None if plugin is None else plugin.provenance
+        if self.package != have:
+            raise ValueError(
+                f"{method} was planned with {self.package or 'the built-in code'} but this "
+                f"environment has {have or 'the built-in code'}; install the same package "
+                "version where the jobs run (docs/extending.md)"
             )
         if self.stem_width is not None and self.stem_width < 1:
             raise ValueError(f"stem_width must be >= 1 or None, got {self.stem_width}")

@@ -43,8 +43,10 @@ from pipeline_lib.paper.protocol import (
 from pipeline_lib.registry import (
     TRAINED_METHODS,
     is_trained,
+    detector_job_params,
     method_ids,
     method_spec,
+    plugin_note,
 )
 
 try:
@@ -78,7 +80,10 @@ try:
         ),
         download=_validated["data"]["download"],
         imagenet_weights=_validated["embed"]["imagenet_weights"],
+        plugins=_validated.get("plugins", []),
     )
+    if workflow.is_main_process and plugin_note():
+        print(plugin_note(), file=sys.stderr)
     if EXPERIMENT_FOLDER is not None:
         # Paths the jobs (and the MVTec helpers) read in the experiment's folder.
         _validated = anchor_paths(_validated, EXPERIMENT_FOLDER)
@@ -113,7 +118,7 @@ TRAINED = [name for name in METHODS if is_trained(BASE[name])]
 FROZEN = list(method_ids(trained=False))
 SEEDS = [str(seed) for seed in _union(grid.seeds for grid in GRIDS)]
 # The top level's, then the studies' (validation rejects a detector given two parameter sets).
-DETECTOR_PARAMS = merge_detectors(config)
+DETECTOR_PARAMS = detector_job_params(merge_detectors(config))
 DETECTORS = list(DETECTOR_PARAMS)
 # RotNet and rotation prediction are also scored by their own rotation classifier, with the
 # scores of detect.rotation_detectors (pipeline_lib.registry.ROTATION_DETECTORS).
