@@ -25,6 +25,7 @@ config.setdefault("experiment", default_experiment(CONFIGFILES))
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/run_checks.smk"
 
 
 # Each experiment runs in a folder of its own (pipeline_lib.config.experiment): its results,
@@ -37,7 +38,7 @@ if EXPERIMENT_FOLDER is not None:
 
 # Checked when the Snakefile is parsed, in the working directory, so a dry run plans without
 # data (and says what is missing); a real run stops in the onstart hook, before its first
-# job (check_before_jobs). mvtec_common.smk adds the MVTec categories.
+# job (check_before_jobs, run_checks.smk). mvtec_common.smk adds the MVTec categories.
 MISSING_DATA = _missing_image_data()
 
 
@@ -65,7 +66,8 @@ include: "workflow/rules/deploy.smk"
 
 
 # Missing data: a warning now (dry runs plan without data), an error before the first job of
-# a real run (onstart runs only then). MISSING_DATA: common.smk and mvtec_common.smk.
+# a real run (onstart runs only then). MISSING_DATA: the image data sets (run_checks.smk)
+# and the MVTec categories (mvtec_common.smk).
 warn_missing_data(MISSING_DATA)
 
 

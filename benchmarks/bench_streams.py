@@ -5,7 +5,7 @@ bf16 peak, and neither of the two ways tried to fill the rest helped: the stacke
 network (grouped convolutions) trained 0.73-1.05x the images of one captured job, and four
 captured jobs packed as processes 1.01x (contrastive DA) to 1.26x (contrastive), since
 kernels of different processes time-slice rather than overlap without MPS. Kernels of one
-process on different streams can overlap, and a captured fused job now runs that way
+process on different streams can overlap, and a captured fused job runs that way
 (:class:`pipeline_lib.ssl.fused.ConcurrentGroup`): K independent runs (own model, data,
 seed, optimiser, generators, and :class:`~pipeline_lib.ssl.stepper.StaticStep`, each the
 separate trainer's), stepped in turn from one host thread, run ``k``'s host phase and graph

@@ -1,4 +1,4 @@
-"""The random-weights ResNet-18 row under the released and the former initialisers.
+"""The random-weights ResNet-18 row under the released and torch's initialisers.
 
 Embeds a data set once per initialiser (``build_representation("resnet18_random",
 init=...)``, BatchNorm in inference mode) and scores every class as the inlier with the
@@ -110,7 +110,7 @@ def render(results: dict[str, Any]) -> str:
     """Mean AUC over classes (and seeds) per detector and initialiser, beside the paper's row."""
     inits = list(results["aucs"])
     paper = paper_row(results["dataset"])
-    names = {"released": "`init: released`", "torch": "`init: torch` (former)"}
+    names = {"released": "`init: released`", "torch": "`init: torch` (variant)"}
     lines = [
         "| detector | " + " | ".join(names.get(i, i) for i in inits) + " | paper |",
         "|---|" + "---|" * (len(inits) + 1),

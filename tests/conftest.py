@@ -132,3 +132,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return unit_of_file(nodeid.split("::", 1)[0])
 
     return FileUnitScheduling(config, log)
+
+
+@pytest.fixture(autouse=True)
+def _tracking_uri_stays_in_its_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``mlflow.set_tracking_uri`` (the registering tests, ``register_package``) also sets
+    ``$MLFLOW_TRACKING_URI``, which every later store lookup of the worker then follows
+    (``default_tracking_uri``): each test starts without it, and its own setting is undone."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

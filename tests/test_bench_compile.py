@@ -21,6 +21,7 @@ import torch
 from torch._dynamo.utils import counters
 
 from pipeline_lib.ssl.loop import run_static_step
+from tests.threads import one_torch_thread
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -47,10 +48,8 @@ def bench():
 @pytest.fixture(scope="module", autouse=True)
 def _one_thread():
     """One thread for the reference and the compiled runs alike (and the shared cores)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with one_torch_thread():
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -1,38 +1,30 @@
-"""Config validation of ``pipeline_lib.config.validate`` against the shipped JSON schema."""
+"""Config validation against the shipped JSON schema: defaults, errors, sweep id, execution.
+
+The workflow's parse-time errors and the train execution settings are here too; methods and
+data sets in test_config_recipes.py, detectors and heads in test_config_detectors.py.
+"""
 
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
 import yaml
 
 from pipeline_lib.config.validate import ConfigError, resolve_classes, sweep_id, validate_config
 from pipeline_lib.registry import ROTATION_DETECTORS
+from tests.config_cases import (
+    DATASETS,
+    DETECTORS,
+    DIGITS,
+    ROOT,
+    SCHEMA,
+    config_error,
+    minimal_config,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
-SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
-DATASETS = "cifar10, cifar100, fmnist, catvsdog, celeba, mnist, digits, image_folder"
-DETECTORS = "ocsvm, ocsvm_linear, kde, gde, knn"
-DIGITS = tuple(str(k) for k in range(10))
-
-
-@pytest.fixture
-def config() -> dict:
-    """The smallest valid config: every required key, nothing else."""
-    return {
-        "datasets": {"digits": {"classes": ["0", "8"]}},
-        "methods": ["raw"],
-        "seeds": [0],
-        "detectors": {"knn": {}},
-    }
-
-
-def _error(config: dict) -> str:
-    with pytest.raises(ConfigError) as info:
-        validate_config(config, SCHEMA)
-    return str(info.value)
+#: The smallest valid config (a fresh copy per test).
+config = pytest.fixture(minimal_config, name="config")
 
 
 def test_defaults_are_filled(config) -> None:
@@ -95,7 +87,7 @@ def test_shipped_tiny_config_is_valid() -> None:
 
 def test_unknown_dataset_names_key_and_allowed_values(config) -> None:
     config["datasets"] = {"cifar11": {}}
-    message = _error(config)
+    message = config_error(config)
     assert "'datasets'" in message
     assert "'cifar11'" in message
     assert DATASETS in message
@@ -103,13 +95,13 @@ def test_unknown_dataset_names_key_and_allowed_values(config) -> None:
 
 def test_unknown_dataset_beside_a_known_one_is_named(config) -> None:
     config["datasets"] = {"digits": {}, "cifar11": {}}
-    message = _error(config)
+    message = config_error(config)
     assert "'cifar11'" in message and DATASETS in message
 
 
 def test_unknown_method_names_key_and_allowed_values(config) -> None:
     config["methods"] = ["raw", "simclr"]
-    message = _error(config)
+    message = config_error(config)
     assert "'methods[1]'" in message
     assert "'simclr'" in message
     assert "raw, resnet18_random" in message
@@ -117,7 +109,7 @@ def test_unknown_method_names_key_and_allowed_values(config) -> None:
 
 def test_unknown_detector_names_key_and_allowed_values(config) -> None:
     config["detectors"] = {"lof": {}}
-    message = _error(config)
+    message = config_error(config)
     assert "'detectors'" in message
     assert "'lof'" in message
     assert DETECTORS in message
@@ -129,7 +121,7 @@ def test_unknown_detector_names_key_and_allowed_values(config) -> None:
 )
 def test_contamination_out_of_range_names_key_and_bound(config, value, bound) -> None:
     config["splits"] = {"contamination": [0.0, value]}
-    message = _error(config)
+    message = config_error(config)
     assert "'splits.contamination[1]'" in message
     assert str(value) in message
     assert bound in message
@@ -137,19 +129,19 @@ def test_contamination_out_of_range_names_key_and_bound(config, value, bound) ->
 
 def test_unknown_top_level_key_lists_allowed_keys(config) -> None:
     config["bogus"] = 1
-    message = _error(config)
+    message = config_error(config)
     assert "'<top level>'" in message
     assert "'bogus' was unexpected" in message
     assert (
         "allowed keys: data, datasets, deploy, detect, detectors, embed, experiment, explain, "
-        "methods, mvtec, seeds, spaces, splits, studies, study, tracking, train, "
+        "methods, mvtec, plugins, seeds, spaces, splits, studies, study, tracking, train, "
         "variants" in message
     )
 
 
 def test_unknown_dataset_setting_lists_allowed_keys(config) -> None:
     config["datasets"] = {"digits": {"clases": ["0"]}}
-    message = _error(config)
+    message = config_error(config)
     assert "'datasets.digits'" in message
     assert "'clases' was unexpected" in message
     assert "classes, max_test_per_class, max_train_per_class, options" in message
@@ -157,27 +149,27 @@ def test_unknown_dataset_setting_lists_allowed_keys(config) -> None:
 
 def test_missing_required_key_is_named(config) -> None:
     del config["seeds"]
-    assert "'seeds' is a required property" in _error(config)
+    assert "'seeds' is a required property" in config_error(config)
 
 
 @pytest.mark.parametrize("classes", ["0", 3, []])
 def test_classes_not_a_list_names_the_key(config, classes) -> None:
     config["datasets"] = {"digits": {"classes": classes}}
-    message = _error(config)
+    message = config_error(config)
     assert "'datasets.digits.classes'" in message
     assert repr(classes) in message
 
 
 def test_classes_not_a_list_names_the_allowed_forms(config) -> None:
     config["datasets"] = {"digits": {"classes": "0"}}
-    message = _error(config)
+    message = config_error(config)
     assert "'all'" in message or '"all"' in message
     assert "list" in message
 
 
 def test_detector_params_not_a_mapping_are_rejected(config) -> None:
     config["detectors"] = {"knn": [1]}
-    message = _error(config)
+    message = config_error(config)
     assert "'detectors.knn'" in message
     assert "'object', 'null'" in message
 
@@ -187,7 +179,7 @@ def test_every_schema_problem_is_reported_in_one_error(config) -> None:
     config["bogus"] = 1
     config["splits"] = {"contamination": [0.0, 1.0]}
     config["detectors"] = {"knn": {}, "lof": {}}
-    message = _error(config)
+    message = config_error(config)
     lines = message.splitlines()
     assert lines[0] == "3 problems in the config:"
     assert len(lines) == 4 and all(line.startswith("  - config key '") for line in lines[1:])
@@ -201,7 +193,7 @@ def test_every_problem_beyond_the_schema_is_reported_in_one_error(config) -> Non
     config["methods"] = ["raw", "resnet50_imagenet"]
     config["train"] = {"fuse": 2, "amp": "float16"}
     config["detectors"] = {"knn": {"n_neighbours": 3}}
-    message = _error(config)
+    message = config_error(config)
     assert message.startswith("3 problems in the config:\n")
     assert "'embed.imagenet_weights'" in message
     assert "'train.fuse'" in message and "float16" in message
@@ -210,7 +202,7 @@ def test_every_problem_beyond_the_schema_is_reported_in_one_error(config) -> Non
 
 def test_one_problem_is_reported_as_before(config) -> None:
     config["bogus"] = 1
-    message = _error(config)
+    message = config_error(config)
     assert message.startswith("config key '<top level>'") and "\n" not in message
 
 
@@ -265,336 +257,6 @@ def test_sweep_id_ignores_the_imagenet_weights_path(config, tmp_path) -> None:
     assert sweep_id(validate_config(config, SCHEMA)) == base
     config["embed"]["imagenet_size"] = 128
     assert sweep_id(validate_config(config, SCHEMA)) != base
-
-
-def test_resnet50_imagenet_without_weights_names_the_key(config) -> None:
-    config["methods"] = ["raw", "resnet50_imagenet"]
-    message = _error(config)
-    assert "'embed.imagenet_weights'" in message and "resnet50_imagenet" in message
-    assert "resnet50-0676ba61.pth" in message
-
-
-def test_resnet50_imagenet_with_a_missing_weights_file_names_the_path(config, tmp_path) -> None:
-    config["methods"] = ["resnet50_imagenet"]
-    config["embed"] = {"imagenet_weights": str(tmp_path / "nowhere.pth")}
-    message = _error(config)
-    assert "'embed.imagenet_weights'" in message and str(tmp_path / "nowhere.pth") in message
-
-
-def test_imagenet_weights_are_not_needed_without_the_method(config) -> None:
-    assert validate_config(config, SCHEMA)["embed"]["imagenet_weights"] is None
-
-
-def test_imagenet_size_below_32_names_key_and_bound(config) -> None:
-    config["embed"] = {"imagenet_size": 16}
-    message = _error(config)
-    assert "'embed.imagenet_size'" in message and "[32, inf)" in message
-
-
-def test_schema_ids_match_the_library_registries() -> None:
-    from pipeline_lib.config.validate import load_schema
-    from pipeline_lib.data import DATASETS as DATA_REGISTRY
-    from pipeline_lib.detection.detectors import DETECTORS as DETECTOR_REGISTRY
-    from pipeline_lib.models.representation import TRAINED_METHODS
-
-    schema = load_schema(SCHEMA)["properties"]
-    assert set(schema["datasets"]["propertyNames"]["enum"]) == set(DATA_REGISTRY)
-    assert set(schema["detectors"]["propertyNames"]["enum"]) == set(DETECTOR_REGISTRY)
-    trained = schema["variants"]["additionalProperties"]["properties"]["method"]["enum"]
-    assert set(trained) == set(TRAINED_METHODS)
-
-
-@pytest.mark.parametrize(
-    ("key", "value", "method", "suggestion"),
-    [
-        ("denoising_target", "patch_normalized", "denoising", "denoising_patchnorm"),
-        ("denoising_views", False, "denoising", "denoising_no_views"),
-        ("noise_std", 0.4, "denoising", "denoising_noise"),
-        ("denoising_decoder", "spatial", "denoising", "denoising_spatial"),
-        ("view_jitter", "torchvision", "denoising", "denoising_tv_jitter"),
-        ("exclude_bn_from_decay", True, "rotnet", "rotnet_bn_no_decay"),
-        ("da_batching", "per_image", "contrastive_da", "contrastive_da_per_image"),
-        ("view_jitter", "torchvision", "contrastive", "contrastive_tv_jitter"),
-        ("loss_form", "same_view", "contrastive", "contrastive_loss"),
-        ("epoch_order", "permutation", "denoising", "denoising_permutation"),
-        ("init", "torch", "rotation", "rotation_torch_init"),
-    ],
-)
-def test_paper_rows_must_run_the_paper_recipe(config, key, value, method, suggestion) -> None:
-    config["methods"] = [method]
-    config["train"] = {key: value}
-    message = _error(config)
-    assert f"train.{key}" in message and f"row {method!r}" in message
-    assert suggestion in message and "docs/protocol.md" in message
-    # The same setting in a named variant is fine: the row carries the variant's name.
-    config["variants"] = {suggestion: {"method": method, "train": {key: value}}}
-    config["methods"] = [suggestion]
-    config["train"] = {}
-    assert validate_config(config, SCHEMA)["variants"][suggestion]["train"] == {key: value}
-
-
-def test_denoising_readings_reach_training_under_their_variant_names(config) -> None:
-    from pipeline_lib.config.grids import variant_training
-    from pipeline_lib.paper.protocol import protocol_differences
-    from pipeline_lib.registry import training_arguments
-
-    config["variants"] = {
-        "denoising_no_views": {"method": "denoising", "train": {"denoising_views": False}},
-        "denoising_noise04": {"method": "denoising", "train": {"noise_std": 0.4}},
-        "denoising_spatial": {"method": "denoising", "train": {"denoising_decoder": "spatial"}},
-    }
-    config["methods"] = ["denoising", *config["variants"]]
-    filled = validate_config(config, SCHEMA)
-
-    def arguments(name: str) -> dict:
-        return training_arguments(
-            "denoising", variant_training(name, filled["train"], filled["variants"])
-        )
-
-    recipe = arguments("denoising")
-    assert recipe["denoising_views"] is True and recipe["view_jitter"] == "released"
-    assert (recipe["noise_std"], recipe["denoising_decoder"]) == (0.1, "pooled")
-    # without views the view settings are not arguments of the run (nor of its job params)
-    assert arguments("denoising_no_views")["denoising_views"] is False
-    assert "view_jitter" not in arguments("denoising_no_views")
-    assert arguments("denoising_noise04")["noise_std"] == 0.4
-    assert arguments("denoising_spatial")["denoising_decoder"] == "spatial"
-    differences = protocol_differences(filled)
-    assert "non-paper variant denoising_spatial (denoising: denoising_decoder=spatial)" in (
-        differences
-    )
-    assert "non-paper variant denoising_noise04 (denoising: noise_std=0.4)" in differences
-    assert not any("variant denoising " in d or "training:" in d for d in differences)
-
-
-@pytest.mark.parametrize("where", ["train", "variant"])
-def test_the_former_paper_loss_form_names_its_new_name(config, where) -> None:
-    if where == "train":
-        config["methods"] = ["contrastive"]
-        config["train"] = {"loss_form": "paper"}
-        key = "train.loss_form"
-    else:
-        config["methods"] = ["contrastive_old"]
-        config["variants"] = {
-            "contrastive_old": {"method": "contrastive", "train": {"loss_form": "paper"}}
-        }
-        key = "variants.contrastive_old.train.loss_form"
-    message = _error(config)
-    assert f"config key '{key}': 'paper' was renamed 'same_view'" in message
-    assert "drop the key (default 'released')" in message
-    assert "loss_form: same_view in a named variant" in message
-
-
-def test_schema_states_the_recipe_switches_with_the_registry_defaults() -> None:
-    import yaml
-
-    from pipeline_lib.models.init import INITS
-    from pipeline_lib.registry import PAPER_RECIPE
-    from pipeline_lib.ssl.order import EPOCH_ORDERS
-    from pipeline_lib.ssl.tasks.contrastive import LOSS_FORMS
-
-    schema = yaml.safe_load(SCHEMA.read_text())["properties"]
-    train = schema["train"]["properties"]
-    assert {key: train[key]["default"] for key in PAPER_RECIPE} == PAPER_RECIPE
-    for key, values in (("loss_form", LOSS_FORMS), ("epoch_order", EPOCH_ORDERS), ("init", INITS)):
-        assert tuple(train[key]["enum"]) == values, key
-        assert values[0] == PAPER_RECIPE[key], key  # the library's default is the recipe
-    overridable = schema["variants"]["additionalProperties"]["properties"]["train"]
-    assert set(PAPER_RECIPE) <= set(overridable["propertyNames"]["enum"])
-
-
-def test_a_switch_the_method_ignores_keeps_its_row_faithful(config) -> None:
-    config["methods"] = ["rotnet", "resnet18_random"]
-    config["train"] = {"da_batching": "per_image", "denoising_target": "patch_normalized"}
-    assert validate_config(config, SCHEMA)["train"]["da_batching"] == "per_image"
-
-
-def test_paper_config_runs_the_paper_recipe_under_paper_names() -> None:
-    from pipeline_lib.registry import PAPER_RECIPE, TRAINED_METHODS, recipe_deviations
-
-    paper = validate_config(yaml.safe_load((ROOT / "config" / "paper.yaml").read_text()), SCHEMA)
-    assert {key: paper["train"][key] for key in PAPER_RECIPE} == PAPER_RECIPE
-    deviating = [
-        name
-        for name, variant in paper["variants"].items()
-        if recipe_deviations(variant["method"], variant.get("train", {}))
-    ]
-    assert deviating and not set(deviating) & set(TRAINED_METHODS)  # e.g. the DA sets
-
-
-def test_celeba_all_means_the_inlier_classes_of_the_registry(config) -> None:
-    from pipeline_lib.data import DATASETS
-
-    config["datasets"] = {"celeba": {"classes": "all"}}
-    filled = validate_config(config, SCHEMA)
-    expected = list(DATASETS["celeba"].inliers)
-    assert expected == ["no_eyeglasses"]
-    assert resolve_classes("celeba", "all", DATASETS["celeba"].class_names) == expected
-    assert filled["datasets"]["celeba"]["classes"] == "all"
-
-
-def test_celeba_eyeglasses_as_inlier_names_the_class_and_the_reason(config) -> None:
-    config["datasets"] = {"celeba": {"classes": ["no_eyeglasses", "eyeglasses"]}}
-    message = _error(config)
-    assert "'datasets.celeba.classes'" in message
-    assert "class 'eyeglasses' cannot be an inlier" in message
-    assert "no training images" in message
-    assert "allowed inlier classes: no_eyeglasses" in message
-
-
-def test_celeba_contamination_is_refused_with_the_reason(config) -> None:
-    config["datasets"] = {"celeba": {"classes": "all"}}
-    config["splits"] = {"contamination": [0, 0.05]}
-    message = _error(config)
-    assert "'splits.contamination': 0.05" in message
-    assert "'celeba'" in message and "no outliers" in message
-    config["splits"] = {"contamination": [0]}
-    assert validate_config(config, SCHEMA)["splits"]["contamination"] == [0.0]
-
-
-@pytest.mark.parametrize(
-    ("settings", "clean", "fragment"),
-    [
-        ({"classes": ["8"], "max_train_per_class": 50}, 51, "max_train_per_class keeps 50"),
-        ({"classes": "all"}, 117, "class '8' of 'digits'"),
-    ],
-)
-def test_clean_inliers_beyond_a_class_training_images_fail(
-    config, settings: dict, clean: int, fragment: str
-) -> None:
-    from pipeline_lib.data import DATASETS, load_dataset
-
-    config["datasets"] = {"digits": settings}
-    config["splits"] = {"clean_inliers": [10, clean]}
-    message = _error(config)
-    assert f"'splits.clean_inliers': {clean}" in message and fragment in message
-    # The registry's count is the real one: the smallest class of the split has exactly it.
-    data = load_dataset("digits")
-    counts = {name: int((data.train_labels == k).sum()) for k, name in enumerate(DIGITS)}
-    assert counts == dict(DATASETS["digits"].train_per_class)
-    config["splits"] = {"clean_inliers": [clean - 1]}
-    validate_config(config, SCHEMA)
-
-
-def test_study_file_with_an_impossible_setting_fails_at_validation(config, tmp_path) -> None:
-    study = {
-        "study": {"kind": "contamination"},
-        "datasets": {"celeba": {"classes": "all"}},
-        "methods": ["raw"],
-        "seeds": [0],
-        "detectors": {"knn": {}},
-        "splits": {"contamination": [0.1]},
-    }
-    path = tmp_path / "study.yaml"
-    path.write_text(yaml.safe_dump(study))
-    config["studies"] = [str(path)]
-    message = _error(config)
-    assert str(path) in message and "'splits.contamination': 0.1" in message
-
-
-def test_validating_a_config_leaves_torch_unimported() -> None:
-    # The Snakefile validates the config at parse time: importing torch there would cost
-    # every snakemake invocation (a dry run, each cluster job) several seconds.
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, yaml\n"
-        "from pipeline_lib.config.validate import validate_config\n"
-        f"validate_config(yaml.safe_load(open({str(ROOT / 'config' / 'paper.yaml')!r})), "
-        f"{str(SCHEMA)!r})\n"
-        "print(sorted(m for m in ('torch', 'torchvision') if m in sys.modules))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
-
-
-OCSVM_PARAMETERS = (
-    "nu, gamma, gamma_scale, normalize, tol, cache_size, max_iter, chunk_size, dtype, device"
-)
-
-
-def test_misspelt_detector_parameter_names_key_and_allowed_parameters(config) -> None:
-    config["detectors"] = {"ocsvm": {"gama": 1}}
-    assert _error(config) == (
-        "config key 'detectors.ocsvm': unknown parameter 'gama' (did you mean 'gamma'?); "
-        f"allowed: {OCSVM_PARAMETERS}"
-    )
-
-
-def test_parameter_of_another_detector_is_unknown(config) -> None:
-    config["detectors"] = {"knn": {}, "gde": {"gamma_scale": 2.0}}
-    message = _error(config)
-    assert "'detectors.gde': unknown parameter 'gamma_scale'" in message
-    assert message.endswith("allowed: normalize, reg_covar, random_state")
-
-
-def test_misspelt_mvtec_detector_parameter_names_the_mvtec_key() -> None:
-    config = {"methods": ["rotnet"], "seeds": [0], "mvtec": {"detectors": {"kde": {"chunk": 64}}}}
-    message = _error(config)
-    assert "config key 'mvtec.detectors.kde': unknown parameter 'chunk'" in message
-    assert "allowed: gamma, gamma_scale, normalize, chunk_size, dtype, device" in message
-
-
-def test_registered_detector_parameters_pass(config) -> None:
-    config["detectors"] = {"ocsvm": {"nu": 0.1, "gamma_scale": 1.0}, "knn": {"n_neighbors": 5}}
-    assert validate_config(config, SCHEMA)["detectors"]["ocsvm"] == {"nu": 0.1, "gamma_scale": 1.0}
-
-
-@pytest.mark.parametrize("method", ["rotnet", "denoising"])
-def test_head_depth_of_a_headless_variant_names_key_and_the_methods_with_a_head(
-    config, method
-) -> None:
-    config["variants"] = {"x": {"method": method, "train": {"head_depth": 2}}}
-    config["methods"] = ["raw", "x"]
-    message = _error(config)
-    assert message.startswith(
-        f"config key 'variants.x.train.head_depth': head_depth: 2 but {method} has no MLP head"
-    )
-    assert "(methods with one: rotation, contrastive, contrastive_da)" in message
-
-
-def test_top_level_head_depth_is_for_the_mlp_head_methods_only(config) -> None:
-    from pipeline_lib.config.grids import variant_training
-
-    config["methods"] = ["rotnet", "contrastive", "x"]
-    config["train"] = {"head_depth": 2}
-    config["variants"] = {"x": {"method": "denoising", "train": {"head_depth": None}}}
-    filled = validate_config(config, SCHEMA)
-    depth = {
-        name: variant_training(name, filled["train"], filled["variants"])["head_depth"]
-        for name in filled["methods"]
-    }
-    assert depth == {"rotnet": None, "contrastive": 2, "x": None}
-
-
-def _study(detectors: dict) -> dict:
-    return {
-        "study": {"kind": "contamination"},
-        "datasets": {"digits": {"classes": ["0"]}},
-        "methods": ["raw"],
-        "seeds": [0],
-        "detectors": detectors,
-    }
-
-
-def test_conflicting_study_detector_parameters_name_both_sources(config) -> None:
-    config["detectors"] = {"knn": {}}
-    config["studies"] = [_study({"knn": {"n_neighbors": 5}})]
-    assert _error(config) == (
-        "config key 'detectors.knn': study 'inline study' sets {'n_neighbors': 5} but the "
-        "top-level detectors sets {}; a sweep runs a detector with one parameter set (its "
-        "results share one path), so make them equal or drop knn from one of them"
-    )
-
-
-def test_study_detector_parameters_equal_after_defaults_merge(config) -> None:
-    from pipeline_lib.config.validate import merge_detectors
-
-    config["detectors"] = {"knn": {}}
-    config["studies"] = [_study({"knn": {"n_neighbors": 1}, "gde": {}})]
-    filled = validate_config(config, SCHEMA)
-    assert merge_detectors(filled) == {"knn": {}, "gde": {}}
 
 
 # The config errors the workflow stops on at parse time, checked in-process: the same steps
@@ -659,7 +321,7 @@ def test_train_fuse_is_a_positive_integer(config) -> None:
     assert "fuse" not in validate_config(config, SCHEMA)["train"]  # absent: no default written
     for bad in (0, -1, 1.5, "two", "1.5", True):
         config["train"] = {"fuse": bad}
-        assert "config key 'train.fuse'" in _error(copy.deepcopy(config)), bad
+        assert "config key 'train.fuse'" in config_error(copy.deepcopy(config)), bad
     config["train"] = {"fuse": 3}
     assert validate_config(config, SCHEMA)["train"]["fuse"] == 3
 
@@ -678,7 +340,7 @@ def test_nested_command_line_values_get_the_schema_types(config) -> None:
     # Strings the schema allows stay strings (class names), and nonsense is still refused.
     assert validate_config(config, SCHEMA)["datasets"]["digits"]["classes"] == ["0", "8"]
     config["train"] = {"epochs": "many"}
-    assert "config key 'train.epochs'" in _error(config)
+    assert "config key 'train.epochs'" in config_error(config)
 
 
 def test_the_slurm_profile_fuses_ten_models_per_training_job(config) -> None:
@@ -696,67 +358,48 @@ def test_the_slurm_profile_fuses_ten_models_per_training_job(config) -> None:
 
 def test_train_fuse_refuses_float16(config) -> None:
     config["train"] = {"fuse": 2, "amp": "float16"}
-    assert "train.fuse" in _error(config) and "float16" in _error(config)
+    assert "train.fuse" in config_error(config) and "float16" in config_error(config)
     config["train"] = {"fuse": 1, "amp": "float16"}  # one model per job: as before
     validate_config(config, SCHEMA)
+
+
+def _assert_execution_setting(config: dict, key: str, bad: tuple, good: tuple, method: str) -> None:
+    """``train.<key>`` refuses each of ``bad`` naming the key; each of ``good`` is kept as
+    given, with no default written and no effect on the sweep id or ``method``'s training."""
+    from pipeline_lib.config.grids import variant_training
+
+    base = validate_config(config, SCHEMA)
+    assert key not in base["train"]
+    for value in bad:
+        config["train"] = {key: value}
+        assert f"config key 'train.{key}'" in config_error(copy.deepcopy(config)), value
+    for value in good:
+        chosen = validate_config({**config, "train": {key: value}}, SCHEMA)
+        assert chosen["train"][key] == value
+        assert sweep_id(chosen) == sweep_id(base)
+        trained, default = (variant_training(method, c["train"], {}) for c in (chosen, base))
+        assert trained == default
 
 
 def test_train_step_mode_is_an_execution_setting(config) -> None:
     """auto, eager, graph or compiled: no default written, no effect on sweep ids or the
     training settings."""
-    from pipeline_lib.config.grids import variant_training
-
-    base = validate_config(config, SCHEMA)
-    assert "step_mode" not in base["train"]
-    for bad in ("inductor", 1, True):
-        config["train"] = {"step_mode": bad}
-        assert "config key 'train.step_mode'" in _error(copy.deepcopy(config)), bad
-    for mode in ("auto", "eager", "graph", "compiled"):
-        chosen = validate_config({**config, "train": {"step_mode": mode}}, SCHEMA)
-        assert chosen["train"]["step_mode"] == mode
-        assert sweep_id(chosen) == sweep_id(base)
-        assert variant_training("rotnet", chosen["train"], {}) == variant_training(
-            "rotnet", base["train"], {}
-        )
+    _assert_execution_setting(
+        config, "step_mode", ("inductor", 1, True), ("auto", "eager", "graph", "compiled"), "rotnet"
+    )
 
 
 def test_train_draws_is_an_execution_setting(config) -> None:
     """host or device: no default written, no effect on sweep ids or the training settings."""
-    from pipeline_lib.config.grids import variant_training
-
-    base = validate_config(config, SCHEMA)
-    assert "draws" not in base["train"]
-    for bad in ("gpu", 1, None):
-        config["train"] = {"draws": bad}
-        assert "config key 'train.draws'" in _error(copy.deepcopy(config)), bad
-    for where in ("host", "device"):
-        chosen = validate_config({**config, "train": {"draws": where}}, SCHEMA)
-        assert chosen["train"]["draws"] == where
-        assert sweep_id(chosen) == sweep_id(base)
-        assert variant_training("denoising", chosen["train"], {}) == variant_training(
-            "denoising", base["train"], {}
-        )
+    _assert_execution_setting(config, "draws", ("gpu", 1, None), ("host", "device"), "denoising")
 
 
 def test_train_eval_every_is_an_execution_setting(config) -> None:
     """No default written, no effect on sweep ids or the training settings; fused jobs
     refuse it (the fused trainer has no evaluation hook)."""
-    from pipeline_lib.config.grids import variant_training
-
-    base = validate_config(config, SCHEMA)
-    assert "eval_every" not in base["train"]
-    for bad in (-1, 1.5, "often"):
-        config["train"] = {"eval_every": bad}
-        assert "config key 'train.eval_every'" in _error(copy.deepcopy(config)), bad
-    for every in (None, 0, 256):
-        chosen = validate_config({**config, "train": {"eval_every": every}}, SCHEMA)
-        assert chosen["train"]["eval_every"] == every
-        assert sweep_id(chosen) == sweep_id(base)
-        assert variant_training("rotnet", chosen["train"], {}) == variant_training(
-            "rotnet", base["train"], {}
-        )
+    _assert_execution_setting(config, "eval_every", (-1, 1.5, "often"), (None, 0, 256), "rotnet")
     config["train"] = {"eval_every": 4, "fuse": 10}
-    message = _error(copy.deepcopy(config))
+    message = config_error(copy.deepcopy(config))
     assert "config key 'train.eval_every': 4" in message and "train.fuse 10" in message
     for fuse in (1, 10):  # off, or one model per job: fine
         validate_config(
@@ -766,9 +409,11 @@ def test_train_eval_every_is_an_execution_setting(config) -> None:
 
 def test_train_step_mode_graph_refuses_float16(config) -> None:
     config["train"] = {"step_mode": "graph", "amp": "float16"}
-    assert "train.step_mode" in _error(config) and "float16" in _error(config)
+    assert "train.step_mode" in config_error(config) and "float16" in config_error(config)
     config["train"] = {"step_mode": "compiled", "amp": "float16"}
-    assert "train.step_mode': compiled" in _error(config) and "float16" in _error(config)
+    assert "train.step_mode': compiled" in config_error(config) and "float16" in config_error(
+        config
+    )
     config["train"] = {"step_mode": "auto", "amp": "float16"}  # auto falls back to eager
     validate_config(config, SCHEMA)
 

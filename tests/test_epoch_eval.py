@@ -13,6 +13,7 @@ from pipeline_lib.detection.runner import run_detection, run_rotation_detection
 from pipeline_lib.registry import ROTATION_DETECTORS
 from pipeline_lib.ssl.jobs import embed_trained
 from tests.ssl.tiny_runs import keyword_train
+from tests.threads import one_torch_thread
 
 DETECTORS = {"kde": {}, "ocsvm": {}}
 TINY = {"seed": 1, "width": 8, "lr": 0.1, "batch_size": 16}
@@ -20,10 +21,8 @@ TINY = {"seed": 1, "width": 8, "lr": 0.1, "batch_size": 16}
 
 @pytest.fixture(autouse=True)
 def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with one_torch_thread():
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ from pipeline_lib.config.validate import ConfigError, validate_config
 from pipeline_lib.data.split import training_subset
 from pipeline_lib.models.representation import METHODS
 from pipeline_lib.registry import training_arguments
+from pipeline_lib.studies import STUDY_KINDS
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
@@ -120,19 +121,7 @@ def test_two_studies_with_one_name_are_an_error() -> None:
 def test_paper_config_includes_every_study_kind() -> None:
     config = validate_config(yaml.safe_load((REPO / "config/paper.yaml").read_text()), SCHEMA)
     kinds = {grid.kind for grid in study_grids(config, config["studies"])}
-    assert kinds == {
-        "main",
-        "contamination",
-        "semi_supervised",
-        "uniformity",
-        "head_depth",
-        "distribution_sets",
-        "ensembles",
-        "data_efficiency",
-        "rotated",
-        "classifiers",
-        "comparison",
-    }
+    assert kinds == set(STUDY_KINDS)
 
 
 def test_training_subset_is_seeded_sorted_and_bounded() -> None:

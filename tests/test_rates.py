@@ -10,6 +10,7 @@ import pytest
 from pipeline_lib.planning.rate_choice import choose_rate
 from pipeline_lib.planning.rates import COLUMNS, LEGACY_COLUMNS, RateTableError, read_rates
 from pipeline_lib.planning.timing import RateLog, Spread, time_repeats
+from tests.planner_cases import h200_rate_log
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -141,28 +142,14 @@ def test_a_table_with_part_of_the_new_columns_or_a_median_outside_its_range_is_r
         read_rates([bad])
 
 
-def _log(path: Path, image_size: int, date: str = "2026-11-28") -> RateLog:
-    log = RateLog(
-        path,
-        device="NVIDIA H200",
-        kind="cuda",
-        width=64,
-        amp="bfloat16",
-        steps=200,
-        image_size=image_size,
-    )
-    log.common["date"] = f"{date}T00:00:00Z"
-    return log
-
-
 def test_a_64_px_job_takes_a_64_px_row_else_the_32_px_row_scaled_by_pixels(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "h200.csv"
-    small = _log(path, 32)
+    small = h200_rate_log(path, 32)
     small.add("rotnet", "graph", 1, Spread(8000.0, 7600.0, 8400.0, 3))
     small.add("rotnet", "graph", 4, Spread(12000.0, 12000.0, 12000.0, 1))
-    _log(path, 64).add("rotnet", "graph", 1, Spread(2400.0, 2300.0, 2500.0, 3))
+    h200_rate_log(path, 64).add("rotnet", "graph", 1, Spread(2400.0, 2300.0, 2500.0, 3))
     rates = read_rates([path])
 
     def choose(fuse: int, image_size: int):
@@ -186,7 +173,7 @@ def test_a_64_px_job_takes_a_64_px_row_else_the_32_px_row_scaled_by_pixels(
     assert alone is not None and alone.images_per_s_per_model == 8000.0
     assert "32 px as measured, median of 3 repeats (7,600-8,400/s per model)" in why
     # The latest day's rows of a setting: their median, their whole range, their calls.
-    again = _log(path, 32)
+    again = h200_rate_log(path, 32)
     again.add("rotnet", "graph", 1, Spread(9000.0, 8800.0, 9100.0, 3))
     again.add("rotnet", "graph", 1, Spread(8500.0, 8200.0, 8700.0, 3))
     rates = read_rates([path])
@@ -199,8 +186,8 @@ def test_a_64_px_job_takes_a_64_px_row_else_the_32_px_row_scaled_by_pixels(
 def test_a_32_px_job_never_takes_a_64_px_row_scaled_up(tmp_path: Path) -> None:
     # Small images fill a GPU less: scaling a 64 px rate by 4 would understate the hours.
     path = tmp_path / "h200.csv"
-    _log(path, 32).add("rotnet", "compiled", 4, Spread(5000.0, 4900.0, 5100.0, 3))
-    _log(path, 64).add("rotnet", "compiled", 5, Spread(2000.0, 1980.0, 2020.0, 3))
+    h200_rate_log(path, 32).add("rotnet", "compiled", 4, Spread(5000.0, 4900.0, 5100.0, 3))
+    h200_rate_log(path, 64).add("rotnet", "compiled", 5, Spread(2000.0, 1980.0, 2020.0, 3))
     rates = read_rates([path])
     options = {"kind": "cuda", "width": 64, "method": "rotnet", "step_mode": "compiled"}
 

@@ -49,7 +49,7 @@ def test_rotation_detector_ids_agree_everywhere(schema) -> None:
     assert paper["detect"]["rotation_detectors"] == ids
     protocol = (root / "docs" / "protocol.md").read_text()
     assert all(f"`{i}`" in protocol for i in ids)
-    assert "that former score is now `rotation_log_p`" in " ".join(protocol.split())
+    assert "`rotation_log_p` Golan et al.'s sum of log p" in " ".join(protocol.split())
 
 
 def test_schema_method_ids_are_the_method_tables(schema) -> None:

@@ -29,6 +29,7 @@ from pipeline_lib.tracking.mlflow_store import (
     redact_uri,
     server_reachable,
 )
+from tests.tracking_cases import job_records
 
 #: Set by log_sweep with os.environ.setdefault; restored after this module.
 _HTTP_ENV = ("MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES")
@@ -53,25 +54,6 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-def _records(n: int = 3) -> list[dict]:
-    """Job records as the pipeline logs them (rows of results.csv)."""
-    return [
-        {
-            "result_key": f"digits/{inlier}/contam0/seed0/raw/train/knn",
-            "dataset": "digits",
-            "inlier": str(inlier),
-            "method": "raw",
-            "seed": 0,
-            "contamination": 0.0,
-            "fitset": "train",
-            "detector": "knn",
-            "auroc": 90.0 + inlier,
-            "n_fit": 60,
-        }
-        for inlier in range(n)
-    ]
 
 
 def _log(store: dict, records: list[dict], experiment: str, sweep: str = "abc123", **kwargs):
@@ -119,7 +101,7 @@ def test_ensure_experiment_declares_the_kind_of_an_older_experiment_only_once(st
 
 
 def test_log_sweep_creates_children_and_one_parent(store: dict) -> None:
-    records = _records(3)
+    records = job_records(3)
     summary = _log(store, records, "children", tags={"git_commit": "deadbeef"})
     assert summary["status"] == "logged"
     assert (summary["created"], summary["updated"], summary["unchanged"]) == (3, 0, 0)
@@ -158,7 +140,7 @@ def test_log_sweep_creates_children_and_one_parent(store: dict) -> None:
 
 def test_a_job_without_an_interval_says_why_on_its_run(store: dict) -> None:
     reason = "the test split has 9 outlier(s) and 1 inlier(s); ..."
-    with_interval, without = _records(2)
+    with_interval, without = job_records(2)
     with_interval |= {"auroc_low": 88.0, "auroc_high": 92.0, "auroc_interval_omitted": ""}
     without |= {"auroc_low": float("nan"), "auroc_high": float("nan")}
     without["auroc_interval_omitted"] = reason
@@ -214,8 +196,8 @@ def test_mvtec_results_log_what_was_measured_under_their_benchmark_tag(
     assert [item.path for item in artifacts] == [f"{tmp_path.name}/results.csv"]
 
 
-def test_log_sweep_is_idempotent_and_updates_changed_records(store: dict) -> None:
-    records = _records(3)
+def test_log_sweep_is_idempotent_and_updates_changedjob_records(store: dict) -> None:
+    records = job_records(3)
     first = _log(store, records, "idempotent")
     assert first["created"] == 3
     experiment_id = first["experiment_id"]
@@ -240,7 +222,7 @@ def test_log_sweep_is_idempotent_and_updates_changed_records(store: dict) -> Non
 
 
 def test_another_sweep_gets_its_own_runs(store: dict) -> None:
-    records = _records(2)
+    records = job_records(2)
     first = _log(store, records, "two-sweeps", sweep="s1")
     second = _log(store, records, "two-sweeps", sweep="s2")
     assert first["created"] == second["created"] == 2
@@ -251,7 +233,7 @@ def test_another_sweep_gets_its_own_runs(store: dict) -> None:
 
 
 def test_artifacts_land_on_the_parent_run(store: dict, tmp_path: Path) -> None:
-    summary = _log(store, _records(1), "artifacts", artifacts=[store["table"]])
+    summary = _log(store, job_records(1), "artifacts", artifacts=[store["table"]])
     client = store["client"]
     parent = summary["parent_run_id"]
     assert [info.path for info in client.list_artifacts(parent)] == ["tables"]
@@ -293,7 +275,7 @@ def test_training_runs_carry_test_auroc_curves_and_the_eval_figure(
     key = "digits/3/contam0/seed0/rotnet"
     summary = _log(
         store,
-        _records(1),
+        job_records(1),
         "eval-curves",
         histories={key: history},
         history_artifacts={key: [figure]},
@@ -314,7 +296,7 @@ def test_training_runs_carry_test_auroc_curves_and_the_eval_figure(
 
 
 def test_a_bad_record_fails_softly(store: dict, caplog: pytest.LogCaptureFixture) -> None:
-    record = _records(1)[0]
+    record = job_records(1)[0]
     del record["result_key"]
     with caplog.at_level(logging.WARNING, logger="pipeline_lib.tracking.mlflow_store"):
         summary = _log(store, [record], "bad-record")
@@ -327,7 +309,7 @@ def test_unreachable_server_warns_quickly(tmp_path: Path, caplog) -> None:
     start = time.perf_counter()
     with caplog.at_level(logging.WARNING, logger="pipeline_lib.tracking.mlflow_store"):
         summary = log_sweep(
-            _records(2),
+            job_records(2),
             uri="http://127.0.0.1:9",
             experiment="droc",
             sweep="abc",
@@ -356,7 +338,7 @@ def test_default_tracking_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_a_run_left_without_params_gets_them_when_logged_again(store: dict) -> None:
-    records = _records(2)
+    records = job_records(2)
     first = _log(store, records, "half-logged")
     client = store["client"]
     # A writer killed between create_run and log_batch: the run exists with its identity
@@ -428,7 +410,7 @@ def test_credentials_in_the_tracking_uri_are_never_logged_or_returned(
     with caplog.at_level(logging.WARNING, logger="pipeline_lib.tracking.mlflow_store"):
         store = ensure_experiment(uri, "droc", artifact_dir=None, timeout_s=1)
         summary = log_sweep(
-            _records(1),
+            job_records(1),
             uri=uri,
             experiment="droc",
             sweep="abc",

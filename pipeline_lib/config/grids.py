@@ -20,7 +20,12 @@ from typing import Any
 
 import yaml
 
-from pipeline_lib.registry import METHOD_SPECS, TRAIN_EXECUTION_SETTINGS, method_training
+from pipeline_lib.registry import (
+    METHOD_SPECS,
+    TRAIN_EXECUTION_SETTINGS,
+    method_training,
+    plugin_hint,
+)
 
 #: Keys a study takes from its own file; training, embedding and detection settings are
 #: global because result paths do not name them.
@@ -103,7 +108,7 @@ def check_methods(config: Mapping[str, Any], *, where: str = "") -> None:
         if name not in allowed:
             raise GridError(
                 f"{prefix}config key 'methods[{index}]': {name!r} is not allowed; "
-                f"allowed values: {', '.join(allowed)}"
+                f"allowed values: {', '.join(allowed)}{plugin_hint(name)}"
             )
 
 

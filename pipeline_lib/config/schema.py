@@ -1,5 +1,6 @@
-"""The config schema as validation uses it: loaded with its method enums filled from the
-method table, its defaults filled in, and command-line strings typed as it wants them."""
+"""The config schema as validation uses it: loaded with its method and detector enums
+filled from the tables (the built-in rows and those of the config's plugins), its defaults
+filled in, and command-line strings typed as it wants them."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from pipeline_lib.registry import METHOD_SPECS, MethodSpec
+from pipeline_lib.registry import DETECTOR_DEFAULTS, METHOD_SPECS, MethodSpec
 
 __all__ = ["METHOD_ENUMS", "fill_defaults", "load_schema", "typed_command_line_values"]
 
@@ -34,35 +35,43 @@ METHOD_ENUMS: dict[str, Callable[[MethodSpec], bool]] = {
 
 
 def load_schema(schema_path: str | os.PathLike) -> dict[str, Any]:
-    """The config schema with its method enums filled from the method table.
+    """The config schema with its method and detector enums filled from the tables.
 
     The schema file names no method: a node with ``x-methods: trained`` (``all``,
     ``networks``) gets the ``enum`` of those ids of :data:`pipeline_lib.registry.
     METHOD_SPECS` when the schema is loaded, so every method of the table validates, its
-    built-in rows and any other. Read-only (shared by every caller until the table changes).
+    built-in rows and any other; ``x-detectors: all`` gets the ids of
+    :data:`pipeline_lib.registry.DETECTOR_DEFAULTS`. Read-only (shared by every caller
+    until the tables change).
     """
     table = tuple((spec.id, spec.trained, spec.network) for spec in METHOD_SPECS.values())
-    return _schema_with_methods(str(schema_path), table)
+    return _schema_with_methods(str(schema_path), table, tuple(DETECTOR_DEFAULTS))
 
 
 @functools.cache
-def _schema_with_methods(schema_path: str, table: tuple[tuple[str, bool, bool], ...]) -> dict:
-    """:func:`load_schema` for one state of the table (``table`` keys the cache)."""
+def _schema_with_methods(
+    schema_path: str, table: tuple[tuple[str, bool, bool], ...], detectors: tuple[str, ...]
+) -> dict:
+    """:func:`load_schema` for one state of the tables (``table``, ``detectors`` key the
+    cache)."""
     schema = copy.deepcopy(_read_schema(schema_path))
-    _fill_method_enums(schema)
+    _fill_enums(schema, detectors)
     return schema
 
 
-def _fill_method_enums(node: Any) -> None:
+def _fill_enums(node: Any, detectors: tuple[str, ...]) -> None:
+    """``x-methods`` nodes get their method ids, ``x-detectors`` nodes the detector ids."""
     if isinstance(node, dict):
         if "x-methods" in node:
             keep = METHOD_ENUMS[node["x-methods"]]
             node["enum"] = [spec.id for spec in METHOD_SPECS.values() if keep(spec)]
+        if "x-detectors" in node:
+            node["enum"] = list(detectors)
         for value in node.values():
-            _fill_method_enums(value)
+            _fill_enums(value, detectors)
     elif isinstance(node, list):
         for value in node:
-            _fill_method_enums(value)
+            _fill_enums(value, detectors)
 
 
 def fill_defaults(instance: Any, schema: Mapping[str, Any]) -> None:

@@ -11,7 +11,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from pipeline_lib.config.errors import ConfigError
-from pipeline_lib.registry import DETECTOR_DEFAULTS, METHODS, unknown_detector_parameters
+from pipeline_lib.registry import (
+    DETECTOR_DEFAULTS,
+    METHODS,
+    plugin_of,
+    unknown_detector_parameters,
+)
 
 __all__ = [
     "MVTEC_DEPLOY_DATASET",
@@ -130,3 +135,11 @@ def check_deploy(config: dict[str, Any]) -> None:
                 f"{where}.{key}': {deploy[key]!r} must be one of "
                 f"{label.format(key=key)} ({', '.join(allowed)}), or set deploy.best: true"
             )
+    plugin = plugin_of(deploy["detector"])
+    if plugin is not None:
+        raise ConfigError(
+            f"{where}.detector': {deploy['detector']!r} comes from the plugin package "
+            f"{plugin.provenance} and cannot be packaged: a deploy package holds data only "
+            "(droc score imports no code a package names) and this detector scores with its "
+            "package's code; deploy a built-in detector (a plugin's method packages as data)"
+        )

@@ -46,13 +46,18 @@ from pipeline_lib.registry import (
     CAPTURED_STEP_MODES,
     METHOD_SPECS,
     PAPER_RECIPE,
+    PLUGINS_ENV,
     RENAMED_TRAIN_VALUES,
     TRAIN_EXECUTION_SETTINGS,
+    PluginError,
+    activate_plugins,
     detector_settings,
     fuse_setting,
     headless_error,
     is_trained,
     method_spec,
+    plugin_hint,
+    plugin_of,
     recipe_deviations,
 )
 
@@ -87,11 +92,14 @@ def _explain(error: jsonschema.ValidationError) -> str:
     validator, expected = error.validator, error.validator_value
     if validator == "enum":
         allowed = ", ".join(map(str, expected))
-        return f"config key '{key}': {error.instance!r} is not allowed; allowed values: {allowed}"
+        return (
+            f"config key '{key}': {error.instance!r} is not allowed; allowed values: {allowed}"
+            + plugin_hint(error.instance)
+        )
     if validator == "propertyNames":
         allowed = ", ".join(map(str, expected.get("enum", [])))
         bad = error.instance if not isinstance(error.instance, dict) else error.message
-        return f"config key '{key}': unknown name {bad!r}; allowed: {allowed}"
+        return f"config key '{key}': unknown name {bad!r}; allowed: {allowed}" + plugin_hint(bad)
     if validator == "additionalProperties":
         allowed = ", ".join(sorted(error.schema.get("properties", {})))
         return f"config key '{key}': {error.message}; allowed keys: {allowed}"
@@ -113,6 +121,10 @@ def _explain(error: jsonschema.ValidationError) -> str:
 def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -> dict[str, Any]:
     """Validate ``config`` against the JSON schema and return a copy with defaults filled.
 
+    The packages its ``plugins`` names are activated first (and no other plugin's rows
+    stay in the tables), so their methods and detectors validate like built-in ones
+    (:func:`pipeline_lib.registry.activate_plugins`).
+
     Every problem is reported at once (a config with three mistakes takes one run to fix,
     not three): first all the schema's, else all those of the checks beyond the schema that
     can run side by side (a check that needs the study grids runs only when they load).
@@ -122,6 +134,17 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -
     ConfigError
         Naming each key at fault and its allowed values, one line per problem.
     """
+    plugins = config.get("plugins") or []
+    if isinstance(plugins, list) and all(isinstance(name, str) for name in plugins):
+        try:
+            activate_plugins(plugins)
+        except PluginError as error:
+            raise ConfigError(str(error)) from error
+    return _validate(config, schema_path)
+
+
+def _validate(config: Mapping[str, Any], schema_path: str | os.PathLike) -> dict[str, Any]:
+    """:func:`validate_config` under the plugins active now (a study's config names none)."""
     schema = load_schema(schema_path)
     config = typed_command_line_values(config, schema)
     problems = _ProblemList()
@@ -328,7 +351,7 @@ def _check_grids(config: dict[str, Any], schema_path: str | os.PathLike) -> None
     try:
         check_methods(config)
         config["studies"] = [
-            load_study(entry, search=search, validate=lambda raw: validate_config(raw, schema_path))
+            load_study(entry, search=search, validate=lambda raw: _validate(raw, schema_path))
             for entry in config.get("studies", [])
         ]
         config["variants"] = merge_variants(config, config["studies"])
@@ -421,7 +444,8 @@ def _check_recipe(config: dict[str, Any]) -> None:
         named += list(study.get("methods", []))
     named += list((config.get("mvtec") or {}).get("methods") or [])
     for method in dict.fromkeys(named):
-        if not is_trained(method):
+        # A plugin's row is never a paper method: its recipe is its own.
+        if not is_trained(method) or plugin_of(method) is not None:
             continue
         deviations = recipe_deviations(method, config["train"])
         if deviations:
@@ -478,7 +502,11 @@ def sweep_id(config: Mapping[str, Any]) -> str:
 
 
 def export_data_settings(
-    *, root: str | None, download: bool, imagenet_weights: str | None = None
+    *,
+    root: str | None,
+    download: bool,
+    imagenet_weights: str | None = None,
+    plugins: Sequence[str] = (),
 ) -> None:
     """Hand the data root, download flag and ImageNet weights path to jobs via the environment.
 
@@ -486,8 +514,14 @@ def export_data_settings(
     re-run every job. Environment variables also reach jobs on cluster nodes. Paths are
     made absolute, since jobs may run in another working directory. The weights path
     becomes ``$DROC_IMAGENET_WEIGHTS``, read back with
-    :func:`pipeline_lib.models.representation.imagenet_weights_from_env`.
+    :func:`pipeline_lib.models.representation.imagenet_weights_from_env`. The config's
+    ``plugins`` become ``$DROC_PLUGINS``, which a job activates when it imports the registry
+    (what is installed is the environment's; the package versions are in the job params).
     """
+    if plugins:
+        os.environ[PLUGINS_ENV] = ",".join(plugins)
+    else:
+        os.environ.pop(PLUGINS_ENV, None)
     if root:
         os.environ["DROC_DATA_ROOT"] = str(Path(root).resolve())
     if download:

@@ -7,7 +7,7 @@ Protocol (docs/protocol.md, "Datasets and splits"): each 218x178 aligned image i
 ``[40:-20, 10:-10]`` (rows 40..197, columns 10..167: 158x158), resized to 64x64 and converted
 to RGB. The paper does not name the filter; the authors' ``script/prepare_celeba.py`` calls
 PIL's ``resize`` without one, which is bicubic (Pillow >= 7; the released code pins 8.0), so
-``resize="bicubic"`` is the default and ``"bilinear"`` this reader's former filter. The
+``resize="bicubic"`` is the default and ``"bilinear"`` a variant. The
 training split is the training partition *without* eyeglasses; the test split is the whole
 test partition, where eyeglasses mark the outliers. The validation partition is not used.
 
@@ -250,7 +250,7 @@ def read_celeba(root: Path, *, resize: str = "bicubic") -> ImageDataset:
     root : Path
         Data root.
     resize : {"bicubic", "bilinear"}, default="bicubic"
-        PIL filter of the resize to 64x64: the released code's (bicubic) or the former one.
+        PIL filter of the resize to 64x64: the released code's (bicubic) or bilinear.
 
     Returns
     -------

@@ -28,7 +28,6 @@ import gzip
 import hashlib
 import os
 import sys
-import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_lib.data import DATASETS, DataError, load_dataset, resolve_data_root
+from pipeline_lib.data.collectors import Collectors
 from pipeline_lib.data.mnist import DEBIAN_FMNIST_DIR
 from pipeline_lib.data.regular_files import recording_skipped
 
@@ -175,8 +175,7 @@ def release_of(dataset: str) -> str | None:
 
 # --- recording what a reader opens --------------------------------------------------------
 
-_SINKS: list[list[str]] = []
-_SINKS_LOCK = threading.Lock()
+_READS: Collectors[str] = Collectors()
 _HOOK_INSTALLED = False
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 
@@ -184,7 +183,7 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 def _on_audit(event: str, args: tuple[Any, ...]) -> None:
     # Runs on every audited event of the process: cheap, and it must never raise (an
     # exception here would make the open itself fail).
-    if event != "open" or not _SINKS:
+    if event != "open" or not _READS.open_collections():
         return
     try:
         path, mode, flags = args[0], args[1], args[2]
@@ -196,8 +195,8 @@ def _on_audit(event: str, args: tuple[Any, ...]) -> None:
         elif any(char in str(mode) for char in "wax+"):
             return
         name = os.fsdecode(path)
-        for sink in tuple(_SINKS):
-            sink.append(name)
+        for opened in _READS.open_collections():
+            opened.append(name)
     except Exception:  # noqa: BLE001 - see above: the hook must not break an open
         return
 
@@ -213,17 +212,12 @@ def recording_reads() -> Iterator[list[str]]:
         repeats; :func:`data_provenance` keeps the data files among them.
     """
     global _HOOK_INSTALLED
-    with _SINKS_LOCK:
+    with _READS.lock:
         if not _HOOK_INSTALLED:
             sys.addaudithook(_on_audit)  # process-wide and permanent: installed once
             _HOOK_INSTALLED = True
-        opened: list[str] = []
-        _SINKS.append(opened)
-    try:
+    with _READS.collecting() as opened:
         yield opened
-    finally:
-        with _SINKS_LOCK:
-            _SINKS[:] = [sink for sink in _SINKS if sink is not opened]
 
 
 def data_files(opened: Iterable[str], locations: Sequence[Path]) -> list[Path]:

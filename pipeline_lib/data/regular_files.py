@@ -18,10 +18,11 @@ import errno
 import logging
 import os
 import stat
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+
+from pipeline_lib.data.collectors import Collectors
 
 __all__ = [
     "describe_mode",
@@ -45,8 +46,7 @@ _KINDS = (
     (stat.S_ISLNK, "a symlink"),
     (stat.S_ISREG, "a regular file"),
 )
-_SINKS: list[list[tuple[str, str]]] = []
-_SINKS_LOCK = threading.Lock()
+_SKIPPED: Collectors[tuple[str, str]] = Collectors()
 
 
 def describe_mode(mode: int) -> str:
@@ -163,19 +163,13 @@ def note_skipped(folder: Path, skipped: Sequence[tuple[Path, str]], n_entries: i
         shown,
         more,
     )
-    with _SINKS_LOCK:
-        for sink in _SINKS:
-            sink.extend((str(path), reason) for path, reason in skipped)
+    with _SKIPPED.lock:
+        for collected in _SKIPPED.open_collections():
+            collected.extend((str(path), reason) for path, reason in skipped)
 
 
 @contextmanager
 def recording_skipped() -> Iterator[list[tuple[str, str]]]:
     """Collect the ``(path, reason)`` of every entry :func:`note_skipped` reports in the block."""
-    skipped: list[tuple[str, str]] = []
-    with _SINKS_LOCK:
-        _SINKS.append(skipped)
-    try:
+    with _SKIPPED.collecting() as skipped:
         yield skipped
-    finally:
-        with _SINKS_LOCK:
-            _SINKS[:] = [sink for sink in _SINKS if sink is not skipped]

@@ -43,10 +43,6 @@ import torch
 from torch import nn
 
 from pipeline_lib.detection.detectors.kernels import (
-    GaussianState,
-    KDEState,
-    KNNState,
-    RBFExpansionState,
     gaussian_score,
     gaussian_state,
     kde_score,
@@ -75,73 +71,70 @@ def _f64(array: Any) -> torch.Tensor:
     return torch.as_tensor(np.asarray(array, dtype=np.float64))
 
 
-class KDEGraph(nn.Module):
+class KernelGraph(nn.Module):
+    """A detector's scoring kernel over its fitted state, the kernel the detector scores with.
+
+    The state's tensors become buffers (they travel with the module into TorchScript and
+    ONNX), its numbers plain attributes (traced as constants).
+    """
+
+    def __init__(
+        self,
+        kernel: Callable[[torch.Tensor, Any], torch.Tensor],
+        state: tuple,
+        *,
+        normalize: bool,
+    ) -> None:
+        super().__init__()
+        self.kernel = kernel
+        self.state_type = type(state)
+        self.normalize = normalize
+        for name, value in state._asdict().items():  # type: ignore[attr-defined]
+            if isinstance(value, torch.Tensor):
+                self.register_buffer(name, value)
+            else:
+                setattr(self, name, value)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.normalize:
+            x = normalize_rows(x)
+        fields = self.state_type._fields  # type: ignore[attr-defined]
+        return self.kernel(x, self.state_type(*(getattr(self, name) for name in fields)))
+
+
+class KDEGraph(KernelGraph):
     """KernelDensityScore: :func:`~pipeline_lib.detection.detectors.kernels.kde_score`."""
 
     def __init__(self, detector: Any) -> None:
-        super().__init__()
-        self.normalize = bool(detector.normalize)
         state = kde_state(detector.fit_features_, detector.center_, detector.gamma_)
-        self.gamma = state.gamma
-        self.register_buffer("center", state.center)
-        self.register_buffer("ref", state.ref)
-        self.register_buffer("ref_sq", state.ref_sq)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.normalize:
-            x = normalize_rows(x)
-        return kde_score(x, KDEState(self.center, self.ref, self.ref_sq, self.gamma))
+        super().__init__(kde_score, state, normalize=bool(detector.normalize))
 
 
-class GDEGraph(nn.Module):
+class GDEGraph(KernelGraph):
     """GaussianDensity: :func:`~pipeline_lib.detection.detectors.kernels.gaussian_score`."""
 
     def __init__(self, detector: Any) -> None:
-        super().__init__()
         gmm = detector.gmm_
-        self.normalize = bool(detector.normalize)
         state = gaussian_state(gmm.means_[0], gmm.precisions_cholesky_[0], gmm.weights_[0])
-        self.log_2pi_d = state.log_2pi_d
-        self.offset = state.offset
-        self.register_buffer("chol", state.chol)
-        self.register_buffer("shift", state.shift)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.normalize:
-            x = normalize_rows(x)
-        return gaussian_score(x, GaussianState(self.chol, self.shift, self.log_2pi_d, self.offset))
+        super().__init__(gaussian_score, state, normalize=bool(detector.normalize))
 
 
-class KNNGraph(nn.Module):
-    """KNNCosine: :func:`~pipeline_lib.detection.detectors.kernels.knn_score`."""
+class KNNGraph(KernelGraph):
+    """KNNCosine: :func:`~pipeline_lib.detection.detectors.kernels.knn_score` (cosine: rows
+    always normalised)."""
 
     def __init__(self, detector: Any) -> None:
-        super().__init__()
         state = knn_state(detector.fit_features_, detector.n_neighbors)
-        self.k = state.k
-        self.register_buffer("ref", state.ref)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return knn_score(normalize_rows(x), KNNState(self.ref, self.k))
+        super().__init__(knn_score, state, normalize=True)
 
 
-class RBFSVMGraph(nn.Module):
+class RBFSVMGraph(KernelGraph):
     """RBFOneClassSVM: :func:`~pipeline_lib.detection.detectors.kernels.rbf_expansion`."""
 
     def __init__(self, detector: Any) -> None:
-        super().__init__()
         svm = detector.svm_
-        self.normalize = bool(detector.normalize)
         state = rbf_expansion_state(svm.support_vectors_, svm.dual_coef_[0], detector.gamma_)
-        self.gamma = state.gamma
-        self.register_buffer("center", state.center)
-        self.register_buffer("sv_aug", state.sv_aug)
-        self.register_buffer("coef", state.coef)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.normalize:
-            x = normalize_rows(x)
-        return rbf_expansion(x, RBFExpansionState(self.center, self.sv_aug, self.coef, self.gamma))
+        super().__init__(rbf_expansion, state, normalize=bool(detector.normalize))
 
 
 class LinearSVMGraph(nn.Module):

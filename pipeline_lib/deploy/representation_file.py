@@ -26,9 +26,15 @@ from pipeline_lib.deploy.bounded_files import (
 )
 from pipeline_lib.deploy.package_format import REDEPLOY, PackageError
 from pipeline_lib.models.checkpoints import load_trained_representation
-from pipeline_lib.models.proxy import build_proxy_model
+from pipeline_lib.models.proxy import HEAD_BUILDERS, build_proxy_model
 from pipeline_lib.models.representation import build_representation
-from pipeline_lib.registry import DENOISING_DECODERS, DENOISING_TARGETS, TRAINED_METHODS
+from pipeline_lib.registry import (
+    BUILTIN_METHODS,
+    DENOISING_DECODERS,
+    DENOISING_TARGETS,
+    is_trained,
+    method_spec,
+)
 from pipeline_lib.runtime.io import atomic_path
 
 REPRESENTATION_FORMAT = "droc-deploy-representation/1"
@@ -57,18 +63,36 @@ ARCH_BOUNDS: dict[str, tuple[int, int]] = {
 #: Frozen methods a package can rebuild from its own file (resnet50_imagenet needs an
 #: outside weights file at build time and is not packaged).
 PACKABLE_FROZEN = ("raw", "resnet18_random")
+#: The backbone every trained network of the benchmark has (``models.resnet.resnet18_small``).
+BACKBONES = ("resnet18_small",)
+#: Head kinds a package may record: what rebuilds the network's heads without the method
+#: table (a plugin's method needs no code of its package to be scored).
+PACKABLE_HEADS = tuple(HEAD_BUILDERS)
+#: The built-in trained methods' head kinds, for packages written before the spec recorded it.
+_BUILTIN_HEADS = {spec.id: spec.head for spec in BUILTIN_METHODS if spec.trained}
+_METHOD_ID = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 def representation_spec(method: str, *, seed: int, width: int, arch: dict | None) -> dict:
-    """What rebuilds the network before its state dict is loaded (stored in the package)."""
-    if method in TRAINED_METHODS:
-        return {"kind": "trained", "method": method, "arch": dict(arch or {})}
+    """What rebuilds the network before its state dict is loaded (stored in the package).
+
+    A trained network is recorded by its backbone and head kind (and its sizes, ``arch``),
+    which the scorer rebuilds from data alone: a plugin's method packages like a built-in
+    one, and scoring imports no code of its package.
+    """
+    if is_trained(method):
+        return {
+            "kind": "trained",
+            "method": method,
+            "head": method_spec(method).head,
+            "backbone": BACKBONES[0],
+            "arch": dict(arch or {}),
+        }
     if method in PACKABLE_FROZEN:
         return {"kind": "frozen", "method": method, "seed": int(seed), "width": int(width)}
     raise PackageError(
         f"method {method!r} cannot be packaged; allowed: {', '.join(PACKABLE_FROZEN)} and the "
-        f"trained methods {', '.join(TRAINED_METHODS)} (resnet50_imagenet needs its outside "
-        "weights file)"
+        "trained methods (resnet50_imagenet needs its outside weights file)"
     )
 
 
@@ -92,12 +116,23 @@ def check_representation_spec(spec: Any, path: Path) -> None:
         raise refuse("the representation spec is not a dict")
     kind = spec.get("kind")
     if kind == "trained":
-        top = {"kind": None, "method": TRAINED_METHODS, "arch": None}
+        method = spec.get("method")
+        if not isinstance(method, str) or not _METHOD_ID.fullmatch(method):
+            raise refuse(f"method is {method!r}, not a method id")
+        top = {"kind": None, "method": (method,), "head": PACKABLE_HEADS, "backbone": BACKBONES}
+        top["arch"] = None
+        if "head" not in spec and method not in _BUILTIN_HEADS:
+            raise refuse(f"the head kind of {method!r} is missing")
+        if (
+            method in _BUILTIN_HEADS
+            and spec.get("head", _BUILTIN_HEADS[method]) != (_BUILTIN_HEADS[method])
+        ):
+            raise refuse(f"head {spec['head']!r} is not the head of {method}")
         values = spec.get("arch")
         if not isinstance(values, dict):
             raise refuse("arch must be a dict")
         known: dict[str, Any] = {
-            "method": TRAINED_METHODS,
+            "method": (method,),
             "denoising_target": DENOISING_TARGETS,
             "denoising_decoder": DENOISING_DECODERS,
             **{
@@ -268,7 +303,9 @@ def _build_network(spec: dict[str, Any], *, device: str) -> nn.Module:
     with torch.device(device):
         if spec["kind"] == "trained":
             arch = dict(spec["arch"])
-            return build_proxy_model(arch.pop("method"), **arch)
+            method = arch.pop("method")
+            head = spec.get("head", _BUILTIN_HEADS.get(method))
+            return build_proxy_model(method, head=head, **arch)
         return build_representation(spec["method"], seed=spec["seed"], width=spec["width"])
 
 
@@ -305,7 +342,7 @@ def cell_representation(
     method: str, model_path: str | os.PathLike | None, *, seed: int, width: int
 ) -> tuple[nn.Module, dict[str, Any]]:
     """The cell's network and what rebuilds it (refused before building if not packable)."""
-    if method in TRAINED_METHODS:
+    if is_trained(method):
         if model_path is None:
             raise PackageError(f"trained method {method!r} needs its model.pt")
         model = load_trained_representation(model_path)

@@ -25,6 +25,7 @@ from pipeline_lib.deploy.cell_protocol import CellProtocol
 from pipeline_lib.deploy.image_protocol import ImageProtocol
 from pipeline_lib.deploy.packaging import package_cell
 from pipeline_lib.deploy.patch_protocol import PatchProtocol
+from pipeline_lib.registry import detector_spec
 from pipeline_lib.results.tidy_table import load_results_csv
 
 #: MVTec detectors the deploy step cannot package: RotNet's own classifier fits nothing on
@@ -169,6 +170,8 @@ def package_deploy_cell(
     results = load_results_csv(results_csv)
     if patches is not None:
         results = results[~results["detector"].isin(UNPACKABLE_DETECTORS)]
+    # A plugin's detector scores with its package's code, which no package holds.
+    results = results[[detector_spec(name) is None for name in results["detector"]]]
     chosen = choose_cell(results, cell, contamination=float(cell["contamination"]))
     full = {
         "dataset": cell["dataset"],

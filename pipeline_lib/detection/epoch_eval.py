@@ -26,7 +26,7 @@ from pipeline_lib.data import ImageDataset
 from pipeline_lib.data.split import OneClassSplit
 from pipeline_lib.detection.runner import run_detection, run_rotation_detection
 from pipeline_lib.models.proxy import ProxyModel
-from pipeline_lib.registry import DETECTORS, ROTATION_DETECTORS, method_spec
+from pipeline_lib.registry import DETECTOR_DEFAULTS, ROTATION_DETECTORS, method_spec
 from pipeline_lib.ssl.jobs import embed_trained
 
 #: The figure of ``train.eval_every`` (:func:`pipeline_lib.paper.plots.plot_eval_curves`)
@@ -84,9 +84,10 @@ def epoch_evaluator(
     ValueError
         If a detector id is unknown or nothing would be scored.
     """
-    unknown = sorted(set(detectors) - set(DETECTORS))
+    # The built-in detectors and those of the run's plugins.
+    unknown = sorted(set(detectors) - set(DETECTOR_DEFAULTS))
     if unknown:
-        raise ValueError(f"unknown detectors {unknown}; allowed: {', '.join(DETECTORS)}")
+        raise ValueError(f"unknown detectors {unknown}; allowed: {', '.join(DETECTOR_DEFAULTS)}")
     scored = rotation_classifier and method_spec(method).rotation_classifier
     rotation = list(ROTATION_DETECTORS) if scored else []
     if not detectors and not rotation:

@@ -22,6 +22,8 @@ from pipeline_lib.models.resnet import resnet18_small
 from pipeline_lib.registry import (
     DENOISING_DECODERS,
     DENOISING_TARGETS,
+    MLP_HEAD_DEPTH,
+    MLP_HEADS,
     is_trained,
     method_ids,
     method_spec,
@@ -120,6 +122,7 @@ def build_proxy_model(
     denoising_target: str = DENOISING_TARGETS[0],
     denoising_decoder: str = DENOISING_DECODERS[0],
     init: str = "released",
+    head: str | None = None,
 ) -> ProxyModel:
     """Build the untrained network of a trained method (uses the global torch RNG).
 
@@ -157,6 +160,10 @@ def build_proxy_model(
         Initial weights of every layer, backbone, head and proxy module alike
         (:mod:`pipeline_lib.models.init`). Not recorded in ``arch``: a saved model's weights
         come from its file.
+    head : str or None, default=None
+        The head kind (:data:`HEAD_BUILDERS`); None: the method's row of the method table.
+        A deploy package's reader passes the kind it recorded, so rebuilding a packaged
+        network needs no row of the table (a plugin's method, say) and imports no code.
 
     Returns
     -------
@@ -167,15 +174,19 @@ def build_proxy_model(
     ValueError
         On an unknown method or init, or a head depth the method does not allow.
     """
-    if not is_trained(method):
-        raise ValueError(
-            f"unknown trained representation {method!r}; allowed: "
-            f"{', '.join(method_ids(trained=True))}"
-        )
-    spec = method_spec(method)
+    if head is None:
+        if not is_trained(method):
+            raise ValueError(
+                f"unknown trained representation {method!r}; allowed: "
+                f"{', '.join(method_ids(trained=True))}"
+            )
+        head = method_spec(method).head
+    if head not in HEAD_BUILDERS:
+        raise ValueError(f"unknown head kind {head!r}; allowed: {', '.join(HEAD_BUILDERS)}")
     check_init(init)
-    depth = spec.default_head_depth if head_depth is None else int(head_depth)
-    if not spec.has_mlp_head and depth != 0:
+    has_mlp_head = head in MLP_HEADS
+    depth = (MLP_HEAD_DEPTH if has_mlp_head else 0) if head_depth is None else int(head_depth)
+    if not has_mlp_head and depth != 0:
         raise ValueError(
             f"{method} has no MLP head (head_depth must be 0 or None), got head_depth={depth}"
         )
@@ -191,13 +202,13 @@ def build_proxy_model(
         arch["stem_width"] = stem_width
     backbone = resnet18_small(width=width, stem_width=stem_width, init=init)
     decoding = {"denoising_target": denoising_target, "denoising_decoder": denoising_decoder}
-    head, proxy, extra = HEAD_BUILDERS[spec.head](backbone.feature_dim, {**arch, **decoding})
+    g, proxy, extra = HEAD_BUILDERS[head](backbone.feature_dim, {**arch, **decoding})
     arch.update(extra)
     if init == "released":  # the backbone initialised itself; torch's defaults stay otherwise
-        for module in (head, proxy):
+        for module in (g, proxy):
             if module is not None:
                 released_init_(module)
-    return ProxyModel(backbone, head, proxy, arch=arch)
+    return ProxyModel(backbone, g, proxy, arch=arch)
 
 
 def rotation_logits(model: ProxyModel, x: torch.Tensor) -> torch.Tensor:

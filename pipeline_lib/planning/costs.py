@@ -227,9 +227,11 @@ def _add_training(
     )
     cost.sources.update(sources)
     by_method.sources.update(sources)
-    if rate is None or cost.hours is None:
+    if rate is None:
+        # Unmeasured (a plugin's method, say): this method's and the rule's hours are
+        # unknown; the other methods keep theirs.
         cost.hours = by_method.hours = None
-        cost.sources.add(f"no {rates.device} rate for {spec.base}")
+        cost.sources.add(f"{spec.base} unmeasured: no {rates.device} rate")
         return
     if not known:
         cost.sources.add(f"size of {job.wildcards.get('dataset')} guessed")
@@ -246,7 +248,8 @@ def _add_training(
     if rates.table.rates:  # only rate tables measure overheads
         seconds += _overhead_seconds(cost, by_method, spec, models, size.side, config, rates)
     hours = seconds / 3600
-    cost.hours += hours
+    if cost.hours is not None:
+        cost.hours += hours
     if by_method.hours is not None:
         by_method.hours += hours
 

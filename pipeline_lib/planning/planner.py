@@ -104,6 +104,7 @@ from pipeline_lib.planning.report import (
     format_without_gpu,
 )
 from pipeline_lib.registry import RATE_DEVICES, is_trained, method_ids
+from pipeline_lib.registry.plugins import METHOD_GROUP, installed_plugins
 
 #: The schema the Snakefile validates a config with (defaults filled, studies merged).
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
@@ -218,10 +219,17 @@ def without_studies(configfile: str | os.PathLike, folder: str | os.PathLike) ->
 
 def _parse_rates(values: Sequence[str]) -> dict[str, float]:
     rates = {}
+    # The configs' plugins are not active yet: any method an installed package declares.
+    declared = {
+        entry.name
+        for entries in installed_plugins().values()
+        for entry in entries
+        if entry.group == METHOD_GROUP
+    }
     for value in values:
         method, _, rate = value.partition("=")
-        if not is_trained(method) or not rate:
-            trained = ", ".join(method_ids(trained=True))
+        if not (is_trained(method) or method in declared) or not rate:
+            trained = ", ".join([*method_ids(trained=True), *sorted(declared)])
             raise argparse.ArgumentTypeError(
                 f"--images-per-s takes METHOD=RATE with METHOD in {trained}; got {value!r}"
             )

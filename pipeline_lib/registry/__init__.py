@@ -4,7 +4,9 @@ One package for every id and default the Snakefile, the config checks and the co
 read at parse time: the method table (:mod:`~pipeline_lib.registry.methods`, one
 :class:`MethodSpec` per representation), the recipe's switches and what a method's ``train``
 section becomes (:mod:`~pipeline_lib.registry.recipe`), and the detectors
-(:mod:`~pipeline_lib.registry.detectors`). Data set ids live in the data set registry,
+(:mod:`~pipeline_lib.registry.detectors`), and the rows an installed package adds when a
+config names it (:mod:`~pipeline_lib.registry.plugins`; a job activates the run's plugins,
+``$DROC_PLUGINS``, when it imports this package). Data set ids live in the data set registry,
 :data:`pipeline_lib.data.DATASETS`, torch-free too. Keeping torch out saves every
 ``snakemake`` invocation (a dry run, a cluster job) the seconds that importing torch and
 torchvision costs.
@@ -40,6 +42,20 @@ from pipeline_lib.registry.methods import (
     method_spec,
     reads_setting,
     task_settings,
+)
+from pipeline_lib.registry.plugins import (
+    PLUGINS_ENV,
+    DetectorSpec,
+    Plugin,
+    PluginError,
+    activate_plugins,
+    active_plugins,
+    detector_job_params,
+    detector_spec,
+    plugin_hint,
+    plugin_note,
+    plugin_of,
+    plugins_from_environment,
 )
 from pipeline_lib.registry.recipe import (
     CAPTURED_STEP_MODES,
@@ -83,6 +99,7 @@ __all__ = [
     "DETECTOR_DEFAULTS",
     "DISTRIBUTION_PRIMITIVES",
     "DRAW_SOURCES",
+    "DetectorSpec",
     "EPOCH_ORDERS",
     "FROZEN_METHODS",
     "GAMMA_SCALE",
@@ -97,6 +114,9 @@ __all__ = [
     "MOMENTUM_FORMS",
     "MethodSpec",
     "PAPER_RECIPE",
+    "PLUGINS_ENV",
+    "Plugin",
+    "PluginError",
     "RATE_DEVICES",
     "RENAMED_TRAIN_VALUES",
     "ROTATION_DETECTORS",
@@ -108,8 +128,12 @@ __all__ = [
     "VIEW_FLIPS",
     "VIEW_JITTERS",
     "VIEW_SETTINGS",
+    "activate_plugins",
+    "active_plugins",
     "default_batch_size",
+    "detector_job_params",
     "detector_settings",
+    "detector_spec",
     "fuse_setting",
     "headless_error",
     "instances_per_image",
@@ -117,9 +141,16 @@ __all__ = [
     "method_ids",
     "method_spec",
     "method_training",
+    "plugin_hint",
+    "plugin_note",
+    "plugin_of",
+    "plugins_from_environment",
     "reads_setting",
     "recipe_deviations",
     "task_settings",
     "training_arguments",
     "unknown_detector_parameters",
 ]
+
+# A job (a process the Snakefile did not validate a config in) gets the run's plugin rows.
+activate_plugins(plugins_from_environment())

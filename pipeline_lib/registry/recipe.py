@@ -14,6 +14,7 @@ from pipeline_lib.registry.methods import (
     reads_setting,
     task_settings,
 )
+from pipeline_lib.registry.plugins import plugin_of
 
 #: What the denoising decoder reconstructs (:mod:`pipeline_lib.ssl.tasks.denoising`); the first is
 #: the default: the clean image, the paper's denoising autoencoder.
@@ -193,7 +194,9 @@ def method_training(
     Returns
     -------
     dict
-        The merged settings, to hand to :func:`training_arguments`.
+        The merged settings, to hand to :func:`training_arguments`; for a method of a
+        plugin (:mod:`~pipeline_lib.registry.plugins`) with ``package``, its package's
+        ``name==version``, and ``plugin``, the ``train.plugin`` settings its task reads.
 
     Raises
     ------
@@ -209,6 +212,13 @@ def method_training(
     if not spec.has_mlp_head and overrides.get("head_depth") is not None:
         raise ValueError(headless_error(method, overrides["head_depth"]))
     merged.update(overrides)
+    plugin = plugin_of(method)
+    if plugin is None:
+        # train.plugin holds the settings of plugin methods; no built-in task reads it.
+        merged.pop("plugin", None)
+    else:
+        # The code that trains the row: a new version of the package re-runs its jobs.
+        merged["package"] = plugin.provenance
     return merged
 
 

@@ -235,7 +235,7 @@ class ViewAugment:
     flip_p : float, default=0.5
         0 when ``hflip`` is a distribution of DA (the trainer sets it; ``view_flip``).
     jitter : {"released", "torchvision"}, default="released"
-        TF's colour operations, unclamped (the released code), or the former affine,
+        TF's colour operations, unclamped (the released code), or torchvision's affine,
         clamped jitter (a named variant).
     jitter_order : {"per_run", "per_image"}, default="per_run"
         ``per_run``: one order of the four operations per view stream, fixed for the run

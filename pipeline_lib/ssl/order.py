@@ -15,7 +15,7 @@ drawn uniformly, unless the buffer holds the whole set.
 ``released`` emulates that with the run's seeded CPU generators: the frozen order is a
 permutation drawn once from a stream of the run's seed, and each epoch's buffer choices are
 drawn from the run's shuffle generator (checkpointed, so a resumed run repeats the
-uninterrupted one). ``permutation`` (a variant, the project's former order) draws a fresh
+uninterrupted one). ``permutation`` (a variant, not the released order) draws a fresh
 uniform permutation from the shuffle generator every epoch.
 
 TF (``shuffle_dataset_op.cc``) chooses ``Random() % fill`` with a 32-bit Philox number (a

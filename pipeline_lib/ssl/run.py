@@ -330,6 +330,9 @@ def _fingerprint(
             "denoising_patch": s.denoising_patch,
             "augment": dataclasses.asdict(augment) if augment is not None else None,
             "amp": s.amp if device.type == "cuda" else None,
+            # A plugin method's package and settings (absent for a built-in method, whose
+            # fingerprints stay as they were).
+            **({"package": s.package, "plugin": dict(s.plugin)} if s.package else {}),
         }
     )
 

@@ -5,7 +5,7 @@ SGD with momentum can carry the learning rate in two places:
 ``released`` (the recipe; Keras' SGD, TF 2.3's ``ResourceApplyKerasMomentum``, which the
 released code trains with)
     ``v <- m v - lr g;  w <- w + v``: the rate enters the velocity when a gradient does.
-``torch`` (a variant, the project's former form; ``torch.optim.SGD``)
+``torch`` (a variant: ``torch.optim.SGD`` as it is)
     ``b <- m b + g;  w <- w - lr b``: the rate multiplies the whole buffer at each update.
 
 With a constant rate the two give the same weights (``b = -v / lr``). When the rate moves

@@ -20,6 +20,7 @@ from pipeline_lib.registry import (
     is_trained,
     method_ids,
     method_spec,
+    plugin_of,
     recipe,
     training_arguments,
 )
@@ -98,7 +99,7 @@ class TrainSettings:
         Colour jitter of the views (:mod:`pipeline_lib.ssl.color_ops`).
     view_blur : bool, default=False
         SimCLR's Gaussian blur (p = 0.5) in the views; the released code never applies it.
-    noise_std : float, default=0.1
+    noise_std : float, default=PAPER_RECIPE["noise_std"]
         Gaussian corruption of ``denoising``.
     width : int, default=64
         ResNet-18 first-stage width (tests use 8).
@@ -114,7 +115,7 @@ class TrainSettings:
         ``denoising`` only: reconstruct the clean image (the paper's denoising autoencoder)
         or the clean image with each ``denoising_patch``-sided block of each channel
         standardised (the ``denoising_patchnorm`` variant; docs/denoising.md).
-    denoising_patch : int, default=8
+    denoising_patch : int, default=:data:`~pipeline_lib.registry.DENOISING_PATCH`
         Side of those blocks; must divide the image side.
     denoising_decoder : {"pooled", "spatial"}, default="pooled"
         ``denoising`` only: decode from ``f`` or from the feature map before pooling (the
@@ -129,6 +130,13 @@ class TrainSettings:
     log_every : int, default=10
         Epochs between INFO log lines (the first and last epoch are always logged). These
         two are bookkeeping: not part of a checkpoint's fingerprint.
+    plugin : mapping, default={}
+        A plugin method's own settings (``train.plugin``), read by its task; empty for a
+        built-in method.
+    package : str or None, default=None
+        ``name==version`` of the installed package a plugin method comes from
+        (:func:`pipeline_lib.registry.method_training` fills it); it must be the package
+        this process has, and it enters the checkpoint's fingerprint.
 
     Raises
     ------
@@ -167,6 +175,8 @@ class TrainSettings:
     amp: str | None = "bfloat16"
     checkpoint_every: int = 1
     log_every: int = 10
+    plugin: Mapping[str, Any] = dataclasses.field(default_factory=dict, hash=False)
+    package: str | None = None
 
     def __post_init__(self) -> None:
         self._check()
@@ -235,6 +245,14 @@ class TrainSettings:
             raise ValueError(
                 f"need lr > 0, 0 <= momentum < 1, weight_decay >= 0; got {self.lr}, "
                 f"{self.momentum}, {self.weight_decay}"
+            )
+        plugin = plugin_of(method)
+        have = None if plugin is None else plugin.provenance
+        if self.package != have:
+            raise ValueError(
+                f"{method} was planned with {self.package or 'the built-in code'} but this "
+                f"environment has {have or 'the built-in code'}; install the same package "
+                "version where the jobs run (docs/extending.md)"
             )
         if self.stem_width is not None and self.stem_width < 1:
             raise ValueError(f"stem_width must be >= 1 or None, got {self.stem_width}")

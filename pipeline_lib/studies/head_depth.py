@@ -3,7 +3,7 @@
 x = head depth 0..8 (0 = identity head); the AUC of f (solid) and of g(f) (dashed), one
 colour per representation. The paper's figure is blank in its LaTeX source; its text says
 the AUC of f rises with depth while g(f) falls. The only published numbers are the
-main-table AUCs of f at the default depth (8).
+main-table AUCs of f at the default depth (:data:`pipeline_lib.registry.MLP_HEAD_DEPTH`).
 
 Options: ``base_methods`` (default: every base method in the grid), ``detector``
 (``"ocsvm"``), ``default_head_depth`` (what a NaN ``head_depth`` means: the MLP heads'

@@ -40,6 +40,7 @@ from pipeline_lib.deploy.serving import ARTIFACT, DrocPyfunc
 from pipeline_lib.detection.detectors import make_detector
 from pipeline_lib.models.embed import extract_embeddings
 from pipeline_lib.models.proxy import build_proxy_model
+from pipeline_lib.registry import method_spec
 
 #: Files the package reader opens.
 PACKAGE_FILES = ("package.json", "detector.json", "detector.npz", "representation.pt")
@@ -127,6 +128,7 @@ def _spec(method: str, **arch: int) -> Callable[[Path, Path], None]:
     def damage(path: Path, scratch: Path) -> None:
         payload = torch.load(path, weights_only=True)
         payload["method"] = method
+        payload["head"] = method_spec(method).head
         payload["arch"] = {**payload["arch"], "method": method, **arch}
         torch.save(payload, path)
 

@@ -85,9 +85,9 @@ class _Pixels(nn.Module):
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_every_path_calls_the_one_kernel(name: str) -> None:
     kernel = KERNELS[name][0]
-    # The detector module and the export module hold the kernel object itself, the graph's
-    # forward calls it by that name, and the detector's score_samples (the base class's
-    # template) scores through it: the class's kernel, or its _score calls it by name.
+    # The detector module and the export module hold the kernel object itself, the exported
+    # graph of a fitted detector scores through it, and the detector's score_samples (the base
+    # class's template) scores through it: the class's kernel, or its _score calls it by name.
     detector_module = DETECTOR_MODULES[name]
     assert getattr(detector_module, kernel.__name__) is kernel
     assert getattr(export, kernel.__name__) is kernel
@@ -96,7 +96,8 @@ def test_every_path_calls_the_one_kernel(name: str) -> None:
         assert detector_class._kernel is kernel
     else:
         assert f"{kernel.__name__}(" in inspect.getsource(detector_class._score)
-    assert f"{kernel.__name__}(" in inspect.getsource(GRAPH_CLASSES[name].forward)
+    fitted = make_detector(name, **KERNELS[name][1]).fit(_features(_images(16, seed=0)))
+    assert GRAPH_CLASSES[name](fitted).kernel is kernel
     if name == "kde":
         assert explain.kde_score is kernel
         assert "kde_score(" in inspect.getsource(explain.kde_anomaly_function)

@@ -12,18 +12,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from PIL import Image
+
+from tests.threads import one_torch_thread
 
 
 @pytest.fixture(autouse=True)
 def _one_torch_thread():
     """The networks here are tiny: one thread avoids OpenMP's spin-waiting, which makes
     them many times slower on a busy 2-core machine than on an idle one."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with one_torch_thread():
+        yield
 
 
 def _normal_image(rng: np.random.Generator, size: int) -> np.ndarray:

@@ -6,14 +6,10 @@ does, so the folder goes on ``sys.path`` once here.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-
-import torch
 
 REFERENCE = Path(__file__).resolve().parents[2] / "benchmarks" / "reference"
 
@@ -23,17 +19,6 @@ def reference_module(name: str) -> ModuleType:
     if str(REFERENCE) not in sys.path:
         sys.path.insert(0, str(REFERENCE))
     return importlib.import_module(name)
-
-
-@contextlib.contextmanager
-def one_torch_thread() -> Iterator[None]:
-    """Torch on one thread: the comparisons' small kernels only contend for shared cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def failures(differences: list) -> list[str]:

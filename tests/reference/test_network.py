@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.reference.harness import failures, one_torch_thread, reference_module
+from tests.reference.harness import failures, reference_module
 from tests.reference.traces import load_trace
+from tests.threads import one_torch_thread
 
 
 @pytest.fixture(scope="module")

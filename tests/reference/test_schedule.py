@@ -3,8 +3,9 @@ every step of four short runs applies (tolerance derived in compare_schedule.py)
 
 from __future__ import annotations
 
-from tests.reference.harness import failures, one_torch_thread, reference_module
+from tests.reference.harness import failures, reference_module
 from tests.reference.traces import load_trace
+from tests.threads import one_torch_thread
 
 
 def test_rate_of_every_step_matches_the_released_optimiser() -> None:

@@ -13,8 +13,9 @@ import functools
 
 import pytest
 
-from tests.reference.harness import failures, one_torch_thread, reference_module
+from tests.reference.harness import failures, reference_module
 from tests.reference.traces import load_trace
+from tests.threads import one_torch_thread
 
 METHODS = ("rotation", "rotnet", "contrastive", "contrastive_da")
 

@@ -10,6 +10,7 @@ import pipeline_lib.ssl.fused as fused_module
 import pipeline_lib.ssl.run as run_module
 from pipeline_lib.data import load_dataset
 from tests.ssl.tiny_runs import spy_on_steps
+from tests.threads import one_torch_thread
 
 
 @pytest.fixture(scope="session")
@@ -23,10 +24,8 @@ def digits64() -> np.ndarray:
 @pytest.fixture(autouse=True)
 def _one_thread():
     """The tests share two cores with other work: keep torch to one thread."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with one_torch_thread():
+        yield
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -138,14 +139,20 @@ def test_dispatch_and_unknown_form() -> None:
         contrastive_loss(z1, z2, temperature=0.0)
 
 
-def test_da_instances_take_both_views_from_the_same_copy() -> None:
-    """Every transformed copy is one instance; both its views are augmentations of it."""
+def _spying_augment() -> tuple[list[torch.Tensor], Callable[..., torch.Tensor]]:
+    """A view augmentation that only scales to [0, 1], and the list of the batches it saw."""
     seen: list[torch.Tensor] = []
 
     def spy(images: torch.Tensor, generator: torch.Generator, streams: int = 1) -> torch.Tensor:
         seen.append(images)
         return to_unit_float(images)
 
+    return seen, spy
+
+
+def test_da_instances_take_both_views_from_the_same_copy() -> None:
+    """Every transformed copy is one instance; both its views are augmentations of it."""
+    seen, spy = _spying_augment()
     batch = torch.randint(0, 256, (3, 3, 32, 32), dtype=torch.uint8)
     model = build_proxy_model("contrastive_da", width=8, head_depth=1, head_hidden=16)
     names = ("rot90", "rot180", "rot270")
@@ -162,12 +169,7 @@ def test_da_instances_take_both_views_from_the_same_copy() -> None:
 
 
 def test_plain_contrastive_step_uses_the_batch_only() -> None:
-    seen: list[torch.Tensor] = []
-
-    def spy(images: torch.Tensor, generator: torch.Generator, streams: int = 1) -> torch.Tensor:
-        seen.append(images)
-        return to_unit_float(images)
-
+    seen, spy = _spying_augment()
     batch = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8)
     model = build_proxy_model("contrastive", width=8, head_depth=1, head_hidden=16)
     settings = TrainSettings("contrastive", epochs=1, batch_size=4, loss_form="ntxent")

@@ -237,14 +237,16 @@ class _Killed(Exception):
     pass
 
 
+def _kill_the_third_after_epoch_2(index: int, record: dict) -> None:
+    """A fused run's callback: the third model's process dies after its second epoch."""
+    if record["epoch"] == 2 and index == 2:
+        raise _Killed
+
+
 def test_killed_fused_run_resumes_identically(noise_sets, tmp_path) -> None:
     options = _options("contrastive", epochs=3)
     straight = keyword_train_fused("contrastive", noise_sets, seeds=SEEDS, **options)
     paths = [tmp_path / f"model{k}.pt" for k in range(3)]
-
-    def kill_after_second_epoch(index: int, record: dict) -> None:
-        if record["epoch"] == 2 and index == 2:
-            raise _Killed
 
     with pytest.raises(_Killed):
         keyword_train_fused(
@@ -252,7 +254,7 @@ def test_killed_fused_run_resumes_identically(noise_sets, tmp_path) -> None:
             noise_sets,
             seeds=SEEDS,
             checkpoint_paths=paths,
-            callback=kill_after_second_epoch,
+            callback=_kill_the_third_after_epoch_2,
             **options,
         )
     epochs_run: list[tuple[int, int]] = []
@@ -296,17 +298,13 @@ def test_a_model_behind_catches_up_alone_then_rejoins(noise_sets, float64, tmp_p
     options = _options("rotnet", epochs=3)
     paths = [tmp_path / f"model{k}.pt" for k in range(3)]
 
-    def kill_after_second_epoch(index: int, record: dict) -> None:
-        if record["epoch"] == 2 and index == 2:
-            raise _Killed
-
     with pytest.raises(_Killed):
         keyword_train_fused(
             "rotnet",
             sets,
             seeds=SEEDS,
             checkpoint_paths=paths,
-            callback=kill_after_second_epoch,
+            callback=_kill_the_third_after_epoch_2,
             **options,
         )
     paths[1].unlink()  # model 1 starts again from scratch

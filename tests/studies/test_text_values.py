@@ -73,12 +73,14 @@ def test_quoted_values() -> None:
 def test_default_distributions_are_the_training_codes() -> None:
     # One statement in the registry: the studies, the trainer and the paper's recipe read it.
     from pipeline_lib.registry import PAPER_RECIPE
-    from pipeline_lib.ssl import augment, train
+    from pipeline_lib.ssl import augment
+    from pipeline_lib.ssl.settings import TrainSettings
     from pipeline_lib.studies import distribution_sets, paper
 
     assert DEFAULT_DISTRIBUTIONS == augment.DEFAULT_DISTRIBUTIONS == ("rot90", "rot180", "rot270")
     assert list(DEFAULT_DISTRIBUTIONS) == PAPER_RECIPE["distributions"]
-    assert train.DEFAULT_DISTRIBUTIONS is DEFAULT_DISTRIBUTIONS  # the trainer's default set
+    # the trainer's default set
+    assert TrainSettings.__dataclass_fields__["distributions"].default is DEFAULT_DISTRIBUTIONS
     # the study tables' default set (is_default_variant, the "rotations" set)
     assert paper.DEFAULT_DISTRIBUTIONS is distribution_sets.DEFAULT_DISTRIBUTIONS
     assert paper.DEFAULT_DISTRIBUTIONS is DEFAULT_DISTRIBUTIONS

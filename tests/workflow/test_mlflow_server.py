@@ -31,6 +31,7 @@ from mlflow.tracking import MlflowClient
 
 from pipeline_lib.tracking.mlflow_store import KEY_TAG, KIND_TAG, SWEEP_TAG, log_sweep
 from tests.serving import MLFLOW, free_port, stop_group
+from tests.tracking_cases import job_records
 from tests.workflow.conftest import REPO, run_snakemake
 
 pytestmark = pytest.mark.workflow
@@ -159,23 +160,6 @@ def test_the_server_refuses_requests_without_the_right_credentials(server: Serve
     assert _request(search, auth=(server.user, server.password))[0] == 200
 
 
-def _records(n: int) -> list[dict]:
-    return [
-        {
-            "result_key": f"digits/{inlier}/contam0/seed0/raw/train/knn/result.json",
-            "dataset": "digits",
-            "inlier": str(inlier),
-            "method": "raw",
-            "seed": 0,
-            "contamination": 0.0,
-            "fitset": "train",
-            "detector": "knn",
-            "auroc": 50.0 + inlier,
-        }
-        for inlier in range(n)
-    ]
-
-
 @pytest.fixture(scope="module")
 def small_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny config cut to one class, one seed, no contamination, two detectors.
@@ -277,7 +261,7 @@ def test_two_aggregations_at_once_and_a_rerun_leave_one_run_per_result(
     login: Server, tmp_path: Path
 ) -> None:
     server = login.uri
-    records = _records(20)
+    records = job_records(20)
     go = tmp_path / "go"
     writers = [
         subprocess.Popen(

@@ -1,10 +1,12 @@
-"""Config validation, wildcard constraints and target/param helpers. No rules here."""
+"""Config validation, the config's lists and the target/param helpers. No rules here.
 
-import atexit
+The helpers of a topic live beside its rules (train_common.smk, studies_common.smk,
+mvtec_common.smk, ...); the checks and hooks of a run in run_checks.smk.
+"""
+
 import os
 import re
 import sys
-import weakref
 from pathlib import Path
 
 from pipeline_lib.config.validate import (
@@ -24,12 +26,7 @@ from pipeline_lib.config.keys import (
 )
 from pipeline_lib.config.experiment import anchor_paths, claim_folder, run_folder
 from pipeline_lib.config.job_params import training_execution
-from pipeline_lib.config.gpus import GPU_RULES, gpu_warning, visible_cuda_devices
 from pipeline_lib.data import DataError, resolve_data_root
-from pipeline_lib.data.presence import missing_data
-from pipeline_lib.config.fusing import FUSED_GROUP
-from pipeline_lib.config.fusing import fused_groups as group_fused_models
-from pipeline_lib.config.fusing import group_name as fused_group_name
 from pipeline_lib.config.grids import (
     GridError,
     base_method,
@@ -43,14 +40,13 @@ from pipeline_lib.paper.protocol import (
     protocol_breaks,
     protocol_notes,
 )
-from pipeline_lib.tracking.mlflow_store import default_tracking_uri, redact_uri
-from pipeline_lib.runtime import warm_jobs
 from pipeline_lib.registry import (
     TRAINED_METHODS,
-    fuse_setting,
     is_trained,
+    detector_job_params,
     method_ids,
     method_spec,
+    plugin_note,
 )
 
 try:
@@ -84,7 +80,10 @@ try:
         ),
         download=_validated["data"]["download"],
         imagenet_weights=_validated["embed"]["imagenet_weights"],
+        plugins=_validated.get("plugins", []),
     )
+    if workflow.is_main_process and plugin_note():
+        print(plugin_note(), file=sys.stderr)
     if EXPERIMENT_FOLDER is not None:
         # Paths the jobs (and the MVTec helpers) read in the experiment's folder.
         _validated = anchor_paths(_validated, EXPERIMENT_FOLDER)
@@ -96,154 +95,6 @@ except (ConfigError, DataError, GridError) as error:
     sys.exit(f"Invalid config: {error}")
 config.clear()
 config.update(_validated)
-
-
-# Outputs of the rules that read a data set's raw files: while one of them is missing, the
-# raw files must be there (add the output of any new rule that reads them).
-RAW_DATA_OUTPUTS = [
-    "{dataset}/dataset.npz",
-    "{dataset}/data_provenance.json",
-]
-
-
-def _missing_image_data():
-    """Why data sets the run reads are not where their readers look (none: an empty list).
-
-    A data set whose RAW_DATA_OUTPUTS all exist needs its files no more.
-    """
-    root = resolve_data_root(config["data"]["root"])
-    return [
-        reason
-        for name, settings in DATASET_SETTINGS.items()
-        if not all(
-            os.path.exists(output.format(dataset=name)) for output in RAW_DATA_OUTPUTS
-        )
-        for reason in [
-            missing_data(
-                name,
-                root=root,
-                download=config["data"]["download"],
-                **settings.get("options", {}),
-            )
-        ]
-        if reason
-    ]
-
-
-def _missing_data_note(missing):
-    return (
-        "Warning: data not found; a dry run plans anyway, a real run stops before its "
-        "first job:\n  " + "\n  ".join(missing)
-    )
-
-
-def warn_missing_data(missing):
-    """Parse-time note (dry runs too) on missing data; the main Snakemake process only.
-
-    A dry run prints it again after its job list, which would scroll it away
-    (_notes_after_dry_run).
-    """
-    if not workflow.is_main_process:
-        return
-    if missing:
-        print(_missing_data_note(missing), file=sys.stderr)
-    atexit.register(_notes_after_dry_run, weakref.ref(workflow), missing)
-
-
-def _notes_after_dry_run(workflow_ref, missing):
-    """At the end of a dry run (the process exits): the missing data and unused GPUs.
-
-    Snakemake has no hook after a dry run; this runs at the exit of the process that parsed
-    the workflow, and says nothing unless that process ran a dry run (not a real run, whose
-    onstart hook says the same before its jobs, nor a plan built through the API).
-    """
-    workflow = workflow_ref()
-    if workflow is None or not workflow.dryrun or workflow.dag is None:
-        return
-    # The dry run has marked its jobs done: the DAG's jobs are those it listed (and any done
-    # before, which still name the rules of this config).
-    notes = [gpu_note(workflow, workflow.dag.jobs)]
-    notes += [_missing_data_note(missing)] if missing else []
-    for note in filter(None, notes):
-        print(note, file=sys.stderr, flush=True)
-
-
-def _resource_int(resource):
-    """A resource's integer value (a Snakemake Resource, a number or None); 0 otherwise."""
-    value = getattr(resource, "value", resource)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def gpu_note(workflow, jobs):
-    """The warning of pipeline_lib.config.gpus for ``jobs`` of this run, or None."""
-    rule_gpus = {
-        job.rule.name: _resource_int(job.rule.resources.get("gpu"))
-        for job in jobs
-        if job.rule.name in GPU_RULES
-    }
-    local = workflow.local_exec and not workflow.remote_exec
-    return gpu_warning(
-        rule_gpus,
-        declared=_resource_int(workflow.global_resources.get("gpu")) or None,
-        cuda_devices=visible_cuda_devices() if local else 0,
-    )
-
-
-def check_before_jobs(missing):
-    """The onstart hook: real runs only, after the plan is made, before any job starts.
-
-    Raises WorkflowError (Snakemake prints it and exits with 1) when data is missing, and
-    warns when a SQLite tracking store is used while jobs run on other hosts, or when the
-    run has GPUs but its training and embedding jobs ask for none.
-    """
-    from snakemake.exceptions import WorkflowError
-
-    note = gpu_note(workflow, workflow.dag.needrun_jobs())
-    if note:
-        print(note, file=sys.stderr)
-    if config["tracking"]["enabled"] and not workflow.local_exec:
-        uri = default_tracking_uri("mlflow")
-        if uri.startswith("sqlite:"):
-            print(
-                f"Warning: MLflow tracking writes the SQLite file {redact_uri(uri)} while "
-                "jobs run on a cluster. Its writers are local rules (this host, one at a "
-                "time), but SQLite's locks do not hold on a network file system and other "
-                "hosts cannot read it safely: set MLFLOW_TRACKING_URI to a tracking server "
-                "(docs/cluster.md, 'MLflow on a cluster'), or tracking.enabled: false.",
-                file=sys.stderr,
-            )
-    if missing:
-        raise WorkflowError(
-            "data not found, nothing was run:\n  " + "\n  ".join(missing)
-        )
-
-
-# The run's warm-worker server (pipeline_lib/runtime/warm_jobs.py), while one runs.
-WARM_SERVER = []
-
-
-def start_warm_workers():
-    """The onstart hook's second half: the jobs this host runs fork from one warm process.
-
-    That is every job of a local run, and the aggregation rules (localrules) of a cluster
-    run. Not where jobs run in their own software environment (--sdm conda or apptainer) or
-    where DROC_WARM_JOBS=0. The server takes jobs of this Snakemake process only: a cluster
-    job that inherits the socket's address is refused and runs in its own process.
-    """
-    if workflow.deployment_settings.deployment_method:
-        return
-    scripts = [
-        Path(job.rule.basedir.join(job.rule.script).get_path_or_uri(secret_free=True))
-        for job in workflow.dag.needrun_jobs()
-        if job.rule.script and (workflow.local_exec or job.is_local)
-    ]
-    WARM_SERVER.append(warm_jobs.start_server(scripts, Path(".snakemake") / "log"))
-
-
-def stop_warm_workers():
-    """The onsuccess and onerror hooks: the run is over, so is its server."""
-    while WARM_SERVER:
-        warm_jobs.stop_server(WARM_SERVER.pop())
 
 
 def _union(lists):
@@ -267,7 +118,7 @@ TRAINED = [name for name in METHODS if is_trained(BASE[name])]
 FROZEN = list(method_ids(trained=False))
 SEEDS = [str(seed) for seed in _union(grid.seeds for grid in GRIDS)]
 # The top level's, then the studies' (validation rejects a detector given two parameter sets).
-DETECTOR_PARAMS = merge_detectors(config)
+DETECTOR_PARAMS = detector_job_params(merge_detectors(config))
 DETECTORS = list(DETECTOR_PARAMS)
 # RotNet and rotation prediction are also scored by their own rotation classifier, with the
 # scores of detect.rotation_detectors (pipeline_lib.registry.ROTATION_DETECTORS).
@@ -460,133 +311,6 @@ def training_histories(grids=None):
     return list(dict.fromkeys(paths))
 
 
-# --- Fused training (train.fuse, train.smk): the trained models of one data set,
-# contamination and method, over its classes and seeds, are trained K at a time by one
-# train_fused job each (pipeline_lib.config.fusing says how they are grouped and named); fuse 1
-# (the default) keeps one train_representation job per model.
-FUSE = fuse_setting(config["train"])
-FUSED = TRAINED if FUSE > 1 else []
-_FUSED_GROUPS = {}
-
-
-def fused_groups():
-    """(data set, contamination, method) -> its groups, each a list of (class, seed).
-
-    Every trained model a grid or the explanation figure reads, grouped FUSE at a time
-    (pipeline_lib.config.fusing.fused_groups). Memoised; called only from input and param
-    functions (after every include), so explain_common.smk is read.
-    """
-    if _FUSED_GROUPS or not FUSED:
-        return _FUSED_GROUPS
-    models = {
-        (name, inlier, contamination_text(contamination), str(seed), method)
-        for grid in GRIDS
-        for name, classes in GRID_CLASSES[grid.name].items()
-        for inlier in classes
-        for contamination in grid.contamination
-        for seed in grid.seeds
-        for method in grid.methods
-        if method in FUSED
-    }
-    if EXPLAIN:
-        dataset, inlier, _ = _explain_target()
-        models |= {
-            (dataset, inlier, CONTAMINATIONS[0], SEEDS[0], method)
-            for method in EXPLAIN["methods"]
-            if method in FUSED
-        }
-    members = {}
-    for dataset, inlier, contamination, seed, method in models:
-        members.setdefault((dataset, contamination, method), set()).add((inlier, seed))
-    for key, pairs in members.items():
-        _FUSED_GROUPS[key] = group_fused_models(pairs, FUSE, classes=CLASSES[key[0]])
-    return _FUSED_GROUPS
-
-
-def _fused_key(wildcards):
-    return (wildcards.dataset, wildcards.contamination, wildcards.method)
-
-
-def fused_members(wildcards):
-    """The (class, seed) members of the fused group {group}, in training order."""
-    for group in fused_groups().get(_fused_key(wildcards), []):
-        if fused_group_name(group) == wildcards.group:
-            return group
-    raise ValueError(
-        f"{FUSED_GROUP.format(**wildcards)} is not a fused group of this config"
-    )
-
-
-def fused_group_splits(wildcards):
-    return [
-        os.path.join(
-            SPLIT.format(**dict(wildcards.items(), inlier=inlier, seed=seed)),
-            "split.npz",
-        )
-        for inlier, seed in fused_members(wildcards)
-    ]
-
-
-def fused_outcome(wildcards):
-    """outcome.json of the fused group that trains model SPLIT/{method}."""
-    member = (wildcards.inlier, wildcards.seed)
-    for group in fused_groups().get(_fused_key(wildcards), []):
-        if member in group:
-            folder = FUSED_GROUP.format(
-                **dict(wildcards.items(), group=fused_group_name(group))
-            )
-            return os.path.join(folder, "outcome.json")
-    raise ValueError(
-        f"{SPLIT.format(**wildcards)}/{wildcards.method} is in no fused group of this config"
-    )
-
-
-# --- Studies (studies.smk): every grid gets a table, figures and a place on the summary page.
-
-# The main grid is a study too (kind main), so the summary ranks its deviations with the rest.
-STUDIES = list(GRIDS)
-STUDY_BY_NAME = {grid.name: grid for grid in STUDIES}
-G_METHODS = _union(
-    [m for m in grid.methods if m in TRAINED] for grid in GRIDS if "g" in grid.spaces
-)
-UNIFORMITY_GRIDS = [grid for grid in STUDIES if grid.kind == "uniformity"]
-STUDY = "studies/{study}"
-
-
-def study_results(wildcards):
-    return [path for _, path in grid_results(STUDY_BY_NAME[wildcards.study])]
-
-
-def _model_folders(grid):
-    """SPLIT/{method} of every trained model the grid's results come from."""
-    return list(
-        dict.fromkeys(
-            ResultKey.from_wildcards(key).model_folder()
-            for key, _ in grid_results(grid)
-            if key["method"] in TRAINED
-        )
-    )
-
-
-def uniformity_files(grid):
-    """uniformity.json of every trained model of a uniformity study (model folder -> file)."""
-    if grid.kind != "uniformity":
-        return {}
-    return {
-        folder: os.path.join(folder, "uniformity.json")
-        for folder in _model_folders(grid)
-    }
-
-
-def study_keys(wildcards):
-    """The grid's result keys, in the order of study_results."""
-    return [key for key, _ in grid_results(STUDY_BY_NAME[wildcards.study])]
-
-
-def study_outputs():
-    return [f"studies/{grid.name}/{grid.name}.json" for grid in STUDIES]
-
-
 def summary_page():
     return ["summary/index.html"] if MAIN else []
 
@@ -594,8 +318,8 @@ def summary_page():
 def get_final_output():
     """The default target's inputs: image benchmarks, MVTec AD, explanations, deployment.
 
-    Called by the Snakefile after every include, so the helpers of mvtec_common.smk,
-    explain_common.smk and deploy_common.smk are defined by then.
+    Called by the Snakefile after every include, so the helpers of studies_common.smk,
+    mvtec_common.smk, explain_common.smk and deploy_common.smk are defined by then.
     """
     outputs = []
     if CLASSES:  # a config without `datasets` runs MVTec alone

@@ -29,7 +29,7 @@ if MVTEC:
         sys.exit(f"Invalid config: {error}")
     # Like the data root: an environment variable, so moving the data re-runs nothing.
     export_category_paths(_mvtec_paths)
-    # As MISSING_DATA (common.smk): a category not read yet must have its train/good/.
+    # As MISSING_DATA (run_checks.smk): a category not read yet must have its train/good/.
     MISSING_DATA += [
         f"MVTec category {name}: {Path(path).absolute()}/train/good/ not found; expected "
         f"{{train/good,test/<defect>,ground_truth/<defect>}}/ there (the MVTec AD download "

@@ -2,10 +2,15 @@
 figures per study, and the summary page that ranks every number against the paper.
 
 Each grid of the config (GRIDS in common.smk: the main table and each study) needs results
-from the shared results tree; a study only adds the rules below on top of it.
+from the shared results tree; a study only adds the rules below on top of it. Helpers
+(targets, params) are in studies_common.smk.
 """
 
 from pipeline_lib.config.resources import mem_mb_by_attempt
+
+
+include: "studies_common.smk"
+
 
 if STUDIES:
 

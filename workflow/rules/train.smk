@@ -3,9 +3,13 @@
 One job per model (train_representation), or with train.fuse K > 1 one train_fused job per
 K models (classes and seeds) of a data set, contamination and method, whose models
 unpack_fused_model puts where a separate job would (docs/cluster.md, "Fused training").
+Helpers (the fused groups) are in train_common.smk.
 """
 
 from pipeline_lib.config.resources import mem_mb_by_attempt
+
+
+include: "train_common.smk"
 
 
 rule train_representation:

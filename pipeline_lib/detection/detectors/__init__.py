@@ -32,6 +32,7 @@ job was given and on the CPU otherwise.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from typing import Any
 
@@ -44,6 +45,7 @@ from pipeline_lib.detection.detectors.gde import GaussianDensity
 from pipeline_lib.detection.detectors.kde import KernelDensityScore
 from pipeline_lib.detection.detectors.knn import KNNCosine
 from pipeline_lib.detection.detectors.ocsvm import LinearOneClassSVM, RBFOneClassSVM
+from pipeline_lib.registry import detector_spec, plugin_of
 
 DETECTORS: dict[str, type[BaseEstimator]] = {
     "ocsvm": RBFOneClassSVM,
@@ -52,6 +54,47 @@ DETECTORS: dict[str, type[BaseEstimator]] = {
     "gde": GaussianDensity,
     "knn": KNNCosine,
 }
+
+
+def detector_class(name: str) -> type[BaseEstimator]:
+    """The estimator class of detector ``name``: a built-in one, or the class an active
+    plugin's :class:`~pipeline_lib.registry.DetectorSpec` names (imported here, in the job).
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not a known id, or a plugin's class does not import.
+    """
+    if name in DETECTORS:
+        return DETECTORS[name]
+    spec = detector_spec(name)
+    if spec is None:
+        raise ValueError(f"unknown detector {name!r}; allowed: {sorted(DETECTORS)}")
+    module, _, attribute = spec.estimator.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"detector {name!r}: cannot import {spec.estimator!r}: {error}") from error
+    if not (isinstance(cls, type) and hasattr(cls, "fit") and hasattr(cls, "score_samples")):
+        raise ValueError(f"detector {name!r}: {spec.estimator!r} has no fit and score_samples")
+    return cls
+
+
+def _plugin_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A plugin detector's parameters without ``package``, the ``name==version`` its job was
+    planned with (:func:`pipeline_lib.registry.detector_job_params`), which must be the
+    package installed here."""
+    params = dict(params)
+    planned = params.pop("package", None)
+    plugin = plugin_of(name)
+    have = None if plugin is None else plugin.provenance
+    if planned is not None and planned != have:
+        raise ValueError(
+            f"detector {name!r} was planned with {planned} but this environment has "
+            f"{have or 'no such package'}; install the same version where the jobs run "
+            "(docs/extending.md)"
+        )
+    return params
 
 
 def make_detector(name: str, **params: Any) -> BaseEstimator:
@@ -79,14 +122,17 @@ def make_detector(name: str, **params: Any) -> BaseEstimator:
         If a keyword is not a hyper-parameter of that detector (the message names it and
         lists the accepted ones).
     """
-    if name not in DETECTORS:
-        raise ValueError(f"unknown detector {name!r}; allowed: {sorted(DETECTORS)}")
-    cls = DETECTORS[name]
-    accepted = sorted(
-        p.name
-        for p in inspect.signature(cls.__init__).parameters.values()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY
-    )
+    cls = detector_class(name)
+    spec = detector_spec(name)
+    if spec is not None:
+        params = _plugin_params(name, params)
+        accepted = sorted(spec.params)
+    else:
+        accepted = sorted(
+            p.name
+            for p in inspect.signature(cls.__init__).parameters.values()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY
+        )
     unknown = sorted(set(params) - set(accepted))
     if unknown:
         raise TypeError(
@@ -94,7 +140,8 @@ def make_detector(name: str, **params: Any) -> BaseEstimator:
             f"accepted: {accepted}"
         )
     detector = cls(**params)
-    detector._check_params()
+    if spec is None:
+        detector._check_params()
     return detector
 
 
@@ -127,10 +174,8 @@ def params_for_device(
     ValueError
         If ``name`` is not a known id.
     """
-    if name not in DETECTORS:
-        raise ValueError(f"unknown detector {name!r}; allowed: {sorted(DETECTORS)}")
     params = dict(params)
-    takes_device = "device" in inspect.signature(DETECTORS[name].__init__).parameters
+    takes_device = "device" in inspect.signature(detector_class(name).__init__).parameters
     if device is not None and takes_device and "device" not in params:
         params["device"] = str(device)
     return params
@@ -143,6 +188,7 @@ __all__ = [
     "KernelDensityScore",
     "LinearOneClassSVM",
     "RBFOneClassSVM",
+    "detector_class",
     "l2_normalize",
     "make_detector",
     "params_for_device",

@@ -7,8 +7,9 @@ this module implements and the variants. Per step:
 - **Input:** one view ``A(x)`` of each image, drawn by the view augmentation of the other
   methods (the paper trains every representation "under the same condition"); with
   ``augment=None`` (the ``denoising_no_views`` variant) the plain image.
-- **Corruption:** additive Gaussian noise of standard deviation ``noise_std`` (default 0.1 on
-  inputs in [0, 1], not clipped, drawn from the run's CPU generator).
+- **Corruption:** additive Gaussian noise of standard deviation ``noise_std`` (the recipe's is
+  ``PAPER_RECIPE["noise_std"]``, :mod:`pipeline_lib.registry`) on inputs in [0, 1], not
+  clipped, drawn from the run's CPU generator.
 - **Decoder** (:class:`~pipeline_lib.models.heads.Decoder`): from ``f`` (default) or from
   the feature map before pooling (the ``denoising_spatial`` variant); :func:`decode`.
 - **Loss:** the mean squared error to a *target* computed from the clean input (the clean
