@@ -22,6 +22,7 @@ import yaml
 from distribution import as_differences, continuous, discrete
 from inputs import coordinates, crop_parameters
 from parity import Difference, relative_difference
+from trace_io import read_trace
 
 from pipeline_lib.registry import BUILTIN_METHODS
 from pipeline_lib.ssl.augment import (
@@ -44,6 +45,7 @@ from pipeline_lib.ssl.settings import TrainSettings
 from pipeline_lib.ssl.tasks.contrastive import contrastive_inputs
 
 FAMILY = "augment"
+TRACES = ("augment_ops", "augment_draws", "augment_batches")
 DISTRIBUTION_SETS = (
     Path(__file__).resolve().parents[2] / "config" / "studies" / "distribution_sets.yaml"
 )
@@ -525,3 +527,13 @@ def compare(
         *_stream_differences(traces["augment_batches"]),
         *_batch_differences(traces["augment_batches"]),
     ]
+
+
+def differences(folder: Path) -> list[Difference]:
+    """:func:`compare` on the ``augment_ops``, ``augment_draws`` and ``augment_batches``
+    traces in ``folder``."""
+    loaded = {name: read_trace(folder, name) for name in TRACES}
+    return compare(
+        {name: arrays for name, (arrays, _) in loaded.items()},
+        {name: meta for name, (_, meta) in loaded.items()},
+    )

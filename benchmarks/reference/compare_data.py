@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 from parity import Difference
+from trace_io import read_trace
 
 from pipeline_lib.data.catvsdog import read_catvsdog, released_split
 from pipeline_lib.data.celeba import read_celeba
@@ -313,3 +314,8 @@ def released_eyeglasses_fraction(trace: dict[str, np.ndarray]) -> float:
     """The fraction of PYTHONHASHSEED values under which the released CelebA labels are
     the Eyeglasses attribute (docs/protocol.md quotes it)."""
     return float(np.mean(trace["celeba/hash_seed_is_eyeglasses"]))
+
+
+def differences(folder: Path) -> list[Difference]:
+    """:func:`compare` on the ``data`` trace in ``folder``."""
+    return compare(*read_trace(folder, FAMILY))

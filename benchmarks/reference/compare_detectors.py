@@ -24,12 +24,14 @@ for the feature detectors, ``-`` the normality of
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from inputs import detector_inputs, digest
 from parity import Difference, relative_difference
+from trace_io import read_trace
 
 from pipeline_lib.detection.detectors import l2_normalize, rbf_gamma
 from pipeline_lib.detection.evaluate import score_with_detector, to_anomaly_scores
@@ -168,3 +170,8 @@ def compare(trace: dict[str, np.ndarray], meta: dict[str, Any]) -> list[Differen
 def _auc_tolerance(labels: np.ndarray) -> float:
     n_out = int(np.count_nonzero(labels))
     return 100.0 / (n_out * (len(labels) - n_out)) * (1 + math.ulp(1.0))
+
+
+def differences(folder: Path) -> list[Difference]:
+    """:func:`compare` on the ``detectors`` trace in ``folder``."""
+    return compare(*read_trace(folder, FAMILY))

@@ -16,11 +16,13 @@ Compared, on every ``id_stride``-th instance id as in the trace:
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from distribution import as_differences, continuous
 from parity import Difference
+from trace_io import read_trace
 
 from pipeline_lib.ssl.run import prepare_run
 from pipeline_lib.ssl.settings import TrainSettings
@@ -140,3 +142,8 @@ def _no_frozen_order(meta: dict[str, Any]) -> Difference:
         f"the released loader caches one full shuffle and re-runs a {meta['shuffle_buffer']} "
         "buffer shuffle over it each epoch; our run has no frozen order",
     )
+
+
+def differences(folder: Path) -> list[Difference]:
+    """:func:`compare` on the ``order_epochs`` trace in ``folder``."""
+    return compare(*read_trace(folder, "order_epochs"))

@@ -254,3 +254,52 @@ def adapt_celeba(
     celeba = released.module("data.celeba")
     celeba.CelebA.prepare_numpy_data = staticmethod(script.prepare_numpy_data)
     return script
+
+
+def keep_first_inliers(count: int) -> None:
+    """Train the released CIFAR loaders on the first ``count`` training inliers, in the
+    order of the data files (``data/cifar.py``, ``process_for_ood``, keeps every inlier).
+
+    The side-by-side runs (``side_by_side.py``) give both implementations the same images;
+    the test split stays whole.
+    """
+    cifar = importlib.import_module("data.cifar")
+    keep_all = cifar.CIFAR.process_for_ood
+
+    def process_for_ood(self, category=0):
+        keep_all(self, category)
+        if len(self.trainval_data[0]) < count:
+            raise SystemExit(
+                f"class {category} has {len(self.trainval_data[0])} training images, "
+                f"fewer than the {count} asked for"
+            )
+        self.trainval_data = [part[:count] for part in self.trainval_data]
+
+    cifar.CIFAR.process_for_ood = process_for_ood
+
+
+def redraw_initial_weights(model, seed: int) -> int:
+    """Draw every kernel of ``model`` again from its own seeded copy of its initializer.
+
+    Under tf-keras 2.21 one unseeded initializer instance returns the same values on every
+    call, and the released convolutions share one default-argument instance
+    (``model/resnet_util.py:31, 54, 65``): same-shape 3x3 convolutions start with identical
+    kernels. Under TF 2.3, where the paper ran, each call drew new numbers. Here each layer
+    gets a copy of its initializer (same class and configuration, so the same distribution)
+    with a seed of its own, derived from ``seed`` and the layer's position. Biases and
+    BatchNorm start constant and are left alone. Returns how many kernels were drawn.
+    """
+    import numpy as np
+
+    drawn = 0
+    for position, layer in enumerate(model.layers):
+        initializer = getattr(layer, "kernel_initializer", None)
+        if initializer is None or not hasattr(layer, "kernel"):
+            continue
+        layer_seed = int(np.random.SeedSequence([seed, position]).generate_state(1)[0] >> 1)
+        own = type(initializer).from_config({**initializer.get_config(), "seed": layer_seed})
+        layer.kernel.assign(own(layer.kernel.shape, dtype=layer.kernel.dtype))
+        drawn += 1
+    if drawn == 0:
+        raise ValueError(f"{model.name} has no layer with a kernel initializer")
+    return drawn
