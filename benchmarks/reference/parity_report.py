@@ -43,7 +43,7 @@ PAGE = REPO / "docs" / "reproduction.md"
 sys.path.insert(0, str(HERE))
 
 from parity import Difference  # noqa: E402 (beside this file, not a package)
-from side_by_side import (  # noqa: E402
+from side_by_side_runs import (  # noqa: E402
     EPOCHS,
     INLIER,
     METHODS,

@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from side_by_side import CONFIG, INLIER, ROTATION_METHODS, TRAIN_IMAGES, RunResult, detectors_of
+from side_by_side_runs import (
+    CONFIG,
+    INLIER,
+    ROTATION_METHODS,
+    TRAIN_IMAGES,
+    RunResult,
+    detectors_of,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"

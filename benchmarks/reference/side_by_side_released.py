@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from released import keep_first_inliers, load_released, redraw_initial_weights
-from side_by_side import (
+from side_by_side_runs import (
     INLIER,
     RELEASED_WIDTH,
     TRAIN_IMAGES,

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks" / "reference"))
 
 import parity_report  # noqa: E402
-import side_by_side  # noqa: E402
+import side_by_side_runs as side_by_side  # noqa: E402
 
 from pipeline_lib.paper.reproduction import (  # noqa: E402
     PARITY_END,
