@@ -94,10 +94,8 @@ def pixel_counts(pixel_maps: np.ndarray, masks: np.ndarray, *, n_bins: int = N_B
 
     Parameters
     ----------
-    pixel_maps : ndarray of shape (n, h, w)
-        Pixel anomaly scores (higher = more anomalous).
-    masks : ndarray of shape (n, h, w)
-        Ground truth; non-zero = defective pixel.
+    pixel_maps, masks : ndarray of shape (n, h, w)
+        As ``anomaly_maps`` and ``masks`` of :func:`pipeline_lib.mvtec.pro.aupro`.
     n_bins : int, default=N_BINS
 
     Raises
