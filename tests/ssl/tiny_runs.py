@@ -1,6 +1,7 @@
 """Tiny training runs shared by the step-mode tests (CPU and CUDA): each a method and the
 keyword options that make it small (4 steps an epoch on 48 images); a spy on the steps; and
-the run API with a test's recipe and execution given as keywords."""
+the run API with a test's recipe and execution given as keywords; the comparisons of two
+runs' weights and histories."""
 
 from __future__ import annotations
 
@@ -27,6 +28,23 @@ TINY_RUNS: dict[str, tuple[str, dict[str, int]]] = {
     ),
     "denoising": ("denoising", {"batch_size": 12}),
 }
+
+
+#: History fields that measure the machine, not the run: left out when runs are compared.
+TIMING_FIELDS = ("images_per_s", "seconds")
+
+
+def without_timing(history: list[dict], drop: tuple[str, ...] = TIMING_FIELDS) -> list[dict]:
+    """``history`` without the fields in ``drop``."""
+    return [{k: v for k, v in record.items() if k not in drop} for record in history]
+
+
+def assert_same_weights(first: torch.nn.Module, second: torch.nn.Module) -> None:
+    """The two models hold the same tensors, bit for bit, under the same names."""
+    one, two = first.state_dict(), second.state_dict()
+    assert one.keys() == two.keys()
+    for name in one:
+        assert torch.equal(one[name].cpu(), two[name].cpu()), name
 
 
 def spy_on_steps(monkeypatch, seen) -> None:
