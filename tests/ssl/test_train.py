@@ -115,14 +115,19 @@ def test_kill_and_resume_gives_identical_weights(method, digits64, tmp_path, cap
         )
     assert checkpoint.exists()
     epochs_run: list[int] = []
-    with caplog.at_level(logging.INFO, logger="pipeline_lib.ssl.loop"):
-        resumed, history = _train(
+
+    def from_checkpoint():
+        """The same run again from ``checkpoint``, noting each epoch it trains."""
+        return _train(
             method,
             images,
             epochs=3,
             checkpoint_path=checkpoint,
             callback=lambda record: epochs_run.append(record["epoch"]),
         )
+
+    with caplog.at_level(logging.INFO, logger="pipeline_lib.ssl.loop"):
+        resumed, history = from_checkpoint()
     assert epochs_run == [3]  # only the missing epoch ran
     assert "resuming" in caplog.text
     assert_same_weights(straight, resumed)
@@ -130,13 +135,7 @@ def test_kill_and_resume_gives_identical_weights(method, digits64, tmp_path, cap
 
     # A finished checkpoint: the same call returns at once with the same weights.
     epochs_run.clear()
-    again, _ = _train(
-        method,
-        images,
-        epochs=3,
-        checkpoint_path=checkpoint,
-        callback=lambda record: epochs_run.append(record["epoch"]),
-    )
+    again, _ = from_checkpoint()
     assert epochs_run == []
     assert_same_weights(straight, again)
 
