@@ -6,6 +6,8 @@ runs' weights and histories."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,6 +47,19 @@ def assert_same_weights(first: torch.nn.Module, second: torch.nn.Module) -> None
     assert one.keys() == two.keys()
     for name in one:
         assert torch.equal(one[name].cpu(), two[name].cpu()), name
+
+
+def killed_then_resumed(train: Callable[..., Any], path: Path, *, epoch: int = 1) -> Any:
+    """``train(checkpoint_path=path, callback=...)`` killed after its epoch ``epoch``, then
+    ``train(checkpoint_path=path)`` again: what the resumed run returns."""
+
+    def kill(record: dict) -> None:
+        if record["epoch"] == epoch:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(checkpoint_path=path, callback=kill)
+    return train(checkpoint_path=path)
 
 
 def spy_on_steps(monkeypatch, seen) -> None:
