@@ -342,13 +342,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def device_and_amp(args: argparse.Namespace) -> tuple[torch.device, str | None, str]:
+    """``--device`` as a device, the AMP dtype (None with ``--amp none`` and on the CPU) and
+    the device's name for the table's header."""
+    device = torch.device(args.device)
+    amp = None if args.amp == "none" or device.type == "cpu" else args.amp
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    return device, amp, name
+
+
 def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
     """Print the table; return the measurements (method -> K -> numbers), for the tests."""
     args = parse_args(argv)
     ConcurrentGroup.draw_ahead = args.draw_ahead == "on"
-    device = torch.device(args.device)
-    amp = None if args.amp == "none" or device.type == "cpu" else args.amp
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    device, amp, name = device_and_amp(args)
     print(
         f"device {name} ({args.device}, amp {amp}), ResNet-18 width {args.width}, "
         f"{args.image_size}x{args.image_size}, median of {args.repeats} timed epochs of "

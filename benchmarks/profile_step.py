@@ -40,7 +40,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from bench_streams import make_group  # a sibling script: run from benchmarks/ or its parent
+from bench_streams import (
+    device_and_amp,
+    make_group,
+)  # a sibling script: run from benchmarks/ or its parent
 from torch.profiler import ProfilerActivity, profile
 
 from pipeline_lib.registry import DRAW_SOURCES, TRAINED_METHODS
@@ -313,9 +316,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict[tuple[str, int], Profile]:
     """Print the profiles; return them (``(method, K) -> Profile``), for the tests."""
     args = parse_args(argv)
-    device = torch.device(args.device)
-    amp = None if args.amp == "none" or device.type == "cpu" else args.amp
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    device, amp, name = device_and_amp(args)
     print(
         f"device {name} ({args.device}, amp {amp}), ResNet-18 width {args.width}, "
         f"{args.image_size}x{args.image_size}, step mode {args.step_mode}, draws {args.draws}, "
