@@ -43,6 +43,7 @@ import argparse
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -69,29 +70,40 @@ from pipeline_lib.ssl.run import TrainingState, prepare_run
 from pipeline_lib.ssl.settings import Execution, TrainSettings
 
 
-def make_group(
-    method: str,
-    k: int,
-    *,
-    width: int,
-    steps: int,
-    device: torch.device,
-    amp: str | None,
-    step_mode: str = "auto",
-    image_size: int = 32,
-    epochs: int = 2,
-    draws: str = "host",
-) -> ConcurrentGroup:
+@dataclass(frozen=True)
+class GroupSpec:
+    """How :func:`make_group` builds each of its K runs: ResNet-18 width, steps an epoch,
+    device, AMP dtype, the trainer's step mode and draw source, image side."""
+
+    width: int
+    steps: int
+    device: torch.device
+    amp: str | None
+    step_mode: str = "auto"
+    image_size: int = 32
+    draws: str = "host"
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, device: torch.device, amp: str | None):
+        """The spec of the command line: ``device`` and ``amp`` as resolved
+        (:func:`device_and_amp`), every other field the option of its name."""
+        options = {f.name: getattr(args, f.name) for f in fields(cls) if f.name in vars(args)}
+        return cls(**{**options, "device": device, "amp": amp})
+
+
+def make_group(method: str, k: int, spec: GroupSpec, *, epochs: int = 2) -> ConcurrentGroup:
     """K runs of seeds 0..K-1, each on its own seeded random images, as the trainer groups
     captured fused runs (:class:`pipeline_lib.ssl.fused.ConcurrentGroup`)."""
     batch = default_batch_size(method)
     runs, states = [], []
     for seed in range(k):
         generator = torch.Generator().manual_seed(seed)
-        shape = (batch * steps, image_size, image_size, 3)
+        shape = (batch * spec.steps, spec.image_size, spec.image_size, 3)
         images = torch.randint(0, 256, shape, generator=generator)
-        settings = TrainSettings(method, epochs=epochs, batch_size=batch, width=width, amp=amp)
-        execution = Execution(device=device, step_mode=step_mode, draws=draws)
+        settings = TrainSettings(
+            method, epochs=epochs, batch_size=batch, width=spec.width, amp=spec.amp
+        )
+        execution = Execution(device=spec.device, step_mode=spec.step_mode, draws=spec.draws)
         run, state = prepare_run(settings, images.to(torch.uint8), seed=seed, execution=execution)
         runs.append(run)
         states.append(state)
@@ -172,17 +184,11 @@ def embedding_rate(
 def measure(
     method: str,
     k: int,
+    spec: GroupSpec,
     *,
-    width: int,
-    steps: int,
-    device: torch.device,
-    amp: str | None,
     cudnn: str = "deterministic",
-    step_mode: str = "auto",
     repeats: int = 1,
-    image_size: int = 32,
     embed_batch_size: int = 512,
-    draws: str = "host",
 ) -> dict[str, Any]:
     """Instances/s of K runs stepped side by side, run 0's weights and mode, the
     overheads and (K = 1) the embedding rate.
@@ -194,18 +200,8 @@ def measure(
     prepared, :func:`pipeline_lib.runtime.devices.use_deterministic_kernels`) before the
     first step, to measure what determinism costs.
     """
-    group = make_group(
-        method,
-        k,
-        width=width,
-        steps=steps,
-        device=device,
-        amp=amp,
-        step_mode=step_mode,
-        image_size=image_size,
-        epochs=1 + repeats,
-        draws=draws,
-    )
+    group = make_group(method, k, spec, epochs=1 + repeats)
+    device = spec.device
     if cudnn == "default":
         torch.backends.cudnn.deterministic = False
     initial = _weights(group.states[0])
@@ -233,7 +229,7 @@ def measure(
         embed = embedding_rate(
             group.states[0],
             images=min(EMBED_IMAGES, instances),
-            image_size=image_size,
+            image_size=spec.image_size,
             batch_size=embed_batch_size,
             device=device,
             repeats=repeats,
@@ -379,6 +375,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
         command=None if argv is None else ["benchmarks/bench_streams.py", *argv],
         image_size=args.image_size,
     )
+    spec = GroupSpec.from_args(args, device, amp)
     results: dict[str, dict[int, dict[str, Any]]] = {}
     for method in args.methods:
         if args.step_mode == "compiled":
@@ -390,16 +387,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
             result = measure(
                 method,
                 k,
-                width=args.width,
-                steps=args.steps,
-                device=device,
-                amp=amp,
+                spec,
                 cudnn=args.cudnn,
-                step_mode=args.step_mode,
                 repeats=args.repeats,
-                image_size=args.image_size,
                 embed_batch_size=args.embed_batch_size,
-                draws=args.draws,
             )
             results[method][k] = result
             # Captured runs side by side are the trainer's fused job (graph, fuse K); on the

@@ -40,10 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from bench_streams import (
-    device_and_amp,
-    make_group,
-)  # a sibling script: run from benchmarks/ or its parent
+from bench_streams import GroupSpec, device_and_amp, make_group  # a sibling: run from benchmarks/
 from torch.profiler import ProfilerActivity, profile
 
 from pipeline_lib.registry import DRAW_SOURCES, TRAINED_METHODS
@@ -142,17 +139,11 @@ def _device_intervals(prof: profile, device: torch.device) -> list[tuple[str, fl
     return intervals
 
 
-def profile_group(
-    method: str,
-    k: int,
-    *,
-    device: torch.device,
-    trace: Path | None = None,
-    **options: Any,
-) -> Profile:
-    """Profile the third epoch of K side-by-side runs: ``bench_streams.make_group`` with
-    ``options`` (width, steps, amp, the trainer's step_mode and draws, image_size)."""
-    group = make_group(method, k, device=device, **options)
+def profile_group(method: str, k: int, spec: GroupSpec, *, trace: Path | None = None) -> Profile:
+    """Profile the third epoch of K side-by-side runs: ``bench_streams.make_group`` of
+    ``spec``."""
+    group = make_group(method, k, spec)
+    device = spec.device
     for _ in range(2):  # capture, then one warm epoch
         group.train_epoch()
     if device.type == "cuda":
@@ -331,14 +322,7 @@ def main(argv: list[str] | None = None) -> dict[tuple[str, int], Profile]:
         "amp": amp or "none",
         "draws": args.draws,
     }
-    options = {
-        "width": args.width,
-        "steps": args.steps,
-        "amp": amp,
-        "step_mode": args.step_mode,
-        "image_size": args.image_size,
-        "draws": args.draws,
-    }
+    spec = GroupSpec.from_args(args, device, amp)
     results = {}
     for method in args.methods:
         for k in args.streams:
@@ -346,7 +330,7 @@ def main(argv: list[str] | None = None) -> dict[tuple[str, int], Profile]:
             if args.trace_dir is not None:
                 args.trace_dir.mkdir(parents=True, exist_ok=True)
                 trace = args.trace_dir / f"{method}_k{k}.json"
-            result = profile_group(method, k, device=device, trace=trace, **options)
+            result = profile_group(method, k, spec, trace=trace)
             report(method, k, result, top=args.top)
             if args.summary_out is not None:
                 rows = summary_rows(result, {**context, "method": method, "k": k})
