@@ -26,7 +26,7 @@ import argparse
 import time
 
 import torch
-from cli_checks import at_least_one
+from bench_options import at_least_one
 from torch.utils.data import DataLoader, Dataset
 from torchvision import tv_tensors
 from torchvision.transforms import v2

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 import torch
-from cli_checks import at_least_one
+from bench_options import at_least_one
 from scipy.special import logsumexp
 from sklearn.neighbors import KernelDensity
 

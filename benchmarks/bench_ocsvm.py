@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 import torch
-from cli_checks import at_least_one
+from bench_options import at_least_one
 
 from pipeline_lib.detection.detectors import RBFOneClassSVM, l2_normalize
 

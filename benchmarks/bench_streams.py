@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch._dynamo
+from bench_options import add_rate_options, at_least_one, check_rate_options
 
 from pipeline_lib.models.embed import extract_embeddings
 from pipeline_lib.models.flops import training_tflops
@@ -255,28 +256,15 @@ def relative_gap(weights: dict, reference: dict, initial: dict) -> float:
     return (gap / moved) ** 0.5
 
 
+#: Steps of a timed epoch on the CPU (a smoke run of the harness) unless ``--steps`` says.
+CPU_STEPS = 20
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    add_rate_options(parser, cpu_steps=CPU_STEPS)
     parser.add_argument("--methods", nargs="+", choices=TRAINED_METHODS, default=TRAINED_METHODS)
     parser.add_argument("--streams", type=int, nargs="+", default=[1, 2, 4, 8], help="values of K")
-    parser.add_argument("--width", type=int, default=64, help="ResNet-18 width (default 64)")
-    parser.add_argument(
-        "--steps",
-        type=int,
-        default=None,
-        help="steps of each timed epoch (default 200 on CUDA, 20 on the CPU)",
-    )
-    parser.add_argument(
-        "--repeats", type=int, default=3, help="timed epochs a rate is the median of (default 3)"
-    )
-    parser.add_argument(
-        "--image-size",
-        type=int,
-        choices=[32, 64],
-        default=32,
-        help="side of the training images (64: Cat-vs-Dog and CelebA; default 32)",
-    )
     parser.add_argument(
         "--embed-batch-size",
         type=int,
@@ -285,7 +273,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "embed.batch_size; default 512)",
     )
     parser.add_argument("--amp", choices=["bfloat16", "none"], default="bfloat16")
-    parser.add_argument("--peak-tflops", type=float, default=None, help="device peak TFLOP/s")
     parser.add_argument(
         "--cudnn",
         choices=["deterministic", "default"],
@@ -325,14 +312,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "fuse-K row: what a captured fused job (train.fuse: K) trains at",
     )
     args = parser.parse_args(argv)
-    if args.steps is None:
-        args.steps = 200 if args.device == "cuda" else 20
-    if args.steps < 1 or args.repeats < 1 or args.embed_batch_size < 1:
-        parser.error("--steps, --repeats and --embed-batch-size must be >= 1")
+    check_rate_options(parser, args, cpu_steps=CPU_STEPS)
+    at_least_one(parser, args, ("embed_batch_size",))
     if 1 not in args.streams or min(args.streams) < 1:
         parser.error("--streams must hold 1 (the baseline) and positive values only")
-    if args.device == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda but CUDA is not available")
     if args.step_mode == "compiled" and args.device != "cuda":
         parser.error("--step-mode compiled needs --device cuda")
     return args

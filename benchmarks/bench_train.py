@@ -87,6 +87,7 @@ from pathlib import Path
 
 import torch
 import yaml
+from bench_options import add_rate_options, check_rate_options
 
 from pipeline_lib.models.flops import forward_flops_per_view, training_tflops
 from pipeline_lib.planning.rates import Rate
@@ -247,36 +248,19 @@ def paper_instances(config: dict, method: str) -> list[tuple[str, int, int]]:
     return rows
 
 
+#: Steps of a timed epoch on the CPU (a smoke run of the harness) unless ``--steps`` says.
+CPU_STEPS = 5
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument(
-        "--steps",
-        type=int,
-        default=None,
-        help="steps of each timed epoch (default 200 on CUDA, 5 on the CPU)",
-    )
-    parser.add_argument(
-        "--repeats",
-        type=int,
-        default=3,
-        help="timed epochs a rate is the median of (default 3)",
-    )
-    parser.add_argument(
-        "--image-size",
-        type=int,
-        choices=[32, 64],
-        default=32,
-        help="side of the training images (64: Cat-vs-Dog and CelebA; default 32)",
-    )
-    parser.add_argument("--width", type=int, default=64, help="ResNet-18 width (default 64)")
+    add_rate_options(parser, cpu_steps=CPU_STEPS)
     parser.add_argument(
         "--methods", nargs="+", choices=TRAINED_METHODS, default=list(TRAINED_METHODS)
     )
     parser.add_argument(
         "--amp", choices=["bfloat16", "float16", "none"], default="bfloat16", help="CUDA only"
     )
-    parser.add_argument("--peak-tflops", type=float, default=None, help="device peak TFLOP/s")
     parser.add_argument("--config", type=Path, default=REPO / "config" / "paper.yaml")
     parser.add_argument(
         "--fuse",
@@ -303,18 +287,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.step_mode != "eager" and args.device != "cuda":
         parser.error("--step-mode graph / both needs --device cuda (the CPU steps eagerly)")
-    if args.steps is None:
-        args.steps = 200 if args.device == "cuda" else 5
-    if args.steps < 1:
-        parser.error("--steps must be >= 1")
-    if args.repeats < 1:
-        parser.error("--repeats must be >= 1")
+    check_rate_options(parser, args, cpu_steps=CPU_STEPS)
     if min(args.fuse) < 1:
         parser.error("--fuse must be >= 1")
     if max(args.fuse) > 1 and args.amp == "float16":
         parser.error("--fuse needs --amp bfloat16 or none (float16 loss scaling couples models)")
-    if args.device == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda but CUDA is not available")
     return args
 
 
