@@ -32,7 +32,7 @@ from mlflow.tracking import MlflowClient
 from pipeline_lib.tracking.mlflow_store import KEY_TAG, KIND_TAG, SWEEP_TAG, log_sweep
 from tests.serving import MLFLOW, free_port, stop_group, wait_until_answers
 from tests.tracking_cases import job_records
-from tests.workflow.conftest import REPO, run_snakemake
+from tests.workflow.conftest import REPO, relog_to_mlflow, run_snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -183,16 +183,7 @@ def test_pipeline_logs_to_the_server(
     shutil.copytree(tiny_run, workdir, symlinks=True)
     shutil.rmtree(workdir / "mlflow")
     run_snakemake(workdir, "--cores", "1", "--configfile", str(small_config))
-    run_snakemake(
-        workdir,
-        "--cores",
-        "1",
-        "--configfile",
-        str(small_config),
-        "--forcerun",
-        "log_to_mlflow",
-        env=login.env(),
-    )
+    relog_to_mlflow(workdir, small_config, env=login.env())
     logged = json.loads((workdir / "mlflow/logged.json").read_text())
     assert logged["status"] == "logged" and logged["tracking_uri"] == server
     results = pd.read_csv(workdir / "summary/results.csv")
