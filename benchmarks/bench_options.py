@@ -1,12 +1,17 @@
-"""Command-line options and checks the benchmark scripts share (a sibling module: the
-scripts import it as ``bench_options``, run from benchmarks/ or its parent)."""
+"""Command-line options, their checks and the run they describe, shared by the benchmark
+scripts (a sibling module: the scripts import it as ``bench_options``, run from benchmarks/
+or its parent)."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable
+from dataclasses import dataclass, fields
+from typing import Any
 
 import torch
+
+from pipeline_lib.ssl.settings import Execution, TrainSettings
 
 #: Steps of a timed epoch on CUDA unless ``--steps`` says otherwise.
 CUDA_STEPS = 200
@@ -60,3 +65,36 @@ def check_rate_options(
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda but CUDA is not available")
     return args
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """How a training benchmark builds each run it times: ResNet-18 width, steps an epoch,
+    device, AMP dtype, the trainer's step mode and draw source, image side."""
+
+    width: int
+    steps: int
+    device: Any
+    amp: str | None
+    step_mode: str = "auto"
+    image_size: int = 32
+    draws: str = "host"
+
+    @classmethod
+    def from_args(
+        cls, args: argparse.Namespace, device: torch.device, amp: str | None, **fixed: Any
+    ) -> RunSpec:
+        """The run of the command line: ``device`` and ``amp`` as resolved, the fields in
+        ``fixed`` as given, every other field the option of its name (or its default)."""
+        options = {f.name: getattr(args, f.name) for f in fields(cls) if f.name in vars(args)}
+        return cls(**{**options, "device": device, "amp": amp, **fixed})
+
+    def settings(self, method: str, *, epochs: int, batch_size: int) -> TrainSettings:
+        """The training recipe of one run of ``method``."""
+        return TrainSettings(
+            method, epochs=epochs, batch_size=batch_size, width=self.width, amp=self.amp
+        )
+
+    def execution(self) -> Execution:
+        """Where and how each run steps."""
+        return Execution(device=self.device, step_mode=self.step_mode, draws=self.draws)

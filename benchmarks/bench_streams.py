@@ -43,14 +43,13 @@ import argparse
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 import torch._dynamo
-from bench_options import add_rate_options, at_least_one, check_rate_options
+from bench_options import RunSpec, add_rate_options, at_least_one, check_rate_options
 
 from pipeline_lib.models.embed import extract_embeddings
 from pipeline_lib.models.flops import training_tflops
@@ -68,31 +67,9 @@ from pipeline_lib.ssl.compiling import eager_copy
 from pipeline_lib.ssl.fused import ConcurrentGroup
 from pipeline_lib.ssl.loop import divergence, epoch_record, write_checkpoint
 from pipeline_lib.ssl.run import TrainingState, prepare_run
-from pipeline_lib.ssl.settings import Execution, TrainSettings
 
 
-@dataclass(frozen=True)
-class GroupSpec:
-    """How :func:`make_group` builds each of its K runs: ResNet-18 width, steps an epoch,
-    device, AMP dtype, the trainer's step mode and draw source, image side."""
-
-    width: int
-    steps: int
-    device: torch.device
-    amp: str | None
-    step_mode: str = "auto"
-    image_size: int = 32
-    draws: str = "host"
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace, device: torch.device, amp: str | None):
-        """The spec of the command line: ``device`` and ``amp`` as resolved
-        (:func:`device_and_amp`), every other field the option of its name."""
-        options = {f.name: getattr(args, f.name) for f in fields(cls) if f.name in vars(args)}
-        return cls(**{**options, "device": device, "amp": amp})
-
-
-def make_group(method: str, k: int, spec: GroupSpec, *, epochs: int = 2) -> ConcurrentGroup:
+def make_group(method: str, k: int, spec: RunSpec, *, epochs: int = 2) -> ConcurrentGroup:
     """K runs of seeds 0..K-1, each on its own seeded random images, as the trainer groups
     captured fused runs (:class:`pipeline_lib.ssl.fused.ConcurrentGroup`)."""
     batch = default_batch_size(method)
@@ -101,11 +78,10 @@ def make_group(method: str, k: int, spec: GroupSpec, *, epochs: int = 2) -> Conc
         generator = torch.Generator().manual_seed(seed)
         shape = (batch * spec.steps, spec.image_size, spec.image_size, 3)
         images = torch.randint(0, 256, shape, generator=generator)
-        settings = TrainSettings(
-            method, epochs=epochs, batch_size=batch, width=spec.width, amp=spec.amp
+        settings = spec.settings(method, epochs=epochs, batch_size=batch)
+        run, state = prepare_run(
+            settings, images.to(torch.uint8), seed=seed, execution=spec.execution()
         )
-        execution = Execution(device=spec.device, step_mode=spec.step_mode, draws=spec.draws)
-        run, state = prepare_run(settings, images.to(torch.uint8), seed=seed, execution=execution)
         runs.append(run)
         states.append(state)
     return ConcurrentGroup(list(range(k)), runs, states)
@@ -185,7 +161,7 @@ def embedding_rate(
 def measure(
     method: str,
     k: int,
-    spec: GroupSpec,
+    spec: RunSpec,
     *,
     cudnn: str = "deterministic",
     repeats: int = 1,
@@ -358,7 +334,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
         command=None if argv is None else ["benchmarks/bench_streams.py", *argv],
         image_size=args.image_size,
     )
-    spec = GroupSpec.from_args(args, device, amp)
+    spec = RunSpec.from_args(args, device, amp)
     results: dict[str, dict[int, dict[str, Any]]] = {}
     for method in args.methods:
         if args.step_mode == "compiled":

@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from bench_streams import GroupSpec, device_and_amp, make_group  # a sibling: run from benchmarks/
+from bench_options import RunSpec
+from bench_streams import device_and_amp, make_group  # a sibling: run from benchmarks/
 from torch.profiler import ProfilerActivity, profile
 
 from pipeline_lib.registry import DRAW_SOURCES, TRAINED_METHODS
@@ -139,7 +140,7 @@ def _device_intervals(prof: profile, device: torch.device) -> list[tuple[str, fl
     return intervals
 
 
-def profile_group(method: str, k: int, spec: GroupSpec, *, trace: Path | None = None) -> Profile:
+def profile_group(method: str, k: int, spec: RunSpec, *, trace: Path | None = None) -> Profile:
     """Profile the third epoch of K side-by-side runs: ``bench_streams.make_group`` of
     ``spec``."""
     group = make_group(method, k, spec)
@@ -322,7 +323,7 @@ def main(argv: list[str] | None = None) -> dict[tuple[str, int], Profile]:
         "amp": amp or "none",
         "draws": args.draws,
     }
-    spec = GroupSpec.from_args(args, device, amp)
+    spec = RunSpec.from_args(args, device, amp)
     results = {}
     for method in args.methods:
         for k in args.streams:

@@ -42,8 +42,8 @@ def test_measure_is_the_median_of_the_timed_epochs_after_the_warm_ones(monkeypat
         return None, history
 
     monkeypatch.setattr(bench, "train_representation", fake_train)
-    options = {"width": 4, "steps": 3, "device": "cpu", "amp": None, "image_size": 32}
-    measured = bench.measure("rotnet", step_mode="graph", warm_epochs=1, repeats=4, **options)
+    spec = bench.RunSpec(width=4, steps=3, device="cpu", amp=None, step_mode="graph")
+    measured = bench.measure("rotnet", spec, warm_epochs=1, repeats=4)
     timed = rates[1:]
     assert calls == [(64, 1, "graph"), (3 * 64, 5, "graph")]  # one-step warm-up, then the run
     assert measured.spread.median == statistics.median(timed) == 250.0
