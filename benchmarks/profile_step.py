@@ -30,7 +30,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
 import re
 import time
@@ -42,6 +41,7 @@ from typing import Any
 import torch
 from bench_options import RunSpec
 from bench_streams import device_and_amp, make_group  # a sibling: run from benchmarks/
+from bench_tables import append_csv
 from torch.profiler import ProfilerActivity, profile
 
 from pipeline_lib.registry import DRAW_SOURCES, TRAINED_METHODS
@@ -247,28 +247,8 @@ def summary_rows(result: Profile, context: dict[str, Any]) -> list[dict[str, Any
 
 
 def append_summary(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Append ``rows`` to the CSV at ``path``, writing the header into a new file.
-
-    Raises
-    ------
-    ValueError
-        If an existing file has other columns (a summary of another version of this script).
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    new = not path.exists() or path.stat().st_size == 0
-    if not new:
-        with path.open(newline="") as existing:
-            header = next(csv.reader(existing), [])
-        if tuple(header) != SUMMARY_COLUMNS:
-            raise ValueError(
-                f"{path} has columns {header}, not {list(SUMMARY_COLUMNS)}: write the summary "
-                "to a new file"
-            )
-    with path.open("a", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=SUMMARY_COLUMNS)
-        if new:
-            writer.writeheader()
-        writer.writerows(rows)
+    """Append ``rows`` to the summary CSV at ``path`` (:func:`bench_tables.append_csv`)."""
+    append_csv(path, rows, SUMMARY_COLUMNS)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
