@@ -37,19 +37,13 @@ from pipeline_lib.ssl.jobs import train_on_splits_fused
 from pipeline_lib.ssl.settings import Execution, TrainSettings
 from pipeline_lib.ssl.train import TrainingDivergedError
 from tests.ssl.tiny_runs import (
+    FUSED_TINY,
     assert_same_weights,
     keyword_train,
     keyword_train_fused,
     without_timing,
 )
 
-TINY = {
-    "rotnet": {"batch_size": 8},
-    "rotation": {"batch_size": 8, "head_depth": 1, "head_hidden": 16},
-    "denoising": {"batch_size": 8},
-    "contrastive": {"batch_size": 8, "head_depth": 1, "head_hidden": 16, "proj_dim": 8},
-    "contrastive_da": {"batch_size": 8, "head_depth": 1, "head_hidden": 16, "proj_dim": 8},
-}
 SEEDS = [0, 1, 2]
 #: float64: a tensor's difference in norm, in epsilons of its norm per training step (see above).
 ROUNDING_PER_STEP = 64
@@ -78,7 +72,7 @@ def float64(monkeypatch):
 
 
 def _options(method: str, **overrides) -> dict:
-    return {"epochs": 2, "width": 8, "lr": 0.1, **TINY[method], **overrides}
+    return {"epochs": 2, "width": 8, "lr": 0.1, **FUSED_TINY[method], **overrides}
 
 
 def _separate(method: str, sets, seeds=SEEDS, **options) -> list:
@@ -90,7 +84,7 @@ def _separate(method: str, sets, seeds=SEEDS, **options) -> list:
 
 def _initial(method: str, seed: int) -> torch.nn.Module:
     """The untrained model of a run of ``seed`` (its initialisation stream)."""
-    arch = {k: v for k, v in TINY[method].items() if k != "batch_size"}
+    arch = {k: v for k, v in FUSED_TINY[method].items() if k != "batch_size"}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(run_module.stream_seed(seed, 0))
         return build_proxy_model(method, width=8, image_size=32, **arch)
@@ -124,7 +118,7 @@ def _assert_same_history(first: list[dict], second: list[dict]) -> None:
         assert abs(a["loss"] - b["loss"]) <= bound * abs(b["loss"]), (a, b)
 
 
-@pytest.mark.parametrize("method", list(TINY))
+@pytest.mark.parametrize("method", list(FUSED_TINY))
 def test_fused_equals_separate_in_float64(method, noise_sets, float64) -> None:
     sets = [images[:8] for images in noise_sets]  # 1 step an epoch (4 with DA's copies)
     options = _options(method)

@@ -32,6 +32,16 @@ TINY_RUNS: dict[str, tuple[str, dict[str, int]]] = {
 }
 
 
+#: Per method, the recipe of the tiny runs that fused training is compared on: batch 8, a
+#: one-layer head of 16 units, an 8-d projection (every method).
+FUSED_TINY: dict[str, dict[str, int]] = {
+    "rotnet": {"batch_size": 8},
+    "rotation": {"batch_size": 8, "head_depth": 1, "head_hidden": 16},
+    "denoising": {"batch_size": 8},
+    "contrastive": {"batch_size": 8, "head_depth": 1, "head_hidden": 16, "proj_dim": 8},
+    "contrastive_da": {"batch_size": 8, "head_depth": 1, "head_hidden": 16, "proj_dim": 8},
+}
+
 #: History fields that measure the machine, not the run: left out when runs are compared.
 TIMING_FIELDS = ("images_per_s", "seconds")
 
