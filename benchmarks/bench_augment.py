@@ -26,6 +26,7 @@ import argparse
 import time
 
 import torch
+from bench_options import at_least_one
 from torch.utils.data import DataLoader, Dataset
 from torchvision import tv_tensors
 from torchvision.transforms import v2
@@ -113,11 +114,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=2, help="torch threads for ours")
     parser.add_argument("--device", default="cpu", help="device for ours (default cpu)")
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    for name in ("n_images", "size", "batch_size", "repeats", "threads"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1")
-    return args
+    return at_least_one(
+        parser, parser.parse_args(argv), ("n_images", "size", "batch_size", "repeats", "threads")
+    )
 
 
 def main(argv: list[str] | None = None) -> float:

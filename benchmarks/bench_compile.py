@@ -102,6 +102,7 @@ from typing import Any
 
 import torch
 import torch._dynamo
+from bench_options import RunSpec
 from torch._dynamo.utils import counters
 
 from pipeline_lib.planning.timing import median_seconds, time_repeats
@@ -317,11 +318,8 @@ def _other_memory_format(device: torch.device) -> torch.memory_format:
 
 def measure_method(
     method: str,
+    spec: RunSpec,
     *,
-    width: int,
-    steps: int,
-    device: torch.device,
-    amp: str | None,
     backend: str,
     mode: str | None,
     update: str,
@@ -333,9 +331,10 @@ def measure_method(
 
     A mode that raises is reported (``error``) and the others still run.
     """
-    batch = default_batch_size(method)
+    batch, steps, side = default_batch_size(method), spec.steps, spec.image_size
+    device, width, amp = spec.device, spec.width, spec.amp
     generator = torch.Generator().manual_seed(0)
-    images = torch.randint(0, 256, (batch * steps, 32, 32, 3), generator=generator)
+    images = torch.randint(0, 256, (batch * steps, side, side, 3), generator=generator)
     warmup = warmup_epochs(steps)  # contrastive DA's epochs are longer: never fewer steps
     options = {"batch_size": batch, "width": width, "amp": amp, "epochs": warmup + repeats}
     run, state = prepared_run(method, images.to(torch.uint8), device=device, **options)
@@ -548,10 +547,7 @@ def main(argv: list[str] | None = None) -> None:
     for method in args.methods:
         result = measure_method(
             method,
-            width=args.width,
-            steps=args.steps,
-            device=device,
-            amp=amp,
+            RunSpec.from_args(args, device, amp),
             backend=args.backend,
             mode=args.mode,
             update=args.update,

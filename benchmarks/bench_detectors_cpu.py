@@ -22,7 +22,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import statistics
 import time
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from bench_tables import append_csv
 from scipy.special import logsumexp
 from sklearn.neighbors import KernelDensity
 from threadpoolctl import threadpool_limits
@@ -147,17 +147,6 @@ def measure(args: argparse.Namespace) -> list[dict[str, object]]:
     return rows
 
 
-def append_rows(path: Path, rows: list[dict[str, object]]) -> None:
-    """Append to the CSV (header when new): one file keeps the 1- and 2-thread runs."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    new = not path.exists()
-    with path.open("a", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=FIELDS)
-        if new:
-            writer.writeheader()
-        writer.writerows(rows)
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n-fit", type=int, default=5000)
@@ -181,7 +170,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, object]]:
     args = parse_args(argv)
     rows = measure(args)
     if args.out is not None:
-        append_rows(args.out, rows)
+        append_csv(args.out, rows, FIELDS)  # one file keeps the 1- and 2-thread runs
     return rows
 
 

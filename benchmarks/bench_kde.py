@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 import torch
+from bench_options import at_least_one
 from scipy.special import logsumexp
 from sklearn.neighbors import KernelDensity
 
@@ -44,11 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     parser.add_argument("--device", default="cpu", help="torch device for ours (default cpu)")
     parser.add_argument("--chunk-size", type=int, default=2048)
-    args = parser.parse_args(argv)
-    for name in ("n_fit", "n_test", "dim", "chunk_size"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    return args
+    return at_least_one(parser, parser.parse_args(argv), ("n_fit", "n_test", "dim", "chunk_size"))
 
 
 def main(argv: list[str] | None = None) -> float:

@@ -35,6 +35,7 @@ import time
 
 import numpy as np
 import torch
+from bench_options import at_least_one
 
 from pipeline_lib.detection.detectors import RBFOneClassSVM, l2_normalize
 
@@ -71,11 +72,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--chunk-size", type=int, default=4096)
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     parser.add_argument("--repeats", type=int, default=3, help="ours: best of N (default 3)")
-    args = parser.parse_args(argv)
-    for name in ("n_fit", "n_test", "dim", "chunk_size", "threads", "repeats"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    return args
+    return at_least_one(
+        parser,
+        parser.parse_args(argv),
+        ("n_fit", "n_test", "dim", "chunk_size", "threads", "repeats"),
+    )
 
 
 def main(argv: list[str] | None = None) -> float:

@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch._dynamo
+from bench_options import RunSpec, add_rate_options, at_least_one, check_rate_options
 
 from pipeline_lib.models.embed import extract_embeddings
 from pipeline_lib.models.flops import training_tflops
@@ -66,33 +67,21 @@ from pipeline_lib.ssl.compiling import eager_copy
 from pipeline_lib.ssl.fused import ConcurrentGroup
 from pipeline_lib.ssl.loop import divergence, epoch_record, write_checkpoint
 from pipeline_lib.ssl.run import TrainingState, prepare_run
-from pipeline_lib.ssl.settings import Execution, TrainSettings
 
 
-def make_group(
-    method: str,
-    k: int,
-    *,
-    width: int,
-    steps: int,
-    device: torch.device,
-    amp: str | None,
-    step_mode: str = "auto",
-    image_size: int = 32,
-    epochs: int = 2,
-    draws: str = "host",
-) -> ConcurrentGroup:
+def make_group(method: str, k: int, spec: RunSpec, *, epochs: int = 2) -> ConcurrentGroup:
     """K runs of seeds 0..K-1, each on its own seeded random images, as the trainer groups
     captured fused runs (:class:`pipeline_lib.ssl.fused.ConcurrentGroup`)."""
     batch = default_batch_size(method)
     runs, states = [], []
     for seed in range(k):
         generator = torch.Generator().manual_seed(seed)
-        shape = (batch * steps, image_size, image_size, 3)
+        shape = (batch * spec.steps, spec.image_size, spec.image_size, 3)
         images = torch.randint(0, 256, shape, generator=generator)
-        settings = TrainSettings(method, epochs=epochs, batch_size=batch, width=width, amp=amp)
-        execution = Execution(device=device, step_mode=step_mode, draws=draws)
-        run, state = prepare_run(settings, images.to(torch.uint8), seed=seed, execution=execution)
+        settings = spec.settings(method, epochs=epochs, batch_size=batch)
+        run, state = prepare_run(
+            settings, images.to(torch.uint8), seed=seed, execution=spec.execution()
+        )
         runs.append(run)
         states.append(state)
     return ConcurrentGroup(list(range(k)), runs, states)
@@ -172,17 +161,11 @@ def embedding_rate(
 def measure(
     method: str,
     k: int,
+    spec: RunSpec,
     *,
-    width: int,
-    steps: int,
-    device: torch.device,
-    amp: str | None,
     cudnn: str = "deterministic",
-    step_mode: str = "auto",
     repeats: int = 1,
-    image_size: int = 32,
     embed_batch_size: int = 512,
-    draws: str = "host",
 ) -> dict[str, Any]:
     """Instances/s of K runs stepped side by side, run 0's weights and mode, the
     overheads and (K = 1) the embedding rate.
@@ -194,18 +177,8 @@ def measure(
     prepared, :func:`pipeline_lib.runtime.devices.use_deterministic_kernels`) before the
     first step, to measure what determinism costs.
     """
-    group = make_group(
-        method,
-        k,
-        width=width,
-        steps=steps,
-        device=device,
-        amp=amp,
-        step_mode=step_mode,
-        image_size=image_size,
-        epochs=1 + repeats,
-        draws=draws,
-    )
+    group = make_group(method, k, spec, epochs=1 + repeats)
+    device = spec.device
     if cudnn == "default":
         torch.backends.cudnn.deterministic = False
     initial = _weights(group.states[0])
@@ -233,7 +206,7 @@ def measure(
         embed = embedding_rate(
             group.states[0],
             images=min(EMBED_IMAGES, instances),
-            image_size=image_size,
+            image_size=spec.image_size,
             batch_size=embed_batch_size,
             device=device,
             repeats=repeats,
@@ -259,28 +232,15 @@ def relative_gap(weights: dict, reference: dict, initial: dict) -> float:
     return (gap / moved) ** 0.5
 
 
+#: Steps of a timed epoch on the CPU (a smoke run of the harness) unless ``--steps`` says.
+CPU_STEPS = 20
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    add_rate_options(parser, cpu_steps=CPU_STEPS)
     parser.add_argument("--methods", nargs="+", choices=TRAINED_METHODS, default=TRAINED_METHODS)
     parser.add_argument("--streams", type=int, nargs="+", default=[1, 2, 4, 8], help="values of K")
-    parser.add_argument("--width", type=int, default=64, help="ResNet-18 width (default 64)")
-    parser.add_argument(
-        "--steps",
-        type=int,
-        default=None,
-        help="steps of each timed epoch (default 200 on CUDA, 20 on the CPU)",
-    )
-    parser.add_argument(
-        "--repeats", type=int, default=3, help="timed epochs a rate is the median of (default 3)"
-    )
-    parser.add_argument(
-        "--image-size",
-        type=int,
-        choices=[32, 64],
-        default=32,
-        help="side of the training images (64: Cat-vs-Dog and CelebA; default 32)",
-    )
     parser.add_argument(
         "--embed-batch-size",
         type=int,
@@ -289,7 +249,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "embed.batch_size; default 512)",
     )
     parser.add_argument("--amp", choices=["bfloat16", "none"], default="bfloat16")
-    parser.add_argument("--peak-tflops", type=float, default=None, help="device peak TFLOP/s")
     parser.add_argument(
         "--cudnn",
         choices=["deterministic", "default"],
@@ -329,26 +288,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "fuse-K row: what a captured fused job (train.fuse: K) trains at",
     )
     args = parser.parse_args(argv)
-    if args.steps is None:
-        args.steps = 200 if args.device == "cuda" else 20
-    if args.steps < 1 or args.repeats < 1 or args.embed_batch_size < 1:
-        parser.error("--steps, --repeats and --embed-batch-size must be >= 1")
+    check_rate_options(parser, args, cpu_steps=CPU_STEPS)
+    at_least_one(parser, args, ("embed_batch_size",))
     if 1 not in args.streams or min(args.streams) < 1:
         parser.error("--streams must hold 1 (the baseline) and positive values only")
-    if args.device == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda but CUDA is not available")
     if args.step_mode == "compiled" and args.device != "cuda":
         parser.error("--step-mode compiled needs --device cuda")
     return args
+
+
+def device_and_amp(args: argparse.Namespace) -> tuple[torch.device, str | None, str]:
+    """``--device`` as a device, the AMP dtype (None with ``--amp none`` and on the CPU) and
+    the device's name for the table's header."""
+    device = torch.device(args.device)
+    amp = None if args.amp == "none" or device.type == "cpu" else args.amp
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    return device, amp, name
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
     """Print the table; return the measurements (method -> K -> numbers), for the tests."""
     args = parse_args(argv)
     ConcurrentGroup.draw_ahead = args.draw_ahead == "on"
-    device = torch.device(args.device)
-    amp = None if args.amp == "none" or device.type == "cpu" else args.amp
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    device, amp, name = device_and_amp(args)
     print(
         f"device {name} ({args.device}, amp {amp}), ResNet-18 width {args.width}, "
         f"{args.image_size}x{args.image_size}, median of {args.repeats} timed epochs of "
@@ -372,6 +334,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
         command=None if argv is None else ["benchmarks/bench_streams.py", *argv],
         image_size=args.image_size,
     )
+    spec = RunSpec.from_args(args, device, amp)
     results: dict[str, dict[int, dict[str, Any]]] = {}
     for method in args.methods:
         if args.step_mode == "compiled":
@@ -383,16 +346,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, dict[str, Any]]]:
             result = measure(
                 method,
                 k,
-                width=args.width,
-                steps=args.steps,
-                device=device,
-                amp=amp,
+                spec,
                 cudnn=args.cudnn,
-                step_mode=args.step_mode,
                 repeats=args.repeats,
-                image_size=args.image_size,
                 embed_batch_size=args.embed_batch_size,
-                draws=args.draws,
             )
             results[method][k] = result
             # Captured runs side by side are the trainer's fused job (graph, fuse K); on the

@@ -87,6 +87,7 @@ from pathlib import Path
 
 import torch
 import yaml
+from bench_options import RunSpec, add_rate_options, check_rate_options
 
 from pipeline_lib.models.flops import forward_flops_per_view, training_tflops
 from pipeline_lib.planning.rates import Rate
@@ -99,7 +100,6 @@ from pipeline_lib.registry import (
 )
 from pipeline_lib.runtime.devices import device_name
 from pipeline_lib.ssl.fused import train_representations_fused
-from pipeline_lib.ssl.settings import Execution, TrainSettings
 from pipeline_lib.ssl.train import train_representation
 
 REPO = Path(__file__).resolve().parents[1]
@@ -144,27 +144,17 @@ class Measured:
     step_mode: str
 
 
-def measure(
-    method: str,
-    *,
-    width: int,
-    steps: int,
-    device: torch.device,
-    amp: str | None,
-    step_mode: str = "eager",
-    warm_epochs: int = 0,
-    repeats: int = 3,
-    image_size: int = 32,
-) -> Measured:
-    """Training instances/s of ``repeats`` timed epochs of ``steps`` steps: median and range.
+def measure(method: str, spec: RunSpec, *, warm_epochs: int = 0, repeats: int = 3) -> Measured:
+    """Training instances/s of ``repeats`` timed epochs of ``spec.steps`` steps: median and
+    range.
 
     After a one-step warm-up call, one run trains ``warm_epochs`` untimed epochs (1: a
     graph-captured run's capture) and then the timed ones, each on the loop's own clock.
     """
     batch = PAPER_BATCH_SIZE[method]
-    images = random_images(batch * steps, side=image_size)
-    settings = TrainSettings(method, epochs=1, batch_size=batch, width=width, amp=amp)
-    execution = Execution(device=device, step_mode=step_mode)
+    images = random_images(batch * spec.steps, side=spec.image_size)
+    settings = spec.settings(method, epochs=1, batch_size=batch)
+    execution = spec.execution()
     train_representation(settings, images[:batch], seed=0, execution=execution)  # one step
     settings = dataclasses.replace(settings, epochs=warm_epochs + repeats)
     _, history = train_representation(settings, images, seed=0, execution=execution)
@@ -173,22 +163,12 @@ def measure(
         spread=Spread.of([record["images_per_s"] for record in timed]),
         seconds=float(statistics.median(record["seconds"] for record in timed)),
         steps=int(timed[-1]["steps"]),  # contrastive DA (expanded): 4 x ``steps`` an epoch
-        step_mode=str(timed[-1].get("step_mode", step_mode)),
+        step_mode=str(timed[-1].get("step_mode", spec.step_mode)),
     )
 
 
 def measure_fused(
-    method: str,
-    *,
-    k: int,
-    width: int,
-    steps: int,
-    device: torch.device,
-    amp: str | None,
-    step_mode: str = "eager",
-    warm_epochs: int = 0,
-    repeats: int = 3,
-    image_size: int = 32,
+    method: str, spec: RunSpec, *, k: int, warm_epochs: int = 0, repeats: int = 3
 ) -> Measured:
     """Training instances/s of K fused models (all together): median and range of ``repeats``
     timed epochs.
@@ -203,9 +183,9 @@ def measure_fused(
         If a model diverged (its rate would not be the group's).
     """
     batch = PAPER_BATCH_SIZE[method]
-    images = random_images(k, batch * steps, side=image_size)
-    settings = TrainSettings(method, epochs=1, batch_size=batch, width=width, amp=amp)
-    common = {"seeds": list(range(k)), "execution": Execution(device=device, step_mode=step_mode)}
+    images = random_images(k, batch * spec.steps, side=spec.image_size)
+    settings = spec.settings(method, epochs=1, batch_size=batch)
+    common = {"seeds": list(range(k)), "execution": spec.execution()}
     train_representations_fused(settings, [x[:batch] for x in images], **common)
     histories = []
     settings = dataclasses.replace(settings, epochs=warm_epochs + repeats)
@@ -247,36 +227,19 @@ def paper_instances(config: dict, method: str) -> list[tuple[str, int, int]]:
     return rows
 
 
+#: Steps of a timed epoch on the CPU (a smoke run of the harness) unless ``--steps`` says.
+CPU_STEPS = 5
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument(
-        "--steps",
-        type=int,
-        default=None,
-        help="steps of each timed epoch (default 200 on CUDA, 5 on the CPU)",
-    )
-    parser.add_argument(
-        "--repeats",
-        type=int,
-        default=3,
-        help="timed epochs a rate is the median of (default 3)",
-    )
-    parser.add_argument(
-        "--image-size",
-        type=int,
-        choices=[32, 64],
-        default=32,
-        help="side of the training images (64: Cat-vs-Dog and CelebA; default 32)",
-    )
-    parser.add_argument("--width", type=int, default=64, help="ResNet-18 width (default 64)")
+    add_rate_options(parser, cpu_steps=CPU_STEPS)
     parser.add_argument(
         "--methods", nargs="+", choices=TRAINED_METHODS, default=list(TRAINED_METHODS)
     )
     parser.add_argument(
         "--amp", choices=["bfloat16", "float16", "none"], default="bfloat16", help="CUDA only"
     )
-    parser.add_argument("--peak-tflops", type=float, default=None, help="device peak TFLOP/s")
     parser.add_argument("--config", type=Path, default=REPO / "config" / "paper.yaml")
     parser.add_argument(
         "--fuse",
@@ -303,18 +266,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.step_mode != "eager" and args.device != "cuda":
         parser.error("--step-mode graph / both needs --device cuda (the CPU steps eagerly)")
-    if args.steps is None:
-        args.steps = 200 if args.device == "cuda" else 5
-    if args.steps < 1:
-        parser.error("--steps must be >= 1")
-    if args.repeats < 1:
-        parser.error("--repeats must be >= 1")
+    check_rate_options(parser, args, cpu_steps=CPU_STEPS)
     if min(args.fuse) < 1:
         parser.error("--fuse must be >= 1")
     if max(args.fuse) > 1 and args.amp == "float16":
         parser.error("--fuse needs --amp bfloat16 or none (float16 loss scaling couples models)")
-    if args.device == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda but CUDA is not available")
     return args
 
 
@@ -326,7 +282,8 @@ def spread_percent(spread: Spread) -> str:
 def print_graph_table(
     args: argparse.Namespace,
     eager: dict[str, float],
-    timing: dict[str, object],
+    spec: RunSpec,
+    timing: dict[str, int],
     *,
     peak: float | None,
     log: RateLog,
@@ -343,7 +300,7 @@ def print_graph_table(
     rates = {}
     for method in args.methods:
         options = {**timing, "warm_epochs": 1}  # the capture
-        graph = measure(method, step_mode="graph", **options)  # type: ignore[arg-type]
+        graph = measure(method, dataclasses.replace(spec, step_mode="graph"), **options)
         spread = graph.spread
         log.add(method, graph.step_mode, 1, spread)
         rates[method] = spread.median
@@ -363,7 +320,8 @@ def print_fused_table(
     args: argparse.Namespace,
     k: int,
     separate: dict[str, dict[str, float]],
-    timing: dict[str, object],
+    spec: RunSpec,
+    timing: dict[str, int],
     *,
     log: RateLog,
 ) -> None:
@@ -375,8 +333,7 @@ def print_fused_table(
     )
     for method in args.methods:
         for mode, alone in separate.items():
-            options = {**timing, "k": k, "step_mode": mode}
-            fused = measure_fused(method, **options)  # type: ignore[arg-type]
+            fused = measure_fused(method, dataclasses.replace(spec, step_mode=mode), k=k, **timing)
             spread = fused.spread
             log.add(method, fused.step_mode, k, spread)
             rate = spread.median
@@ -413,8 +370,8 @@ def main(argv: list[str] | None = None) -> list[Rate]:
     separate: dict[str, float] = {}
     table_mode = "eager" if args.step_mode == "both" else args.step_mode
     warm_epochs = 0 if args.step_mode == "eager" else 1
-    timing = {"width": args.width, "steps": args.steps, "device": device, "amp": amp}
-    timing |= {"repeats": args.repeats, "image_size": side, "warm_epochs": warm_epochs}
+    spec = RunSpec.from_args(args, device, amp, step_mode=table_mode)
+    timing = {"repeats": args.repeats, "warm_epochs": warm_epochs}
     log = RateLog(
         args.rates_out,
         device=device_name(device),
@@ -427,7 +384,7 @@ def main(argv: list[str] | None = None) -> list[Rate]:
     )
     for method in args.methods:
         batch, views = PAPER_BATCH_SIZE[method], method_spec(method).views_per_instance
-        speed = measure(method, step_mode=table_mode, **timing)  # type: ignore[arg-type]
+        speed = measure(method, spec, **timing)
         spread = speed.spread
         rate = spread.median
         separate[method] = rate
@@ -467,10 +424,12 @@ def main(argv: list[str] | None = None) -> list[Rate]:
     )
     by_mode = {table_mode: separate}  # the separate rates each fused mode is compared with
     if args.step_mode == "both":
-        by_mode["graph"] = print_graph_table(args, separate, timing, peak=args.peak_tflops, log=log)
+        by_mode["graph"] = print_graph_table(
+            args, separate, spec, timing, peak=args.peak_tflops, log=log
+        )
     for k in args.fuse:
         if k > 1:
-            print_fused_table(args, k, by_mode, timing, log=log)
+            print_fused_table(args, k, by_mode, spec, timing, log=log)
     log.report()
     return log.rows
 

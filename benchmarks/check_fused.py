@@ -31,13 +31,13 @@ import contextlib
 from collections.abc import Iterator
 
 import torch
+from bench_options import RunSpec
 
 import pipeline_lib.ssl.run as run_module
 from pipeline_lib.models.proxy import build_proxy_model
 from pipeline_lib.registry import TRAINED_METHODS, default_batch_size
 from pipeline_lib.ssl.fused import train_representations_fused
 from pipeline_lib.ssl.run import stream_seed
-from pipeline_lib.ssl.settings import Execution, TrainSettings
 from pipeline_lib.ssl.train import train_representation
 
 
@@ -70,23 +70,15 @@ def _other_memory_format() -> Iterator[None]:
         run_module._fresh_state = fresh
 
 
-def check(
-    method: str,
-    *,
-    k: int,
-    width: int,
-    steps: int,
-    device: torch.device,
-    amp: str | None,
-    step_mode: str = "auto",
-) -> tuple[float, float]:
+def check(method: str, spec: RunSpec, *, k: int) -> tuple[float, float]:
     """(fused-vs-separate ratio, separate-vs-separate floor), the largest over the K models."""
     batch = default_batch_size(method)
     generator = torch.Generator().manual_seed(0)
-    images = torch.randint(0, 256, (k, batch * steps, 32, 32, 3), generator=generator)
+    shape = (k, batch * spec.steps, spec.image_size, spec.image_size, 3)
+    images = torch.randint(0, 256, shape, generator=generator)
     sets = list(images.to(torch.uint8))
-    settings = TrainSettings(method, epochs=1, batch_size=batch, width=width, amp=amp)
-    execution = Execution(device=device, step_mode=step_mode)
+    settings = spec.settings(method, epochs=1, batch_size=batch)
+    execution = spec.execution()
     fused = train_representations_fused(settings, sets, seeds=list(range(k)), execution=execution)
     ratio = floor = 0.0
     for seed, result in enumerate(fused):
@@ -98,7 +90,7 @@ def check(
         with _other_memory_format():
             model, _ = train_representation(settings, sets[seed], seed=seed, execution=execution)
         separate.append(_vector(model))
-        update = (separate[0] - _initial(method, seed, width)).norm()
+        update = (separate[0] - _initial(method, seed, spec.width)).norm()
         ratio = max(ratio, float((_vector(result[0]) - separate[0]).norm() / update))
         floor = max(floor, float((separate[1] - separate[0]).norm() / update))
     return ratio, floor
@@ -128,15 +120,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(f"{'method':<15}{'ratio':>10}{'floor':>10}")
     for method in args.methods:
-        ratio, floor = check(
-            method,
-            k=args.k,
-            width=args.width,
-            steps=args.steps,
-            device=device,
-            amp=amp,
-            step_mode=args.step_mode,
-        )
+        ratio, floor = check(method, RunSpec.from_args(args, device, amp), k=args.k)
         print(f"{method:<15}{ratio:>10.2e}{floor:>10.2e}")
 
 

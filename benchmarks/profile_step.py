@@ -30,7 +30,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
 import re
 import time
@@ -40,7 +39,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from bench_streams import make_group  # a sibling script: run from benchmarks/ or its parent
+from bench_options import RunSpec
+from bench_streams import device_and_amp, make_group  # a sibling: run from benchmarks/
+from bench_tables import append_csv
 from torch.profiler import ProfilerActivity, profile
 
 from pipeline_lib.registry import DRAW_SOURCES, TRAINED_METHODS
@@ -139,17 +140,11 @@ def _device_intervals(prof: profile, device: torch.device) -> list[tuple[str, fl
     return intervals
 
 
-def profile_group(
-    method: str,
-    k: int,
-    *,
-    device: torch.device,
-    trace: Path | None = None,
-    **options: Any,
-) -> Profile:
-    """Profile the third epoch of K side-by-side runs: ``bench_streams.make_group`` with
-    ``options`` (width, steps, amp, the trainer's step_mode and draws, image_size)."""
-    group = make_group(method, k, device=device, **options)
+def profile_group(method: str, k: int, spec: RunSpec, *, trace: Path | None = None) -> Profile:
+    """Profile the third epoch of K side-by-side runs: ``bench_streams.make_group`` of
+    ``spec``."""
+    group = make_group(method, k, spec)
+    device = spec.device
     for _ in range(2):  # capture, then one warm epoch
         group.train_epoch()
     if device.type == "cuda":
@@ -252,28 +247,8 @@ def summary_rows(result: Profile, context: dict[str, Any]) -> list[dict[str, Any
 
 
 def append_summary(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Append ``rows`` to the CSV at ``path``, writing the header into a new file.
-
-    Raises
-    ------
-    ValueError
-        If an existing file has other columns (a summary of another version of this script).
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    new = not path.exists() or path.stat().st_size == 0
-    if not new:
-        with path.open(newline="") as existing:
-            header = next(csv.reader(existing), [])
-        if tuple(header) != SUMMARY_COLUMNS:
-            raise ValueError(
-                f"{path} has columns {header}, not {list(SUMMARY_COLUMNS)}: write the summary "
-                "to a new file"
-            )
-    with path.open("a", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=SUMMARY_COLUMNS)
-        if new:
-            writer.writeheader()
-        writer.writerows(rows)
+    """Append ``rows`` to the summary CSV at ``path`` (:func:`bench_tables.append_csv`)."""
+    append_csv(path, rows, SUMMARY_COLUMNS)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -313,9 +288,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict[tuple[str, int], Profile]:
     """Print the profiles; return them (``(method, K) -> Profile``), for the tests."""
     args = parse_args(argv)
-    device = torch.device(args.device)
-    amp = None if args.amp == "none" or device.type == "cpu" else args.amp
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    device, amp, name = device_and_amp(args)
     print(
         f"device {name} ({args.device}, amp {amp}), ResNet-18 width {args.width}, "
         f"{args.image_size}x{args.image_size}, step mode {args.step_mode}, draws {args.draws}, "
@@ -330,14 +303,7 @@ def main(argv: list[str] | None = None) -> dict[tuple[str, int], Profile]:
         "amp": amp or "none",
         "draws": args.draws,
     }
-    options = {
-        "width": args.width,
-        "steps": args.steps,
-        "amp": amp,
-        "step_mode": args.step_mode,
-        "image_size": args.image_size,
-        "draws": args.draws,
-    }
+    spec = RunSpec.from_args(args, device, amp)
     results = {}
     for method in args.methods:
         for k in args.streams:
@@ -345,7 +311,7 @@ def main(argv: list[str] | None = None) -> dict[tuple[str, int], Profile]:
             if args.trace_dir is not None:
                 args.trace_dir.mkdir(parents=True, exist_ok=True)
                 trace = args.trace_dir / f"{method}_k{k}.json"
-            result = profile_group(method, k, device=device, trace=trace, **options)
+            result = profile_group(method, k, spec, trace=trace)
             report(method, k, result, top=args.top)
             if args.summary_out is not None:
                 rows = summary_rows(result, {**context, "method": method, "k": k})

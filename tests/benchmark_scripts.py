@@ -13,9 +13,12 @@ REPO = Path(__file__).resolve().parents[1]
 def load_benchmark(relative: str, name: str | None = None) -> ModuleType:
     """``benchmarks/<relative>`` as a module named ``name`` (its stem by default).
 
-    Registered in ``sys.modules`` first, so dataclasses and pickling inside it resolve.
+    Registered in ``sys.modules`` first, so dataclasses and pickling inside it resolve; its
+    folder goes on ``sys.path`` (as when the script runs), so its sibling imports resolve.
     """
     path = REPO / "benchmarks" / relative
+    if str(path.parent) not in sys.path:
+        sys.path.append(str(path.parent))
     module_name = name or path.stem
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)

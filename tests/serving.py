@@ -63,12 +63,23 @@ def post_json(url: str, payload: dict, *, timeout_s: float = 120) -> tuple[int, 
         return error.code, error.read().decode()
 
 
-def _pings(url: str) -> bool:
+def _answers(url: str) -> bool:
     try:
-        with urllib.request.urlopen(f"{url}/ping", timeout=2) as response:
+        with urllib.request.urlopen(url, timeout=2) as response:
             return response.status == 200
     except OSError:
         return False
+
+
+def wait_until_answers(url: str, process: subprocess.Popen, *, timeout_s: float) -> bool:
+    """Poll ``url`` until it answers 200 (True), or ``process`` exits or ``timeout_s`` pass
+    (False): a server started in the background is ready, or will not be."""
+    deadline = time.monotonic() + timeout_s
+    while not _answers(url):
+        if process.poll() is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
 
 
 @contextmanager
@@ -112,11 +123,8 @@ def served_model(
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + start_timeout_s
-        while not _pings(url):
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"mlflow models serve did not start:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.5)
+        if not wait_until_answers(f"{url}/ping", process, timeout_s=start_timeout_s):
+            pytest.fail(f"mlflow models serve did not start:\n{log_path.read_text()[-3000:]}")
         yield url
     finally:
         stop_group(process)

@@ -12,18 +12,13 @@ second compilation is left out of the suite for time (``bench_compile.py --backe
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 from torch._dynamo.utils import counters
 
 from pipeline_lib.ssl.loop import run_static_step
+from tests.benchmark_scripts import load_benchmark
 from tests.threads import one_torch_thread
-
-REPO = Path(__file__).resolve().parents[1]
 
 #: Relative weight gap allowed for the traced update. Foreach SGD under dynamo multiplies
 #: the gradients by the rate, then adds; the fused kernel adds with the rate as alpha: a
@@ -36,13 +31,7 @@ TRACED_TOLERANCE = 1e-3
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location(
-        "bench_compile", REPO / "benchmarks" / "bench_compile.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_compile.py")
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -11,21 +11,11 @@ On CUDA the same check guards against the streams racing (gpu_session.sh prints 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.benchmark_scripts import load_benchmark
 
 
 def _bench_streams():
-    spec = importlib.util.spec_from_file_location(
-        "bench_streams", REPO / "benchmarks/bench_streams.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_streams.py")
 
 
 def test_run_zero_of_two_interleaved_runs_is_the_run_alone(capsys) -> None:

@@ -3,25 +3,18 @@ range and image size (a CPU smoke run of the harness; the GPU numbers come from 
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
 
 from pipeline_lib.planning.rates import read_rates
 from pipeline_lib.registry import TRAINED_METHODS
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.benchmark_scripts import load_benchmark
 
 
 def _bench_train():
-    spec = importlib.util.spec_from_file_location("bench_train", REPO / "benchmarks/bench_train.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_train.py")
 
 
 def test_one_run_measures_all_five_methods_with_three_repeats_by_default() -> None:
@@ -49,8 +42,8 @@ def test_measure_is_the_median_of_the_timed_epochs_after_the_warm_ones(monkeypat
         return None, history
 
     monkeypatch.setattr(bench, "train_representation", fake_train)
-    options = {"width": 4, "steps": 3, "device": "cpu", "amp": None, "image_size": 32}
-    measured = bench.measure("rotnet", step_mode="graph", warm_epochs=1, repeats=4, **options)
+    spec = bench.RunSpec(width=4, steps=3, device="cpu", amp=None, step_mode="graph")
+    measured = bench.measure("rotnet", spec, warm_epochs=1, repeats=4)
     timed = rates[1:]
     assert calls == [(64, 1, "graph"), (3 * 64, 5, "graph")]  # one-step warm-up, then the run
     assert measured.spread.median == statistics.median(timed) == 250.0

@@ -85,34 +85,21 @@ def test_shipped_tiny_config_is_valid() -> None:
     assert filled["tracking"]["timeout_s"] == 3
 
 
-def test_unknown_dataset_names_key_and_allowed_values(config) -> None:
-    config["datasets"] = {"cifar11": {}}
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("datasets", {"cifar11": {}}, ["'datasets'", "'cifar11'", DATASETS]),
+        ("datasets", {"digits": {}, "cifar11": {}}, ["'cifar11'", DATASETS]),
+        ("methods", ["raw", "simclr"], ["'methods[1]'", "'simclr'", "raw, resnet18_random"]),
+        ("detectors", {"lof": {}}, ["'detectors'", "'lof'", DETECTORS]),
+    ],
+    ids=["dataset", "dataset-beside-a-known-one", "method", "detector"],
+)
+def test_unknown_name_names_key_and_allowed_values(config, key, value, expected) -> None:
+    config[key] = value
     message = config_error(config)
-    assert "'datasets'" in message
-    assert "'cifar11'" in message
-    assert DATASETS in message
-
-
-def test_unknown_dataset_beside_a_known_one_is_named(config) -> None:
-    config["datasets"] = {"digits": {}, "cifar11": {}}
-    message = config_error(config)
-    assert "'cifar11'" in message and DATASETS in message
-
-
-def test_unknown_method_names_key_and_allowed_values(config) -> None:
-    config["methods"] = ["raw", "simclr"]
-    message = config_error(config)
-    assert "'methods[1]'" in message
-    assert "'simclr'" in message
-    assert "raw, resnet18_random" in message
-
-
-def test_unknown_detector_names_key_and_allowed_values(config) -> None:
-    config["detectors"] = {"lof": {}}
-    message = config_error(config)
-    assert "'detectors'" in message
-    assert "'lof'" in message
-    assert DETECTORS in message
+    for part in expected:
+        assert part in message
 
 
 @pytest.mark.parametrize(

@@ -214,17 +214,28 @@ def study_grids(config: Mapping[str, Any], studies: list[Mapping[str, Any]]) -> 
     return grids
 
 
+def _merge_agreeing(
+    merged: dict[str, Any], entries: Mapping[str, Any]
+) -> tuple[str, Any, Any] | None:
+    """Add ``entries`` to ``merged`` in order; at the first name already there with another
+    value stop and return ``(name, earlier, new)`` (one name must mean one thing everywhere)."""
+    for name, value in entries.items():
+        if name in merged and merged[name] != value:
+            return name, merged[name], value
+        merged[name] = value
+    return None
+
+
 def merge_variants(config: Mapping[str, Any], studies: list[Mapping[str, Any]]) -> dict[str, Any]:
     """One variant registry for the whole DAG (a name means one thing everywhere)."""
     merged = dict(config.get("variants") or {})
     for study in studies:
-        for name, spec in (study.get("variants") or {}).items():
-            if name in merged and merged[name] != spec:
-                raise GridError(
-                    f"{study['_source']}: variant {name!r} differs from its definition "
-                    f"elsewhere ({merged[name]} vs {spec})"
-                )
-            merged[name] = spec
+        if clash := _merge_agreeing(merged, study.get("variants") or {}):
+            name, earlier, spec = clash
+            raise GridError(
+                f"{study['_source']}: variant {name!r} differs from its definition "
+                f"elsewhere ({earlier} vs {spec})"
+            )
     return merged
 
 
@@ -238,12 +249,14 @@ def merge_datasets(grids: list[Grid]) -> dict[str, dict[str, Any]]:
     """
     settings: dict[str, dict[str, Any]] = {}
     for grid in grids:
-        for name, spec in grid.datasets.items():
-            reading = {k: v for k, v in spec.items() if k != "classes"}
-            if name in settings and settings[name] != reading:
-                raise GridError(
-                    f"study {grid.name!r} reads data set {name!r} with {reading}, another grid "
-                    f"with {settings[name]}: one {name}/dataset.npz cannot be both"
-                )
-            settings[name] = reading
+        readings = {
+            name: {k: v for k, v in spec.items() if k != "classes"}
+            for name, spec in grid.datasets.items()
+        }
+        if clash := _merge_agreeing(settings, readings):
+            name, earlier, reading = clash
+            raise GridError(
+                f"study {grid.name!r} reads data set {name!r} with {reading}, another grid "
+                f"with {earlier}: one {name}/dataset.npz cannot be both"
+            )
     return settings

@@ -218,9 +218,7 @@ def read_mnist(root: Path) -> ImageDataset:
 
     Raises
     ------
-    MissingDataError
-        If no candidate folder holds all four files.
-    DataError
-        If a file is truncated or corrupt.
+    MissingDataError, DataError
+        As :func:`read_fmnist`.
     """
     return _read_idx_dataset("mnist", mnist_candidates(root), MNIST_CLASSES, "MNIST")

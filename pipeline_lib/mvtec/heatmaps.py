@@ -102,13 +102,9 @@ def plot_explanations(
 ) -> Figure:
     """Input, then one column per (attribution method, representation), maps over images.
 
-    Parameters
-    ----------
-    images : ndarray of shape (n, h, w, 3), uint8
-    heatmaps : mapping of str to ndarray of shape (n, h, w)
-        Column title (e.g. ``"IG: Contrastive (DA) + KDE"``) -> maps scaled to [0, 1].
-    row_labels : sequence of str, optional
-    title : str, optional
+    ``heatmaps`` maps a column title (e.g. ``"IG: Contrastive (DA) + KDE"``) to maps of shape
+    ``(n, h, w)`` scaled to [0, 1]; ``images``, ``row_labels`` and ``title`` as in
+    :func:`plot_localization`.
     """
     _check_rows(images, heatmaps)
     fig, axes = _grid(len(images), 1 + len(heatmaps))

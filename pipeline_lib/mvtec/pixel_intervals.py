@@ -94,10 +94,8 @@ def pixel_counts(pixel_maps: np.ndarray, masks: np.ndarray, *, n_bins: int = N_B
 
     Parameters
     ----------
-    pixel_maps : ndarray of shape (n, h, w)
-        Pixel anomaly scores (higher = more anomalous).
-    masks : ndarray of shape (n, h, w)
-        Ground truth; non-zero = defective pixel.
+    pixel_maps, masks : ndarray of shape (n, h, w)
+        As ``anomaly_maps`` and ``masks`` of :func:`pipeline_lib.mvtec.pro.aupro`.
     n_bins : int, default=N_BINS
 
     Raises
@@ -196,10 +194,8 @@ def localization_intervals(
 
     Parameters
     ----------
-    pixel_maps : ndarray of shape (n, h, w)
-        Up-sampled pixel anomaly scores (higher = more anomalous).
-    masks : ndarray of shape (n, h, w)
-        Ground truth; non-zero = defective pixel.
+    pixel_maps, masks : ndarray of shape (n, h, w)
+        The up-sampled maps and their masks, as for :func:`pixel_counts`.
     is_defective : array-like of shape (n,)
         1 for defective test images, 0 for good ones: the strata of the resampling.
     max_fpr : float, default=0.3

@@ -28,6 +28,7 @@ from pipeline_lib.paper.published import display_name
 from pipeline_lib.runtime.io import atomic_path
 
 __all__ = [
+    "mean_std_bars",
     "plot_eval_curves",
     "plot_mean_ranks",
     "plot_per_class_auc",
@@ -41,6 +42,16 @@ DPI = 120
 
 #: What every AUC-during-training figure says under its title.
 EVAL_CAPTION = "AUC on the TEST split: a diagnostic of training, not a way to pick epochs"
+
+
+def mean_std_bars(ax: Any, x: np.ndarray, rows: pd.DataFrame, **style: Any) -> Any:
+    """Bars of ``rows["mean"]`` with ``rows["std"]`` as error bars (0 where it is missing),
+    at the ``x`` of the rows that have a mean (a cell without results draws no bar); ``style``
+    goes to ``ax.bar``. Returns its bars."""
+    has = rows["mean"].notna().to_numpy()
+    return ax.bar(
+        x[has], rows["mean"].to_numpy()[has], yerr=rows["std"].fillna(0.0).to_numpy()[has], **style
+    )
 
 
 def plot_per_class_auc(
@@ -97,13 +108,12 @@ def plot_per_class_auc(
             rows = table[(table["method"] == method) & (table["detector"] == detector)]
             rows = rows.set_index("inlier").reindex(classes)
             x = np.arange(len(classes)) + (k - (len(pairs) - 1) / 2) * width
-            has = rows["mean"].notna().to_numpy()
             label = f"{display_name('method', method)} / {display_name('detector', detector)}"
-            ax.bar(
-                x[has],
-                rows["mean"].to_numpy()[has],
+            mean_std_bars(
+                ax,
+                x,
+                rows,
                 width=width,
-                yerr=rows["std"].fillna(0.0).to_numpy()[has],
                 color=colour,
                 label=label,
                 error_kw={"elinewidth": 0.8, "capsize": 1.5},

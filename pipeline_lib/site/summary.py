@@ -211,6 +211,22 @@ def _figure_links(name: str, paths: Sequence[Path], relative_to: Path | None) ->
     return [Link(p.stem.removeprefix(f"{name}_"), _href(p, relative_to)) for p in paths]
 
 
+def _study_links(
+    studies: Mapping[str, StudyResult | None],
+    links: Mapping[str, Sequence[Path]],
+    relative_to: Path | None,
+) -> dict[str, tuple[list[Link], list[Link]]]:
+    """Per study, the links to its tables and to its figures, from ``links`` (study -> the
+    files it wrote): built once for the overview and the details."""
+    return {
+        name: (
+            _table_links(name, links.get(name, []), relative_to),
+            _figure_links(name, links.get(name, []), relative_to),
+        )
+        for name in studies
+    }
+
+
 def _opening_blocks(
     studies: Mapping[str, StudyResult | None], title: str, main: Mapping[str, Any] | None
 ) -> list[tuple]:
@@ -288,9 +304,7 @@ def _section_blocks(section: Section, relative_to: Path | None) -> list[tuple]:
 
 
 def _overview_blocks(
-    studies: Mapping[str, StudyResult | None],
-    links: Mapping[str, Sequence[Path]],
-    relative_to: Path | None,
+    studies: Mapping[str, StudyResult | None], linked: Mapping[str, tuple[list[Link], list[Link]]]
 ) -> list[tuple]:
     """One row per study: kind, status, cell count, links to its tables and figures."""
     overview = pd.DataFrame(
@@ -300,8 +314,8 @@ def _overview_blocks(
                 "Kind": result.kind if result is not None else "",
                 "Status": _status(result),
                 "Cells": str(len(result.table)) if result is not None else "",
-                "Tables": _table_links(name, links.get(name, []), relative_to) or "",
-                "Figures": _figure_links(name, links.get(name, []), relative_to) or "",
+                "Tables": linked[name][0] or "",
+                "Figures": linked[name][1] or "",
             }
             for name, result in studies.items()
         ]
@@ -399,9 +413,7 @@ def _missing_blocks(studies: Mapping[str, StudyResult | None]) -> list[tuple]:
 
 
 def _detail_blocks(
-    studies: Mapping[str, StudyResult | None],
-    links: Mapping[str, Sequence[Path]],
-    relative_to: Path | None,
+    studies: Mapping[str, StudyResult | None], linked: Mapping[str, tuple[list[Link], list[Link]]]
 ) -> list[tuple]:
     """Each study: caption, protocol lines, table links, notes and figures."""
     blocks: list[tuple] = [("h", 2, "Studies in detail")]
@@ -414,12 +426,12 @@ def _detail_blocks(
         if result.caption:
             blocks.append(("p", result.caption))
         blocks += [("p", line) for line in result.protocol]
-        tables = _table_links(name, links.get(name, []), relative_to)
+        tables, figures = linked[name]
         if tables:
             blocks.append(("list", [["Table: ", *tables]]))
         if result.notes:
             blocks.append(("list", list(result.notes)))
-        for link in _figure_links(name, links.get(name, []), relative_to):
+        for link in figures:
             blocks.append(("img", f"{name}: {link.text}", link.href))
     return blocks
 
@@ -441,10 +453,11 @@ def _blocks(
         blocks += _main_table_blocks(main, relative_to)
     for section in sections:
         blocks += _section_blocks(section, relative_to)
-    blocks += _overview_blocks(studies, links, relative_to)
+    linked = _study_links(studies, links, relative_to)
+    blocks += _overview_blocks(studies, linked)
     blocks += _deviation_blocks(ranked_deviations(studies), top)
     blocks += _missing_blocks(studies)
-    blocks += _detail_blocks(studies, links, relative_to)
+    blocks += _detail_blocks(studies, linked)
     return blocks
 
 

@@ -36,7 +36,7 @@ from torch import nn
 
 from pipeline_lib.models.checkpoints import plain
 from pipeline_lib.models.proxy import ProxyModel, build_proxy_model
-from pipeline_lib.registry import CAPTURED_STEP_MODES, DRAW_SOURCES, INITS
+from pipeline_lib.registry import CAPTURED_STEP_MODES, DRAW_SOURCES
 from pipeline_lib.runtime.devices import use_deterministic_kernels
 from pipeline_lib.ssl.augment import ViewAugment, distribution_copies
 from pipeline_lib.ssl.draws import augment_generator_on
@@ -184,36 +184,31 @@ class TrainingState:
 
 
 def _fresh_state(
-    method: str,
+    s: TrainSettings,
     *,
     seed: int,
     arch: dict[str, Any],
     device: torch.device,
-    lr: float,
-    momentum: float,
-    momentum_form: str,
-    weight_decay: float,
-    exclude_bn_from_decay: bool,
     cosine: Callable[[int], float],
     use_scaler: bool,
-    init: str = INITS[0],
     draws: str = DRAW_SOURCES[0],
 ) -> TrainingState:
-    """The untrained model, optimiser and generators of ``seed`` (the global RNG is untouched).
+    """The untrained model, optimiser and generators of ``seed`` (the global RNG is untouched):
+    ``s``'s method, initialisation and optimiser settings, the network ``arch``.
 
     The augmentation generator is on the CPU, or on ``device`` with ``draws="device"``.
     """
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(stream_seed(seed, 0))
-        model = build_proxy_model(method, init=init, **arch)
+        model = build_proxy_model(s.method, init=s.init, **arch)
     model = model.to(device)
     if device.type == "cuda":
         model = model.to(memory_format=torch.channels_last)
     groups = _parameter_groups(
-        model, weight_decay=weight_decay, exclude_bn_from_decay=exclude_bn_from_decay
+        model, weight_decay=s.weight_decay, exclude_bn_from_decay=s.exclude_bn_from_decay
     )
-    optimizer = torch.optim.SGD(groups, lr=lr, momentum=momentum)
-    scheduler = MomentumFormLR(optimizer, cosine, momentum_form=momentum_form)
+    optimizer = torch.optim.SGD(groups, lr=s.lr, momentum=s.momentum)
+    scheduler = MomentumFormLR(optimizer, cosine, momentum_form=s.momentum_form)
     scaler = torch.amp.GradScaler(device.type, enabled=use_scaler)
     shuffle_generator = torch.Generator().manual_seed(stream_seed(seed, 1))
     augment_generator = augment_generator_on(stream_seed(seed, 2), device, draws)
@@ -350,7 +345,7 @@ def _state_factory(
     """What builds the run's fresh state (:attr:`Run.new_state`): model, optimiser, schedule."""
     return functools.partial(
         _fresh_state,
-        s.method,
+        s,
         seed=seed,
         arch={
             "width": s.width,
@@ -363,14 +358,8 @@ def _state_factory(
             "denoising_decoder": s.denoising_decoder,
         },
         device=device,
-        lr=s.lr,
-        momentum=s.momentum,
-        momentum_form=s.momentum_form,
-        weight_decay=s.weight_decay,
-        exclude_bn_from_decay=s.exclude_bn_from_decay,
         cosine=cosine,
         use_scaler=use_scaler,
-        init=s.init,
         draws=draws,
     )
 

@@ -18,6 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from pipeline_lib.paper.plots import mean_std_bars
 from pipeline_lib.studies.display import label
 
 __all__ = [
@@ -236,15 +237,8 @@ def ours_bars(
     has = rows["mean"].notna().to_numpy()
     if isinstance(colour, list):
         colour = [c for c, keep in zip(colour, has, strict=True) if keep]
-    bars = ax.bar(
-        x[has],
-        rows["mean"].to_numpy()[has],
-        width=width,
-        yerr=rows["std"].fillna(0.0).to_numpy()[has],
-        capsize=capsize,
-        color=colour,
-        label=label_text,
-        gid="ours",
+    bars = mean_std_bars(
+        ax, x, rows, width=width, capsize=capsize, color=colour, label=label_text, gid="ours"
     )
     hatch_incomplete(bars, rows["n_missing"].to_numpy()[has] > 0)
     plot_paper(ax, x, rows["paper_mean"].to_numpy(dtype=float), label_text=paper_label)

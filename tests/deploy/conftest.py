@@ -6,6 +6,8 @@ the files the workflow would: ``dataset.npz``, ``split.npz``, ``features.npz``.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,10 +23,24 @@ from pipeline_lib.models.embed import embed_split
 from pipeline_lib.models.representation import build_representation
 from pipeline_lib.runtime.io import save_image_dataset, save_npz
 
+REPO = Path(__file__).resolve().parents[2]
 WIDTH = 8
 SEED = 0
 #: Image side of :func:`small_package`.
 SMALL_SIZE = 8
+
+
+def run_fresh_python(args: list[str], *, timeout: float) -> subprocess.CompletedProcess:
+    """``python args`` in a fresh process at the repository root (one thread, nothing on its
+    path but the repository), its output captured: what the hostile-input tests measure."""
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"},
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="session")

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,12 +21,12 @@ import pytest
 from pipeline_lib.deploy import cli, serving
 from pipeline_lib.deploy.image_package import PackagedDetector
 from pipeline_lib.deploy.images import read_image_file
+from tests.deploy.conftest import run_fresh_python
 from tests.deploy.hostile_corpus import ERROR, SCORE, hostile_inputs
 
 #: Pillow's TIFF reader warns about the damaged tags it skips; the outcome is what is tested.
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:PIL.TiffImagePlugin")
 
-REPO = Path(__file__).resolve().parents[2]
 SEED = 0
 #: Per-image limit of the fuzz runs: the corpus's large legal images (2 Mpx) fit, its lying
 #: headers (49 Mpx and up) do not.
@@ -152,14 +150,7 @@ print(json.dumps({"delta_bytes": status("VmHWM") - base, **counts}))
 
 def test_reading_the_corpus_stays_within_a_memory_bound(corpus) -> None:
     folder = corpus[0][0].parent
-    result = subprocess.run(
-        [sys.executable, "-c", _MEMORY_SCRIPT, str(folder), str(MAX_PIXELS)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"},
-        timeout=120,
-    )
+    result = run_fresh_python(["-c", _MEMORY_SCRIPT, str(folder), str(MAX_PIXELS)], timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     # One decode at max_pixels holds at most: Pillow's image (4 bytes a pixel: RGB is stored

@@ -13,13 +13,11 @@ would take minutes and gigabytes where these take a fraction of a second and meg
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+from tests.deploy.conftest import run_fresh_python
 from tests.deploy.hostile_packages import OPENERS, cases
 
-REPO = Path(__file__).resolve().parents[2]
 #: A refusal comes within this (the reader needs ~0.1 s; the child's own deadline is 20 s).
 REFUSAL_SECONDS = 5.0
 #: Peak RSS growth of a refusal (the intact package loads and scores in ~40 MiB).
@@ -27,14 +25,7 @@ REFUSAL_BYTES = 2**30
 
 
 def test_every_damaged_package_file_is_a_named_refusal(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.deploy.hostile_packages", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"},
-        timeout=240,
-    )
+    result = run_fresh_python(["-m", "tests.deploy.hostile_packages", str(tmp_path)], timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     runs = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     expected = {(c.name, c.file, o) for c in cases() for o in OPENERS}

@@ -33,24 +33,19 @@ def _select(method: str, *words: str) -> list:
     return chosen
 
 
+@pytest.mark.parametrize(
+    "quantity",
+    [
+        pytest.param(": weights", id="both-sides-use-the-same-generated-weights"),
+        pytest.param("loss of each step", id="loss-with-weight-decay-over-every-weight"),
+        pytest.param("rate of each step", id="rate-of-each-step"),
+        pytest.param("gradients with weight decay", id="gradients-with-weight-decay"),
+        pytest.param("moving statistics", id="batchnorm-moving-statistics"),
+    ],
+)
 @pytest.mark.parametrize("method", METHODS)
-def test_both_sides_use_the_same_generated_weights(method) -> None:
-    assert failures(_select(method, ": weights")) == []
-
-
-@pytest.mark.parametrize("method", METHODS)
-def test_loss_with_weight_decay_over_every_weight_matches(method) -> None:
-    assert failures(_select(method, "loss of each step")) == []
-
-
-@pytest.mark.parametrize("method", METHODS)
-def test_rate_of_each_step_matches(method) -> None:
-    assert failures(_select(method, "rate of each step")) == []
-
-
-@pytest.mark.parametrize("method", METHODS)
-def test_gradients_with_weight_decay_match(method) -> None:
-    assert failures(_select(method, "gradients with weight decay")) == []
+def test_compared_quantity_matches(method, quantity) -> None:
+    assert failures(_select(method, quantity)) == []
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -58,8 +53,3 @@ def test_updates_match_across_the_rate_change(method) -> None:
     chosen = _select(method, "update of step")
     assert any("the rate moved" in d.quantity for d in chosen)  # the trace crosses a change
     assert failures(chosen) == []
-
-
-@pytest.mark.parametrize("method", METHODS)
-def test_batchnorm_moving_statistics_move_alike(method) -> None:
-    assert failures(_select(method, "moving statistics")) == []

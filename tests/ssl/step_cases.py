@@ -17,7 +17,7 @@ from pipeline_lib.ssl.augment import ViewAugment
 from pipeline_lib.ssl.loop import run_static_step
 from pipeline_lib.ssl.run import _parameter_groups
 from pipeline_lib.ssl.stepper import StaticStep
-from tests.ssl.tiny_runs import keyword_prepare, keyword_train, keyword_train_fused
+from tests.ssl.tiny_runs import FUSED_TINY, keyword_prepare, keyword_train, keyword_train_fused
 
 #: Tiny runs covering every method and the switches that change what a step draws.
 CASES = {
@@ -200,13 +200,7 @@ def host_reads(step: StaticStep, indices: list[torch.Tensor]) -> tuple[list[str]
 
 #: Two fused models at width 4 on 16x16 noise, 2 steps an epoch (contrastive DA: 8 images, 4
 #: copies each, batch 16), so 2 epochs cross an epoch boundary; every method.
-FUSED = {
-    "rotnet": {"batch_size": 8},
-    "rotation": {"batch_size": 8, "head_depth": 1, "head_hidden": 16},
-    "denoising": {"batch_size": 8},
-    "contrastive": {"batch_size": 8, "head_depth": 1, "head_hidden": 16, "proj_dim": 8},
-    "contrastive_da": {"batch_size": 16, "head_depth": 1, "head_hidden": 16, "proj_dim": 8},
-}
+FUSED = {**FUSED_TINY, "contrastive_da": {**FUSED_TINY["contrastive_da"], "batch_size": 16}}
 
 
 def train_fused_case(method: str, sets: list[np.ndarray], **overrides):

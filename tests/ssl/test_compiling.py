@@ -27,6 +27,7 @@ from tests.ssl.tiny_runs import (
     keyword_prepare,
     keyword_train,
     keyword_train_fused,
+    killed_then_resumed,
     needs_cuda,
 )
 
@@ -153,16 +154,10 @@ def _train(case: str, images: np.ndarray, **overrides):
 @needs_cuda
 @pytest.mark.parametrize("case", list(CASES))
 def test_compiled_resume_is_bit_identical_on_cuda(case, images, tmp_path) -> None:
-    path = tmp_path / "checkpoint.pt"
-
-    def kill_after_first_epoch(record: dict) -> None:
-        if record["epoch"] == 1:
-            raise KeyboardInterrupt
-
     options = {"step_mode": "compiled", "epochs": 3}
-    with pytest.raises(KeyboardInterrupt):
-        _train(case, images, checkpoint_path=path, callback=kill_after_first_epoch, **options)
-    resumed, history = _train(case, images, checkpoint_path=path, **options)
+    resumed, history = killed_then_resumed(
+        lambda **kw: _train(case, images, **options, **kw), tmp_path / "checkpoint.pt"
+    )
     whole, _ = _train(case, images, **options)
     assert [r["step_mode"] for r in history] == ["compiled"] * 3
     _assert_same(_weights(whole), _weights(resumed))

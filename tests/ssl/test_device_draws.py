@@ -19,11 +19,14 @@ from pipeline_lib.models.checkpoints import load_checkpoint, save_checkpoint
 from pipeline_lib.ssl.draws import DeviceDraws, GeneratorDraws, as_draws, augment_generator_on
 from pipeline_lib.ssl.loop import resume
 from tests.ssl.tiny_runs import (
+    TIMING_FIELDS,
     TINY_RUNS,
+    assert_same_weights,
     keyword_prepare,
     keyword_train,
     keyword_train_fused,
     needs_cuda,
+    without_timing,
 )
 
 #: Tiny runs of the methods whose steps draw the most kinds of numbers.
@@ -51,24 +54,18 @@ def _prepared(case: str, images: np.ndarray):
     return keyword_prepare(method, images, **{**COMMON, **options})
 
 
-def _without_timing(history: list[dict]) -> list[dict]:
-    drop = ("images_per_s", "seconds", "step_mode")
-    return [{k: v for k, v in record.items() if k not in drop} for record in history]
-
-
-def _assert_same_weights(first: torch.nn.Module, second: torch.nn.Module) -> None:
-    one, two = first.state_dict(), second.state_dict()
-    assert one.keys() == two.keys()
-    for name in one:
-        assert torch.equal(one[name].cpu(), two[name].cpu()), name
+def _compared(history: list[dict]) -> list[dict]:
+    """What two runs' histories must agree on: also without the step mode (some runs
+    compared train eager, others captured)."""
+    return without_timing(history, (*TIMING_FIELDS, "step_mode"))
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_device_draws_on_the_cpu_are_the_host_draws(case, images) -> None:
     host, host_history = _train(case, images, draws="host")
     device, device_history = _train(case, images, draws="device")
-    _assert_same_weights(host, device)
-    assert _without_timing(device_history) == _without_timing(host_history)
+    assert_same_weights(host, device)
+    assert _compared(device_history) == _compared(host_history)
 
 
 def test_an_unknown_draws_is_refused_before_training(images) -> None:
@@ -142,8 +139,8 @@ def test_device_draws_graph_matches_eager_on_cuda(case, images, deterministic_cu
     eager, eager_history = _train(case, images, step_mode="eager", **options)
     graph, history = _train(case, images, step_mode="graph", **options)
     assert [r["step_mode"] for r in history] == ["graph", "graph"]
-    _assert_same_weights(eager, graph)
-    assert _without_timing(history) == _without_timing(eager_history)
+    assert_same_weights(eager, graph)
+    assert _compared(history) == _compared(eager_history)
     host, _ = _train(case, images, step_mode="graph", device="cuda", amp=None)
     stem = "backbone.stem.0.weight"
     assert not torch.equal(host.state_dict()[stem], graph.state_dict()[stem])
@@ -167,7 +164,7 @@ def test_device_draws_resume_is_bit_identical_on_cuda(
     assert load_checkpoint(path)["rng"]["augment_device"] == "cuda"
     resumed, _ = _train(case, images, checkpoint_path=path, **options)
     whole, _ = _train(case, images, **options)
-    _assert_same_weights(whole, resumed)
+    assert_same_weights(whole, resumed)
 
 
 @needs_cuda
@@ -193,5 +190,5 @@ def test_device_drawn_members_side_by_side_are_their_runs_alone_on_cuda(
     for (model, history), images, seed in zip(fused, sets, [3, 4], strict=True):
         alone, alone_history = keyword_train("denoising", images, seed=seed, **options)
         assert [r["step_mode"] for r in history] == ["graph"] * 4
-        _assert_same_weights(alone, model)
-        assert _without_timing(history) == _without_timing(alone_history)
+        assert_same_weights(alone, model)
+        assert _compared(history) == _compared(alone_history)

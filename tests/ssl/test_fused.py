@@ -36,15 +36,14 @@ from pipeline_lib.ssl.fused import train_representations_fused
 from pipeline_lib.ssl.jobs import train_on_splits_fused
 from pipeline_lib.ssl.settings import Execution, TrainSettings
 from pipeline_lib.ssl.train import TrainingDivergedError
-from tests.ssl.tiny_runs import keyword_train, keyword_train_fused
+from tests.ssl.tiny_runs import (
+    FUSED_TINY,
+    assert_same_weights,
+    keyword_train,
+    keyword_train_fused,
+    without_timing,
+)
 
-TINY = {
-    "rotnet": {"batch_size": 8},
-    "rotation": {"batch_size": 8, "head_depth": 1, "head_hidden": 16},
-    "denoising": {"batch_size": 8},
-    "contrastive": {"batch_size": 8, "head_depth": 1, "head_hidden": 16, "proj_dim": 8},
-    "contrastive_da": {"batch_size": 8, "head_depth": 1, "head_hidden": 16, "proj_dim": 8},
-}
 SEEDS = [0, 1, 2]
 #: float64: a tensor's difference in norm, in epsilons of its norm per training step (see above).
 ROUNDING_PER_STEP = 64
@@ -73,7 +72,7 @@ def float64(monkeypatch):
 
 
 def _options(method: str, **overrides) -> dict:
-    return {"epochs": 2, "width": 8, "lr": 0.1, **TINY[method], **overrides}
+    return {"epochs": 2, "width": 8, "lr": 0.1, **FUSED_TINY[method], **overrides}
 
 
 def _separate(method: str, sets, seeds=SEEDS, **options) -> list:
@@ -85,7 +84,7 @@ def _separate(method: str, sets, seeds=SEEDS, **options) -> list:
 
 def _initial(method: str, seed: int) -> torch.nn.Module:
     """The untrained model of a run of ``seed`` (its initialisation stream)."""
-    arch = {k: v for k, v in TINY[method].items() if k != "batch_size"}
+    arch = {k: v for k, v in FUSED_TINY[method].items() if k != "batch_size"}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(run_module.stream_seed(seed, 0))
         return build_proxy_model(method, width=8, image_size=32, **arch)
@@ -113,20 +112,13 @@ def _assert_same_history(first: list[dict], second: list[dict]) -> None:
     """The same records but timing; losses equal to the weights' bound (same reason)."""
     steps = sum(record["steps"] for record in second)
     bound = ROUNDING_PER_STEP * torch.finfo(torch.float64).eps * steps
-    ours, theirs = _without_timing(first), _without_timing(second)
+    ours, theirs = without_timing(first), without_timing(second)
     assert [{**r, "loss": None} for r in ours] == [{**r, "loss": None} for r in theirs]
     for a, b in zip(ours, theirs, strict=True):
         assert abs(a["loss"] - b["loss"]) <= bound * abs(b["loss"]), (a, b)
 
 
-def _without_timing(history: list[dict]) -> list[dict]:
-    return [
-        {k: v for k, v in record.items() if k not in ("images_per_s", "seconds")}
-        for record in history
-    ]
-
-
-@pytest.mark.parametrize("method", list(TINY))
+@pytest.mark.parametrize("method", list(FUSED_TINY))
 def test_fused_equals_separate_in_float64(method, noise_sets, float64) -> None:
     sets = [images[:8] for images in noise_sets]  # 1 step an epoch (4 with DA's copies)
     options = _options(method)
@@ -243,42 +235,51 @@ def _kill_the_third_after_epoch_2(index: int, record: dict) -> None:
         raise _Killed
 
 
-def test_killed_fused_run_resumes_identically(noise_sets, tmp_path) -> None:
-    options = _options("contrastive", epochs=3)
-    straight = keyword_train_fused("contrastive", noise_sets, seeds=SEEDS, **options)
-    paths = [tmp_path / f"model{k}.pt" for k in range(3)]
-
+def _train_until_killed(method: str, sets, paths: list[Path], options: dict) -> None:
+    """A fused run with checkpoints in ``paths`` whose process dies after epoch 2."""
     with pytest.raises(_Killed):
         keyword_train_fused(
-            "contrastive",
-            noise_sets,
+            method,
+            sets,
             seeds=SEEDS,
             checkpoint_paths=paths,
             callback=_kill_the_third_after_epoch_2,
             **options,
         )
+
+
+def _resume(method: str, sets, paths: list[Path], options: dict) -> tuple[list, list]:
+    """The fused run again from the checkpoints in ``paths``: its results and the
+    ``(model index, epoch)`` of each epoch it trained."""
     epochs_run: list[tuple[int, int]] = []
-    resumed = keyword_train_fused(
-        "contrastive",
-        noise_sets,
+    results = keyword_train_fused(
+        method,
+        sets,
         seeds=SEEDS,
         checkpoint_paths=paths,
         callback=lambda index, record: epochs_run.append((index, record["epoch"])),
         **options,
     )
+    return results, epochs_run
+
+
+def test_killed_fused_run_resumes_identically(noise_sets, tmp_path) -> None:
+    options = _options("contrastive", epochs=3)
+    straight = keyword_train_fused("contrastive", noise_sets, seeds=SEEDS, **options)
+    paths = [tmp_path / f"model{k}.pt" for k in range(3)]
+
+    _train_until_killed("contrastive", noise_sets, paths, options)
+    resumed, epochs_run = _resume("contrastive", noise_sets, paths, options)
     assert epochs_run == [(0, 3), (1, 3), (2, 3)]  # only the missing epoch ran
     for (model, history), (again, again_history) in zip(straight, resumed, strict=True):
-        for a, b in zip(model.state_dict().values(), again.state_dict().values(), strict=True):
-            assert torch.equal(a, b)
-        assert _without_timing(history) == _without_timing(again_history)
+        assert_same_weights(model, again)
+        assert without_timing(history) == without_timing(again_history)
     # The checkpoints are train_representation's: a separate call finds model 0 finished.
     alone, alone_history = keyword_train(
         "contrastive", noise_sets[0], seed=0, checkpoint_path=paths[0], **options
     )
-    pairs = zip(alone.state_dict().values(), straight[0][0].state_dict().values(), strict=True)
-    for a, b in pairs:
-        assert torch.equal(a, b)
-    assert _without_timing(alone_history) == _without_timing(straight[0][1])
+    assert_same_weights(alone, straight[0][0])
+    assert without_timing(alone_history) == without_timing(straight[0][1])
 
 
 def test_bad_fused_arguments_raise(noise_sets) -> None:
@@ -298,25 +299,9 @@ def test_a_model_behind_catches_up_alone_then_rejoins(noise_sets, float64, tmp_p
     options = _options("rotnet", epochs=3)
     paths = [tmp_path / f"model{k}.pt" for k in range(3)]
 
-    with pytest.raises(_Killed):
-        keyword_train_fused(
-            "rotnet",
-            sets,
-            seeds=SEEDS,
-            checkpoint_paths=paths,
-            callback=_kill_the_third_after_epoch_2,
-            **options,
-        )
+    _train_until_killed("rotnet", sets, paths, options)
     paths[1].unlink()  # model 1 starts again from scratch
-    epochs_run: list[tuple[int, int]] = []
-    results = keyword_train_fused(
-        "rotnet",
-        sets,
-        seeds=SEEDS,
-        checkpoint_paths=paths,
-        callback=lambda index, record: epochs_run.append((index, record["epoch"])),
-        **options,
-    )
+    results, epochs_run = _resume("rotnet", sets, paths, options)
     # Model 1 trains epochs 1 and 2 alone while the others wait, then all three train epoch 3.
     assert epochs_run == [(1, 1), (1, 2), (0, 3), (1, 3), (2, 3)]
     separate = _separate("rotnet", sets, **options)
@@ -329,9 +314,8 @@ def test_one_model_trains_exactly_as_train_representation(noise_sets) -> None:
     options = _options("contrastive")
     ((model, history),) = keyword_train_fused("contrastive", noise_sets[:1], seeds=[5], **options)
     alone, alone_history = keyword_train("contrastive", noise_sets[0], seed=5, **options)
-    for a, b in zip(model.state_dict().values(), alone.state_dict().values(), strict=True):
-        assert torch.equal(a, b)  # float32, bit for bit: the separate trainer's own epoch
-    assert _without_timing(history) == _without_timing(alone_history)
+    assert_same_weights(model, alone)  # float32, bit for bit: the separate trainer's own epoch
+    assert without_timing(history) == without_timing(alone_history)
 
 
 def _execution_argument(script: Path) -> str:

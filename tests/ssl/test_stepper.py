@@ -37,6 +37,7 @@ from tests.ssl.step_cases import (
     train_case,
     without_timing,
 )
+from tests.ssl.tiny_runs import killed_then_resumed
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -62,15 +63,9 @@ def test_two_phase_step_equals_eager_bit_for_bit(case, images, tmp_path, monkeyp
 
 @pytest.mark.parametrize("case", ["rotation", "contrastive_da_per_image", "denoising"])
 def test_two_phase_resume_is_bit_identical(case, images, tmp_path, two_phase) -> None:
-    path = tmp_path / "checkpoint.pt"
-
-    def kill_after_first_epoch(record: dict) -> None:
-        if record["epoch"] == 1:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        train_case(case, images, epochs=3, checkpoint_path=path, callback=kill_after_first_epoch)
-    resumed, resumed_history = train_case(case, images, epochs=3, checkpoint_path=path)
+    resumed, resumed_history = killed_then_resumed(
+        lambda **kw: train_case(case, images, epochs=3, **kw), tmp_path / "checkpoint.pt"
+    )
     whole, whole_history = train_case(case, images, epochs=3)
     assert_equal_trees(whole.state_dict(), resumed.state_dict(), "model")
     assert_equal_trees(without_timing(whole_history), without_timing(resumed_history))

@@ -24,9 +24,12 @@ from tests.ssl.step_cases import (
     train_fused_case,
     without_timing,
 )
-from tests.ssl.tiny_runs import keyword_prepare, keyword_train_fused
-
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+from tests.ssl.tiny_runs import (
+    keyword_prepare,
+    keyword_train_fused,
+    killed_then_resumed,
+    needs_cuda,
+)
 
 # --- CUDA only: the captured graph itself ----------------------------------------------------
 #
@@ -54,16 +57,10 @@ def test_graph_matches_eager_on_cuda(case, images, deterministic_cudnn) -> None:
 @pytest.mark.parametrize("case", ["rotnet", "contrastive", "denoising"])
 def test_graph_resume_is_bit_identical_on_cuda(case, images, tmp_path, deterministic_cudnn) -> None:
     """Every start runs the same kernels, captured or not, so a resume repeats the run."""
-    path = tmp_path / "checkpoint.pt"
-
-    def kill_after_first_epoch(record: dict) -> None:
-        if record["epoch"] == 1:
-            raise KeyboardInterrupt
-
     options = {"device": "cuda", "step_mode": "graph", "epochs": 3}
-    with pytest.raises(KeyboardInterrupt):
-        train_case(case, images, checkpoint_path=path, callback=kill_after_first_epoch, **options)
-    resumed, _ = train_case(case, images, checkpoint_path=path, **options)
+    resumed, _ = killed_then_resumed(
+        lambda **kw: train_case(case, images, **options, **kw), tmp_path / "checkpoint.pt"
+    )
     whole, _ = train_case(case, images, **options)
     assert_equal_trees(whole.state_dict(), resumed.state_dict(), "model")
 

@@ -23,7 +23,14 @@ from pipeline_lib.ssl.augment import distribution_copies
 from pipeline_lib.ssl.jobs import save_trained
 from pipeline_lib.ssl.settings import TrainSettings
 from pipeline_lib.ssl.train import TrainingDivergedError
-from tests.ssl.tiny_runs import keyword_prepare, keyword_train, keyword_train_fused, spy_on_steps
+from tests.ssl.tiny_runs import (
+    assert_same_weights,
+    keyword_prepare,
+    keyword_train,
+    keyword_train_fused,
+    spy_on_steps,
+    without_timing,
+)
 
 #: Tiny but learnable settings per method (width-8 ResNet-18, 64 digits, 2 epochs).
 TINY = {
@@ -39,20 +46,6 @@ TINY = {
 def _train(method: str, images: np.ndarray, **overrides):
     kwargs = {"seed": 1, "epochs": 2, "width": 8, "lr": 0.1, **TINY[method], **overrides}
     return keyword_train(method, images, **kwargs)
-
-
-def _assert_same_weights(first: torch.nn.Module, second: torch.nn.Module) -> None:
-    a, b = first.state_dict(), second.state_dict()
-    assert a.keys() == b.keys()
-    for name in a:
-        assert torch.equal(a[name], b[name]), name
-
-
-def _without_timing(history: list[dict]) -> list[dict]:
-    return [
-        {k: v for k, v in record.items() if k not in ("images_per_s", "seconds")}
-        for record in history
-    ]
 
 
 @pytest.mark.parametrize("method", TRAINED_METHODS)
@@ -97,7 +90,7 @@ def test_same_seed_same_weights_and_global_rng_untouched(digits64: np.ndarray) -
     assert torch.equal(torch.random.get_rng_state(), state)
     second, _ = _train("rotnet", digits64[:32], epochs=1)
     other, _ = _train("rotnet", digits64[:32], epochs=1, seed=2)
-    _assert_same_weights(first, second)
+    assert_same_weights(first, second)
     assert not torch.equal(first.state_dict()["proxy.weight"], other.state_dict()["proxy.weight"])
 
 
@@ -122,30 +115,29 @@ def test_kill_and_resume_gives_identical_weights(method, digits64, tmp_path, cap
         )
     assert checkpoint.exists()
     epochs_run: list[int] = []
-    with caplog.at_level(logging.INFO, logger="pipeline_lib.ssl.loop"):
-        resumed, history = _train(
+
+    def from_checkpoint():
+        """The same run again from ``checkpoint``, noting each epoch it trains."""
+        return _train(
             method,
             images,
             epochs=3,
             checkpoint_path=checkpoint,
             callback=lambda record: epochs_run.append(record["epoch"]),
         )
+
+    with caplog.at_level(logging.INFO, logger="pipeline_lib.ssl.loop"):
+        resumed, history = from_checkpoint()
     assert epochs_run == [3]  # only the missing epoch ran
     assert "resuming" in caplog.text
-    _assert_same_weights(straight, resumed)
-    assert _without_timing(history) == _without_timing(straight_history)
+    assert_same_weights(straight, resumed)
+    assert without_timing(history) == without_timing(straight_history)
 
     # A finished checkpoint: the same call returns at once with the same weights.
     epochs_run.clear()
-    again, _ = _train(
-        method,
-        images,
-        epochs=3,
-        checkpoint_path=checkpoint,
-        callback=lambda record: epochs_run.append(record["epoch"]),
-    )
+    again, _ = from_checkpoint()
     assert epochs_run == []
-    _assert_same_weights(straight, again)
+    assert_same_weights(straight, again)
 
 
 def test_corrupt_checkpoint_warns_and_restarts_cleanly(digits64, tmp_path, caplog) -> None:
@@ -158,7 +150,7 @@ def test_corrupt_checkpoint_warns_and_restarts_cleanly(digits64, tmp_path, caplo
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and str(checkpoint) in warnings[0].getMessage()
     assert [record["epoch"] for record in history] == [1]
-    _assert_same_weights(fresh, restarted)
+    assert_same_weights(fresh, restarted)
     assert checkpoint.stat().st_size > 1000  # overwritten by a valid checkpoint
 
 
@@ -232,7 +224,7 @@ def test_saved_representation_round_trip(method, digits64, tmp_path) -> None:
     save_representation(path, model, method=method, config_dict={"lr": 0.1, "seed": 1})
     loaded = load_trained_representation(path)
     assert loaded.arch == model.arch and loaded.training_config == {"lr": 0.1, "seed": 1}
-    _assert_same_weights(model, loaded)
+    assert_same_weights(model, loaded)
     before = extract_embeddings(model, digits64[:8])
     after = extract_embeddings(loaded, digits64[:8])
     assert before.keys() == after.keys() == ({"f"} if method == "denoising" else {"f", "g"})

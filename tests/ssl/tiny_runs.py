@@ -1,10 +1,13 @@
 """Tiny training runs shared by the step-mode tests (CPU and CUDA): each a method and the
 keyword options that make it small (4 steps an epoch on 48 images); a spy on the steps; and
-the run API with a test's recipe and execution given as keywords."""
+the run API with a test's recipe and execution given as keywords; the comparisons of two
+runs' weights and histories."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +30,46 @@ TINY_RUNS: dict[str, tuple[str, dict[str, int]]] = {
     ),
     "denoising": ("denoising", {"batch_size": 12}),
 }
+
+
+#: Per method, the recipe of the tiny runs that fused training is compared on: batch 8, a
+#: one-layer head of 16 units, an 8-d projection (every method).
+FUSED_TINY: dict[str, dict[str, int]] = {
+    "rotnet": {"batch_size": 8},
+    "rotation": {"batch_size": 8, "head_depth": 1, "head_hidden": 16},
+    "denoising": {"batch_size": 8},
+    "contrastive": {"batch_size": 8, "head_depth": 1, "head_hidden": 16, "proj_dim": 8},
+    "contrastive_da": {"batch_size": 8, "head_depth": 1, "head_hidden": 16, "proj_dim": 8},
+}
+
+#: History fields that measure the machine, not the run: left out when runs are compared.
+TIMING_FIELDS = ("images_per_s", "seconds")
+
+
+def without_timing(history: list[dict], drop: tuple[str, ...] = TIMING_FIELDS) -> list[dict]:
+    """``history`` without the fields in ``drop``."""
+    return [{k: v for k, v in record.items() if k not in drop} for record in history]
+
+
+def assert_same_weights(first: torch.nn.Module, second: torch.nn.Module) -> None:
+    """The two models hold the same tensors, bit for bit, under the same names."""
+    one, two = first.state_dict(), second.state_dict()
+    assert one.keys() == two.keys()
+    for name in one:
+        assert torch.equal(one[name].cpu(), two[name].cpu()), name
+
+
+def killed_then_resumed(train: Callable[..., Any], path: Path, *, epoch: int = 1) -> Any:
+    """``train(checkpoint_path=path, callback=...)`` killed after its epoch ``epoch``, then
+    ``train(checkpoint_path=path)`` again: what the resumed run returns."""
+
+    def kill(record: dict) -> None:
+        if record["epoch"] == epoch:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(checkpoint_path=path, callback=kill)
+    return train(checkpoint_path=path)
 
 
 def spy_on_steps(monkeypatch, seen) -> None:

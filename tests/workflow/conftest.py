@@ -39,6 +39,26 @@ def run_snakemake(
     return _run(_command(workdir, *args), args, check=check, env=env)
 
 
+def relog_to_mlflow(
+    workdir: Path,
+    config: Path = REPO / "tests/configs/tiny.yaml",
+    *,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """The finished run in ``workdir`` logs to MLflow again (``--forcerun log_to_mlflow``, one
+    core): what a rerun, a server or an unreachable tracking URI does to the logging step."""
+    return run_snakemake(
+        workdir,
+        "--cores",
+        "1",
+        "--configfile",
+        str(config),
+        "--forcerun",
+        "log_to_mlflow",
+        env=env,
+    )
+
+
 def run_snakemake_in(
     folder: Path, *args: str, check: bool = True, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:

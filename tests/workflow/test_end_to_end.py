@@ -16,7 +16,7 @@ from scipy import stats
 
 from pipeline_lib.paper.protocol import data_notes
 from pipeline_lib.results.tidy_table import load_results_csv
-from tests.workflow.conftest import REPO, run_snakemake
+from tests.workflow.conftest import REPO, relog_to_mlflow, run_snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -208,15 +208,7 @@ def test_mlflow_store_holds_one_run_per_result_and_a_parent(tiny_run: Path) -> N
 def test_rerun_resumes_and_relogging_creates_no_duplicates(tiny_run: Path) -> None:
     dry = run_snakemake(tiny_run, "-n", "--configfile", str(REPO / "tests/configs/tiny.yaml"))
     assert "Nothing to be done" in dry.stdout + dry.stderr
-    run_snakemake(
-        tiny_run,
-        "--cores",
-        "1",
-        "--configfile",
-        str(REPO / "tests/configs/tiny.yaml"),
-        "--forcerun",
-        "log_to_mlflow",
-    )
+    relog_to_mlflow(tiny_run)
     logged = json.loads((tiny_run / "mlflow/logged.json").read_text())
     assert logged["created"] == 0 and logged["unchanged"] == N_JOBS
     client = MlflowClient(tracking_uri=f"sqlite:///{tiny_run}/mlflow/mlflow.db")

@@ -22,7 +22,12 @@ import pytest
 import torch
 import yaml
 
-from tests.workflow.conftest import REPO, run_snakemake, script_pids, start_snakemake
+from tests.workflow.conftest import (
+    relog_to_mlflow,
+    run_snakemake,
+    script_pids,
+    start_snakemake,
+)
 
 pytestmark = pytest.mark.workflow
 
@@ -182,16 +187,7 @@ def test_unreachable_tracking_server_costs_a_warning_not_the_run(
         probe.bind(("127.0.0.1", 0))
         closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
     started = time.monotonic()
-    run_snakemake(
-        workdir,
-        "--cores",
-        "1",
-        "--configfile",
-        str(REPO / "tests/configs/tiny.yaml"),
-        "--forcerun",
-        "log_to_mlflow",
-        env={"MLFLOW_TRACKING_URI": closed},
-    )
+    relog_to_mlflow(workdir, env={"MLFLOW_TRACKING_URI": closed})
     elapsed = time.monotonic() - started
     logged = json.loads((workdir / "mlflow/logged.json").read_text())
     assert logged["status"] == "unreachable" and closed in logged["warning"]

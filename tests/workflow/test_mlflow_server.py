@@ -30,21 +30,13 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from pipeline_lib.tracking.mlflow_store import KEY_TAG, KIND_TAG, SWEEP_TAG, log_sweep
-from tests.serving import MLFLOW, free_port, stop_group
+from tests.serving import MLFLOW, free_port, stop_group, wait_until_answers
 from tests.tracking_cases import job_records
-from tests.workflow.conftest import REPO, run_snakemake
+from tests.workflow.conftest import REPO, relog_to_mlflow, run_snakemake
 
 pytestmark = pytest.mark.workflow
 
 TINY = REPO / "tests/configs/tiny.yaml"
-
-
-def _healthy(uri: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 @dataclass(frozen=True)
@@ -126,13 +118,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             start_new_session=True,  # its workers share the group: stop them all at the end
         )
     try:
-        deadline = time.monotonic() + 120
-        while not _healthy(uri):  # /health needs no login
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"mlflow server did not start:\n{(root / 'server.log').read_text()[-3000:]}"
-                )
-            time.sleep(0.5)
+        if not wait_until_answers(f"{uri}/health", process, timeout_s=120):  # needs no login
+            raise RuntimeError(
+                f"mlflow server did not start:\n{(root / 'server.log').read_text()[-3000:]}"
+            )
         writer = Server(uri, "droc-writer", secrets.token_urlsafe(16))
         status, body = _request(
             f"{uri}/api/2.0/mlflow/users/create",
@@ -194,16 +183,7 @@ def test_pipeline_logs_to_the_server(
     shutil.copytree(tiny_run, workdir, symlinks=True)
     shutil.rmtree(workdir / "mlflow")
     run_snakemake(workdir, "--cores", "1", "--configfile", str(small_config))
-    run_snakemake(
-        workdir,
-        "--cores",
-        "1",
-        "--configfile",
-        str(small_config),
-        "--forcerun",
-        "log_to_mlflow",
-        env=login.env(),
-    )
+    relog_to_mlflow(workdir, small_config, env=login.env())
     logged = json.loads((workdir / "mlflow/logged.json").read_text())
     assert logged["status"] == "logged" and logged["tracking_uri"] == server
     results = pd.read_csv(workdir / "summary/results.csv")

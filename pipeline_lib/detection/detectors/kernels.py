@@ -266,9 +266,8 @@ def rbf_expansion(
 
     Parameters
     ----------
-    x : Tensor of shape (n, d)
-        Query rows (normalised when the detector normalises), any float dtype and device.
-    state : RBFExpansionState
+    x, state
+        As for :func:`kde_score`, with an :class:`RBFExpansionState`.
     chunk_size : int or None, default=None
         None: one block. Else ``chunk_size`` query rows by ``chunk_size`` support vectors at
         a time; the largest temporary is one ``(chunk_size, chunk_size)`` matrix, reused.
