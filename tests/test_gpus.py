@@ -79,7 +79,10 @@ def test_every_torch_rule_retries_with_more_memory_and_packs_on_a_gpu_slot() -> 
         script = re.search(r'^\s+script:\s+"\.\./scripts/(\w+\.py)"', body, re.MULTILINE)
         assert script is not None, f"{rule} runs no script"
         text = (REPO / "workflow/scripts" / script.group(1)).read_text()
-        assert "job_device(gpus_requested(snakemake.resources)) as device" in text, rule
+        assert (
+            "job_device(gpus_requested(snakemake.resources)) as device" in text
+            or "torch_job(snakemake) as device" in text  # job_device inside (torch_jobs.py)
+        ), rule
         assert "select_device" not in text, rule
 
 

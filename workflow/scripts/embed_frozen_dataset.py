@@ -5,15 +5,11 @@ from pipeline_lib.runtime.warm_jobs import hand_over
 hand_over(snakemake)  # runs the job in the run's warm worker where one serves it
 
 from pipeline_lib.models.embed import embed_frozen
-from pipeline_lib.runtime.devices import gpus_requested, job_device, set_threads
 from pipeline_lib.runtime.io import load_image_dataset, save_npz
-from pipeline_lib.runtime.logs import job_logging, show_progress
+from pipeline_lib.runtime.logs import show_progress
+from pipeline_lib.runtime.torch_jobs import torch_job
 
-with (
-    job_logging(snakemake.log[0]),
-    job_device(gpus_requested(snakemake.resources)) as device,
-):
-    set_threads(snakemake.threads)
+with torch_job(snakemake) as device:
     # imagenet_size is None for every method but resnet50_imagenet; the weights path comes
     # as $DROC_IMAGENET_WEIGHTS (exported by common.smk).
     features = embed_frozen(

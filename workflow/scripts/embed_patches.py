@@ -8,15 +8,11 @@ from pipeline_lib.data.mvtec import category_from_arrays
 from pipeline_lib.models.checkpoints import load_trained_representation
 from pipeline_lib.models.representation import build_representation, imagenet_weights_from_env
 from pipeline_lib.mvtec.patches import PatchOptions, embed_category_patches
-from pipeline_lib.runtime.devices import gpus_requested, job_device, set_threads
 from pipeline_lib.runtime.io import load_npz, save_npz
-from pipeline_lib.runtime.logs import job_logging, show_progress
+from pipeline_lib.runtime.logs import show_progress
+from pipeline_lib.runtime.torch_jobs import torch_job
 
-with (
-    job_logging(snakemake.log[0]),
-    job_device(gpus_requested(snakemake.resources)) as device,
-):
-    set_threads(snakemake.threads)
+with torch_job(snakemake) as device:
     method, seed = snakemake.wildcards.method, int(snakemake.wildcards.seed)
     if snakemake.input.model:
         model = load_trained_representation(snakemake.input.model, map_location=device)

@@ -6,16 +6,12 @@ hand_over(snakemake)  # runs the job in the run's warm worker where one serves i
 
 from pipeline_lib.data.split import load_split
 from pipeline_lib.models.checkpoints import load_trained_representation
-from pipeline_lib.runtime.devices import gpus_requested, job_device, set_threads
 from pipeline_lib.runtime.io import load_image_dataset, save_npz
-from pipeline_lib.runtime.logs import job_logging, show_progress
+from pipeline_lib.runtime.logs import show_progress
+from pipeline_lib.runtime.torch_jobs import torch_job
 from pipeline_lib.ssl.jobs import embed_trained
 
-with (
-    job_logging(snakemake.log[0]),
-    job_device(gpus_requested(snakemake.resources)) as device,
-):
-    set_threads(snakemake.threads)
+with torch_job(snakemake) as device:
     features = embed_trained(
         load_trained_representation(snakemake.input.model, map_location=device),
         load_image_dataset(snakemake.input.dataset),

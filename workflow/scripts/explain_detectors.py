@@ -13,15 +13,10 @@ from pipeline_lib.explain import explain_split
 from pipeline_lib.mvtec.heatmaps import plot_explanations
 from pipeline_lib.paper.plots import save_figure
 from pipeline_lib.paper.published import display_name
-from pipeline_lib.runtime.devices import gpus_requested, job_device, set_threads
 from pipeline_lib.runtime.io import load_image_dataset, load_npz, save_npz
-from pipeline_lib.runtime.logs import job_logging
+from pipeline_lib.runtime.torch_jobs import torch_job
 
-with (
-    job_logging(snakemake.log[0]),
-    job_device(gpus_requested(snakemake.resources)) as device,
-):
-    set_threads(snakemake.threads)
+with torch_job(snakemake) as device:
     params = snakemake.params
     feature_files = json.loads(params.features)
     explanation = explain_split(

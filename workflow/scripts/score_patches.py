@@ -6,15 +6,10 @@ hand_over(snakemake)  # runs the job in the run's warm worker where one serves i
 
 from pipeline_lib.data.mvtec import category_from_arrays
 from pipeline_lib.mvtec.patches import score_category
-from pipeline_lib.runtime.devices import gpus_requested, job_device, set_threads
 from pipeline_lib.runtime.io import load_npz, save_json, save_npz
-from pipeline_lib.runtime.logs import job_logging
+from pipeline_lib.runtime.torch_jobs import torch_job
 
-with (
-    job_logging(snakemake.log[0]),
-    job_device(gpus_requested(snakemake.resources)) as device,
-):
-    set_threads(snakemake.threads)
+with torch_job(snakemake) as device:
     category = category_from_arrays(load_npz(snakemake.input.category))
     features = load_npz(snakemake.input.features)
     detectors = snakemake.params.detectors

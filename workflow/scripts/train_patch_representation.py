@@ -9,16 +9,13 @@ from pathlib import Path
 from pipeline_lib.data.mvtec import category_from_arrays
 from pipeline_lib.models.checkpoints import save_representation
 from pipeline_lib.mvtec.patches import train_on_patches
-from pipeline_lib.runtime.devices import device_name, gpus_requested, job_device, set_threads
+from pipeline_lib.runtime.devices import device_name
 from pipeline_lib.runtime.io import load_npz, save_json
-from pipeline_lib.runtime.logs import job_logging, show_progress
+from pipeline_lib.runtime.logs import show_progress
+from pipeline_lib.runtime.torch_jobs import torch_job
 from pipeline_lib.ssl.settings import Execution, TrainSettings
 
-with (
-    job_logging(snakemake.log[0]),
-    job_device(gpus_requested(snakemake.resources)) as device,
-):
-    set_threads(snakemake.threads)
+with torch_job(snakemake) as device:
     method = snakemake.wildcards.method
     category = category_from_arrays(load_npz(snakemake.input[0]))
     arguments = dict(snakemake.params.training)
