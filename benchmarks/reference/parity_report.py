@@ -416,8 +416,9 @@ def side_by_side_part(rows: Sequence[Mapping[str, str]]) -> list[str]:
         f"at width {RELEASED_WIDTH:g} (`embed.width` {WIDTH}) with the released "
         f"{STEM_WIDTH}-channel stem, {EPOCHS} epochs, and score the whole 10,000-image test "
         "split; AUC x 100, one run per seed. The released code starts each layer from its "
-        "own seeded initializer, as under the TensorFlow 2.3 of the paper (README.md, "
-        "adapters). The seeds of the two implementations draw different random numbers, so "
+        "own seeded initializer, as under the TensorFlow 2.3 of the paper "
+        '(benchmarks/reference/README.md, "Adapters"). The seeds of the two implementations '
+        "draw different random numbers, so "
         "the samples are independent, not paired: the interval is Welch's, and the verdict "
         f"is two one-sided Welch tests (TOST) at a margin of +-{MARGIN:g} point, each at "
         f"{ALPHA:g}: **equivalent** when the 90 % interval lies inside the margin, "
