@@ -45,11 +45,14 @@ ROW_COUNTS = {
 
 
 def _paper_path() -> Path | None:
-    """The paper's LaTeX source: $DROC_PAPER (file or folder), else ../shared/paper."""
+    """The paper's LaTeX source: $DROC_PAPER (file or folder), else the folder ``paper`` of
+    the development data, $DROC_SHARED (by default ``shared`` beside the checkout, as
+    .ci/run lays it out)."""
     candidates = []
     if os.environ.get("DROC_PAPER"):
         candidates.append(Path(os.environ["DROC_PAPER"]))
-    candidates.append(REPO_ROOT.parent / "shared" / "paper")
+    shared = os.environ.get("DROC_SHARED")
+    candidates.append((Path(shared) if shared else REPO_ROOT.parent / "shared") / "paper")
     for candidate in candidates:
         if candidate.is_file():
             return candidate
