@@ -17,7 +17,12 @@ t statistic (``scipy.stats.ttest_ind(equal_var=False)``): the difference ours - 
 with its 95 % interval, and two one-sided tests (TOST) against a margin of +-1 AUC point.
 **equivalent**: both one-sided tests reject at 5 % (the 90 % interval lies inside +-1);
 **outside the margin**: the 90 % interval lies wholly beyond +1 or -1; **inconclusive**:
-neither, so the cell needs more seeds (up to 10).
+neither, so the cell needs more seeds (up to 10). How many would do is planned from the
+pooled standard deviation: the smallest ``n`` a side with
+``MARGIN / (sd * sqrt(2 / n)) >= t(1 - ALPHA, 2n - 2) + t(1 - (1 - POWER) / 2, 2n - 2)``,
+the textbook sample size of a two-sample equivalence test at a true difference of zero, with
+t quantiles in place of normal ones (``tests/reference/test_side_by_side.py`` checks the
+power it plans by simulation).
 """
 
 from __future__ import annotations
@@ -60,6 +65,11 @@ MARGIN = 1.0
 ALPHA = 0.05
 #: Seeds a cell may grow to before its verdict stands as it is.
 MAX_SEEDS = 10
+#: The chance of an **equivalent** verdict the seeds-needed column plans for, when the two
+#: implementations' true means are equal.
+POWER = 0.8
+#: The largest plan the column states; beyond it, the margin is out of reach at this spread.
+PLAN_LIMIT = 1000
 
 _METHOD_NAMES = {
     "rotnet": "RotNet",
@@ -88,6 +98,9 @@ class Comparison:
     high: float
     p_equivalence: float
     verdict: str
+    #: Seeds a side at which TOST reaches :data:`POWER` given the pooled spread (None: more
+    #: than :data:`PLAN_LIMIT`, or no spread known yet).
+    seeds_needed: int | None = None
 
 
 def read_results(path: Path = RESULTS) -> list[dict[str, str]]:
@@ -123,6 +136,29 @@ def _welch(ours: Sequence[float], released: Sequence[float]) -> tuple[float, flo
         return statistics.fmean(ours) - statistics.fmean(released), 0.0, math.inf
     dof = (va + vb) ** 2 / (va**2 / (len(ours) - 1) + vb**2 / (len(released) - 1))
     return statistics.fmean(ours) - statistics.fmean(released), se, dof
+
+
+def pooled_sd(ours: Sequence[float], released: Sequence[float]) -> float:
+    """Both samples' standard deviation, pooled (each side's variance by its dof)."""
+    dof = len(ours) + len(released) - 2
+    squares = statistics.variance(ours) * (len(ours) - 1) + statistics.variance(released) * (
+        len(released) - 1
+    )
+    return math.sqrt(squares / dof)
+
+
+def seeds_for_equivalence(sd: float) -> int | None:
+    """Seeds a side for TOST at +-MARGIN to say **equivalent** with probability POWER when
+    the true difference is zero, at spread ``sd`` on both sides (the module docstring's
+    formula); None beyond :data:`PLAN_LIMIT`."""
+    if sd == 0:
+        return 2
+    for n in range(2, PLAN_LIMIT + 1):
+        dof = 2 * n - 2
+        needed = stats.t.ppf(1 - ALPHA, dof) + stats.t.ppf(1 - (1 - POWER) / 2, dof)
+        if MARGIN / (sd * math.sqrt(2 / n)) >= needed:
+            return n
+    return None
 
 
 def compare(
@@ -178,6 +214,7 @@ def compare(
         high=high,
         p_equivalence=p_equivalence,
         verdict=verdict,
+        seeds_needed=seeds_for_equivalence(pooled_sd(ours, released)),
     )
 
 
@@ -302,21 +339,28 @@ def _signed(value: float, pattern: str) -> str:
     return "-" if math.isnan(value) else pattern.format(value)
 
 
+def _seeds_needed(cell: Comparison) -> str:
+    if math.isnan(cell.low):
+        return "-"
+    return f"> {PLAN_LIMIT}" if cell.seeds_needed is None else str(cell.seeds_needed)
+
+
 def _side_by_side_table(cells: Sequence[Comparison]) -> list[str]:
     if not cells:
         return ["No side-by-side run has finished yet."]
     lines = [
         "| method | score | released, mean +- sd (seeds) | ours, mean +- sd (seeds) "
-        "| ours - released | 95 % interval | TOST p | verdict |",
-        "|---|---|---|---|---|---|---|---|",
+        "| ours - released | 95 % interval | TOST p | verdict | seeds a side for a verdict |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for cell in cells:
         lines.append(
-            f"| {_METHOD_NAMES[cell.method]} | {_DETECTOR_NAMES[cell.detector]} "
+            f"| {_METHOD_NAMES[cell.method]} | {_cell(_DETECTOR_NAMES[cell.detector])} "
             f"| {_mean_sd(cell.released)} | {_mean_sd(cell.ours)} "
             f"| {_signed(cell.difference, '{:+.2f}')} "
             f"| {'-' if math.isnan(cell.low) else f'[{cell.low:+.2f}, {cell.high:+.2f}]'} "
-            f"| {_signed(cell.p_equivalence, '{:.3f}')} | **{cell.verdict}** |"
+            f"| {_signed(cell.p_equivalence, '{:.3f}')} | **{cell.verdict}** "
+            f"| {_seeds_needed(cell)} |"
         )
     return lines
 
@@ -330,7 +374,7 @@ def _ours_only_table(rows: Sequence[Mapping[str, str]]) -> list[str]:
             if values:
                 ordered = [values[s] for s in sorted(values)]
                 lines.append(
-                    f"| {_METHOD_NAMES[method]} | {_DETECTOR_NAMES[detector]} "
+                    f"| {_METHOD_NAMES[method]} | {_cell(_DETECTOR_NAMES[detector])} "
                     f"| {_mean_sd(ordered)} |"
                 )
     if not lines:
@@ -397,17 +441,30 @@ def side_by_side_part(rows: Sequence[Mapping[str, str]]) -> list[str]:
     """The section's second part: the side-by-side AUCs of ``side_by_side.csv``."""
     cells = comparisons(rows)
     pending = [cell for cell in cells if cell.verdict not in ("equivalent", "outside the margin")]
-    more = (
-        [
+    beyond = [
+        cell
+        for cell in pending
+        if not math.isnan(cell.low)
+        and (cell.seeds_needed is None or cell.seeds_needed > MAX_SEEDS)
+    ]
+    reachable = [cell for cell in pending if cell not in beyond]
+    more = []
+    if reachable:
+        more += [
             f"Cells without a verdict take more runs (up to {MAX_SEEDS} seeds a side, "
             "`side_by_side.py --seeds`; finished runs are kept): "
-            + "; ".join(f"{cell.method} {cell.detector}" for cell in pending)
+            + "; ".join(f"{cell.method} {cell.detector}" for cell in reachable)
             + ".",
             "",
         ]
-        if pending
-        else []
-    )
+    if beyond:
+        more += [
+            f"Cells whose spread puts a verdict beyond {MAX_SEEDS} seeds a side (more seeds "
+            "narrow their interval, but a +-1 point verdict at this budget is unlikely): "
+            + "; ".join(f"{cell.method} {cell.detector}" for cell in beyond)
+            + ".",
+            "",
+        ]
     return [
         "### Side by side at a CPU budget",
         "",
@@ -423,7 +480,11 @@ def side_by_side_part(rows: Sequence[Mapping[str, str]]) -> list[str]:
         f"is two one-sided Welch tests (TOST) at a margin of +-{MARGIN:g} point, each at "
         f"{ALPHA:g}: **equivalent** when the 90 % interval lies inside the margin, "
         "**outside the margin** when it lies beyond it, else **inconclusive** "
-        "(`benchmarks/reference/parity_report.py`).",
+        "(`benchmarks/reference/parity_report.py`). The last column plans the seeds a side "
+        f"at which an equal pair of implementations is called **equivalent** with "
+        f"probability {POWER:g}, at the two samples' pooled standard deviation: where it "
+        f"exceeds {MAX_SEEDS}, seed-to-seed spread at this budget is too wide for a "
+        f"+-{MARGIN:g} point verdict.",
         "",
         *_side_by_side_table(cells),
         "",

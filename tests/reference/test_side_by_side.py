@@ -178,3 +178,57 @@ def test_cells_short_of_runs_show_what_they_lack_and_no_interval() -> None:
     assert "contrastive_da kde; contrastive_da ocsvm" in parity_report.build_section(
         _result("ours", 2, 80.0).rows(), []
     )
+
+
+def _tost_power(n: int, sd: float, draws: int = 4000) -> float:
+    """The share of simulated equal-mean pairs of n seeds a side that TOST calls equivalent."""
+    rng = np.random.default_rng(7)
+    ours = rng.normal(0.0, sd, size=(draws, n))
+    released = rng.normal(0.0, sd, size=(draws, n))
+    margin = parity_report.MARGIN
+    p_lower = stats.ttest_ind(
+        ours + margin, released, axis=1, equal_var=False, alternative="greater"
+    ).pvalue
+    p_upper = stats.ttest_ind(
+        ours - margin, released, axis=1, equal_var=False, alternative="less"
+    ).pvalue
+    return float(np.mean(np.maximum(p_lower, p_upper) < parity_report.ALPHA))
+
+
+@pytest.mark.parametrize("sd", [0.4, 1.0, 2.0])
+def test_the_planned_seeds_give_the_planned_power(sd: float) -> None:
+    n = parity_report.seeds_for_equivalence(sd)
+    assert n is not None and n >= 2
+    # The plan is the smallest n that reaches the power: it does, and a third fewer do not.
+    assert _tost_power(n, sd) >= parity_report.POWER - 0.03, (sd, n)
+    assert _tost_power(max(2, (2 * n) // 3), sd) < parity_report.POWER, (sd, n)
+
+
+def test_a_spread_beyond_reach_plans_no_number_and_the_page_says_so() -> None:
+    assert parity_report.seeds_for_equivalence(50.0) is None
+    cell = parity_report.compare("rotnet", "kde", [10.0, 90.0], [20.0, 80.0])
+    assert cell.seeds_needed is None
+    table = "\n".join(parity_report._side_by_side_table([cell]))
+    assert f"> {parity_report.PLAN_LIMIT}" in table
+    assert math.isclose(
+        parity_report.pooled_sd([1.0, 3.0], [2.0, 6.0]), statistics.fmean([2.0, 8.0]) ** 0.5
+    )
+
+
+def test_every_row_of_the_side_by_side_tables_has_its_header_s_columns() -> None:
+    """A score's name with a '|' (p(0 | x)) must not split its cell."""
+    lines = parity_report.side_by_side_part(parity_report.read_results())
+    tables: list[list[str]] = [[]]
+    for line in lines:
+        if line.startswith("|"):
+            tables[-1].append(line)
+        elif tables[-1]:
+            tables.append([])
+    tables = [table for table in tables if table]
+    assert len(tables) >= 2, lines
+
+    def columns(row: str) -> int:
+        return len(row.replace("\\|", "").strip().strip("|").split("|"))
+
+    for table in tables:
+        assert {columns(row) for row in table} == {columns(table[0])}, table
