@@ -444,8 +444,7 @@ def side_by_side_part(rows: Sequence[Mapping[str, str]]) -> list[str]:
     beyond = [
         cell
         for cell in pending
-        if not math.isnan(cell.low)
-        and (cell.seeds_needed is None or cell.seeds_needed > MAX_SEEDS)
+        if not math.isnan(cell.low) and (cell.seeds_needed is None or cell.seeds_needed > MAX_SEEDS)
     ]
     reachable = [cell for cell in pending if cell not in beyond]
     more = []
