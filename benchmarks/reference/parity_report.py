@@ -437,6 +437,13 @@ def traces_part(records: Sequence[Difference]) -> list[str]:
     ]
 
 
+def _cell_list(lead: str, cells: Sequence[Comparison]) -> list[str]:
+    """A paragraph naming the cells after ``lead``; nothing when there are none."""
+    if not cells:
+        return []
+    return [lead + ": " + "; ".join(f"{cell.method} {cell.detector}" for cell in cells) + ".", ""]
+
+
 def side_by_side_part(rows: Sequence[Mapping[str, str]]) -> list[str]:
     """The section's second part: the side-by-side AUCs of ``side_by_side.csv``."""
     cells = comparisons(rows)
@@ -447,23 +454,19 @@ def side_by_side_part(rows: Sequence[Mapping[str, str]]) -> list[str]:
         if not math.isnan(cell.low) and (cell.seeds_needed is None or cell.seeds_needed > MAX_SEEDS)
     ]
     reachable = [cell for cell in pending if cell not in beyond]
-    more = []
-    if reachable:
-        more += [
+    more = [
+        *_cell_list(
             f"Cells without a verdict take more runs (up to {MAX_SEEDS} seeds a side, "
-            "`side_by_side.py --seeds`; finished runs are kept): "
-            + "; ".join(f"{cell.method} {cell.detector}" for cell in reachable)
-            + ".",
-            "",
-        ]
-    if beyond:
-        more += [
+            "`side_by_side.py --seeds`; finished runs are kept)",
+            reachable,
+        ),
+        *_cell_list(
             f"Cells whose spread puts a verdict beyond {MAX_SEEDS} seeds a side (more seeds "
-            "narrow their interval, but a +-1 point verdict at this budget is unlikely): "
-            + "; ".join(f"{cell.method} {cell.detector}" for cell in beyond)
-            + ".",
-            "",
-        ]
+            f"narrow their interval, but a +-{MARGIN:g} point verdict at this budget is "
+            "unlikely)",
+            beyond,
+        ),
+    ]
     return [
         "### Side by side at a CPU budget",
         "",
