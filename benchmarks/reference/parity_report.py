@@ -102,6 +102,11 @@ class Comparison:
     #: than :data:`PLAN_LIMIT`, or no spread known yet).
     seeds_needed: int | None = None
 
+    @property
+    def has_interval(self) -> bool:
+        """Two seeds a side or more: an interval, a TOST p and a seeds plan exist."""
+        return not math.isnan(self.low)
+
 
 def read_results(path: Path = RESULTS) -> list[dict[str, str]]:
     """The side-by-side CSV's rows; every run must be of the recorded setting."""
@@ -340,7 +345,7 @@ def _signed(value: float, pattern: str) -> str:
 
 
 def _seeds_needed(cell: Comparison) -> str:
-    if math.isnan(cell.low):
+    if not cell.has_interval:
         return "-"
     return f"> {PLAN_LIMIT}" if cell.seeds_needed is None else str(cell.seeds_needed)
 
@@ -358,7 +363,7 @@ def _side_by_side_table(cells: Sequence[Comparison]) -> list[str]:
             f"| {_METHOD_NAMES[cell.method]} | {_cell(_DETECTOR_NAMES[cell.detector])} "
             f"| {_mean_sd(cell.released)} | {_mean_sd(cell.ours)} "
             f"| {_signed(cell.difference, '{:+.2f}')} "
-            f"| {'-' if math.isnan(cell.low) else f'[{cell.low:+.2f}, {cell.high:+.2f}]'} "
+            f"| {f'[{cell.low:+.2f}, {cell.high:+.2f}]' if cell.has_interval else '-'} "
             f"| {_signed(cell.p_equivalence, '{:.3f}')} | **{cell.verdict}** "
             f"| {_seeds_needed(cell)} |"
         )
@@ -451,7 +456,7 @@ def side_by_side_part(rows: Sequence[Mapping[str, str]]) -> list[str]:
     beyond = [
         cell
         for cell in pending
-        if not math.isnan(cell.low) and (cell.seeds_needed is None or cell.seeds_needed > MAX_SEEDS)
+        if cell.has_interval and (cell.seeds_needed is None or cell.seeds_needed > MAX_SEEDS)
     ]
     reachable = [cell for cell in pending if cell not in beyond]
     more = [
