@@ -25,7 +25,7 @@ import pandas as pd
 from pipeline_lib.paper.published.text_values import text_value
 from pipeline_lib.studies.contract import STAT_COLUMNS
 from pipeline_lib.studies.display import DATASET_ROW, label, named, pivot_display
-from pipeline_lib.studies.figures import draw_lines, finish_auc_figure, new_figure, palette
+from pipeline_lib.studies.figures import draw_lines, finish_whole_number_axis, new_figure, palette
 from pipeline_lib.studies.paper import is_default_variant, published_main
 from pipeline_lib.studies.spec import ONE_CLASS, PAPER_ORDER, SORTED, Deviations, Run, StudySpec
 from pipeline_lib.studies.stats import cell_stats
@@ -186,12 +186,16 @@ def _figure(table: pd.DataFrame, dataset: str, detector: str, full: float):
                     label=f"{label('method', row['base_method'])} ({whose})",
                 )
     ax.set_xscale("log")
-    sizes = sorted(curves["train_size"].unique())
-    ax.set_xticks(sizes, [f"{int(s)}" for s in sizes])
     ax.minorticks_off()
-    ax.set_xlabel(f"images the representation is trained on (log scale; detector on {int(full)})")
-    ax.set_title(f"{label('dataset', dataset)}: data efficiency, {label('detector', detector)}")
-    finish_auc_figure(fig, [ax], table, ncols=3)
+    finish_whole_number_axis(
+        fig,
+        ax,
+        table,
+        ticks=curves["train_size"],
+        xlabel=f"images the representation is trained on (log scale; detector on {int(full)})",
+        title=f"{label('dataset', dataset)}: data efficiency, {label('detector', detector)}",
+        ncols=3,
+    )
     return fig
 
 

@@ -304,6 +304,26 @@ def finish_auc_figure(
     finish_legend(fig, axes, incomplete=incomplete, ncols=ncols)
 
 
+def finish_whole_number_axis(
+    fig: Figure,
+    ax: Axes,
+    table: pd.DataFrame,
+    *,
+    ticks: pd.Series,
+    xlabel: str,
+    title: str,
+    ncols: int,
+) -> None:
+    """A tick at every distinct value of ``ticks`` labelled as an integer (sizes and depths
+    are whole numbers the tables hold as floats), the x label and title, then
+    :func:`finish_auc_figure`."""
+    values = sorted(ticks.unique())
+    ax.set_xticks(values, [str(int(v)) for v in values])
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
+    finish_auc_figure(fig, [ax], table, ncols=ncols)
+
+
 def bar_panel(
     ax: Axes,
     x: np.ndarray,

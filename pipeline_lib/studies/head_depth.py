@@ -20,7 +20,7 @@ from pipeline_lib.registry import MLP_HEAD_DEPTH
 from pipeline_lib.studies.display import DATASET_ROW, label, named
 from pipeline_lib.studies.figures import (
     SPACE_NAMES,
-    finish_auc_figure,
+    finish_whole_number_axis,
     new_figure,
     palette,
     space_lines,
@@ -55,11 +55,15 @@ def _figure(table: pd.DataFrame, dataset: str, detector: str):
     space_lines(
         ax, lambda s: table[table["space"] == s], x_col="head_depth", colours=colours, dodge=0.08
     )
-    depths = sorted(table["head_depth"].unique())
-    ax.set_xticks(depths, [str(int(d)) for d in depths])
-    ax.set_xlabel("MLP head depth (hidden layers; 0 = identity)")
-    ax.set_title(f"{label('dataset', dataset)}: AUC vs. head depth, {label('detector', detector)}")
-    finish_auc_figure(fig, [ax], table, ncols=2)
+    finish_whole_number_axis(
+        fig,
+        ax,
+        table,
+        ticks=table["head_depth"],
+        xlabel="MLP head depth (hidden layers; 0 = identity)",
+        title=f"{label('dataset', dataset)}: AUC vs. head depth, {label('detector', detector)}",
+        ncols=2,
+    )
     return fig
 
 

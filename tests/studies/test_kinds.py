@@ -261,6 +261,7 @@ def test_head_depth_means_paper_at_default_depth_and_lines() -> None:
     assert len(with_paper) == 2
     ax = study.figures["cifar10"].axes[0]
     assert _count(ax, "ours") == 4 and _count(ax, "paper") == 2
+    assert [t.get_text() for t in ax.get_xticklabels()] == [str(d) for d in range(9)]
 
 
 # ---------------------------------------------------------------- distribution sets
@@ -347,6 +348,8 @@ def test_data_efficiency_reference_lines_and_crossover() -> None:
     ax = study.figures["cifar10"].axes[0]
     assert _count(ax, "reference") == 2 and _count(ax, "paper_reference") == 2
     assert ax.get_xscale() == "log"
+    # ticks at the curves' sizes only, as integers: the crossover row's NaN size adds none
+    assert [t.get_text() for t in ax.get_xticklabels()] == [str(n) for n in sizes]
 
 
 # ------------------------------------------------ rotated, classifiers, main, comparison
