@@ -107,6 +107,12 @@ class Comparison:
         """Two seeds a side or more: an interval, a TOST p and a seeds plan exist."""
         return not math.isnan(self.low)
 
+    @property
+    def excludes_zero(self) -> bool:
+        """The 95 % interval leaves out 0: the sign of the difference is shown, whatever
+        the verdict on its size."""
+        return self.has_interval and (self.low > 0 or self.high < 0)
+
 
 def read_results(path: Path = RESULTS) -> list[dict[str, str]]:
     """The side-by-side CSV's rows; every run must be of the recorded setting."""
@@ -472,6 +478,15 @@ def side_by_side_part(rows: Sequence[Mapping[str, str]]) -> list[str]:
             beyond,
         ),
     ]
+    shown = [cell for cell in cells if cell.excludes_zero]
+    if shown:
+        more += _cell_list(
+            f"Cells whose 95 % interval leaves out 0, so that the two implementations differ "
+            f"there at this budget whatever the verdict on the size (each interval leaves out "
+            f"a true 0 one time in 20, and {sum(cell.has_interval for cell in cells)} cells "
+            "have one; the scores of one method come from the same models)",
+            shown,
+        )
     return [
         "### Side by side at a CPU budget",
         "",

@@ -180,6 +180,22 @@ def test_cells_short_of_runs_show_what_they_lack_and_no_interval() -> None:
     )
 
 
+def test_cells_whose_interval_leaves_out_zero_are_named() -> None:
+    rows = []
+    for seed, jitter in enumerate([0.0, 0.4, -0.3, 0.2], start=1):
+        rows += _result("released", seed, 80.0 + jitter).rows()
+        rows += _result("ours", seed, 81.5 - jitter).rows()
+    shown = [cell for cell in parity_report.comparisons(rows) if cell.excludes_zero]
+    assert [cell.detector for cell in shown] == ["kde", "ocsvm"]
+    assert all(cell.low > 0 for cell in shown)
+    section = parity_report.build_section(rows, [])
+    assert "leaves out 0" in section and "2 cells" in section
+    level = [row for row in rows if row["impl"] == "released"]
+    level += [{**row, "impl": "ours"} for row in level]
+    assert not any(cell.excludes_zero for cell in parity_report.comparisons(level))
+    assert "leaves out 0" not in parity_report.build_section(level, [])
+
+
 def _tost_power(n: int, sd: float, draws: int = 4000) -> float:
     """The share of simulated equal-mean pairs of n seeds a side that TOST calls equivalent."""
     rng = np.random.default_rng(7)
