@@ -478,15 +478,13 @@ def side_by_side_part(rows: Sequence[Mapping[str, str]]) -> list[str]:
             beyond,
         ),
     ]
-    shown = [cell for cell in cells if cell.excludes_zero]
-    if shown:
-        more += _cell_list(
-            f"Cells whose 95 % interval leaves out 0, so that the two implementations differ "
-            f"there at this budget whatever the verdict on the size (each interval leaves out "
-            f"a true 0 one time in 20, and {sum(cell.has_interval for cell in cells)} cells "
-            "have one; the scores of one method come from the same models)",
-            shown,
-        )
+    more += _cell_list(
+        "Cells whose 95 % interval leaves out 0, so that the two implementations differ "
+        "there at this budget whatever the verdict on the size (each interval leaves out "
+        f"a true 0 one time in 20, and {sum(cell.has_interval for cell in cells)} cells "
+        "have one; the scores of one method come from the same models)",
+        [cell for cell in cells if cell.excludes_zero],
+    )
     return [
         "### Side by side at a CPU budget",
         "",
