@@ -108,6 +108,11 @@ class Comparison:
         return not math.isnan(self.low)
 
     @property
+    def at_cap(self) -> bool:
+        """Both samples have :data:`MAX_SEEDS` runs: no more are added, the verdict stands."""
+        return min(len(self.ours), len(self.released)) >= MAX_SEEDS
+
+    @property
     def excludes_zero(self) -> bool:
         """The 95 % interval leaves out 0: the sign of the difference is shown, whatever
         the verdict on its size."""
@@ -459,6 +464,8 @@ def side_by_side_part(rows: Sequence[Mapping[str, str]]) -> list[str]:
     """The section's second part: the side-by-side AUCs of ``side_by_side.csv``."""
     cells = comparisons(rows)
     pending = [cell for cell in cells if cell.verdict not in ("equivalent", "outside the margin")]
+    at_cap = [cell for cell in pending if cell.at_cap]
+    pending = [cell for cell in pending if not cell.at_cap]
     beyond = [
         cell
         for cell in pending
@@ -466,6 +473,12 @@ def side_by_side_part(rows: Sequence[Mapping[str, str]]) -> list[str]:
     ]
     reachable = [cell for cell in pending if cell not in beyond]
     more = [
+        *_cell_list(
+            f"Cells at the cap of {MAX_SEEDS} seeds a side without a verdict, which stands "
+            "as inconclusive at this budget (the last column gives the seeds a side a "
+            "verdict would take)",
+            at_cap,
+        ),
         *_cell_list(
             f"Cells without a verdict take more runs (up to {MAX_SEEDS} seeds a side, "
             "`side_by_side.py --seeds`; finished runs are kept)",

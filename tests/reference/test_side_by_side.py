@@ -196,6 +196,27 @@ def test_cells_whose_interval_leaves_out_zero_are_named() -> None:
     assert "leaves out 0" not in parity_report.build_section(level, [])
 
 
+def test_cells_at_the_seed_cap_are_named_as_standing_not_as_taking_more_runs() -> None:
+    spread = [0.0, 3.0, -2.5, 1.5, -3.0, 2.0, -1.0, 2.5, -2.0, 0.5]
+
+    def rows(seeds: int) -> list[dict[str, str]]:
+        out = []
+        for seed, jitter in enumerate(spread[:seeds], start=1):
+            out += _result("released", seed, 80.0 + jitter).rows()
+            out += _result("ours", seed, 80.0 - jitter).rows()
+        return out
+
+    capped = parity_report.comparisons(rows(parity_report.MAX_SEEDS))
+    assert all(cell.at_cap and cell.verdict == "inconclusive" for cell in capped)
+    section = parity_report.build_section(rows(parity_report.MAX_SEEDS), [])
+    assert "at the cap of 10 seeds a side without a verdict" in section
+    assert "contrastive_da kde; contrastive_da ocsvm" in section
+    assert "take more runs" not in section and "beyond 10 seeds a side" not in section
+    short = parity_report.build_section(rows(parity_report.MAX_SEEDS - 1), [])
+    assert "at the cap" not in short
+    assert not any(cell.at_cap for cell in parity_report.comparisons(rows(9)))
+
+
 def _tost_power(n: int, sd: float, draws: int = 4000) -> float:
     """The share of simulated equal-mean pairs of n seeds a side that TOST calls equivalent."""
     rng = np.random.default_rng(7)
