@@ -465,13 +465,13 @@ def side_by_side_part(rows: Sequence[Mapping[str, str]]) -> list[str]:
     cells = comparisons(rows)
     pending = [cell for cell in cells if cell.verdict not in ("equivalent", "outside the margin")]
     at_cap = [cell for cell in pending if cell.at_cap]
-    pending = [cell for cell in pending if not cell.at_cap]
+    growing = [cell for cell in pending if not cell.at_cap]
     beyond = [
         cell
-        for cell in pending
+        for cell in growing
         if cell.has_interval and (cell.seeds_needed is None or cell.seeds_needed > MAX_SEEDS)
     ]
-    reachable = [cell for cell in pending if cell not in beyond]
+    reachable = [cell for cell in growing if cell not in beyond]
     more = [
         *_cell_list(
             f"Cells at the cap of {MAX_SEEDS} seeds a side without a verdict, which stands "
